@@ -1,0 +1,462 @@
+"""The GPT model in one file: config, attention (with a static KV cache), MLP, block, model.
+
+A pre-norm decoder-only Transformer that is exactly GPT-2 (Radford et al. 2019) with the
+default config: learned positions, tanh-approximated GELU, LayerNorm eps 1e-5, LM head tied
+to the token embedding. `GPT.from_pretrained` loads OpenAI's weights in the Hugging Face
+layout and `save_pretrained` writes that layout back.
+
+Shapes in comments: B batch, T sequence (query) length, S key length, C n_embd,
+H n_head, D head size (C // H), V vocab_size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from gpt.sampling import check_sampling_args, sample_next_token
+
+# -----------------------------------------------------------------------------
+# Config
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50257  # GPT-2's BPE; 50304 (next multiple of 64) runs faster on GPUs
+    block_size: int = 1024  # longest sequence the model attends over
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True  # biases in Linear layers and LayerNorms, as GPT-2
+    pos_encoding: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (Vaswani et al. 2017)
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.pos_encoding == "sinusoidal" and self.n_embd % 2 != 0:
+            raise ValueError(f"GPTConfig.n_embd must be even for sinusoidal positions, got {self.n_embd}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.pos_encoding not in ("learned", "sinusoidal"):
+            raise ValueError(f"GPTConfig.pos_encoding must be 'learned' or 'sinusoidal', got {self.pos_encoding!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GPTConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown GPTConfig keys {unknown}; valid keys: {sorted(known)}")
+        return cls(**d)
+
+
+# The OpenAI checkpoints on the Hugging Face hub.
+GPT2_HUB_CONFIGS = {
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),  # 124M
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024),  # 350M
+    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280),  # 774M
+    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600),  # 1558M
+}
+
+# Hugging Face's GPT-2 uses Conv1D, whose weight is (in, out): the transpose of nn.Linear's.
+CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
+IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+TIED_KEY = "lm_head.weight"  # the same tensor as transformer.wte.weight; stored once
+
+
+# -----------------------------------------------------------------------------
+# KV cache
+
+
+class KVCache:
+    """Keys and values of one layer for past positions, preallocated once: (B, H, max_len, D).
+
+    Position p of the sequence lives at index p. A forward pass over tokens at positions
+    [pos, pos + T) writes there and attends over [0, pos + T); whatever lies beyond was never
+    read, so starting again at pos 0 is a reset."""
+
+    def __init__(self, batch_size: int, n_head: int, max_len: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device):
+        shape = (batch_size, n_head, max_len, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    def update(self, pos: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        end = pos + k.size(2)
+        self.k[:, :, pos:end] = k
+        self.v[:, :, pos:end] = v
+        return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, S=end, D)
+
+
+# -----------------------------------------------------------------------------
+# Layers
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.head_dim = config.n_embd // config.n_head
+        self.dropout = config.dropout
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # fused q, k, v
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.kv_cache: KVCache | None = None
+
+    def forward(self, x: torch.Tensor, pos: int | None = None) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+
+        mask, is_causal = None, True
+        if pos is not None:  # incremental decoding: queries sit at [pos, pos + T)
+            k, v = self.kv_cache.update(pos, k, v)  # (B, H, S = pos + T, D)
+            if T == 1:
+                is_causal = False  # one query at the newest position sees every cached key
+            elif pos > 0:
+                # SDPA's is_causal aligns the mask top-left, which is wrong when T < S:
+                # query i (position pos + i) may see keys 0 .. pos + i.
+                S = k.size(2)
+                mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=pos)
+                is_causal = False
+
+        # Flash / memory-efficient attention where available (CUDA), a fused kernel on CPU.
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # GPT-2 uses the tanh approximation of GELU (Hendrycks & Gimpel 2016).
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, pos: int | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), pos)  # pre-norm residual blocks
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """Fixed sin/cos position embedding (Vaswani et al. 2017, section 3.5): (T,) -> (T, dim).
+    Computed on the fly, so it holds no state and needs no weights."""
+    inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)
+                         * (-math.log(10000.0) / dim))
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, dim/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # interleaved sin, cos
+
+
+# -----------------------------------------------------------------------------
+# The model
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList(Block(config) for _ in range(config.n_layer)),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        if config.pos_encoding == "learned":
+            self.transformer["wpe"] = nn.Embedding(config.block_size, config.n_embd)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # weight tying (Press & Wolf 2017), as GPT-2
+        self.apply(self._init_weights)
+        # GPT-2 scales the init of the layers that write into the residual stream by
+        # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    # -- facts -----------------------------------------------------------------
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Parameters, the tied embedding counted once. With non_embedding=True the learned
+        position table is left out (the token table stays: it is also the LM head's weight)."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding and "wpe" in self.transformer:
+            n -= self.transformer.wpe.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs (forward + backward) per token: 6N + 12·L·H·Q·T, with N the non-embedding
+        parameters, L layers, H heads, Q head size and T the sequence length; the second term is
+        attention's score and value matmuls (PaLM, Chowdhery et al. 2022, appendix B)."""
+        cfg = self.config
+        T = seq_len or cfg.block_size
+        return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * T
+
+    # -- forward ---------------------------------------------------------------
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
+                pos: int | None = None, last_only: bool = False):
+        """idx: (B, T) token ids -> (logits, loss).
+
+        logits are (B, T, V), or (B, 1, V) with last_only=True; loss is the mean cross-entropy
+        against targets (B, T), ignoring targets equal to -1, or None without targets.
+        pos=None is an ordinary forward pass; pos=p uses the KV cache (`setup_kv_cache`): idx
+        holds the tokens at positions [p, p + T) and earlier positions come from the cache."""
+        B, T = idx.shape
+        start = 0 if pos is None else pos
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} tokens is longer than block_size {self.config.block_size}")
+        if pos is not None and self.transformer.h[0].attn.kv_cache is None:
+            raise RuntimeError("pos was given but no KV cache is set up: call setup_kv_cache() first")
+
+        positions = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T,)
+        x = self.transformer.wte(idx)  # (B, T, C)
+        if self.config.pos_encoding == "learned":
+            x = x + self.transformer.wpe(positions)
+        else:
+            x = x + sinusoidal_positions(positions, self.config.n_embd).to(x.dtype)
+        x = self.transformer.drop(x)
+        for block in self.transformer.h:
+            x = block(x, pos)
+        x = self.transformer.ln_f(x)
+
+        if targets is not None:
+            logits = self.lm_head(x)  # (B, T, V)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
+            return logits, loss
+        if last_only:
+            x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work
+        return self.lm_head(x), None
+
+    # -- KV cache and generation -----------------------------------------------
+
+    def setup_kv_cache(self, batch_size: int, max_len: int | None = None) -> None:
+        """Preallocate every layer's cache, on the model's device and in its dtype."""
+        max_len = max_len or self.config.block_size
+        if max_len > self.config.block_size:
+            raise ValueError(f"KV cache length {max_len} exceeds block_size {self.config.block_size}")
+        ref = self.transformer.wte.weight
+        for block in self.transformer.h:
+            attn = block.attn
+            cache = attn.kv_cache
+            if cache is None or cache.k.shape[0] != batch_size or cache.k.shape[2] < max_len \
+                    or cache.k.dtype != ref.dtype or cache.k.device != ref.device:
+                attn.kv_cache = KVCache(batch_size, attn.n_head, max_len, attn.head_dim, ref.dtype, ref.device)
+
+    def clear_kv_cache(self) -> None:
+        """Free the caches' memory."""
+        for block in self.transformer.h:
+            block.attn.kv_cache = None
+
+    @torch.inference_mode()
+    def generate_tokens(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                        top_k: int | None = None, top_p: float | None = None, *,
+                        repetition_penalty: float = 1.0, use_cache: bool = True,
+                        generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+        """Yield the next token of every sequence, (B, 1), max_new_tokens times.
+
+        idx: (B, T) prompt, all rows the same length; prefilled in one forward pass, after which
+        each token costs one position of compute through the KV cache.
+
+        Past block_size: the model sees a window that starts somewhere in the sequence; when the
+        window is full it slides forward to keep only its last block_size // 2 tokens, which are
+        prefilled again, and decoding continues from there. The cached and the uncached paths
+        follow the same rule, so they produce the same tokens; sliding by half a window keeps the
+        cost of re-prefilling to one pass per block_size // 2 new tokens."""
+        check_sampling_args(temperature, top_k, top_p, repetition_penalty)
+        if idx.dim() != 2 or idx.size(1) == 0:
+            raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")
+        block = self.config.block_size
+        keep = max(1, block // 2)
+        was_training = self.training
+        self.eval()
+        seq = idx[:, -block:] if idx.size(1) > block else idx  # the model's current window
+        history = idx  # for the repetition penalty
+        try:
+            if use_cache:
+                self.setup_kv_cache(idx.size(0), block)
+            cached_upto = 0  # positions of `seq` already in the cache
+            for _ in range(max_new_tokens):
+                if use_cache:
+                    logits, _ = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)
+                    cached_upto = seq.size(1)
+                else:
+                    logits, _ = self(seq, last_only=True)
+                nxt = sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator,
+                                        previous=history if repetition_penalty != 1.0 else None,
+                                        repetition_penalty=repetition_penalty)
+                yield nxt
+                history = torch.cat((history, nxt), dim=1)
+                seq = torch.cat((seq, nxt), dim=1)
+                if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
+                    seq, cached_upto = seq[:, -keep:], 0
+        finally:
+            self.train(was_training)
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None, **kwargs) -> torch.Tensor:
+        """(B, T) prompt -> (B, T + max_new_tokens) ids. temperature=0 is greedy.
+        Keyword arguments as `generate_tokens` (repetition_penalty, use_cache, generator)."""
+        new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, **kwargs))
+        return torch.cat([idx, *new], dim=1)
+
+    # -- weights: strict loading, GPT-2 interop --------------------------------
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], assign: bool = False) -> None:
+        """Load weights with strict keys: anything missing or unexpected is an error listing the
+        keys. The tied LM head may be present or absent; if present it must equal the embedding.
+        assign=True adopts the given tensors (for a model built on the meta device)."""
+        expected = {k for k in self.state_dict() if k != TIED_KEY}
+        given = dict(state_dict)
+        head = given.pop(TIED_KEY, None)
+        missing, unexpected = sorted(expected - set(given)), sorted(set(given) - expected)
+        if missing or unexpected:
+            raise KeyError(f"checkpoint does not fit the model: missing keys {missing}, unexpected keys {unexpected}")
+        wte = given["transformer.wte.weight"]
+        if head is not None and (head.shape != wte.shape or not torch.equal(head, wte)):
+            raise ValueError("lm_head.weight differs from transformer.wte.weight, but this model ties them")
+        own = self.state_dict()
+        wrong = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+                 for k, v in given.items() if v.shape != own[k].shape]
+        if wrong:
+            raise ValueError("checkpoint shapes do not fit the model: " + "; ".join(wrong))
+        given[TIED_KEY] = wte
+        self.load_state_dict(given, strict=True, assign=assign)
+        self.lm_head.weight = self.transformer.wte.weight  # assign=True replaced both: tie again
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, dropout: float = 0.0) -> "GPT":
+        """OpenAI GPT-2 in the Hugging Face layout: a hub name (gpt2, gpt2-medium, gpt2-large,
+        gpt2-xl; needs the network or the hub cache) or a local directory with config.json and
+        model.safetensors (or pytorch_model.bin)."""
+        path = Path(name_or_path)
+        if not path.is_dir():
+            if name_or_path not in GPT2_HUB_CONFIGS:
+                raise FileNotFoundError(
+                    f"{name_or_path!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
+            path = _download_gpt2(name_or_path)
+        hf = json.loads((path / "config.json").read_text())
+        config = config_from_hf(hf, dropout=dropout)
+        state_dict = _read_hf_weights(path)
+        with torch.device("meta"):  # no memory, no random init: the weights are loaded next
+            model = cls(config)
+        model.load_weights(state_dict, assign=True)
+        return model
+
+    def save_pretrained(self, out_dir: str | Path) -> None:
+        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads."""
+        from safetensors.torch import save_file
+
+        cfg = self.config
+        if cfg.pos_encoding != "learned" or not cfg.bias:
+            raise ValueError("only GPT-2-shaped models (learned positions, bias=True) can be saved in the GPT-2 layout")
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tensors = {}
+        for k, v in self.state_dict().items():
+            if k == TIED_KEY:
+                continue  # tied: stored once, as transformers does
+            v = v.detach().cpu()
+            tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
+        save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+        (out_dir / "config.json").write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n")
+
+
+def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
+    """GPTConfig from a Hugging Face GPT-2 config.json, refusing what this model cannot represent."""
+    if hf.get("model_type", "gpt2") != "gpt2":
+        raise ValueError(f"model_type {hf.get('model_type')!r} is not gpt2")
+    act = hf.get("activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(f"activation_function {act!r} is not GPT-2's tanh GELU")
+    if hf.get("n_inner") not in (None, 4 * hf["n_embd"]):
+        raise ValueError(f"n_inner {hf['n_inner']} is not 4 * n_embd")
+    if abs(hf.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
+        raise ValueError(f"layer_norm_epsilon {hf['layer_norm_epsilon']} is not 1e-5")
+    return GPTConfig(vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
+                     n_head=hf["n_head"], n_embd=hf["n_embd"], dropout=dropout, bias=True)
+
+
+def config_to_hf(cfg: GPTConfig) -> dict:
+    eot = 50256 if cfg.vocab_size > 50256 else None  # GPT-2's <|endoftext|>, when the vocab has it
+    return {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,
+        "n_embd": cfg.n_embd, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_inner": None,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+        "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
+        "bos_token_id": eot, "eos_token_id": eot, "tie_word_embeddings": True,
+    }
+
+
+def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
+    """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
+    if (path / "model.safetensors").exists():
+        from safetensors.torch import load_file
+        raw = load_file(str(path / "model.safetensors"))
+    elif (path / "pytorch_model.bin").exists():
+        raw = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)  # never runs pickled code
+    else:
+        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")
+    out = {}
+    for k, v in raw.items():
+        if k.endswith(IGNORED_HF_SUFFIXES):
+            continue
+        if not k.startswith(("transformer.", "lm_head.")):
+            k = "transformer." + k  # GPT2Model (no LM head) saves without the prefix
+        out[k] = v.t().contiguous() if k.endswith(CONV1D_SUFFIXES) else v
+    return out
+
+
+def _download_gpt2(name: str) -> Path:
+    """Fetch config.json + model.safetensors from the hub cache, or the hub itself."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as e:
+        raise RuntimeError("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from e
+    patterns = ["config.json", "model.safetensors"]
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
+    except Exception:
+        pass  # not cached yet
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10))
+    except Exception as e:
+        raise RuntimeError(
+            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {e}). "
+            "Without a network, pass a local directory holding config.json and model.safetensors.") from e

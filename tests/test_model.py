@@ -1,0 +1,294 @@
+import math
+
+import pytest
+import torch
+
+from gpt.model import GPT, GPTConfig
+
+TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
+
+
+def tiny_model(seed=0, **overrides) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**{**TINY, **overrides})).eval()
+
+
+# -- config ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("n_embd", 30, "n_embd"),  # not divisible by n_head=4
+    ("n_head", 0, "n_head"),
+    ("n_layer", -1, "n_layer"),
+    ("vocab_size", 0, "vocab_size"),
+    ("block_size", 2.5, "block_size"),
+    ("pos_encoding", "rotary", "pos_encoding"),
+    ("dropout", 1.0, "dropout"),
+])
+def test_config_rejects_bad_values_naming_the_field(field, value, needle):
+    with pytest.raises(ValueError, match=needle):
+        GPTConfig(**{**TINY, field: value})
+
+
+def test_config_round_trips_through_dict_and_rejects_unknown_keys():
+    cfg = GPTConfig(**TINY, pos_encoding="sinusoidal")
+    assert GPTConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="n_embed"):
+        GPTConfig.from_dict({**cfg.to_dict(), "n_embed": 3})
+
+
+# -- architecture ------------------------------------------------------------------
+
+
+def test_gpt2_124m_parameter_count_and_flops():
+    with torch.device("meta"):  # no memory, no init
+        model = GPT(GPTConfig())
+    assert model.num_params(non_embedding=False) == 124_439_808
+    assert model.num_params() == 124_439_808 - 1024 * 768  # minus the position table
+    n, L, H, Q, T = model.num_params(), 12, 12, 64, 1024
+    assert model.flops_per_token() == 6 * n + 12 * L * H * Q * T
+
+
+def test_lm_head_is_tied_and_residual_projections_are_scaled():
+    model = tiny_model(n_layer=8, n_embd=256, n_head=4)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    proj = torch.cat([b.attn.c_proj.weight.flatten() for b in model.transformer.h])
+    assert proj.std().item() == pytest.approx(0.02 / math.sqrt(2 * 8), rel=0.05)
+    assert model.transformer.h[0].mlp.c_fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
+def test_forward_shapes_and_loss_ignores_minus_one():
+    model = tiny_model()
+    idx = torch.randint(0, 97, (3, 10))
+    logits, loss = model(idx)
+    assert logits.shape == (3, 10, 97) and loss is None
+    targets = torch.randint(0, 97, (3, 10))
+    _, loss = model(idx, targets)
+    # A fresh model predicts close to uniformly: loss near ln(V).
+    assert loss.item() == pytest.approx(math.log(97), abs=0.2)
+    masked = targets.clone()
+    masked[:, 5:] = -1
+    _, loss_masked = model(idx, masked)
+    expected = torch.nn.functional.cross_entropy(logits[:, :5].reshape(-1, 97), targets[:, :5].reshape(-1))
+    assert loss_masked.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_sequence_longer_than_block_size_is_an_error():
+    with pytest.raises(ValueError, match="block_size"):
+        tiny_model()(torch.zeros(1, 33, dtype=torch.long))
+
+
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+def test_causality_future_tokens_do_not_change_past_logits(pos_encoding):
+    model = tiny_model(pos_encoding=pos_encoding)
+    idx = torch.randint(0, 97, (2, 20))
+    t = 11
+    changed = idx.clone()
+    changed[:, t + 1:] = (changed[:, t + 1:] + 1) % 97
+    a, _ = model(idx)
+    b, _ = model(changed)
+    assert torch.equal(a[:, :t + 1], b[:, :t + 1])
+    assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+
+
+def test_dropout_only_in_training_mode():
+    model = tiny_model(dropout=0.5)
+    idx = torch.randint(0, 97, (2, 8))
+    assert torch.equal(model(idx)[0], model(idx)[0])  # eval: deterministic
+    model.train()
+    assert not torch.equal(model(idx)[0], model(idx)[0])
+
+
+def test_backward_reaches_every_parameter():
+    model = tiny_model().train()
+    idx = torch.randint(0, 97, (2, 8))
+    _, loss = model(idx, idx)
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+
+
+# -- KV cache ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prompt_len", [1, 2, 7, 16])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding):
+    model = tiny_model(pos_encoding=pos_encoding)
+    idx = torch.randint(0, 97, (2, 24))  # batch 2
+    full, _ = model(idx)
+    model.setup_kv_cache(batch_size=2)
+    with torch.no_grad():
+        pieces = [model(idx[:, :prompt_len], pos=0)[0]]  # one pass prefills the prompt
+        for t in range(prompt_len, idx.size(1)):
+            pieces.append(model(idx[:, t:t + 1], pos=t)[0])  # one position per token
+    cached = torch.cat(pieces, dim=1)
+    assert cached.shape == full.shape
+    assert (cached - full).abs().max().item() <= 1e-5
+
+
+def test_chunked_prefill_masks_correctly_when_queries_are_fewer_than_keys():
+    model = tiny_model()
+    idx = torch.randint(0, 97, (2, 20))
+    full, _ = model(idx)
+    model.setup_kv_cache(batch_size=2)
+    with torch.no_grad():
+        a, _ = model(idx[:, :6], pos=0)
+        b, _ = model(idx[:, 6:15], pos=6)  # 9 queries against 15 keys
+        c, _ = model(idx[:, 15:], pos=15)
+    assert (torch.cat([a, b, c], dim=1) - full).abs().max().item() <= 1e-5
+
+
+def test_cache_starting_again_at_zero_is_a_reset():
+    model = tiny_model()
+    model.setup_kv_cache(batch_size=1)
+    first = torch.randint(0, 97, (1, 12))
+    second = torch.randint(0, 97, (1, 5))
+    with torch.no_grad():
+        model(first, pos=0)
+        reused, _ = model(second, pos=0)
+    assert torch.equal(reused, model(second)[0])
+
+
+def test_cache_follows_model_dtype():
+    model = tiny_model().to(torch.bfloat16)
+    model.setup_kv_cache(batch_size=1)
+    cache = model.transformer.h[0].attn.kv_cache
+    assert cache.k.dtype == torch.bfloat16 and cache.k.shape == (1, 4, 32, 8)
+    model.clear_kv_cache()
+    assert model.transformer.h[0].attn.kv_cache is None
+
+
+def test_pos_without_cache_is_an_error():
+    with pytest.raises(RuntimeError, match="setup_kv_cache"):
+        tiny_model()(torch.zeros(1, 1, dtype=torch.long), pos=0)
+
+
+# -- generation --------------------------------------------------------------------
+
+
+def test_greedy_generate_is_identical_with_and_without_cache_past_block_size():
+    model = tiny_model()
+    prompt = torch.randint(0, 97, (2, 5))
+    # 60 new tokens on a 32-token block: the window slides twice.
+    cached = model.generate(prompt, 60, temperature=0, use_cache=True)
+    uncached = model.generate(prompt, 60, temperature=0, use_cache=False)
+    assert cached.shape == (2, 65)
+    assert torch.equal(cached, uncached)
+    assert torch.equal(cached[:, :5], prompt)
+
+
+def test_greedy_generate_takes_the_argmax_of_the_full_forward_at_every_step():
+    model = tiny_model()
+    out = model.generate(torch.randint(0, 97, (1, 3)), 20, temperature=0)
+    logits, _ = model(out[:, :-1])
+    assert torch.equal(logits.argmax(-1)[0, 2:], out[0, 3:])
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator():
+    model = tiny_model()
+    prompt = torch.randint(0, 97, (2, 4))
+    run = lambda seed: model.generate(prompt, 30, temperature=1.0, top_k=20, top_p=0.9,
+                                      generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(run(1), run(1))
+    assert not torch.equal(run(1), run(2))
+
+
+def test_generate_leaves_training_mode_as_it_was():
+    model = tiny_model().train()
+    model.generate(torch.zeros(1, 1, dtype=torch.long), 3)
+    assert model.training
+
+
+def test_generate_with_prompt_longer_than_block_keeps_its_last_window():
+    model = tiny_model()
+    prompt = torch.randint(0, 97, (1, 50))
+    out = model.generate(prompt, 4, temperature=0)
+    assert out.shape == (1, 54)
+    assert torch.equal(out[:, 50:], model.generate(prompt[:, -32:], 4, temperature=0)[:, 32:])
+
+
+def test_non_finite_logits_raise_instead_of_sampling_garbage():
+    model = tiny_model()
+    with torch.no_grad():
+        model.transformer.ln_f.weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 1)
+
+
+# -- strict loading and GPT-2 interop ------------------------------------------------
+
+
+def test_load_weights_lists_missing_and_unexpected_keys():
+    model = tiny_model()
+    sd = {k: v for k, v in model.state_dict().items()}
+    sd.pop("transformer.h.1.mlp.c_fc.bias")
+    sd["transformer.h.9.attn.c_attn.weight"] = torch.zeros(1)
+    with pytest.raises(KeyError) as err:
+        tiny_model().load_weights(sd)
+    assert "transformer.h.1.mlp.c_fc.bias" in str(err.value)
+    assert "transformer.h.9.attn.c_attn.weight" in str(err.value)
+
+
+def test_load_weights_on_meta_device_with_shape_check():
+    source = tiny_model(seed=1)
+    with torch.device("meta"):
+        model = GPT(GPTConfig(**TINY))
+    model.load_weights(source.state_dict(), assign=True)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    idx = torch.randint(0, 97, (1, 9))
+    assert torch.equal(model.eval()(idx)[0], source(idx)[0])
+    wider = tiny_model(n_embd=64)
+    with pytest.raises(ValueError, match="shapes"):
+        wider.load_weights(source.state_dict())
+
+
+@pytest.fixture(scope="module")
+def hf_gpt2(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=211, n_positions=48, n_embd=48, n_layer=3, n_head=4)
+    hf = transformers.GPT2LMHeadModel(config).eval()
+    path = tmp_path_factory.mktemp("hf-gpt2")
+    hf.save_pretrained(path)
+    return transformers, hf, path
+
+
+def test_from_pretrained_matches_transformers_logits(hf_gpt2):
+    _, hf, path = hf_gpt2
+    model = GPT.from_pretrained(str(path)).eval()
+    assert model.config.n_layer == 3 and model.config.block_size == 48 and model.config.vocab_size == 211
+    idx = torch.randint(0, 211, (2, 48))
+    with torch.no_grad():
+        ours, _ = model(idx)
+        theirs = hf(idx).logits
+    assert (ours - theirs).abs().max().item() <= 1e-4
+
+
+def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path):
+    transformers, hf, path = hf_gpt2
+    GPT.from_pretrained(str(path)).save_pretrained(tmp_path)
+    back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    idx = torch.randint(0, 211, (2, 30))
+    with torch.no_grad():
+        assert (back(idx).logits - hf(idx).logits).abs().max().item() <= 1e-4
+
+
+def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
+    _, hf, _ = hf_gpt2
+    torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
+    (tmp_path / "config.json").write_text(hf.config.to_json_string())
+    model = GPT.from_pretrained(str(tmp_path)).eval()
+    idx = torch.randint(0, 211, (1, 16))
+    with torch.no_grad():
+        assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
+
+
+def test_from_pretrained_unknown_name_fails_fast():
+    with pytest.raises(FileNotFoundError, match="gpt2-medium"):
+        GPT.from_pretrained("not-a-model-or-dir")
+
+
+def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
+    with pytest.raises(ValueError, match="GPT-2"):
+        tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from gpt.sampling import apply_repetition_penalty, check_sampling_args, filter_logits, sample_next_token
+
+
+def test_temperature_zero_is_argmax():
+    logits = torch.tensor([[0.1, 3.0, -1.0], [5.0, 0.0, 4.9]])
+    assert sample_next_token(logits, temperature=0).tolist() == [[1], [0]]
+
+
+def test_top_k_one_equals_greedy():
+    logits = torch.randn(4, 50)
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(sample_next_token(logits, 1.0, top_k=1, generator=g), logits.argmax(-1, keepdim=True))
+
+
+def test_top_k_keeps_exactly_k():
+    logits = torch.randn(3, 100)
+    kept = torch.isfinite(filter_logits(logits, top_k=7)).sum(-1)
+    assert kept.tolist() == [7, 7, 7]
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    out = filter_logits(probs.log(), top_p=0.75)
+    assert torch.isfinite(out).tolist() == [[True, True, False, False]]  # 0.5 + 0.3 >= 0.75
+    out = filter_logits(probs.log(), top_p=0.1)
+    assert torch.isfinite(out).tolist() == [[True, False, False, False]]  # the top token always stays
+
+
+def test_sampled_tokens_stay_inside_the_nucleus():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]])).expand(500, 4)
+    ids = sample_next_token(logits, 1.0, top_p=0.85, generator=torch.Generator().manual_seed(0))
+    assert set(ids.flatten().tolist()) == {0, 1}
+
+
+def test_repetition_penalty_lowers_seen_tokens_either_sign():
+    logits = torch.tensor([[2.0, -2.0, 1.0]])
+    out = apply_repetition_penalty(logits, torch.tensor([[0, 1]]), 2.0)
+    assert out.tolist() == [[1.0, -4.0, 1.0]]
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    (dict(temperature=-0.5), "temperature"),
+    (dict(temperature=float("nan")), "temperature"),
+    (dict(top_k=0), "top_k"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(top_p=1.5), "top_p"),
+    (dict(repetition_penalty=0), "repetition_penalty"),
+])
+def test_bad_sampling_values(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        check_sampling_args(**kwargs)
+
+
+def test_non_finite_logits_raise():
+    with pytest.raises(FloatingPointError):
+        sample_next_token(torch.tensor([[0.0, float("nan")]]))

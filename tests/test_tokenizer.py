@@ -1,0 +1,66 @@
+import hashlib
+import random
+
+import pytest
+import tiktoken
+
+from gpt.tokenizer import GPT2_FILE_SHA256, _gpt2_data_dir, get_tokenizer, load_gpt2_ranks
+
+
+def test_gpt2_files_hash_check_passes_for_the_wheel_and_fails_for_a_tampered_copy(tmp_path):
+    data_dir = _gpt2_data_dir()
+    for name, digest in GPT2_FILE_SHA256.items():
+        assert hashlib.sha256((data_dir / name).read_bytes()).hexdigest() == digest
+    (tmp_path / "vocab.bpe").write_bytes((data_dir / "vocab.bpe").read_bytes() + b"x y\n")
+    (tmp_path / "encoder.json").write_bytes((data_dir / "encoder.json").read_bytes())
+    with pytest.raises(RuntimeError, match="sha256"):
+        load_gpt2_ranks(tmp_path)
+
+
+def test_gpt2_known_ids():
+    tok = get_tokenizer("gpt2")
+    assert tok.encode("Hello world") == [15496, 995]
+    assert tok.eot_token == 50256 and tok.n_vocab == 50257 and tok.name == "gpt2"
+    assert tok.decode([15496, 995]) == "Hello world"
+    # Special-token text in user input is plain text, never the control token.
+    assert 50256 not in tok.encode("a <|endoftext|> b")
+
+
+def test_gpt2_ranks_equal_a_tiktoken_encoding_built_from_the_same_files():
+    # tiktoken's own data-gym loader, pointed at the same local files, must agree with ours.
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    d = _gpt2_data_dir()
+    theirs = data_gym_to_mergeable_bpe_ranks(str(d / "vocab.bpe"), str(d / "encoder.json"))
+    assert load_gpt2_ranks() == theirs
+
+
+def random_unicode(rng: random.Random, n: int) -> str:
+    pools = ["abc XYZ 0123 \n\t  ", "éüßñçø", "世界中文字", "🤖🎉👍🏽", "\u200b\u0301\ufeff", "Ωπλ", "  \n\n  "]
+    return "".join(rng.choice(rng.choice(pools)) for _ in range(n))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "byte"])
+def test_encode_decode_round_trips_arbitrary_unicode(name):
+    tok = get_tokenizer(name)
+    rng = random.Random(0)
+    for _ in range(50):
+        text = random_unicode(rng, rng.randint(0, 200))
+        ids = tok.encode(text)
+        assert all(0 <= i < tok.n_vocab for i in ids)
+        assert tok.decode(ids) == text
+    texts = [random_unicode(rng, 40) for _ in range(8)]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+
+
+def test_byte_tokenizer_layout_and_invalid_utf8():
+    tok = get_tokenizer("byte")
+    assert (tok.n_vocab, tok.eot_token, tok.name) == (257, 256, "byte")
+    assert tok.encode("é") == [0xC3, 0xA9]
+    # Ids that are not valid UTF-8 (a lone continuation byte, a truncated sequence) and the
+    # end-of-text id decode without raising.
+    assert tok.decode([0x61, 0xA9, 0xC3, 256, 0x62]) == "a\ufffd\ufffdb"
+
+
+def test_unknown_tokenizer_name():
+    with pytest.raises(ValueError, match="gpt2"):
+        get_tokenizer("sentencepiece")
