@@ -11,6 +11,7 @@ H n_head, D head size (C // H), V vocab_size.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass, fields
@@ -107,14 +108,25 @@ class KVCache:
 # Layers
 
 
+class Linear(nn.Linear):
+    """nn.Linear that can run on a oneDNN-prepacked copy of its weight (see `GPT.cpu_bf16_packed`)."""
+
+    packed_weight: torch.Tensor | None = None  # a plain attribute: never in the state dict
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed_weight is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+        return super().forward(x)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.n_head = config.n_head
         self.head_dim = config.n_embd // config.n_head
         self.dropout = config.dropout
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # fused q, k, v
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # fused q, k, v
+        self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.kv_cache: KVCache | None = None
 
@@ -145,8 +157,8 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -193,7 +205,7 @@ class GPT(nn.Module):
         ))
         if config.pos_encoding == "learned":
             self.transformer["wpe"] = nn.Embedding(config.block_size, config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # weight tying (Press & Wolf 2017), as GPT-2
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
@@ -283,6 +295,30 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             block.attn.kv_cache = None
 
+    @contextlib.contextmanager
+    def cpu_bf16_packed(self, batch_size: int):
+        """While inside, bf16 Linear layers on the CPU run on weights prepacked once into oneDNN's
+        blocked layout. PyTorch's eager bf16 matmul re-lays out the weight on every call, which
+        halves its speed on the few-row matmuls of decoding (measured in `bench.py decode`).
+        The copies live only for the block, so they can never go stale; elsewhere a no-op."""
+        ref = self.transformer.wte.weight
+        linears = [m for m in self.modules() if isinstance(m, Linear)]
+        usable = (ref.device.type == "cpu" and ref.dtype == torch.bfloat16 and not self.training
+                  and torch.backends.mkldnn.is_available()
+                  and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+        try:
+            if usable:
+                try:
+                    for m in linears:
+                        m.packed_weight = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), batch_size)
+                except RuntimeError:  # this build of PyTorch cannot: stay on the ordinary path
+                    for m in linears:
+                        m.packed_weight = None
+            yield
+        finally:
+            for m in linears:
+                m.packed_weight = None
+
     @torch.inference_mode()
     def generate_tokens(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                         top_k: int | None = None, top_p: float | None = None, *,
@@ -308,23 +344,24 @@ class GPT(nn.Module):
         seq = idx[:, -block:] if idx.size(1) > block else idx  # the model's current window
         history = idx  # for the repetition penalty
         try:
-            if use_cache:
-                self.setup_kv_cache(idx.size(0), block)
-            cached_upto = 0  # positions of `seq` already in the cache
-            for _ in range(max_new_tokens):
+            with self.cpu_bf16_packed(idx.size(0)):
                 if use_cache:
-                    logits, _ = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)
-                    cached_upto = seq.size(1)
-                else:
-                    logits, _ = self(seq, last_only=True)
-                nxt = sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator,
-                                        previous=history if repetition_penalty != 1.0 else None,
-                                        repetition_penalty=repetition_penalty)
-                yield nxt
-                history = torch.cat((history, nxt), dim=1)
-                seq = torch.cat((seq, nxt), dim=1)
-                if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
-                    seq, cached_upto = seq[:, -keep:], 0
+                    self.setup_kv_cache(idx.size(0), block)
+                cached_upto = 0  # positions of `seq` already in the cache
+                for _ in range(max_new_tokens):
+                    if use_cache:
+                        logits, _ = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)
+                        cached_upto = seq.size(1)
+                    else:
+                        logits, _ = self(seq, last_only=True)
+                    nxt = sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator,
+                                            previous=history if repetition_penalty != 1.0 else None,
+                                            repetition_penalty=repetition_penalty)
+                    yield nxt
+                    history = torch.cat((history, nxt), dim=1)
+                    seq = torch.cat((seq, nxt), dim=1)
+                    if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
+                        seq, cached_upto = seq[:, -keep:], 0
         finally:
             self.train(was_training)
 

@@ -292,3 +292,21 @@ def test_from_pretrained_unknown_name_fails_fast():
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
+
+
+def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():
+    model = tiny_model(n_embd=64).to(torch.bfloat16)
+    idx = torch.randint(0, 97, (2, 12))
+    with torch.inference_mode():
+        plain, _ = model(idx)
+        with model.cpu_bf16_packed(batch_size=2):
+            packed_in_use = model.lm_head.packed_weight is not None
+            packed, _ = model(idx)
+    assert model.lm_head.packed_weight is None  # released on exit: never stale
+    assert set(model.state_dict()) == set(tiny_model(n_embd=64).state_dict())
+    if packed_in_use:  # oneDNN available in this build
+        assert torch.allclose(packed.float(), plain.float(), atol=2e-2, rtol=2e-2)
+    # fp32 models are never packed
+    fp32 = tiny_model()
+    with fp32.cpu_bf16_packed(batch_size=1):
+        assert fp32.lm_head.packed_weight is None
