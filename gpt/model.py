@@ -239,6 +239,15 @@ class GPT(nn.Module):
         T = seq_len or cfg.block_size
         return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * T
 
+    def set_dropout(self, p: float) -> None:
+        """Change the dropout probability everywhere (e.g. fine-tuning pretrained weights)."""
+        self.config.dropout = p
+        for m in self.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = p
+            elif isinstance(m, CausalSelfAttention):
+                m.dropout = p
+
     # -- forward ---------------------------------------------------------------
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
@@ -323,7 +332,8 @@ class GPT(nn.Module):
     def generate_tokens(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                         top_k: int | None = None, top_p: float | None = None, *,
                         repetition_penalty: float = 1.0, use_cache: bool = True,
-                        generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+                        generator: torch.Generator | None = None,
+                        vocab_limit: int | None = None) -> Iterator[torch.Tensor]:
         """Yield the next token of every sequence, (B, 1), max_new_tokens times.
 
         idx: (B, T) prompt, all rows the same length; prefilled in one forward pass, after which
@@ -333,7 +343,9 @@ class GPT(nn.Module):
         window is full it slides forward to keep only its last block_size // 2 tokens, which are
         prefilled again, and decoding continues from there. The cached and the uncached paths
         follow the same rule, so they produce the same tokens; sliding by half a window keeps the
-        cost of re-prefilling to one pass per block_size // 2 new tokens."""
+        cost of re-prefilling to one pass per block_size // 2 new tokens.
+
+        vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows)."""
         check_sampling_args(temperature, top_k, top_p, repetition_penalty)
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")
@@ -354,7 +366,8 @@ class GPT(nn.Module):
                         cached_upto = seq.size(1)
                     else:
                         logits, _ = self(seq, last_only=True)
-                    nxt = sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator,
+                    logits = logits[:, -1, :vocab_limit]
+                    nxt = sample_next_token(logits, temperature, top_k, top_p, generator,
                                             previous=history if repetition_penalty != 1.0 else None,
                                             repetition_penalty=repetition_penalty)
                     yield nxt

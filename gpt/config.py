@@ -1,0 +1,222 @@
+"""Training configuration: one typed dataclass, overridden by a TOML preset and `--key=value` flags.
+
+Names follow nanoGPT where the concept is the same, so its users feel at home. Everything is
+checked before any work starts: unknown keys (with suggestions), wrong types, inconsistent values.
+No config file is ever executed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def opt(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrainConfig:
+    # -- data and outputs
+    data: str = opt("shakespeare", "'shakespeare' (embedded corpus), a prepared shard directory, "
+                                   "or raw text (file, directory, .jsonl) prepared automatically")
+    data_cache: str = opt("data/cache", "where raw text given as --data is prepared (reused while unchanged)")
+    tokenizer: str = opt("byte", "tokenizer for raw text: 'byte' or 'gpt2' (a shard directory brings its own)")
+    out_dir: str = opt("out", "run directory: checkpoints, metrics.jsonl, config.json, loss.png")
+    init_from: str = opt("scratch", "'scratch', 'resume' (latest checkpoint in out_dir), gpt2|gpt2-medium|"
+                                    "gpt2-large|gpt2-xl, a Hugging Face GPT-2 directory, or a checkpoint directory")
+    # -- model (ignored when starting from pretrained weights, which bring their own shape)
+    n_layer: int = opt(6, "transformer blocks")
+    n_head: int = opt(6, "attention heads per block")
+    n_embd: int = opt(192, "embedding width")
+    block_size: int = opt(256, "context length in tokens")
+    dropout: float = opt(0.0, "dropout probability (0 for pretraining, ~0.1 for small data)")
+    bias: bool = opt(False, "biases in Linear layers and LayerNorms (GPT-2 has them)")
+    pos_encoding: str = opt("learned", "'learned' (GPT-2) or 'sinusoidal'")
+    # -- optimisation
+    batch_size: int = opt(32, "micro-batch size per process")
+    gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
+    max_iters: int = opt(2000, "optimizer steps in the run")
+    learning_rate: float = opt(2e-3, "peak learning rate")
+    min_lr: float = opt(2e-4, "learning rate at the end of the cosine decay")
+    warmup_iters: int = opt(100, "linear warmup steps")
+    lr_decay_iters: int = opt(0, "step where the cosine decay reaches min_lr (0 = max_iters)")
+    weight_decay: float = opt(0.1, "AdamW weight decay, applied to matrices only")
+    beta1: float = opt(0.9, "AdamW beta1")
+    beta2: float = opt(0.99, "AdamW beta2")
+    grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)")
+    max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
+    # -- evaluation, logging, checkpoints
+    eval_interval: int = opt(250, "steps between evaluations (and checkpoints)")
+    eval_iters: int = opt(20, "validation batches per evaluation")
+    eval_only: bool = opt(False, "evaluate once and exit")
+    log_interval: int = opt(10, "steps between metric records")
+    keep_last: int = opt(2, "complete checkpoints kept besides the best one (>= 2)")
+    sample_tokens: int = opt(0, "tokens of a sample printed at each evaluation (0 = none)")
+    wandb_project: str = opt("", "log to this Weights & Biases project (needs wandb installed)")
+    tensorboard: bool = opt(False, "also write TensorBoard events to out_dir/tb (needs tensorboard)")
+    # -- system
+    device: str = opt("auto", "'auto' (cuda, then mps, then cpu), or e.g. 'cpu', 'cuda', 'cuda:1'")
+    dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
+    compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' or 'false'")
+    seed: int = opt(1337, "random seed (data order, init, dropout)")
+    # -- fine-tuning
+    lora_rank: int = opt(0, "LoRA rank: train only low-rank adapters (0 = full fine-tuning)")
+    lora_alpha: float = opt(16.0, "LoRA scale numerator: updates are scaled by lora_alpha / lora_rank")
+    lora_dropout: float = opt(0.0, "dropout on the LoRA branch")
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self, world_size: int = 1) -> None:
+        """Raise ValueError listing every inconsistent value."""
+        errors = []
+        positive = ["n_layer", "n_head", "n_embd", "block_size", "batch_size", "gradient_accumulation_steps",
+                    "eval_interval", "eval_iters", "log_interval", "max_bad_steps"]
+        errors += [f"{k} must be > 0, got {getattr(self, k)}" for k in positive if getattr(self, k) <= 0]
+        errors += [f"{k} must be >= 0, got {getattr(self, k)}" for k in
+                   ("max_iters", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip", "sample_tokens",
+                    "lora_rank", "min_lr") if getattr(self, k) < 0]
+        if self.n_head > 0 and self.n_embd % self.n_head:
+            errors.append(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if not 0 <= self.dropout < 1:
+            errors.append(f"dropout must be in [0, 1), got {self.dropout}")
+        if not self.learning_rate > 0:
+            errors.append(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.min_lr > self.learning_rate:
+            errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate})")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.keep_last < 2:
+            errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
+        choices = {"tokenizer": ("byte", "gpt2"), "pos_encoding": ("learned", "sinusoidal"),
+                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "false")}
+        errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
+                   for k, v in choices.items() if getattr(self, k) not in v]
+        if self.gradient_accumulation_steps % world_size:
+            errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
+                          f"the number of processes ({world_size}): each process runs an equal share")
+        if self.lora_rank and self.init_from == "scratch":
+            errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
+        if errors:
+            raise ValueError("invalid configuration:\n  " + "\n  ".join(errors))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def describe_options() -> str:
+    """Every option with its type, default and description (for --help and error messages)."""
+    hints = typing.get_type_hints(TrainConfig)
+    return "\n".join(f"  --{f.name}={f.default!r:<14} ({hints[f.name].__name__}) {f.metadata['help']}"
+                     for f in fields(TrainConfig))
+
+
+def _convert(key: str, value, kind: type):
+    """A TOML value or a command-line string -> the field's type, or ValueError."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return str(value).lower()  # e.g. compile = true in TOML
+    raise ValueError(f"--{key} expects {kind.__name__}, got {value!r}")
+
+
+def _check_keys(keys, where: str) -> None:
+    valid = [f.name for f in fields(TrainConfig)]
+    for key in keys:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=3)
+            hint = f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+            raise ValueError(f"unknown option --{key} in {where}{hint}\nvalid options:\n{describe_options()}")
+
+
+def load_preset(name_or_path: str) -> dict:
+    """A TOML preset: a path, or a name in configs/ (e.g. 'gpt2-124m')."""
+    path = Path(name_or_path)
+    if not path.exists() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
+        raise ValueError(f"config file {name_or_path!r} not found; presets: {presets}")
+    try:
+        values = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from None
+    _check_keys(values, str(path))
+    return values
+
+
+def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
+    """`[--config FILE] --key=value ...` -> (config, the keys the user set). Later values win:
+    dataclass defaults < preset file < command line."""
+    preset, overrides, i = None, {}, 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--"):
+            raise ValueError(f"unexpected argument {arg!r}: options are --key=value\nvalid options:\n{describe_options()}")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:  # also accept "--key value"
+            if i + 1 >= len(argv):
+                raise ValueError(f"--{key} needs a value (--{key}=VALUE)")
+            value, i = argv[i + 1], i + 1
+        key = key.replace("-", "_")
+        if key == "config":
+            preset = value
+        else:
+            _check_keys([key], "the command line")
+            overrides[key] = value
+        i += 1
+    values = load_preset(preset) if preset else {}
+    values.update(overrides)
+    hints = typing.get_type_hints(TrainConfig)
+    converted = {k: _convert(k, v, hints[k]) for k, v in values.items()}
+    return TrainConfig(**converted), set(converted)
+
+
+# What a resumed run may not change: the weights, the optimizer state and the data position
+# would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
+RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "tokenizer", "data",
+                "lora_rank", "lora_alpha")
+
+
+def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str]) -> TrainConfig:
+    """The config of a resumed run: the saved run's config, with what the user set on top
+    (e.g. a larger max_iters). Changing the architecture, tokenizer or data is refused."""
+    differs = [f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
+               if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
+    if differs:
+        raise ValueError("cannot resume with a different architecture, tokenizer or data:\n  " + "\n  ".join(differs)
+                         + "\n(to start a new run from these weights, use --init_from=<the run directory>)")
+    merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
+    return TrainConfig(**{k: v for k, v in merged.items() if k in {f.name for f in fields(TrainConfig)}})

@@ -1,0 +1,93 @@
+"""Training metrics: metrics.jsonl (one JSON record per logged step or evaluation), optional
+Weights & Biases / TensorBoard when asked for and installed, and a loss-curve PNG at the end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from gpt.checkpoint import write_text_atomic
+
+
+class Metrics:
+    def __init__(self, out_dir: Path, enabled: bool, resume_step: int | None = None,
+                 wandb_project: str = "", tensorboard: bool = False, config: dict | None = None):
+        self.enabled = enabled
+        self.path = out_dir / "metrics.jsonl"
+        self.notes: list[str] = []
+        self._wandb = self._tb = None
+        if not enabled:
+            return
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if resume_step is None:
+            self.path.unlink(missing_ok=True)
+        else:  # drop records written after the checkpoint we resume from: they are about to be redone
+            kept = [r for r in self.records() if r["step"] <= resume_step]
+            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        self._file = open(self.path, "a")
+        if wandb_project:
+            try:
+                import wandb
+                self._wandb = wandb.init(project=wandb_project, config=config, dir=str(out_dir))
+            except ImportError:
+                self.notes.append("wandb_project is set but wandb is not installed (pip install wandb): not logging there")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self._tb = SummaryWriter(str(out_dir / "tb"))
+            except ImportError:
+                self.notes.append("tensorboard is set but not installed (pip install tensorboard): not logging there")
+
+    def records(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def log(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
+        if self._wandb is not None:
+            self._wandb.log(numbers, step=record["step"])
+        if self._tb is not None:
+            for k, v in numbers.items():
+                self._tb.add_scalar(k, v, record["step"])
+
+    def close(self) -> str | None:
+        """Close the logs and draw loss.png; returns a note when the plot was skipped."""
+        if not self.enabled:
+            return None
+        self._file.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+        if self._tb is not None:
+            self._tb.close()
+        return plot_losses(self.records(), self.path.with_name("loss.png"))
+
+
+def plot_losses(records: list[dict], png: Path) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "loss curve not drawn: matplotlib is not installed (pip install matplotlib)"
+    train = [(r["step"], r["loss"]) for r in records if "loss" in r and math.isfinite(r["loss"])]
+    val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if train:
+        ax.plot(*zip(*train), label="train loss", linewidth=1)
+    if val:
+        ax.plot(*zip(*val), "o-", label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return None

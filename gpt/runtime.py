@@ -1,0 +1,171 @@
+"""Where and how training runs: device and dtype choice, torch.distributed, signals, RNG, MFU."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Dense bf16 tensor-core peaks in FLOP/s, by a substring of torch.cuda.get_device_name(); the
+# first match wins, so the specific names come first. Unknown GPU -> no MFU rather than a wrong one.
+GPU_PEAK_BF16 = [
+    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("GH200", 989e12), ("H100", 989e12), ("H200", 989e12),
+    ("A100", 312e12), ("L40S", 362e12), ("L4", 121e12), ("V100", 125e12),
+]
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed() -> Dist:
+    """Join the process group when launched by torchrun (RANK/WORLD_SIZE set): NCCL on CUDA,
+    gloo on CPU. A plain `python train.py` is a world of one."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Dist()
+    import torch.distributed as dist
+
+    dist_info = Dist(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(dist_info.local_rank)
+    dist.init_process_group(backend=backend)
+    return dist_info
+
+
+def pick_device(requested: str, dist_info: Dist) -> torch.device:
+    if requested == "auto":
+        if torch.cuda.is_available():
+            requested = "cuda"
+        elif getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            requested = "mps"
+        else:
+            requested = "cpu"
+    if requested == "cuda" and dist_info.enabled:
+        requested = f"cuda:{dist_info.local_rank}"  # one GPU per process
+    device = torch.device(requested)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device is cuda but no CUDA GPU is available (use --device=cpu)")
+    return device
+
+
+def pick_dtype(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
+    """(dtype, why). auto: bf16 autocast on GPUs that support it, else fp16 with a GradScaler;
+    fp32 on the CPU (bf16 autocast measured slower for training there: see bench.py train)."""
+    if requested != "auto":
+        return DTYPES[requested], "requested"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "bf16 autocast: this GPU supports it"
+        return torch.float16, "fp16 autocast with a GradScaler: this GPU has no bf16"
+    return torch.float32, f"fp32 on {device.type}"
+
+
+def autocast(device: torch.device, dtype: torch.dtype):
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple,
+                  dtype: torch.dtype) -> tuple[torch.nn.Module, bool]:
+    """torch.compile when asked (auto: on CUDA). Compilation happens at the first call, so one
+    forward/backward on `example` (x, y) runs here, with the RNG streams forked so that training
+    draws the same numbers either way. If compiling fails, warn once and run eager."""
+    wanted = setting == "true" or (setting == "auto" and device.type == "cuda")
+    if not wanted:
+        return model, False
+    try:
+        compiled = torch.compile(model)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            with autocast(device, dtype):
+                _, loss = compiled(*example)
+            loss.backward()
+        return compiled, True
+    except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
+        warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
+        return model, False
+    finally:
+        model.zero_grad(set_to_none=True)
+
+
+def peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in GPU_PEAK_BF16 if key in name), None)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def rng_state() -> dict:
+    """Every RNG the run uses, as tensors and plain values (safe for torch.load(weights_only=True))."""
+    np_state = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class StopSignal:
+    """SIGINT/SIGTERM only set a flag: the loop finishes its step, saves, and exits with status
+    128 + signal number (130 for Ctrl-C, 143 for SIGTERM), the shell's convention. Further
+    signals while saving are noted and ignored, so they cannot interrupt the save."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before (for callers that run main() in-process)."""
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + int(self.signum) if self.signum is not None else 0

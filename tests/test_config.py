@@ -1,0 +1,74 @@
+import pytest
+
+from gpt.config import TrainConfig, parse_args, resume_config
+
+
+def test_defaults_are_valid_and_overrides_take_types_from_the_dataclass():
+    cfg, keys = parse_args(["--n_layer=3", "--learning_rate", "1e-3", "--bias=true", "--compile=false", "--max_iters=1_000"])
+    assert (cfg.n_layer, cfg.learning_rate, cfg.bias, cfg.compile, cfg.max_iters) == (3, 1e-3, True, "false", 1000)
+    assert keys == {"n_layer", "learning_rate", "bias", "compile", "max_iters"}
+
+
+def test_unknown_key_lists_suggestions_and_valid_options():
+    with pytest.raises(ValueError) as err:
+        parse_args(["--learning_rat=0.1"])
+    msg = str(err.value)
+    assert "--learning_rat" in msg and "did you mean --learning_rate" in msg and "--batch_size" in msg
+
+
+@pytest.mark.parametrize("arg, needle", [
+    ("--n_layer=two", "expects int"),
+    ("--bias=maybe", "expects bool"),
+    ("--learning_rate=fast", "expects float"),
+    ("--n_embd=100", "divisible by n_head"),
+    ("--dropout=1.5", "dropout"),
+    ("--keep_last=1", "keep_last"),
+    ("--dtype=float8", "dtype"),
+    ("--min_lr=1", "min_lr"),
+    ("--lora_rank=4", "pretrained"),
+])
+def test_bad_values_fail_before_any_work(arg, needle):
+    with pytest.raises(ValueError, match=needle):
+        parse_args([arg])
+
+
+def test_accumulation_must_split_evenly_across_processes():
+    cfg = TrainConfig(gradient_accumulation_steps=3)
+    with pytest.raises(ValueError, match="divisible by the number of processes"):
+        cfg.validate(world_size=2)
+    TrainConfig(gradient_accumulation_steps=4).validate(world_size=2)
+
+
+def test_toml_preset_then_command_line(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text('n_layer = 3\nlearning_rate = 1e-3\ncompile = false\n')
+    cfg, keys = parse_args([f"--config={preset}", "--n_layer=5"])
+    assert (cfg.n_layer, cfg.learning_rate, cfg.compile) == (5, 1e-3, "false")
+    assert {"n_layer", "learning_rate", "compile"} <= keys
+    preset.write_text('n_layers = 3\n')
+    with pytest.raises(ValueError, match="n_layers"):
+        parse_args([f"--config={preset}"])
+    preset.write_text('n_layer = \n')
+    with pytest.raises(ValueError, match="TOML"):
+        parse_args([f"--config={preset}"])
+
+
+@pytest.mark.parametrize("name", ["shakespeare-cpu", "shakespeare-gpu", "gpt2-124m", "finetune"])
+def test_shipped_presets_parse(name):
+    parse_args([f"--config={name}"] + (["--init_from=gpt2"] if name == "finetune" else []))
+
+
+def test_cpu_preset_is_the_dataclass_default():
+    cfg, _ = parse_args(["--config=shakespeare-cpu"])
+    assert cfg == TrainConfig()
+
+
+def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
+    saved = TrainConfig(n_layer=2, n_head=2, n_embd=32, max_iters=10).to_dict()
+    cfg, keys = parse_args(["--init_from=resume", "--max_iters=20"])
+    merged = resume_config(saved, cfg, keys)
+    assert (merged.n_layer, merged.n_embd, merged.max_iters, merged.init_from) == (2, 32, 20, "resume")
+    cfg, keys = parse_args(["--init_from=resume", "--n_layer=4", "--tokenizer=gpt2"])
+    with pytest.raises(ValueError) as err:
+        resume_config(saved, cfg, keys)
+    assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)

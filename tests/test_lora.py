@@ -1,0 +1,231 @@
+"""LoRA (gpt/lora.py): fresh adapters change nothing, only adapters train, merge equals unmerged,
+adapter checkpoints round-trip strictly, bad configs fail naming the field."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from gpt.lora import (LORA_TARGETS, LoRAConfig, LoRALinear, apply_lora, count_trainable, is_lora,
+                      load_lora_state_dict, lora_state_dict, merge_lora)
+from gpt.model import GPT, GPTConfig, Linear
+
+TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
+
+
+def tiny_model(seed=0, **overrides) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**{**TINY, **overrides})).eval()
+
+
+def batch(seed=1, B=4, T=16):
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, TINY["vocab_size"], (B, T + 1), generator=g)
+    return idx[:, :-1], idx[:, 1:]
+
+
+def adapted(base: GPT, seed=2, **cfg) -> GPT:
+    torch.manual_seed(seed)
+    return apply_lora(copy.deepcopy(base), LoRAConfig(**{"rank": 4, **cfg}))
+
+
+def train_adapters(model: GPT, steps=15, lr=1e-2) -> list[float]:
+    x, y = batch()
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    losses = []
+    for _ in range(steps):
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def logits(model: GPT, x: torch.Tensor) -> torch.Tensor:
+    model.eval()
+    with torch.no_grad():
+        return model(x)[0]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """(base, adapted copy with trained adapters, training losses)."""
+    base = tiny_model()
+    model = adapted(base)
+    losses = train_adapters(model)
+    return base, model, losses
+
+
+# -- adapting --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fresh_adapters_compute_exactly_what_the_base_computes(bias):
+    base = tiny_model(bias=bias)
+    model = adapted(base, dropout=0.1)
+    x, _ = batch()
+    assert torch.equal(logits(model, x), logits(base, x))
+    # the keys: base keys kept, adapters added beside them
+    keys, base_keys = set(model.state_dict()), set(base.state_dict())
+    assert base_keys <= keys
+    assert "transformer.h.0.attn.c_attn.lora_A" in keys and "transformer.h.1.mlp.c_proj.lora_B" in keys
+    assert len(keys - base_keys) == 2 * len(LORA_TARGETS) * TINY["n_layer"]
+    a = model.transformer.h[0].attn.c_attn
+    assert isinstance(a, LoRALinear) and not isinstance(a, Linear)
+    assert a.lora_A.shape == (4, 32) and a.lora_B.shape == (96, 4) and not a.lora_B.any()
+    assert a.lora_A.abs().sum() > 0
+    assert type(model.lm_head) is Linear and model.lm_head.weight is model.transformer.wte.weight
+
+
+def test_only_adapters_train_and_base_tensors_stay_bit_identical(trained):
+    base, model, losses = trained
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(n.endswith((".lora_A", ".lora_B")) for n in trainable)
+    assert len(trainable) == 2 * len(LORA_TARGETS) * TINY["n_layer"]
+    assert losses[-1] < losses[0] - 0.2, losses
+    sd, before = model.state_dict(), base.state_dict()
+    for k, v in before.items():
+        assert torch.equal(sd[k], v), f"base tensor {k} changed"
+    assert all(p.grad is None for n, p in model.named_parameters() if not p.requires_grad)
+    assert model.transformer.h[0].mlp.c_fc.lora_B.abs().sum() > 0  # the adapters did move
+
+
+def test_count_trainable_and_is_lora():
+    base = tiny_model()
+    total = sum(p.numel() for p in base.parameters())
+    assert count_trainable(base) == (total, total) and not is_lora(base)
+    model = adapted(base, rank=2, targets=("attn.c_attn",))
+    n_adapter = TINY["n_layer"] * 2 * (32 + 96)  # rank 2 x (in + out) per c_attn
+    assert count_trainable(model) == (n_adapter, total + n_adapter)
+    assert is_lora(model) and model.lora_config.rank == 2
+
+
+def test_targets_select_the_projections():
+    model = adapted(tiny_model(), targets=["mlp.c_fc"])  # a list, as JSON gives
+    block = model.transformer.h[1]
+    assert isinstance(block.mlp.c_fc, LoRALinear)
+    assert type(block.mlp.c_proj) is Linear and type(block.attn.c_attn) is Linear
+
+
+def test_applying_twice_is_an_error():
+    model = adapted(tiny_model())
+    with pytest.raises(ValueError, match="already has LoRA"):
+        apply_lora(model, LoRAConfig(rank=2))
+
+
+# -- merging -----------------------------------------------------------------------------------
+
+
+def test_merge_equals_unmerged_and_gives_a_plain_model(trained, tmp_path):
+    base, model, _ = trained
+    model = copy.deepcopy(model)
+    x, _ = batch(seed=3)
+    unmerged = logits(model, x)
+    assert not torch.allclose(unmerged, logits(base, x), atol=1e-4)  # training changed the outputs
+    merged_model = merge_lora(model)
+    assert merged_model is model and not is_lora(model) and not hasattr(model, "lora_config")
+    torch.testing.assert_close(logits(model, x), unmerged, atol=1e-5, rtol=1e-5)
+    assert list(model.state_dict()) == list(base.state_dict())
+    assert all(type(m) is Linear for n, m in model.named_modules() if n.endswith(LORA_TARGETS))
+    assert all(p.requires_grad for p in model.parameters())
+    # a never-adapted GPT loads the merged weights strictly and computes the same
+    fresh = tiny_model(seed=9)
+    fresh.load_weights(model.state_dict())
+    assert torch.equal(logits(fresh, x), logits(model, x))
+    # and the GPT-2 export works on it
+    pytest.importorskip("safetensors")
+    model.save_pretrained(tmp_path / "hf")
+    torch.testing.assert_close(logits(GPT.from_pretrained(str(tmp_path / "hf")), x), logits(model, x))
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        merge_lora(model)
+
+
+def test_merge_without_bias():
+    base = tiny_model(bias=False)
+    model = adapted(base)
+    train_adapters(model, steps=3)
+    x, _ = batch()
+    unmerged = logits(model, x)
+    merge_lora(model)
+    torch.testing.assert_close(logits(model, x), unmerged, atol=1e-5, rtol=1e-5)
+    assert list(model.state_dict()) == list(base.state_dict())
+
+
+def test_lora_layers_are_not_prepacked_and_bf16_generation_runs():
+    model = adapted(tiny_model()).to(torch.bfloat16)
+    x, _ = batch(B=1, T=5)
+    ref = logits(model, x)
+    with model.cpu_bf16_packed(1):
+        assert all(getattr(m, "packed_weight", None) is None
+                   for m in model.modules() if isinstance(m, LoRALinear))
+        torch.testing.assert_close(logits(model, x), ref, atol=2e-2, rtol=2e-2)
+    out = model.generate(x, 4, temperature=0.0)
+    assert out.shape == (1, 9)
+
+
+# -- adapter checkpoints -----------------------------------------------------------------------
+
+
+def test_lora_state_dict_round_trips_into_a_fresh_adapted_copy(trained, tmp_path):
+    base, model, _ = trained
+    sd = lora_state_dict(model)
+    assert sd and all(k.endswith((".lora_A", ".lora_B")) for k in sd)
+    assert len(sd) == 2 * len(LORA_TARGETS) * TINY["n_layer"]
+    torch.save(sd, tmp_path / "lora.pt")
+    meta = json.loads(json.dumps(model.lora_config.to_dict()))
+
+    other = adapted(base, seed=123, **meta)  # the config as a checkpoint's metadata gives it
+    x, _ = batch(seed=4)
+    assert not torch.equal(logits(other, x), logits(model, x))
+    load_lora_state_dict(other, torch.load(tmp_path / "lora.pt", weights_only=True))
+    assert torch.equal(logits(other, x), logits(model, x))
+
+
+def test_load_lora_state_dict_is_strict(trained):
+    base, model, _ = trained
+    other = adapted(base)
+    sd = lora_state_dict(model)
+    missing = dict(sd)
+    del missing["transformer.h.1.attn.c_proj.lora_A"]
+    with pytest.raises(KeyError, match=r"missing keys \['transformer\.h\.1\.attn\.c_proj\.lora_A'\]"):
+        load_lora_state_dict(other, missing)
+    extra = {**sd, "transformer.h.7.mlp.c_fc.lora_B": torch.zeros(1)}
+    with pytest.raises(KeyError, match=r"unexpected keys \['transformer\.h\.7\.mlp\.c_fc\.lora_B'\]"):
+        load_lora_state_dict(other, extra)
+    wrong_rank = lora_state_dict(adapted(base, rank=8))
+    with pytest.raises(ValueError, match="lora_A"):
+        load_lora_state_dict(other, wrong_rank)
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        load_lora_state_dict(base, sd)
+
+
+# -- config ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (dict(rank=0), "rank"),
+    (dict(rank=2.0), "rank"),
+    (dict(rank=True), "rank"),
+    (dict(alpha=0), "alpha"),
+    (dict(alpha=float("inf")), "alpha"),
+    (dict(dropout=1.0), "dropout"),
+    (dict(dropout=-0.1), "dropout"),
+    (dict(targets=("attn.c_attn", "lm_head")), "targets"),
+    (dict(targets=()), "targets"),
+    (dict(targets="attn.c_attn"), "targets"),
+    (dict(targets=("mlp.c_fc", "mlp.c_fc")), "targets"),
+])
+def test_config_rejects_bad_values_naming_the_field(overrides, needle):
+    with pytest.raises(ValueError, match=needle):
+        LoRAConfig(**{"rank": 4, **overrides})
+
+
+def test_config_round_trips_through_json_and_rejects_unknown_keys():
+    cfg = LoRAConfig(rank=8, alpha=32.0, dropout=0.05, targets=("attn.c_attn", "mlp.c_proj"))
+    assert cfg.scale == 4.0
+    assert LoRAConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(ValueError, match="lora_rank"):
+        LoRAConfig.from_dict({**cfg.to_dict(), "lora_rank": 3})

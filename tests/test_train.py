@@ -1,0 +1,215 @@
+"""train.py end to end on tiny models: resume, DDP, signals, non-finite steps, fine-tuning, LoRA."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import train
+from gpt.checkpoint import find_checkpoint, load_model, open_checkpoint
+from gpt.model import GPT
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
+        "--log_interval=1", "--compile=false", "--device=cpu", "--warmup_iters=2", "--learning_rate=3e-3",
+        "--min_lr=3e-4"]
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing "
+         "matches and pack my box with five dozen liquor jugs").split()
+
+
+def write_corpus(folder: Path, docs: int = 40, words: int = 400, seed: int = 0) -> Path:
+    import random
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(docs):
+        (folder / f"doc{i:03d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(words)) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def byte_data(tmp_path_factory) -> Path:
+    from gpt.prepare import prepare
+    root = tmp_path_factory.mktemp("data")
+    return prepare(source="input", inputs=[str(write_corpus(root / "text"))], tokenizer="byte",
+                   out_dir=root / "shards", num_proc=1, quiet=True)
+
+
+def run(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"train.py exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def losses(out_dir: Path) -> dict[int, float]:
+    records = [json.loads(l) for l in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+
+
+def final_weights(out_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(find_checkpoint(out_dir) / "model.safetensors"))
+
+
+def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=4", "--lr_decay_iters=8"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    run(*common, "--max_iters=8", f"--out_dir={straight}")
+    run(*common, "--max_iters=4", f"--out_dir={split}")
+    run("--init_from=resume", "--max_iters=8", f"--out_dir={split}")
+    a, b = losses(straight), losses(split)
+    assert sorted(a) == sorted(b) == list(range(1, 9))
+    assert a == b  # exact float equality: data order, dropout and LR all continue exactly
+    wa, wb = final_weights(straight), final_weights(split)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert open_checkpoint(split).meta["step"] == 8
+
+
+def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
+    common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    run(*common, f"--out_dir={one}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(ROOT / "train.py"), *common, f"--out_dir={two}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    a, b = losses(one), losses(two)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    # Same global batch, same arithmetic up to the order of float additions in the all-reduce.
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-5)
+    wa, wb = final_weights(one), final_weights(two)
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-5, rtol=1e-4) for k in wa)
+
+
+def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY,
+                             "--max_iters=100000", "--eval_interval=100000", f"--out_dir={out}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(losses(out) if (out / "metrics.jsonl").exists() else {}) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stdout[-2000:] + stderr[-2000:]
+    assert "--init_from=resume" in stdout
+    stopped_at = open_checkpoint(out).meta["step"]
+    assert stopped_at >= 3
+    run("--init_from=resume", f"--max_iters={stopped_at + 2}", f"--out_dir={out}")
+    assert open_checkpoint(out).meta["step"] == stopped_at + 2
+    assert max(losses(out)) == stopped_at + 2
+
+
+def nan_at(monkeypatch, bad_calls):
+    """Make the model's loss NaN on the given forward calls (counted from 1)."""
+    original, calls = GPT.forward, [0]
+
+    def forward(self, idx, targets=None, **kw):
+        logits, loss = original(self, idx, targets, **kw)
+        if targets is not None and self.training:
+            calls[0] += 1
+            if bad_calls(calls[0]):
+                loss = loss * float("nan")
+        return logits, loss
+    monkeypatch.setattr(GPT, "forward", forward)
+
+
+def test_a_nan_step_is_skipped(byte_data, tmp_path, monkeypatch, capsys):
+    nan_at(monkeypatch, lambda n: n == 3)
+    out = tmp_path / "run"
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={out}"])
+    assert status == 0
+    assert "step 2: non-finite loss (nan)" in capsys.readouterr().out
+    assert math.isnan(losses(out)[3]) and all(math.isfinite(v) for k, v in losses(out).items() if k != 3)
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["step"] == 6 and ckpt.meta["bad_steps_total"] == 1
+    assert all(torch.isfinite(t).all() for t in ckpt.weights().values())
+
+
+def test_repeated_nans_stop_the_run_with_status_2(byte_data, tmp_path, monkeypatch, capsys):
+    nan_at(monkeypatch, lambda n: n >= 2)
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=50", "--max_bad_steps=3",
+                         "--eval_interval=100", f"--out_dir={tmp_path / 'run'}"])
+    assert status == 2
+    assert "3 consecutive steps had a non-finite loss" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compiled_run_saves_plain_keys(byte_data, tmp_path):
+    out = tmp_path / "run"
+    proc = run(f"--data={byte_data}", *TINY, "--compile=true", "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    keys = final_weights(out).keys()
+    assert "transformer.wte.weight" in keys
+    assert not [k for k in keys if k.startswith(("_orig_mod.", "module.")) or "._orig_mod." in k]
+    assert "torch.compile on" in proc.stdout or "torch.compile failed" in proc.stderr
+
+
+def test_bad_configuration_is_one_message_and_status_1(byte_data, tmp_path):
+    proc = run("--learning_rat=0.1", check=False)
+    assert proc.returncode == 1 and "did you mean --learning_rate" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run(f"--data={tmp_path / 'missing.txt'}", f"--out_dir={tmp_path / 'x'}", check=False)
+    assert proc.returncode == 1 and "missing.txt" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_resume_refuses_a_different_architecture(byte_data, tmp_path):
+    out = tmp_path / "run"
+    run(f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    proc = run("--init_from=resume", "--n_layer=3", f"--out_dir={out}", check=False)
+    assert proc.returncode == 1 and "n_layer: checkpoint 2, now 3" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory) -> Path:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_positions=64, n_embd=32, n_layer=2, n_head=2))
+    path = tmp_path_factory.mktemp("hf-gpt2")
+    hf.save_pretrained(path)
+    return path
+
+
+def test_finetune_a_hugging_face_gpt2_on_raw_text(hf_dir, tmp_path):
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    out = tmp_path / "ft"
+    run(f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--config=finetune",
+        "--max_iters=3", "--eval_interval=100", "--batch_size=2", "--gradient_accumulation_steps=1",
+        "--block_size=32", "--learning_rate=1e-3", "--compile=false", "--device=cpu", f"--out_dir={out}")
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["tokenizer"] == "gpt2" and ckpt.meta["model_config"]["n_embd"] == 32
+    assert ckpt.meta["model_config"]["block_size"] == 64  # the pretrained context is kept
+    model, _ = load_model(out)
+    base = GPT.from_pretrained(str(hf_dir))
+    assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, base.transformer.h[0].mlp.c_fc.weight)
+
+
+def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    out = tmp_path / "lora"
+    run(f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+        "--max_iters=3", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--learning_rate=1e-2",
+        "--compile=false", "--device=cpu", f"--out_dir={out}")
+    ckpt = open_checkpoint(out)
+    stored = ckpt.weights()
+    assert stored and all(k.endswith((".lora_A", ".lora_B")) for k in stored)
+    assert ckpt.meta["lora"]["base"] == str(hf_dir) and ckpt.meta["lora"]["config"]["rank"] == 4
+    merged, _ = load_model(out)
+    unmerged, _ = load_model(out, merge_lora=False)
+    base = GPT.from_pretrained(str(hf_dir))
+    assert torch.equal(merged.transformer.wte.weight, base.transformer.wte.weight)  # never adapted
+    idx = torch.randint(0, 50257, (1, 16))
+    with torch.no_grad():
+        a, b, c = merged.eval()(idx)[0], unmerged.eval()(idx)[0], base.eval()(idx)[0]
+    assert (a - b).abs().max().item() <= 1e-5
+    assert not torch.allclose(a, c)  # the adapters learned something

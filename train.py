@@ -1,0 +1,370 @@
+"""Train a GPT.
+
+    python train.py                                       # Shakespeare, a preset that suits the device
+    python train.py --config=gpt2-124m                    # a preset from configs/, then --key=value overrides
+    torchrun --standalone --nproc_per_node=8 train.py --config=gpt2-124m
+    python train.py --init_from=gpt2 --data=my_notes/ --config=finetune
+    python train.py --init_from=resume                    # continue the latest checkpoint in out_dir
+    python train.py --help                                # every option
+
+Exit status: 0 finished; 1 bad configuration or input (one message, nothing written); 2 stopped
+because the loss or gradients stayed non-finite for max_bad_steps steps; 130 (SIGINT) or 143
+(SIGTERM) stopped by a signal after saving a checkpoint that --init_from=resume continues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from gpt.checkpoint import (clean_leftovers, load_base_model, load_model, open_checkpoint, pretrained_tokenizer,
+                            save_checkpoint)
+from gpt.config import TrainConfig, describe_options, parse_args, resume_config
+from gpt.data import TrainBatches, ValBatches
+from gpt.metrics import Metrics
+from gpt.model import GPT, GPTConfig
+from gpt.optim import lr_at, make_optimizer
+from gpt.runtime import (Dist, StopSignal, autocast, init_distributed, maybe_compile, peak_flops, pick_device,
+                         pick_dtype, rng_state, seed_everything, set_rng_state)
+from gpt.shards import DataDir
+
+class UsageError(Exception):
+    """Bad configuration or input: reported as one message, exit status 1."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
+        return 0
+    try:
+        return train(argv)
+    except (UsageError, ValueError, KeyError, FileNotFoundError) as e:
+        print(f"train.py: error: {e}", file=sys.stderr)
+        return 1
+
+
+def train(argv: list[str]) -> int:
+    # ---------------------------------------------------------------- setup
+    cfg, user_keys = parse_args(argv)
+    dist = init_distributed()
+    device = pick_device(cfg.device, dist)
+    if device.type != "cpu" and not any(a.startswith("--config") for a in argv):
+        cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
+    out_dir = Path(cfg.out_dir)
+    resume = open_checkpoint(out_dir) if cfg.init_from == "resume" else None
+    if resume:
+        cfg = resume_config(resume.meta["config"], cfg, user_keys)
+    cfg.validate(dist.world_size)
+    dtype, dtype_why = pick_dtype(cfg.dtype, device)
+    seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
+        torch.backends.cudnn.allow_tf32 = True
+    if dist.is_main:
+        for leftover in clean_leftovers(out_dir):
+            print(f"removed {leftover.name}, left by a save that was interrupted")
+
+    # ---------------------------------------------------------------- data
+    tokenizer = tokenizer_of(cfg, resume)
+    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist))
+
+    # ---------------------------------------------------------------- model
+    model, base = build_model(cfg, data, resume, device)
+    data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
+    block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
+        else model.config.block_size
+    if block_size > model.config.block_size:
+        raise UsageError(f"block_size {block_size} exceeds the model's context of {model.config.block_size}")
+    train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed,
+                                 rank=dist.rank, world_size=dist.world_size, device=device)
+    val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
+                             rank=dist.rank, world_size=dist.world_size, device=device)
+
+    # ---------------------------------------------------------------- optimizer, resume
+    optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
+    step, tokens_seen, best_val, bad_total = 0, 0, math.inf, 0
+    if resume:
+        state = resume.state()
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        train_batches.load_state_dict(state["loader"])
+        if len(state["rng"]) == dist.world_size:
+            set_rng_state(state["rng"][dist.rank])
+        elif dist.is_main:
+            print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
+                  "random streams are reseeded, so dropout differs from an uninterrupted run")
+        step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
+        best_val = resume.meta.get("best_val_loss") or math.inf
+        bad_total = resume.meta.get("bad_steps_total", 0)
+    start_step = step
+    compiled, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype)
+    if dist.enabled:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        train_model = DDP(compiled, device_ids=[device.index] if device.type == "cuda" else None)
+    else:
+        train_model = compiled
+
+    accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
+    tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
+    decay_iters = cfg.lr_decay_iters or cfg.max_iters
+    flops_per_step = model.flops_per_token(block_size) * tokens_per_step
+    peak = peak_flops(device)
+    metrics = Metrics(out_dir, dist.is_main, resume_step=step if resume else None,
+                      wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=cfg.to_dict())
+    if dist.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}")
+        print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
+              f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
+              + (f" (from {base})" if base else ""))
+        print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
+              f"{data.num_tokens('val'):,} val tokens")
+        print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
+              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; steps {step} -> {cfg.max_iters} "
+              f"= {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs")
+        print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
+        for note in metrics.notes:
+            print("note:", note)
+
+    def save(is_best: bool, val_loss: float | None):
+        rngs = gather(rng_state(), dist)  # every rank's streams, so resume is exact per rank
+        if dist.is_main:
+            meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
+                    "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
+                    "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
+                    "bad_steps_total": bad_total, "world_size": dist.world_size}
+            if getattr(model, "lora_config", None) is not None:
+                meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
+            state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
+                     "loader": train_batches.state_dict()}
+            save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last, is_best=is_best)
+        barrier(dist)
+
+    # ---------------------------------------------------------------- loop
+    stop, bad_steps, exit_status = StopSignal(), 0, 0
+    progress = make_progress(dist.is_main, step, cfg.max_iters)
+    say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
+    t_last = time.perf_counter()
+    while True:
+        stopping = agree(bool(stop), dist)
+        if stopping or step >= cfg.max_iters or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+            val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
+            if val_loss is not None:
+                record = {"step": step, "val_loss": val_loss, "val_bpb": bits_per_byte(val_loss, data)}
+                metrics.log(record)
+                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte")
+                if cfg.sample_tokens and dist.is_main:
+                    say(sample_text(model, data, cfg.sample_tokens, device, step))
+            if cfg.eval_only:
+                break
+            if step > start_step:
+                is_best = val_loss is not None and val_loss < best_val
+                best_val = min(best_val, val_loss) if val_loss is not None else best_val
+                save(is_best, val_loss)
+            if stopping:
+                exit_status = stop.exit_status
+                say(f"stopped by signal {stop.signum} at step {step}; checkpoint saved, "
+                               f"continue with --init_from=resume --out_dir={out_dir}")
+                break
+            if step >= cfg.max_iters:
+                break
+
+        lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(accum):
+            x, y = train_batches.next_batch()
+            last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
+            with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
+                with autocast(device, dtype):
+                    _, loss = train_model(x, y)
+                scaler.scale(loss / accum).backward()
+            loss_sum += loss.detach() / accum
+        if dist.enabled:  # the global mean, so every rank logs and decides alike
+            torch.distributed.all_reduce(loss_sum)
+            loss_sum /= dist.world_size
+        scaler.unscale_(optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+        loss_value, grad_value = loss_sum.item(), grad_norm.item()
+        # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
+        # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours.
+        if math.isfinite(loss_value) and (math.isfinite(grad_value) or scaler.is_enabled()):
+            scaler.step(optimizer)
+            bad_steps = 0
+        else:  # skip the update: the weights stay finite
+            bad_steps, bad_total = bad_steps + 1, bad_total + 1
+            say(f"step {step}: non-finite loss ({loss_value}) or gradient norm ({grad_value}): "
+                f"update skipped ({bad_steps} in a row)")
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        step, tokens_seen = step + 1, tokens_seen + tokens_per_step
+        if bad_steps >= cfg.max_bad_steps:
+            say(f"train.py: error: {bad_steps} consecutive steps had a non-finite loss or gradient; "
+                           f"stopping. The last good checkpoint is in {out_dir}. Try a lower learning_rate.")
+            exit_status = 2
+            break
+
+        now = time.perf_counter()
+        dt, t_last = now - t_last, now
+        if step % cfg.log_interval == 0 or step == cfg.max_iters:
+            record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
+                      "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
+            if peak:
+                record["mfu"] = flops_per_step / dt / (peak * dist.world_size)
+            metrics.log(record)
+            progress.set_postfix(loss=f"{loss_value:.4f}", tok_s=f"{tokens_per_step / dt:,.0f}",
+                                 **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
+        progress.update(1)
+
+    stop.restore()
+    progress.close()
+    note = metrics.close()
+    if dist.is_main:
+        print(note or f"loss curve: {out_dir / 'loss.png'}")
+        if exit_status == 0:
+            print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
+    if dist.enabled:
+        torch.distributed.destroy_process_group()
+    return exit_status
+
+
+# -------------------------------------------------------------------- helpers of the recipe
+
+
+def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
+    """The tokenizer the data must use: the checkpoint's or pretrained model's, else cfg.tokenizer.
+    None for a prepared shard directory, which brings its own."""
+    if resume:
+        return resume.meta["tokenizer"]
+    if cfg.init_from != "scratch":
+        return pretrained_tokenizer(cfg.init_from)
+    return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
+
+
+def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
+    """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0)."""
+    from gpt.prepare import PrepareError, prepare, prepare_cached
+
+    if (Path(data) / "meta.json").is_file():
+        return Path(data)
+    tokenizer = tokenizer or "byte"
+    path = None
+    if dist.is_main:
+        try:
+            if data == "shakespeare":
+                path = prepare(source="shakespeare", tokenizer=tokenizer)
+            else:
+                path = prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)
+        except PrepareError as e:
+            path = e  # every rank must learn of it, not only this one
+    if dist.enabled:
+        box = [path]
+        torch.distributed.broadcast_object_list(box, src=0)
+        path = box[0]
+    if isinstance(path, Exception):
+        raise UsageError(str(path))
+    return Path(path)
+
+
+def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, str | None]:
+    """(model on device, the pretrained weights it started from)."""
+    if resume:
+        model, _ = load_model(resume.path, device=device, merge_lora=False)
+        model.set_dropout(cfg.dropout)
+        return model.train(), (resume.meta.get("lora") or {}).get("base")
+    if cfg.init_from == "scratch":
+        vocab = data.vocab_size
+        if device.type == "cuda":
+            vocab = (vocab + 63) // 64 * 64  # e.g. 50257 -> 50304: matmul shapes the tensor cores like
+        config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                           n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding)
+        return GPT(config).to(device).train(), None
+    model = load_base_model(cfg.init_from, dropout=cfg.dropout)
+    if cfg.lora_rank:
+        from gpt.lora import LoRAConfig, apply_lora
+        apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
+    return model.to(device).train(), cfg.init_from
+
+
+@torch.no_grad()
+def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float | None:
+    """Mean loss over the fixed validation windows (all ranks). A failure here (say, out of
+    memory) is reported and returns None: it must never cost the checkpoint that follows."""
+    model.eval()
+    try:
+        total = torch.zeros((), device=device)
+        for x, y in val_batches:
+            with autocast(device, dtype):
+                _, loss = model(x, y)
+            total += loss.float()
+        mean = total / len(val_batches)
+        if dist.enabled:
+            torch.distributed.all_reduce(mean, op=torch.distributed.ReduceOp.AVG if device.type == "cuda"
+                                         else torch.distributed.ReduceOp.SUM)
+            if device.type != "cuda":
+                mean /= dist.world_size  # gloo has no AVG
+        return mean.item()
+    except (RuntimeError, torch.OutOfMemoryError) as e:
+        print(f"warning: evaluation failed ({e}); saving without it", file=sys.stderr)
+        return None
+    finally:
+        model.train()
+
+
+def bits_per_byte(loss_nats: float, data: DataDir) -> float:
+    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers."""
+    return loss_nats / math.log(2) * data.num_tokens("val") / data.num_bytes("val")
+
+
+def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
+    from gpt.tokenizer import get_tokenizer
+
+    tok = get_tokenizer(data.tokenizer_name)
+    gen = torch.Generator(device=device).manual_seed(step)  # its own stream: training's RNG is untouched
+    out = model.generate(torch.tensor([[tok.eot_token]], device=device), n, temperature=0.8, top_k=200,
+                         generator=gen, vocab_limit=tok.n_vocab)
+    return "---- sample ----\n" + tok.decode(out[0, 1:].tolist()) + "\n----------------"
+
+
+def gather(obj, dist: Dist) -> list:
+    if not dist.enabled:
+        return [obj]
+    out = [None] * dist.world_size
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def agree(flag: bool, dist: Dist) -> bool:
+    """True on every rank if it is true on any: ranks must stop at the same step."""
+    if not dist.enabled:
+        return flag
+    t = torch.tensor([int(flag)], device="cuda" if torch.cuda.is_available() else "cpu")
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def barrier(dist: Dist) -> None:
+    if dist.enabled:
+        torch.distributed.barrier()
+
+
+def make_progress(enabled: bool, step: int, total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=step, disable=not enabled, unit="step", dynamic_ncols=True,
+                mininterval=1.0, file=sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
