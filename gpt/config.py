@@ -117,7 +117,7 @@ class TrainConfig:
 def describe_options() -> str:
     """Every option with its type, default and description (for --help and error messages)."""
     hints = typing.get_type_hints(TrainConfig)
-    return "\n".join(f"  --{f.name}={f.default!r:<14} ({hints[f.name].__name__}) {f.metadata['help']}"
+    return "\n".join(f"  --{f.name}={f.default!r}".ljust(42) + f"{hints[f.name].__name__:<6} {f.metadata['help']}"
                      for f in fields(TrainConfig))
 
 
