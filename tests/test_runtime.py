@@ -1,0 +1,48 @@
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from gpt.runtime import (Dist, StopSignal, init_distributed, peak_flops, pick_device, pick_dtype, rng_state,
+                         seed_everything, set_rng_state)
+
+
+def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
+    cpu = torch.device("cpu")
+    assert pick_dtype("auto", cpu)[0] == torch.float32
+    assert pick_dtype("bfloat16", cpu) == (torch.bfloat16, "requested")
+    assert pick_device("cpu", Dist()) == cpu
+
+
+def test_no_mfu_without_a_known_gpu():
+    assert peak_flops(torch.device("cpu")) is None
+
+
+def test_plain_python_is_a_world_of_one(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    d = init_distributed()
+    assert (d.rank, d.world_size, d.is_main, d.enabled) == (0, 1, True, False)
+
+
+def test_rng_state_round_trips_every_stream_through_weights_only_torch_load(tmp_path):
+    seed_everything(7)
+    state = rng_state()
+    torch.save(state, tmp_path / "rng.pt")
+    expected = (random.random(), np.random.rand(), torch.rand(3))
+    set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert (random.random(), np.random.rand()) == expected[:2]
+    assert torch.equal(torch.rand(3), expected[2])
+
+
+def test_stop_signal_only_sets_a_flag_and_restores_handlers():
+    before = signal.getsignal(signal.SIGTERM)
+    stop = StopSignal()
+    assert not stop
+    os.kill(os.getpid(), signal.SIGTERM)  # handled: the test process lives on
+    os.kill(os.getpid(), signal.SIGINT)  # a second signal does not change the first
+    assert stop and stop.signum == signal.SIGTERM and stop.exit_status == 143
+    stop.restore()
+    assert signal.getsignal(signal.SIGTERM) == before
