@@ -20,7 +20,7 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--n_layer=two", "expects int"),
     ("--bias=maybe", "expects bool"),
     ("--learning_rate=fast", "expects float"),
-    ("--n_embd=100", "divisible by n_head"),
+    ("--n_embd=102", "divisible by n_head"),
     ("--dropout=1.5", "dropout"),
     ("--keep_last=1", "keep_last"),
     ("--dtype=float8", "dtype"),
