@@ -1,7 +1,9 @@
 """Benchmarks: speed is measured here, never asserted by a test.
 
-    python bench.py decode    # KV-cache decode vs uncached vs transformers.generate (issue 2, 5)
+    python bench.py decode    # KV-cache decode vs uncached vs transformers.generate, model and CLI (issues 2, 5)
     python bench.py prepare   # tokenizer MB/s vs end-to-end data/prepare.py MB/s (issue 3)
+    python bench.py train --nanogpt_cpu --dtypes=float32,bfloat16   # train.py's loop on nanoGPT's CPU shape (issue 4)
+    python bench.py train -- --config=gpt2-124m --data=data/shakespeare-gpt2   # on a GPU: MFU
 
 Each command measures its reference in the same run and prints ratios against it.
 """
@@ -17,80 +19,193 @@ import time
 # ----------------------------------------------------------------------------- decode
 
 
-def _timed(fn) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
+def _timed(fn, repeat: int = 1) -> tuple[float, object]:
+    """(seconds, output) of the fastest of `repeat` runs of fn(): the least-noisy figure."""
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - t0
+        if best is None or seconds < best[0]:
+            best = (seconds, out)
+    return best
 
 
 def bench_decode(args: argparse.Namespace) -> None:
+    """Decode tokens/s of the GPT-2 124M shape (random weights): the model's generate (cached fp32,
+    uncached fp32, cached bf16 weights), transformers' generate on the very same weights, and the
+    command line (`sample.main`, from a checkpoint written here) at batch 1 and --num_samples.
+    Every row is the best of --repeat runs, ours and transformers' alike; the slow uncached
+    baseline runs once. The command line's figure is its own generation time (prefill included,
+    loading excluded), read from its --json output."""
+    import contextlib
+    import io
+    import json
+    import re
+
     import torch
 
+    import sample
+    from gpt.checkpoint import save_checkpoint
     from gpt.model import GPT, GPTConfig
+    from gpt.tokenizer import get_tokenizer
 
+    device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
+    tok = get_tokenizer("gpt2")
     torch.manual_seed(0)
     config = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(config).eval()  # random weights: speed does not depend on their values
-    prompt = torch.randint(0, config.vocab_size - 1, (args.batch, args.prompt_len))
-    new = args.new_tokens
+    with torch.no_grad():
+        model.transformer.wte.weight[tok.eot_token].zero_()  # end-of-text never wins: every row runs its full length
+    words = "the quick brown fox jumps over the lazy dog".split()
+    text = "".join(" " + words[i % len(words)] for i in range(args.prompt_len))  # one GPT-2 token per word
+    ids = tok.encode(text)
+    assert len(ids) == args.prompt_len, (len(ids), args.prompt_len)
+    prompt = torch.tensor([ids] * args.batch, device=device)
+    new, repeat, ns = args.new_tokens, args.repeat, args.num_samples
     print(f"decode: GPT-2 shape {args.n_layer}L/{args.n_head}H/{args.n_embd}C ({model.num_params() / 1e6:.1f}M), "
-          f"batch {args.batch}, prompt {args.prompt_len}, {new} new tokens, greedy, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    rows: list[tuple[str, float]] = []
+          f"prompt {args.prompt_len}, {new} new tokens, greedy, on {device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; each row the best of {repeat} run(s), the uncached ones 1 run")
+    speeds: dict[str, float] = {}
 
-    def ours(label: str, dtype: torch.dtype, use_cache: bool, n: int):
+    def row(label: str, tokens: int, seconds: float, runs: int, note: str = "") -> None:
+        speeds[label] = tokens / seconds
+        print(f"  {label:<44} {speeds[label]:8.1f} tokens/s  ({seconds:.2f} s, {'best of ' + str(runs) if runs > 1 else '1 run'})"
+              f"{note}", flush=True)
+
+    # -- the model's generate, batch --batch (the rows of issue 2)
+    print(f"model.generate, batch {args.batch}:")
+    model.to(device)
+
+    def ours(label: str, dtype: torch.dtype, use_cache: bool, runs: int):
         m = model.to(dtype)
         m.generate(prompt, 4, temperature=0, use_cache=use_cache)  # warm-up
-        seconds, out = _timed(lambda: m.generate(prompt, n, temperature=0, use_cache=use_cache))
-        rows.append((label, args.batch * n / seconds))
-        print(f"  {label:<34} {rows[-1][1]:8.1f} tokens/s  ({seconds:.2f} s)", flush=True)
+        seconds, out = _timed(lambda: m.generate(prompt, new, temperature=0, use_cache=use_cache), runs)
+        row(label, args.batch * new, seconds, runs)
         return out
 
-    tokens_fp32 = ours("ours, KV cache, fp32", torch.float32, True, new)
+    tokens_fp32 = ours("ours, KV cache, fp32", torch.float32, True, repeat)
     if not args.skip_uncached:
-        ours("ours, no cache, fp32", torch.float32, False, new)
-    ours("ours, KV cache, bf16 weights", torch.bfloat16, True, new)
+        ours("ours, no cache, fp32", torch.float32, False, 1)
+    ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     model.to(torch.float32)
 
-    hf_tokens = None
+    hf, hf_tokens = None, None
     if not args.skip_transformers:
         try:
             from transformers import GPT2LMHeadModel
         except ImportError:
             print("  transformers not installed: no reference")
         else:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
             with tempfile.TemporaryDirectory() as tmp:
                 model.save_pretrained(tmp)  # the very same weights
-                hf = GPT2LMHeadModel.from_pretrained(tmp).eval()
-            kw = dict(do_sample=False, use_cache=True, pad_token_id=config.vocab_size - 1)
-            with torch.inference_mode():
-                hf.generate(prompt, max_new_tokens=4, min_new_tokens=4, **kw)
-                seconds, hf_tokens = _timed(lambda: hf.generate(
-                    prompt, max_new_tokens=new, min_new_tokens=new, **kw))
-            rows.append(("transformers generate, cache, fp32", args.batch * new / seconds))
-            print(f"  {rows[-1][0]:<34} {rows[-1][1]:8.1f} tokens/s  ({seconds:.2f} s)")
+                hf = GPT2LMHeadModel.from_pretrained(tmp).eval().to(device)
 
-    speeds = dict(rows)
-    print("ratios (same run):")
-    ref = speeds.get("transformers generate, cache, fp32")
-    uncached = speeds.get("ours, no cache, fp32")
-    if uncached:
-        print(f"  cached fp32 / uncached fp32:       {speeds['ours, KV cache, fp32'] / uncached:6.2f}x  (target >= 5)")
-    if ref:
-        print(f"  cached fp32 / transformers fp32:   {speeds['ours, KV cache, fp32'] / ref:6.2f}x  (target >= 1.0)")
-        print(f"  cached bf16 / transformers fp32:   {speeds['ours, KV cache, bf16 weights'] / ref:6.2f}x  (target >= 2.0)")
-        same = (hf_tokens == tokens_fp32).float().mean().item()
-        print(f"  greedy tokens equal to transformers': {same:.1%}")
+    def transformers_row(label: str, batch_prompt: torch.Tensor):
+        kw = dict(do_sample=False, use_cache=True, pad_token_id=config.vocab_size - 1,
+                  attention_mask=torch.ones_like(batch_prompt))
+        with torch.inference_mode():
+            hf.generate(batch_prompt, max_new_tokens=4, min_new_tokens=4, **kw)
+            seconds, out = _timed(lambda: hf.generate(batch_prompt, max_new_tokens=new, min_new_tokens=new, **kw),
+                                  repeat)
+        row(label, batch_prompt.size(0) * new, seconds, repeat)
+        return out
+
+    if hf is not None:
+        hf_tokens = transformers_row("transformers generate, cache, fp32", prompt)
+
+    # -- the command line: sample.main on a checkpoint, batch 1 and --num_samples
+    with tempfile.TemporaryDirectory(prefix="bench-decode-") as run_dir:
+        save_checkpoint(run_dir, 0, model.cpu(), state={}, meta={
+            "model_config": config.to_dict(), "tokenizer": "gpt2", "vocab_size": tok.n_vocab, "config": {}})
+        model.to(device)
+
+        def cli(num_samples: int, extra: list[str], max_new: int) -> tuple[int, float, str]:
+            """(tokens, generation seconds, sample.py's description of the model) of one sample.py run."""
+            out, err = io.StringIO(), io.StringIO()
+            argv = [f"--out_dir={run_dir}", f"--start={text}", f"--num_samples={num_samples}",
+                    f"--max_new_tokens={max_new}", "--temperature=0", "--json", f"--device={device}", *extra]
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = sample.main(argv)
+            if status:
+                raise SystemExit(f"sample.py {' '.join(argv[1:])} failed:\n{err.getvalue()}")
+            samples = [json.loads(line) for line in out.getvalue().splitlines()]
+            assert all(s["tokens"] == max_new for s in samples), "a sample ended early"
+            info = next((line for line in err.getvalue().splitlines() if " | " in line), "")
+            return sum(s["tokens"] for s in samples), max(s["seconds"] for s in samples), info.split(" | ")[-1]
+
+        def cli_row(label: str, num_samples: int, extra: list[str], runs: int) -> None:
+            cli(num_samples, extra, 4)  # warm-up (and, with --compile, compilation)
+            best = None
+            for _ in range(runs):
+                tokens, seconds, info = cli(num_samples, extra, new)
+                best = (tokens, seconds, info) if best is None or seconds < best[1] else best
+            chose = re.search(r"^[^,]*, (\w+)", best[2])
+            row(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
+
+        plain = ["--compile=false"]
+        print(f"sample.py (the command line), batch 1:")
+        cli_row("sample.py, KV cache, fp32", 1, [*plain, "--dtype=float32"], repeat)
+        cli_row("sample.py, KV cache, --dtype=auto", 1, [*plain, "--dtype=auto"], repeat)
+        if not args.skip_uncached:
+            cli_row("sample.py, no cache, fp32", 1, [*plain, "--dtype=float32", "--use_cache=false"], 1)
+        if device.type == "cuda":
+            cli_row("sample.py, compiled static cache (CUDA graphs)", 1, ["--compile=true", "--dtype=auto"], repeat)
+        if hf is not None:
+            print(f"  (transformers at batch 1: the model.generate section's row)")
+        print(f"sample.py --num_samples={ns} (one shared prefill):")
+        cli_row(f"sample.py x{ns}, KV cache, fp32", ns, [*plain, "--dtype=float32"], repeat)
+        cli_row(f"sample.py x{ns}, KV cache, --dtype=auto", ns, [*plain, "--dtype=auto"], repeat)
+        if args.uncached_samples and not args.skip_uncached:
+            cli_row(f"sample.py x{ns}, no cache, fp32", ns, [*plain, "--dtype=float32", "--use_cache=false"], 1)
+        else:
+            print(f"  sample.py x{ns}, no cache: skipped (about {ns}x the batch-1 uncached time; --uncached_samples runs it)")
+        if device.type == "cuda":
+            cli_row(f"sample.py x{ns}, compiled static cache (CUDA graphs)", ns, ["--compile=true", "--dtype=auto"], repeat)
+        if hf is not None:
+            transformers_row(f"transformers generate x{ns}, cache, fp32", prompt[:1].expand(ns, -1).contiguous())
+
+    def ratio(label: str, num: str, den: str | None, target: str) -> None:
+        if den in speeds and num in speeds:
+            print(f"  {label + ':':<52} {speeds[num] / speeds[den]:6.2f}x  (target >= {target})")
+
+    print("ratios (same run; targets from issues 2 and 5):")
+    ref, ref_n = "transformers generate, cache, fp32", f"transformers generate x{ns}, cache, fp32"
+    ratio("cached fp32 / uncached fp32", "ours, KV cache, fp32", "ours, no cache, fp32", "5")
+    ratio("cached fp32 / transformers fp32", "ours, KV cache, fp32", ref, "1.0")
+    ratio("cached bf16 / transformers fp32", "ours, KV cache, bf16 weights", ref, "2.0")
+    if hf_tokens is not None:
+        print(f"  greedy tokens equal to transformers': {(hf_tokens == tokens_fp32).float().mean().item():.1%}")
+    ratio("sample.py cached / uncached, fp32, batch 1", "sample.py, KV cache, fp32", "sample.py, no cache, fp32", "5")
+    if args.batch == 1:
+        ratio("sample.py fp32 / transformers fp32, batch 1", "sample.py, KV cache, fp32", ref, "1.0")
+        ratio("sample.py --dtype=auto / transformers fp32, batch 1", "sample.py, KV cache, --dtype=auto", ref,
+              "2.0 on this CPU")
+    ratio(f"sample.py fp32 / transformers fp32, x{ns}", f"sample.py x{ns}, KV cache, fp32", ref_n, "1.0")
+    ratio(f"sample.py --dtype=auto / transformers fp32, x{ns}", f"sample.py x{ns}, KV cache, --dtype=auto", ref_n,
+          "2.0 on this CPU")
+    compiled = speeds.get("sample.py, compiled static cache (CUDA graphs)")
+    if compiled:
+        print(f"  compiled static-cache decode, batch 1: {compiled:,.0f} tokens/s  (target >= 1,000 on a GPU)")
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n_layer", type=int, default=12)
     p.add_argument("--n_head", type=int, default=12)
     p.add_argument("--n_embd", type=int, default=768)
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="batch of the model.generate rows (default: 1)")
+    p.add_argument("--num_samples", type=int, default=8, help="the command line's batched rows (default: 8)")
     p.add_argument("--prompt_len", type=int, default=64)
     p.add_argument("--new_tokens", type=int, default=256)
-    p.add_argument("--skip_uncached", action="store_true", help="skip the slow uncached baseline")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="time every row this many times and report the fastest (default: 3); uncached rows run once")
+    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
+    p.add_argument("--skip_uncached", action="store_true", help="skip the slow uncached baselines")
+    p.add_argument("--uncached_samples", action="store_true",
+                   help="also time the uncached baseline at --num_samples (minutes on a CPU)")
     p.add_argument("--skip_transformers", action="store_true", help="skip the transformers reference")
 
 
@@ -186,11 +301,64 @@ def add_prepare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block_size", type=int, default=1024, help="loader block size (default: 1024)")
 
 
+# ----------------------------------------------------------------------------- train
+
+# nanoGPT's CPU recipe (its README: 4 layers, 4 heads, 128 wide, block 64, batch 12, fp32, eager),
+# with our byte tokenizer. The issue measured nanoGPT's own train.py at ~33 ms/iter on the
+# 2-core development machine; that figure is the reference printed beside ours.
+NANOGPT_CPU_SHAPE = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--block_size=64", "--batch_size=12",
+                     "--dropout=0.0", "--compile=false", "--device=cpu", "--tokenizer=byte"]
+NANOGPT_CPU_MS_PER_ITER = 33.0
+
+
+def bench_train(args: argparse.Namespace) -> None:
+    import json
+    import statistics
+
+    import train
+
+    overrides = list(args.overrides)
+    if args.nanogpt_cpu:
+        overrides = NANOGPT_CPU_SHAPE + overrides
+    dtypes = args.dtypes.split(",")
+    results = {}
+    for dtype in dtypes:
+        with tempfile.TemporaryDirectory() as out:
+            argv = [*overrides, f"--dtype={dtype}", f"--max_iters={args.warmup + args.steps}",
+                    "--eval_interval=1000000", "--log_interval=1", "--eval_iters=1", f"--out_dir={out}"]
+            print(f"train {dtype}: python train.py {' '.join(argv[:-1])}", flush=True)
+            status = train.main(argv)
+            if status != 0:
+                raise SystemExit(f"bench.py train: train.py exited with status {status}")
+            records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+        steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+        ms = statistics.median(r["ms_per_step"] for r in steps)
+        tok_s = statistics.median(r["tokens_per_s"] for r in steps)
+        mfu = [r["mfu"] for r in steps if "mfu" in r]
+        results[dtype] = ms
+        print(f"  {dtype}: {ms:.1f} ms/step, {tok_s:,.0f} tokens/s"
+              + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
+              + f"  (median of {len(steps)} steps after {args.warmup} warm-up)")
+    if args.nanogpt_cpu:
+        for dtype, ms in results.items():
+            print(f"  {dtype}: {NANOGPT_CPU_MS_PER_ITER / ms:.2f}x nanoGPT's tokens/s on this shape "
+                  f"(nanoGPT: {NANOGPT_CPU_MS_PER_ITER} ms/iter measured on the 2-core machine; target >= 2x)")
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
+    p.add_argument("--steps", type=int, default=30, help="timed steps")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile, caches)")
+    p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,bfloat16")
+    p.add_argument("--nanogpt_cpu", action="store_true", help="nanoGPT's CPU recipe shape, compared with its 33 ms/iter")
+
+
 # ----------------------------------------------------------------------------- main
 
 COMMANDS = {
     "decode": (bench_decode, add_decode_args, "decode tokens/s: cached, uncached, transformers"),
     "prepare": (bench_prepare, add_prepare_args, "data preparation MB/s and peak memory"),
+    "train": (bench_train, add_train_args, "training tokens/s, ms/step and (on GPU) MFU of train.py's own loop"),
 }
 
 

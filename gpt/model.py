@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn as nn
@@ -98,10 +98,14 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
 
     def update(self, pos: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v (b, H, T, D) at [pos, pos + T); return the keys and values of [0, pos + T).
+        b may be 1 while the cache holds B rows: the write broadcasts to every row (one prompt
+        shared by B samples, prefilled once) and the first row is returned."""
         end = pos + k.size(2)
         self.k[:, :, pos:end] = k
         self.v[:, :, pos:end] = v
-        return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, S=end, D)
+        b = k.size(0)
+        return self.k[:b, :, :end], self.v[:b, :, :end]  # (b, H, S=end, D)
 
 
 # -----------------------------------------------------------------------------
@@ -152,6 +156,18 @@ class CausalSelfAttention(nn.Module):
                                            dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
+
+    def decode_step(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """One new position per row with static shapes (see `GPT.decode_step`): x (B, 1, C);
+        pos (1,) the position, a tensor; mask (1, 1, 1, L) the cache positions <= pos."""
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H, 1, D)
+        cache = self.kv_cache
+        cache.k.index_copy_(2, pos, k)  # in place, at a tensor position: no Python-int slicing
+        cache.v.index_copy_(2, pos, v)
+        y = F.scaled_dot_product_attention(q, cache.k, cache.v, attn_mask=mask)  # over the whole cache, masked
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
 class MLP(nn.Module):
@@ -284,6 +300,25 @@ class GPT(nn.Module):
             x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work
         return self.lm_head(x), None
 
+    def decode_step(self, idx: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """The per-token step of decoding with static shapes, for `torch.compile(mode="reduce-overhead")`
+        (CUDA graphs): idx (B, 1) the newest token of every row, pos (1,) long tensor its position,
+        -> logits (B, V). It writes position pos of the preallocated caches in place and attends
+        over the whole cache under a boolean mask of the positions <= pos, so every call has the
+        same shapes and no Python-int slicing: one compiled graph serves every step. Computes what
+        `self(idx, pos=int(pos), last_only=True)` does; `generate_tokens(decode_step=...)` uses it."""
+        cache_len = self.transformer.h[0].attn.kv_cache.k.size(2)
+        x = self.transformer.wte(idx)  # (B, 1, C)
+        if self.config.pos_encoding == "learned":
+            x = x + self.transformer.wpe(pos)
+        else:
+            x = x + sinusoidal_positions(pos, self.config.n_embd).to(x.dtype)
+        mask = (torch.arange(cache_len, device=idx.device) <= pos).view(1, 1, 1, cache_len)
+        for block in self.transformer.h:
+            x = x + block.attn.decode_step(block.ln_1(x), pos, mask)
+            x = x + block.mlp(block.ln_2(x))
+        return self.lm_head(self.transformer.ln_f(x))[:, -1, :]
+
     # -- KV cache and generation -----------------------------------------------
 
     def setup_kv_cache(self, batch_size: int, max_len: int | None = None) -> None:
@@ -325,19 +360,29 @@ class GPT(nn.Module):
                         m.packed_weight = None
             yield
         finally:
-            for m in linears:
-                m.packed_weight = None
+            for m in linears:  # back to the class default, None (attributes stay as torch.compile saw them)
+                m.__dict__.pop("packed_weight", None)
 
     @torch.inference_mode()
     def generate_tokens(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                         top_k: int | None = None, top_p: float | None = None, *,
                         repetition_penalty: float = 1.0, use_cache: bool = True,
                         generator: torch.Generator | None = None,
-                        vocab_limit: int | None = None) -> Iterator[torch.Tensor]:
+                        vocab_limit: int | None = None, num_samples: int = 1,
+                        decode_step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                        ) -> Iterator[torch.Tensor]:
         """Yield the next token of every sequence, (B, 1), max_new_tokens times.
 
         idx: (B, T) prompt, all rows the same length; prefilled in one forward pass, after which
         each token costs one position of compute through the KV cache.
+
+        num_samples: with a single prompt row idx (1, T), draw this many samples of it: the prompt
+        is prefilled once, its keys and values written to every row of the cache, and the rows go
+        their own ways from the first sampled token (B = num_samples).
+
+        decode_step: a function (idx (B, 1), pos (1,) tensor) -> logits (B, V) used for the
+        one-token steps of the cached path, e.g. `torch.compile(self.decode_step, ...)`; prefills
+        stay eager.
 
         Past block_size: the model sees a window that starts somewhere in the sequence; when the
         window is full it slides forward to keep only its last block_size // 2 tokens, which are
@@ -349,6 +394,10 @@ class GPT(nn.Module):
         check_sampling_args(temperature, top_k, top_p, repetition_penalty)
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")
+        if num_samples < 1 or (num_samples > 1 and idx.size(0) != 1):
+            raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "
+                             f"idx of shape {tuple(idx.shape)}")
+        batch = idx.size(0) * num_samples
         block = self.config.block_size
         keep = max(1, block // 2)
         was_training = self.training
@@ -356,17 +405,26 @@ class GPT(nn.Module):
         seq = idx[:, -block:] if idx.size(1) > block else idx  # the model's current window
         history = idx  # for the repetition penalty
         try:
-            with self.cpu_bf16_packed(idx.size(0)):
+            with self.cpu_bf16_packed(batch):
                 if use_cache:
-                    self.setup_kv_cache(idx.size(0), block)
+                    self.setup_kv_cache(batch, block)
+                if decode_step is not None:  # its inputs: the same two tensors at every step, refilled
+                    pos_t = torch.zeros(1, dtype=torch.long, device=idx.device)
+                    tok_t = torch.zeros(batch, 1, dtype=torch.long, device=idx.device)
                 cached_upto = 0  # positions of `seq` already in the cache
                 for _ in range(max_new_tokens):
-                    if use_cache:
-                        logits, _ = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)
+                    if use_cache and decode_step is not None and seq.size(1) - cached_upto == 1:
+                        logits = decode_step(tok_t.copy_(seq[:, -1:]), pos_t.fill_(cached_upto))  # (B, V)
+                        cached_upto = seq.size(1)
+                    elif use_cache:
+                        logits = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
                         cached_upto = seq.size(1)
                     else:
-                        logits, _ = self(seq, last_only=True)
-                    logits = logits[:, -1, :vocab_limit]
+                        logits = self(seq, last_only=True)[0][:, -1]
+                    logits = logits[:, :vocab_limit]
+                    if seq.size(0) != batch:  # the shared prompt was prefilled once: a row per sample now
+                        logits = logits.expand(batch, -1)
+                        seq, history = seq.expand(batch, -1), history.expand(batch, -1)
                     nxt = sample_next_token(logits, temperature, top_k, top_p, generator,
                                             previous=history if repetition_penalty != 1.0 else None,
                                             repetition_penalty=repetition_penalty)
@@ -381,8 +439,9 @@ class GPT(nn.Module):
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None, **kwargs) -> torch.Tensor:
         """(B, T) prompt -> (B, T + max_new_tokens) ids. temperature=0 is greedy.
-        Keyword arguments as `generate_tokens` (repetition_penalty, use_cache, generator)."""
+        Keyword arguments as `generate_tokens` (repetition_penalty, use_cache, generator, num_samples, ...)."""
         new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, **kwargs))
+        idx = idx.expand(idx.size(0) * kwargs.get("num_samples", 1), -1)
         return torch.cat([idx, *new], dim=1)
 
     # -- weights: strict loading, GPT-2 interop --------------------------------

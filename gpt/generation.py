@@ -1,0 +1,291 @@
+"""Text generation on top of `GPT.generate_tokens`: incremental UTF-8 decoding, stop strings,
+batched samples that finish independently, a compiled static decode step, and inference choices
+(dtype, vocabulary checks). sample.py is a thin command line over this module.
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from gpt.model import GPT
+from gpt.tokenizer import Tokenizer
+
+# bf16 weights decode faster than fp32 on a CPU with native bf16 (AVX512-BF16 / AMX) once the
+# weights are large enough for memory traffic to dominate; below, fp32 is faster (bf16 kernels
+# cost more per call). Measured: see `pick_inference_dtype` and `bench.py decode`.
+CPU_BF16_MIN_PARAMS = 20_000_000
+
+
+# ----------------------------------------------------------------------------- text, token by token
+
+
+class SampleText:
+    """The text of one sample, built token by token.
+
+    Bytes are decoded incrementally: a UTF-8 character split across tokens (GPT-2's byte-level
+    BPE does this, and the byte tokenizer always does) is held back until it is complete; bytes
+    that can never form valid UTF-8 become U+FFFD. Text that might be the start of a stop string
+    is held back too, so what `feed` hands out is final: a stop string is never half printed.
+    The text is cut before the first occurrence of any stop string (searched in the generated
+    text only, not in the prompt); the end-of-text token ends the sample and is not part of it."""
+
+    def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = ()):
+        if any(not s for s in stop):
+            raise ValueError("stop strings must not be empty")
+        self._tok = tokenizer
+        self._stop = tuple(stop)
+        self._longest = max((len(s) for s in self._stop), default=0)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._searched = 0  # no stop string starts before this, except possibly within the last longest-1 chars
+        self._emitted = 0  # characters already handed out
+        self.text = ""
+        self.tokens = 0  # tokens consumed, the end-of-text or last stop-string token included
+        self.finish_reason: str | None = None
+        self.seconds: float | None = None  # from the start of generation to the end of this sample
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    def feed(self, token: int) -> str:
+        """Add one token; return the text that became final (possibly empty)."""
+        if self.done:
+            return ""
+        self.tokens += 1
+        if token == self._tok.eot_token:
+            return self.finish("eot")
+        self.text += self._decoder.decode(self._tok.decode_bytes([token]))
+        if self._cut_at_stop():
+            return self._take(len(self.text))
+        return self._take(len(self.text) - self._held_back())
+
+    def finish(self, reason: str) -> str:
+        """End the sample (if not ended yet); return whatever text was still held back."""
+        if not self.done:
+            self.text += self._decoder.decode(b"", final=True)  # an incomplete character -> U+FFFD
+            if not self._cut_at_stop():
+                self.finish_reason = reason
+        return self._take(len(self.text))
+
+    def _cut_at_stop(self) -> bool:
+        if not self._stop:
+            return False
+        start = max(0, self._searched - self._longest + 1)
+        hits = [i for i in (self.text.find(s, start) for s in self._stop) if i >= 0]
+        self._searched = len(self.text)
+        if not hits:
+            return False
+        self.text = self.text[:min(hits)]
+        self.finish_reason = "stop"
+        return True
+
+    def _held_back(self) -> int:
+        """Length of the longest end of the text that begins some stop string."""
+        for n in range(min(self._longest - 1, len(self.text)), 0, -1):
+            tail = self.text[-n:]
+            if any(s.startswith(tail) for s in self._stop):
+                return n
+        return 0
+
+    def _take(self, end: int) -> str:
+        end = max(end, self._emitted)
+        piece, self._emitted = self.text[self._emitted:end], end
+        return piece
+
+
+@dataclass
+class Sample:
+    index: int
+    text: str
+    tokens: int
+    finish_reason: str
+    seconds: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_samples: int, max_new_tokens: int,
+                     *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                     repetition_penalty: float = 1.0, stop: tuple[str, ...] = (),
+                     generator: torch.Generator | None = None, use_cache: bool = True,
+                     decode_step: Callable | None = None,
+                     on_text: Callable[[int, str], None] | None = None) -> list[Sample]:
+    """Draw num_samples continuations of one prompt (token ids, at most block_size of them).
+
+    The prompt is prefilled once for all samples. Each sample ends on its own (a stop string,
+    end-of-text, or max_new_tokens); generation stops as soon as every sample has ended.
+    on_text(i, piece) receives the final text of sample i as it is produced (for streaming).
+    Sample.seconds runs from the start (prefill included) to the end of that sample."""
+    device = model.transformer.wte.weight.device
+    idx = torch.tensor([prompt], dtype=torch.long, device=device)
+    rows = [SampleText(tokenizer, stop) for _ in range(num_samples)]
+    emit = on_text or (lambda i, piece: None)
+    start = time.perf_counter()
+    steps = model.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p,
+                                  repetition_penalty=repetition_penalty, use_cache=use_cache, generator=generator,
+                                  vocab_limit=tokenizer.n_vocab, num_samples=num_samples, decode_step=decode_step)
+    try:
+        for nxt in steps:
+            ids = nxt[:, 0].tolist()  # waits for the device: the timings below are real
+            now = time.perf_counter()
+            for i, (row, token) in enumerate(zip(rows, ids)):
+                if row.done:
+                    continue
+                piece = row.feed(token)
+                if row.done:
+                    row.seconds = now - start
+                if piece:
+                    emit(i, piece)
+            if all(row.done for row in rows):
+                break
+    finally:
+        steps.close()  # leave the model as it was (training mode, no prepacked weights)
+    end = time.perf_counter()
+    for i, row in enumerate(rows):
+        if not row.done:
+            piece = row.finish("length")
+            row.seconds = end - start
+            if piece:
+                emit(i, piece)
+    return [Sample(i, row.text, row.tokens, row.finish_reason, row.seconds) for i, row in enumerate(rows)]
+
+
+# ----------------------------------------------------------------------------- prompt, model checks
+
+
+def crop_prompt(prompt: list[int], block_size: int) -> tuple[list[int], int]:
+    """Keep the last block_size tokens: (kept, number dropped)."""
+    dropped = max(0, len(prompt) - block_size)
+    return prompt[dropped:], dropped
+
+
+def check_vocab(model_vocab: int, tokenizer: Tokenizer, recorded_vocab: int | None = None, where: str = "") -> None:
+    """Refuse a model and tokenizer that do not belong together. The model's vocabulary may be
+    larger than the tokenizer's (padded for speed, e.g. 50304 for 50257): ids past the tokenizer
+    are never sampled. Smaller means ids the model has no embedding for; and a checkpoint that
+    recorded its data's vocabulary must agree with its tokenizer."""
+    where = f"{where}: " if where else ""
+    if model_vocab < tokenizer.n_vocab:
+        raise ValueError(f"{where}the model's vocabulary ({model_vocab}) is smaller than the {tokenizer.name} "
+                         f"tokenizer's ({tokenizer.n_vocab}): this model was not trained with this tokenizer")
+    if recorded_vocab is not None and recorded_vocab != tokenizer.n_vocab:
+        raise ValueError(f"{where}the checkpoint records a vocabulary of {recorded_vocab}, but its tokenizer "
+                         f"({tokenizer.name}) has {tokenizer.n_vocab}: checkpoint and tokenizer do not match")
+
+
+def pick_inference_dtype(requested: str, device: torch.device, num_params: int) -> tuple[torch.dtype, str]:
+    """(dtype of the weights, why). auto: bf16 on CUDA (fp16 where bf16 is missing); on a CPU,
+    bf16 for models of CPU_BF16_MIN_PARAMS parameters or more when the CPU computes bf16 natively,
+    fp32 otherwise. Measured on a 2-core AVX512-BF16 Xeon, batch 1, greedy, tokens/s fp32 -> bf16:
+    6 layers x 192 wide, byte vocabulary (the default run, 2.8M) 516 -> 370; 6 x 384, byte (10.8M)
+    364 -> 267; 6 x 192, GPT-2 vocabulary (12.4M) about even; 6 x 384, GPT-2 vocabulary (30M)
+    145 -> 210; 8 x 512 (51M) 78 -> 84; GPT-2 124M 39 -> 48 (and `bench.py decode`). The gain is
+    bounded on that machine: oneDNN's bf16 matrix-vector product streams weights from memory at
+    about 15 GB/s where MKL's fp32 one reaches 22 GB/s (measured), so half the bytes buy ~1.4x."""
+    from gpt.runtime import DTYPES
+
+    if requested != "auto":
+        if requested not in DTYPES:
+            raise ValueError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
+        return DTYPES[requested], "requested"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "auto on CUDA"
+        return torch.float16, "auto: this GPU has no bf16"
+    if device.type == "cpu":
+        if native_cpu_bf16() and num_params >= CPU_BF16_MIN_PARAMS:
+            return torch.bfloat16, f"auto: faster on this CPU from {CPU_BF16_MIN_PARAMS / 1e6:.0f}M parameters"
+        why = "smaller models decode faster in fp32" if native_cpu_bf16() else "this CPU has no native bf16"
+        return torch.float32, f"auto: {why}"
+    return torch.float32, f"auto on {device.type}"
+
+
+def native_cpu_bf16() -> bool:
+    """Whether oneDNN computes bf16 natively on this CPU (AVX512-BF16 or AMX), not emulated."""
+    try:
+        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without the op
+        return False
+
+
+# ----------------------------------------------------------------------------- compiled decode step
+
+
+class CompiledDecodeStep:
+    """`GPT.decode_step` under torch.compile, for `generate_tokens(decode_step=...)`.
+
+    On CUDA, mode "reduce-overhead" captures the whole per-token step in a CUDA graph: one launch
+    instead of hundreds, so a small model is no longer bound by kernel-launch overhead. The
+    caches are marked as static addresses (they are written in place, never reallocated while
+    the batch size stays the same), so the graph is reused across steps and calls. If compiling
+    fails (no compiler, unsupported platform), it warns once and runs the eager step."""
+
+    def __init__(self, model: GPT, mode: str | None = None):
+        self.model = model
+        self.mode = mode
+        self._compiled = torch.compile(model.decode_step, mode=mode, fullgraph=True, dynamic=False)
+        self._fn = self._compiled
+        self._tried = False  # the first call compiles (or falls back to eager)
+        self.failed = False
+
+    @torch.inference_mode()
+    def warm_up(self, batch_size: int) -> float:
+        """Compile (and on CUDA record the graph) before generation starts, so that the first
+        tokens are not charged for it; returns the seconds spent. Runs as `generate_tokens` does:
+        inference mode, the caches of this batch size, prepacked bf16 weights where they apply.
+        The steps write position 0 of the caches, which every generation prefills before reading."""
+        start = time.perf_counter()
+        model = self.model
+        device = model.transformer.wte.weight.device
+        was_training = model.training
+        model.eval()
+        try:
+            with model.cpu_bf16_packed(batch_size):
+                model.setup_kv_cache(batch_size, model.config.block_size)
+                idx = torch.zeros(batch_size, 1, dtype=torch.long, device=device)
+                pos = torch.zeros(1, dtype=torch.long, device=device)
+                for _ in range(3):  # CUDA graph trees: a warm-up run, then recording, then a replay
+                    self(idx, pos)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        finally:
+            model.train(was_training)
+        return time.perf_counter() - start
+
+    def _mark_caches(self) -> None:
+        for block in self.model.transformer.h:
+            cache = block.attn.kv_cache
+            if not getattr(cache, "static_address", False):  # once per cache (a new batch size makes new ones)
+                torch._dynamo.mark_static_address(cache.k)
+                torch._dynamo.mark_static_address(cache.v)
+                cache.static_address = True
+
+    def __call__(self, idx: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        self._mark_caches()
+        if self.mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer needed
+        if self._tried:
+            return self._fn(idx, pos)
+        try:  # compilation happens at the first call
+            out = self._fn(idx, pos)
+            self._tried = True
+            return out
+        except Exception as e:
+            warnings.warn(f"torch.compile of the decode step failed ({type(e).__name__}: {str(e)[:300]}); "
+                          "continuing in eager mode")
+            self._fn, self.failed, self._tried = self.model.decode_step, True, True
+            return self._fn(idx, pos)
+
+
+def compiled_decode_step(model: GPT) -> CompiledDecodeStep:
+    """CUDA graphs on CUDA ("reduce-overhead"), inductor's default mode elsewhere."""
+    device = model.transformer.wte.weight.device
+    return CompiledDecodeStep(model, mode="reduce-overhead" if device.type == "cuda" else None)

@@ -1,0 +1,302 @@
+"""Sample text from a trained model.
+
+    python sample.py                                        # the newest checkpoint of the default run (out/)
+    python sample.py --out_dir=out --ckpt=best --start="ROMEO:" --num_samples=3 --max_new_tokens=200
+    python sample.py --start=FILE:prompt.txt --stop="\\n\\n" --temperature=0      # greedy, stop at a blank line
+    echo "To be, or not" | python sample.py --start=- --json                     # one JSON object per sample
+    python sample.py --init_from=gpt2 --start="The meaning of life is" --top_p=0.9   # OpenAI's GPT-2 (network)
+    python sample.py --init_from=path/to/hf-gpt2-dir                                 # a Hugging Face GPT-2 directory
+
+To a terminal the first sample is streamed token by token (the others of the batch follow it,
+whole); otherwise each sample is printed whole (its prompt, then the continuation) followed by a
+line of dashes. With --json, stdout holds one JSON object per line and sample:
+{"index", "prompt", "text" (the continuation, without the prompt), "tokens" (new tokens, the
+end-of-text or stop-string tokens included), "finish_reason" ("stop": a stop string, cut before
+it; "eot": end-of-text; "length": max_new_tokens), "tokens_per_s", "seconds"}. Information and
+warnings go to stderr.
+
+The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
+warning says how many were dropped). Generation may run past block_size: the model then sees a
+sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
+continues through the KV cache (the cached and uncached paths produce the same tokens).
+
+Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, non-finite logits
+(one line on stderr, no traceback); 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+DEFAULT_OUT_DIR = "out"
+SEPARATOR = "---------------"  # nanoGPT's, between samples
+
+
+class UsageError(Exception):
+    """Bad options or input: reported as one line, exit status 1."""
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def _bool(value: str) -> bool:
+    v = value.lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _optional_int(value: str) -> int | None:
+    if value.lower() in ("none", ""):
+        return None
+    try:
+        return int(value.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or none, got {value!r}") from None
+
+
+def _unescape(value: str) -> str:
+    r"""\n, \t, \r and \\ in a stop string stand for newline, tab, carriage return, backslash."""
+    table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+    return re.sub(r"\\(.)", lambda m: table.get(m[1], m[0]), value)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and status 1, not argparse's usage dump and status 2
+        raise UsageError(message)
+
+
+def make_parser() -> _Parser:
+    p = _Parser(prog="sample.py", usage="python sample.py [--key=value ...]", description=__doc__,
+                allow_abbrev=False, add_help=False,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = p.add_argument
+    a("--out_dir", default=DEFAULT_OUT_DIR, help="run directory to sample from (default: %(default)s)")
+    a("--ckpt", default="latest", help="'latest' (newest complete checkpoint), 'best' (lowest validation loss), "
+                                       "or a checkpoint directory (default: %(default)s)")
+    a("--init_from", default="", help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
+                                      "hub cache), a Hugging Face GPT-2 directory, or one of our run directories")
+    a("--start", default="", help="the prompt: text, FILE:path (read a file), or - (read stdin); "
+                                  "empty: start from end-of-text (default)")
+    a("--num_samples", type=int, default=1, help="samples drawn together, as one batch sharing one prefill (default: 1)")
+    a("--max_new_tokens", type=int, default=500,
+      help="new tokens per sample, at most (default: %(default)s); may exceed the model's block_size: the "
+           "context then slides, keeping its last block_size // 2 tokens each time it fills")
+    a("--temperature", type=float, default=0.8, help="0 = greedy (argmax); higher = more random (default: %(default)s)")
+    a("--top_k", type=_optional_int, default=200, help="sample among the k most likely tokens; none = off (default: %(default)s)")
+    a("--top_p", type=float, default=1.0, help="nucleus sampling, in (0, 1]; 1 = off (default: %(default)s)")
+    a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off")
+    a("--seed", type=int, default=1337, help="random seed: the same seed gives the same samples (default: %(default)s)")
+    a("--stop", action="extend", nargs="+", default=[], metavar="STRING",
+      help="end a sample at the first occurrence of this string, cut before it (repeat for several; \\n, \\t "
+           "are newline and tab). End-of-text always ends a sample")
+    a("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps (default: auto)")
+    a("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+      help="weights' dtype; auto: bf16 on CUDA; on a CPU, bf16 for models of 20M+ parameters where the CPU "
+           "computes bf16 natively (measured faster there), else fp32 (default: auto)")
+    a("--compile", default="auto", choices=("auto", "true", "false"),
+      help="torch.compile the per-token decode step (static KV cache; CUDA graphs on CUDA); auto: on for CUDA")
+    a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
+                                                    "for every token: for comparison and debugging")
+    a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout")
+    a("--stream", default="auto", choices=("auto", "true", "false"),
+      help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
+    a("-h", "--help", action="store_true", help="show this help and exit")
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = make_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        arg = unknown[0]
+        if not arg.startswith("--"):
+            raise UsageError(f"unexpected argument {arg!r}: options are --key=value (see python sample.py --help)")
+        key = arg[2:].split("=", 1)[0]
+        valid = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(key, valid, n=2)
+        hint = f" (did you mean {' or '.join('--' + c for c in close)}?)" if close else ""
+        raise UsageError(f"unknown option --{key}{hint}; see python sample.py --help")
+    return args
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every value checked before anything is loaded."""
+    from gpt.sampling import check_sampling_args
+
+    check_sampling_args(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
+    if args.num_samples < 1:
+        raise UsageError(f"num_samples must be >= 1, got {args.num_samples}")
+    if args.max_new_tokens < 0:
+        raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
+    args.stop = [_unescape(s) for s in args.stop]
+    if any(not s for s in args.stop):
+        raise UsageError("stop strings must not be empty")
+
+
+# ----------------------------------------------------------------------------- model and prompt
+
+
+def load(args: argparse.Namespace, device: torch.device):
+    """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
+    --out_dir; a model and tokenizer that do not belong together are refused."""
+    from gpt.checkpoint import is_hf_gpt2_dir, load_base_model, load_model
+    from gpt.generation import check_vocab
+    from gpt.tokenizer import get_tokenizer
+
+    if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
+        try:  # OpenAI's GPT-2: a hub name or a Hugging Face directory, with GPT-2's tokenizer
+            model = load_base_model(args.init_from)
+        except RuntimeError as e:  # the hub is out of reach, or huggingface_hub is missing
+            raise UsageError(" ".join(str(e).split())) from None
+        tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
+    else:  # one of our runs or checkpoints
+        if args.init_from:
+            path, which = Path(args.init_from), "latest"
+        elif args.ckpt in ("latest", "best"):
+            path, which = Path(args.out_dir), args.ckpt
+        else:
+            path, which = Path(args.ckpt), "latest"
+        try:
+            model, ckpt = load_model(path, which, device=device)
+        except FileNotFoundError as e:
+            if not str(e).startswith("no complete checkpoint"):
+                raise  # e.g. a LoRA checkpoint's base model is gone: its own message
+            if args.init_from or args.ckpt not in ("latest", "best"):
+                raise UsageError(f"no checkpoint at {path}") from None
+            how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
+            raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
+        meta = ckpt.meta
+        tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
+        source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
+    check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
+    return model.to(device), tokenizer, source
+
+
+def read_prompt(start: str) -> str:
+    if start == "-":
+        return sys.stdin.read()
+    if start.startswith("FILE:"):
+        path = Path(start[5:])
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read the prompt file {path}: {e}") from None
+    return start
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def sample(args: argparse.Namespace) -> int:
+    from gpt.generation import compiled_decode_step, crop_prompt, generate_samples, pick_inference_dtype
+    from gpt.runtime import Dist, pick_device
+
+    check_args(args)
+    device = pick_device(args.device, Dist())
+    prompt_text = read_prompt(args.start)
+    model, tok, source = load(args, device)
+    dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
+    model = model.to(dtype).eval()
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+    prompt = tok.encode(prompt_text) if prompt_text else [tok.eot_token]
+    prompt, dropped = crop_prompt(prompt, model.config.block_size)
+    if dropped:
+        print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
+              f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
+
+    compile_wanted = args.compile == "true" or (args.compile == "auto" and device.type == "cuda")
+    decode_step = None
+    if compile_wanted and not args.use_cache:
+        print("note: --compile applies to the cached decode step; ignored with --use_cache=false", file=sys.stderr)
+    elif compile_wanted:
+        decode_step = compiled_decode_step(model)
+        seconds = decode_step.warm_up(args.num_samples)
+        if decode_step.failed:
+            decode_step = None
+        else:
+            print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
+    cfg = model.config
+    print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
+          f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
+          f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
+          f"compile {'on' if decode_step else 'off'}", file=sys.stderr)
+
+    stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
+    out = sys.stdout
+
+    def on_text(i: int, piece: str) -> None:
+        if i == 0:
+            out.write(piece)
+            out.flush()
+
+    if stream:
+        out.write(prompt_text)
+        out.flush()
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    try:
+        samples = generate_samples(model, tok, prompt, args.num_samples, args.max_new_tokens,
+                                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                                   repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
+                                   generator=generator, use_cache=args.use_cache, decode_step=decode_step,
+                                   on_text=on_text if stream else None)
+    finally:
+        if stream:
+            out.write("\n")
+            out.flush()
+
+    for s in samples:
+        if args.json:
+            out.write(json.dumps({"index": s.index, "prompt": prompt_text, "text": s.text, "tokens": s.tokens,
+                                  "finish_reason": s.finish_reason, "tokens_per_s": round(s.tokens_per_s, 2),
+                                  "seconds": round(s.seconds, 4)}, ensure_ascii=False) + "\n")
+        elif stream and s.index == 0:
+            out.write(SEPARATOR + "\n")
+        else:
+            out.write(prompt_text + s.text + "\n" + SEPARATOR + "\n")
+    out.flush()
+    tokens = sum(s.tokens for s in samples)
+    seconds = max((s.seconds for s in samples), default=0.0)
+    reasons = ", ".join(f"{n} {r}" for r in ("stop", "eot", "length")
+                        if (n := sum(s.finish_reason == r for s in samples)))
+    print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} tokens in "
+          f"{seconds:.2f} s: {tokens / seconds if seconds else 0:.1f} tokens/s", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse_args(argv)
+        if args.help:
+            print(make_parser().format_help())
+            return 0
+        return sample(args)
+    except (UsageError, ValueError, KeyError, OSError, RuntimeError, FloatingPointError) as e:
+        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        message = re.sub(r"\s*\n\s*", " ", message.strip())  # always one line
+        print(f"sample.py: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nsample.py: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

@@ -1,0 +1,430 @@
+"""sample.py and gpt/generation.py: greedy equals the full forward's argmax, seeds, stop strings,
+prompt cropping, cached == uncached == static decode step, shared prefill, streaming UTF-8,
+--json, the CLI end to end on a checkpoint train.py wrote, and one clear line for every bad value."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import sample
+from gpt.checkpoint import load_model, save_checkpoint
+from gpt.generation import SampleText, crop_prompt, generate_samples, native_cpu_bf16, pick_inference_dtype
+from gpt.model import GPT, GPTConfig
+from gpt.tokenizer import get_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(vocab_size=257, block_size=32, n_layer=2, n_head=2, n_embd=32)
+BYTE = get_tokenizer("byte")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from threads, and a busy machine makes them wait for each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_run(out_dir: Path, seed: int = 0, tokenizer: str = "byte", vocab_size: int = 257, config=None,
+             meta_vocab: int | None = 257, scale_weights: float | None = None) -> Path:
+    torch.manual_seed(seed)
+    cfg = GPTConfig(**{**TINY, "vocab_size": vocab_size, **(config or {})})
+    model = GPT(cfg)
+    if scale_weights is not None:
+        with torch.no_grad():
+            model.transformer.ln_f.weight.fill_(scale_weights)
+            model.transformer.wte.weight.mul_(scale_weights)
+    meta = {"model_config": cfg.to_dict(), "tokenizer": tokenizer, "config": {}}
+    if meta_vocab is not None:
+        meta["vocab_size"] = meta_vocab
+    save_checkpoint(out_dir, 7, model, state={}, meta=meta, keep_last=2)
+    return out_dir
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("run") / "out")
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    rc = sample.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def cli_json(capsys, run_dir, *args) -> list[dict]:
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--json", "--device=cpu", "--dtype=float32", *args)
+    assert rc == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+# -- greedy, seeds, top-k ----------------------------------------------------------------------
+
+
+def test_greedy_is_deterministic_and_the_argmax_of_the_full_forward_at_every_step(capsys, run_dir):
+    prompt, n = "To be", 20
+    first = cli_json(capsys, run_dir, f"--start={prompt}", "--temperature=0", f"--max_new_tokens={n}")
+    again = cli_json(capsys, run_dir, f"--start={prompt}", "--temperature=0", f"--max_new_tokens={n}")
+    assert first == [{**again[0], "tokens_per_s": first[0]["tokens_per_s"], "seconds": first[0]["seconds"]}]
+    model, _ = load_model(run_dir)
+    ids = BYTE.encode(prompt)
+    new = []
+    with torch.no_grad():
+        for _ in range(n):
+            logits, _ = model.eval()(torch.tensor([ids + new]))  # the whole sequence, no cache
+            new.append(int(logits[0, -1, :BYTE.n_vocab].argmax()))
+            if new[-1] == BYTE.eot_token:
+                break
+    assert first[0]["text"] == BYTE.decode(new) and first[0]["tokens"] == len(new)
+    assert first[0]["finish_reason"] == ("eot" if new[-1] == BYTE.eot_token else "length")
+
+
+def test_top_k_1_equals_greedy(capsys, run_dir):
+    greedy = cli_json(capsys, run_dir, "--start=abc", "--temperature=0", "--max_new_tokens=24")
+    top1 = cli_json(capsys, run_dir, "--start=abc", "--temperature=1.3", "--top_k=1", "--seed=5", "--max_new_tokens=24")
+    assert top1[0]["text"] == greedy[0]["text"]
+
+
+def test_same_seed_same_samples_different_seed_different(capsys, run_dir):
+    args = ("--start=abc", "--temperature=1", "--top_k=none", "--num_samples=3", "--max_new_tokens=24")
+    a = [s["text"] for s in cli_json(capsys, run_dir, *args, "--seed=1")]
+    b = [s["text"] for s in cli_json(capsys, run_dir, *args, "--seed=1")]
+    c = [s["text"] for s in cli_json(capsys, run_dir, *args, "--seed=2")]
+    assert a == b and a != c
+    assert len(set(a)) == 3  # the samples of one batch differ from each other
+
+
+def test_empty_prompt_starts_from_end_of_text(capsys, run_dir):
+    [s] = cli_json(capsys, run_dir, "--temperature=0", "--max_new_tokens=10")
+    model, _ = load_model(run_dir)
+    ref = model.generate(torch.tensor([[BYTE.eot_token]]), 10, temperature=0, vocab_limit=BYTE.n_vocab)[0, 1:]
+    ids = ref.tolist()
+    ids = ids[:ids.index(BYTE.eot_token)] if BYTE.eot_token in ids else ids
+    assert s["prompt"] == "" and s["text"] == BYTE.decode(ids)
+
+
+# -- cache paths -------------------------------------------------------------------------------
+
+
+def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir):
+    args = ("--start=Once upon a time", "--temperature=0", "--max_new_tokens=80")  # block_size is 32
+    cached = cli_json(capsys, run_dir, *args)
+    uncached = cli_json(capsys, run_dir, *args, "--use_cache=false")
+    assert cached[0]["text"] == uncached[0]["text"]
+
+
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding})).eval()
+    prompt = torch.randint(0, 256, (2, 5))
+    plain = model.generate(prompt, 80, temperature=0)  # slides past block_size twice
+    static = model.generate(prompt, 80, temperature=0, decode_step=model.decode_step)
+    assert torch.equal(plain, static)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    a = model.generate(prompt[:1], 40, temperature=1.0, generator=g1, num_samples=3)
+    b = model.generate(prompt[:1], 40, temperature=1.0, generator=g2, num_samples=3, decode_step=model.decode_step)
+    assert torch.equal(a, b)
+    one = prompt[:1, :1]  # a one-token prompt: the very first step is already a decode step
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    a = model.generate(one, 20, temperature=1.0, generator=g1, num_samples=3)
+    b = model.generate(one, 20, temperature=1.0, generator=g2, num_samples=3, decode_step=model.decode_step)
+    assert torch.equal(a, b)
+    with torch.no_grad():  # and the logits themselves, at one position
+        model.setup_kv_cache(2, TINY["block_size"])
+        model(prompt, pos=0)
+        ref, _ = model(prompt[:, -1:], pos=5)
+        model(prompt, pos=0)
+        got = model.decode_step(prompt[:, -1:].contiguous(), torch.tensor([5]))
+    assert torch.allclose(got, ref[:, -1], atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's imports
+def test_compiled_static_decode_step_gives_the_same_tokens():
+    from gpt.generation import compiled_decode_step
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).eval()
+    prompt = torch.randint(0, 256, (2, 5))
+    plain = model.generate(prompt, 70, temperature=0)
+    step = compiled_decode_step(model)
+    step.warm_up(batch_size=2)
+    if step.failed:
+        pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
+    with torch._dynamo.config.patch(error_on_recompile=True):  # one graph for every step and call
+        compiled = model.generate(prompt, 70, temperature=0, decode_step=step)  # slides past block_size
+        again = model.generate(prompt, 70, temperature=0, decode_step=step)
+    assert torch.equal(plain, compiled) and torch.equal(plain, again)
+
+
+def test_num_samples_share_one_prefill_of_the_prompt():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).eval()
+    shapes = []
+    hook = model.transformer.wte.register_forward_hook(lambda m, args, out: shapes.append(tuple(args[0].shape)))
+    prompt = torch.randint(0, 256, (1, 6))
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    shared = model.generate(prompt, 5, temperature=1.0, generator=g1, num_samples=4)
+    hook.remove()
+    assert shapes == [(1, 6)] + [(4, 1)] * 4  # the prompt once, then every row one token per step
+    separate = model.generate(prompt.expand(4, -1), 5, temperature=1.0, generator=g2)
+    assert torch.equal(shared, separate)
+
+
+# -- stop strings, finish reasons, batches -------------------------------------------------------
+
+
+def test_stop_strings_cut_at_the_first_occurrence_with_the_finish_reason(capsys, run_dir):
+    args = ("--start=The", "--temperature=0", "--max_new_tokens=60")
+    [full] = cli_json(capsys, run_dir, *args)
+    text = full["text"]
+    assert len(text) > 20
+    stop_a, stop_b = text[12:14], text[6:8]
+    first = min(text.find(stop_a), text.find(stop_b))
+    [cut] = cli_json(capsys, run_dir, *args, f"--stop={stop_a}", f"--stop={stop_b}")
+    assert cut["text"] == text[:first] and cut["finish_reason"] == "stop"
+    assert cut["tokens"] < full["tokens"]
+    [never] = cli_json(capsys, run_dir, *args, "--stop=\U0001F642 not in a random model's output")
+    assert never["text"] == text and never["finish_reason"] == full["finish_reason"]
+
+
+class ScriptedModel:
+    """Stands in for GPT in generate_samples: each row yields its script, then filler."""
+
+    def __init__(self, scripts: list[list[int]], filler: int = ord("z")):
+        self.scripts, self.filler, self.steps = scripts, filler, 0
+        self.transformer = SimpleNamespace(wte=SimpleNamespace(weight=torch.zeros(1)))
+
+    def generate_tokens(self, idx, max_new_tokens, *args, num_samples=1, **kwargs):
+        assert idx.shape[0] == 1 and num_samples == len(self.scripts)
+        for t in range(max_new_tokens):
+            self.steps += 1
+            yield torch.tensor([[s[t] if t < len(s) else self.filler] for s in self.scripts])
+
+
+def test_rows_finish_independently_and_generation_stops_when_all_have():
+    eot = BYTE.eot_token
+    scripts = [list(b"ab\n\ncd"), list(b"xyz") + [eot], list(b"long line without a stop")]
+    model = ScriptedModel(scripts, filler=ord("-"))
+    samples = generate_samples(model, BYTE, [eot], 3, max_new_tokens=1000, stop=("\n\n",), temperature=0)
+    assert [(s.text, s.finish_reason, s.tokens) for s in samples[:2]] == [("ab", "stop", 4), ("xyz", "eot", 4)]
+    assert samples[2].finish_reason == "length" and samples[2].text.startswith("long line without a stop---")
+    assert model.steps == 1000
+    model = ScriptedModel(scripts[:2])
+    samples = generate_samples(model, BYTE, [eot], 2, max_new_tokens=1000, stop=("\n\n",), temperature=0)
+    assert model.steps == 4  # both rows ended at step 4: nothing more is generated
+    assert all(s.seconds >= 0 and s.tokens_per_s >= 0 for s in samples)
+
+
+def test_streamed_text_holds_back_a_possible_stop_string_and_split_utf8():
+    row = SampleText(BYTE, stop=("\n\n",))
+    pieces = [row.feed(t) for t in BYTE.encode("ab\nc")]
+    assert pieces == ["a", "b", "", "\nc"]  # "\n" waited: it might have begun "\n\n"
+    pieces = [row.feed(t) for t in BYTE.encode("é\n\nignored")]
+    assert pieces[:2] == ["", "é"]  # the two bytes of é arrive as one character
+    assert row.text == "ab\ncé" and row.finish_reason == "stop" and row.tokens == 8
+    assert row.feed(65) == "" and row.tokens == 8  # a finished row takes nothing more
+
+
+@pytest.mark.parametrize("name", ["byte", "gpt2"])
+def test_streaming_decodes_multibyte_characters_split_across_tokens(name):
+    tok = get_tokenizer(name)
+    text = "naïve café 🙂🙂 日本語 ok"
+    row = SampleText(tok)
+    pieces = [row.feed(t) for t in tok.encode(text)] + [row.finish("length")]
+    assert "".join(pieces) == text and "\ufffd" not in "".join(pieces)
+    assert "" in pieces  # some token ended inside a character, and nothing was printed for it
+    row = SampleText(tok)
+    first = tok.encode("🙂")[:1]  # a token that ends inside the character
+    assert tok.decode_bytes(first) != "🙂".encode()
+    pieces = [row.feed(t) for t in first] + [row.finish("length")]  # cut mid-character
+    assert "".join(pieces) == "\ufffd" and row.finish_reason == "length"
+
+
+def test_stream_output_equals_whole_output(capsys, run_dir):
+    args = (f"--out_dir={run_dir}", "--start=Hi", "--num_samples=2", "--max_new_tokens=30", "--seed=3", "--device=cpu")
+    rc, whole, _ = cli(capsys, *args, "--stream=false")
+    assert rc == 0
+    rc, streamed, _ = cli(capsys, *args, "--stream=true")
+    assert rc == 0 and streamed == whole
+    assert whole.count(sample.SEPARATOR + "\n") == 2 and whole.startswith("Hi")
+
+
+def test_json_output_parses_with_every_field(capsys, run_dir):
+    samples = cli_json(capsys, run_dir, "--start=Hi", "--num_samples=2", "--max_new_tokens=16", "--stop=\\n")
+    assert [s["index"] for s in samples] == [0, 1]
+    for s in samples:
+        assert set(s) == {"index", "prompt", "text", "tokens", "finish_reason", "tokens_per_s", "seconds"}
+        assert s["prompt"] == "Hi" and isinstance(s["text"], str) and "\n" not in s["text"]
+        assert 1 <= s["tokens"] <= 16 and s["finish_reason"] in ("stop", "eot", "length")
+        assert s["tokens_per_s"] > 0 and s["seconds"] > 0
+
+
+# -- prompt --------------------------------------------------------------------------------------
+
+
+def test_long_prompt_keeps_its_last_part_with_a_warning(capsys, run_dir):
+    prompt = "".join(chr(ord("a") + i % 26) for i in range(45))  # 45 byte tokens, block_size 32
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", f"--start={prompt}", "--temperature=0",
+                       "--max_new_tokens=10", "--json", "--device=cpu")
+    assert rc == 0 and "the prompt is 45 tokens" in err and "its first 13 tokens were dropped" in err
+    tail = cli_json(capsys, run_dir, f"--start={prompt[13:]}", "--temperature=0", "--max_new_tokens=10")
+    assert json.loads(out)["text"] == tail[0]["text"]
+    assert crop_prompt([1, 2, 3], 5) == ([1, 2, 3], 0) and crop_prompt(list(range(7)), 5) == ([2, 3, 4, 5, 6], 2)
+
+
+def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatch):
+    (tmp_path / "prompt.txt").write_text("ROMEO:\n", encoding="utf-8")
+    [from_file] = cli_json(capsys, run_dir, f"--start=FILE:{tmp_path / 'prompt.txt'}", "--max_new_tokens=5")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("ROMEO:\n"))
+    [from_stdin] = cli_json(capsys, run_dir, "--start=-", "--max_new_tokens=5")
+    [inline] = cli_json(capsys, run_dir, "--start=ROMEO:\n", "--max_new_tokens=5")
+    assert from_file["prompt"] == from_stdin["prompt"] == "ROMEO:\n"
+    assert from_file["text"] == from_stdin["text"] == inline["text"]
+
+
+# -- bad values ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--temperature=-0.5"], "temperature must be >= 0"),
+    (["--top_p=0"], "top_p must be in (0, 1]"),
+    (["--top_p=1.5"], "top_p must be in (0, 1]"),
+    (["--top_k=0"], "top_k must be >= 1"),
+    (["--top_k=many"], "expected an integer or none"),
+    (["--num_samples=0"], "num_samples must be >= 1"),
+    (["--max_new_tokens=-1"], "max_new_tokens must be >= 0"),
+    (["--stop="], "stop strings must not be empty"),
+    (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
+    (["ROMEO"], "unexpected argument 'ROMEO'"),
+    (["--use_cache=maybe"], "expected true or false"),
+    (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
+    (["--ckpt=/nonexistent/ckpt-0000001"], "no checkpoint at /nonexistent/ckpt-0000001"),
+    (["--init_from=not-a-model"], "neither a directory nor one of gpt2"),
+    (["--device=cuda:0"] if not torch.cuda.is_available() else ["--device=nonsense"], "device"),
+])
+def test_bad_values_give_one_line_and_status_1(capsys, run_dir, args, needle):
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", *args)
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("sample.py: error: ") and needle in err, err
+
+
+def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(capsys)
+    assert rc == 1 and out == ""
+    assert err == "sample.py: error: no checkpoint in out/ yet; train one with: python train.py\n"
+    rc, _, err = cli(capsys, "--out_dir=elsewhere")
+    assert rc == 1 and err.endswith("train one with: python train.py --out_dir=elsewhere\n")
+
+
+def test_checkpoint_whose_vocabulary_does_not_match_its_tokenizer_is_refused(capsys, tmp_path):
+    small = make_run(tmp_path / "small", tokenizer="gpt2", meta_vocab=None)  # 257 ids for GPT-2's 50257
+    rc, _, err = cli(capsys, f"--out_dir={small}")
+    assert rc == 1 and "vocabulary (257) is smaller than the gpt2 tokenizer's (50257)" in err
+    recorded = make_run(tmp_path / "recorded", meta_vocab=300)
+    rc, _, err = cli(capsys, f"--out_dir={recorded}")
+    assert rc == 1 and "records a vocabulary of 300, but its tokenizer (byte) has 257" in err
+    padded = make_run(tmp_path / "padded", vocab_size=320)  # padded for speed: fine, never samples past 257
+    assert cli(capsys, f"--out_dir={padded}", "--max_new_tokens=40", "--temperature=2", "--top_k=none")[0] == 0
+
+
+def test_non_finite_logits_are_an_error_not_a_token(capsys, tmp_path):
+    run = make_run(tmp_path / "huge", scale_weights=1e30)  # finite weights whose logits overflow to inf
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--max_new_tokens=5", "--dtype=float32")
+    assert rc == 1 and out == "" and "non-finite logits" in err and "Traceback" not in err
+
+
+def test_hub_model_out_of_reach_fails_fast_with_one_line(capsys, monkeypatch):
+    import gpt.model
+
+    def offline(name):
+        raise RuntimeError(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
+                           "Without a network, pass a local directory holding config.json and model.safetensors.")
+
+    monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
+    rc, out, err = cli(capsys, "--init_from=gpt2-medium")
+    assert rc == 1 and out == "" and err.count("\n") == 1 and "could not download 'gpt2-medium'" in err
+
+
+def test_inference_dtype_choice():
+    cpu = torch.device("cpu")
+    assert pick_inference_dtype("auto", cpu, 1_000_000)[0] == torch.float32  # small: fp32 is faster
+    big = pick_inference_dtype("auto", cpu, 124_000_000)[0]
+    assert big == (torch.bfloat16 if native_cpu_bf16() else torch.float32)
+    assert pick_inference_dtype("bfloat16", cpu, 1)[0] == torch.bfloat16
+
+
+# -- other sources: LoRA, Hugging Face, and a run that train.py wrote ----------------------------
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory) -> Path:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=50257, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+    path = tmp_path_factory.mktemp("hf-gpt2")
+    transformers.GPT2LMHeadModel(config).save_pretrained(path)
+    return path
+
+
+def test_lora_checkpoint_samples_with_its_base_and_hugging_face_dirs_load(capsys, hf_dir, tmp_path):
+    from gpt.checkpoint import load_base_model
+    from gpt.lora import LoRAConfig, apply_lora
+
+    torch.manual_seed(1)
+    model = apply_lora(load_base_model(str(hf_dir)), LoRAConfig(rank=2, alpha=8.0))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("lora_B"):
+                p.normal_(0, 0.5)  # adapters that change the output
+    lora_cfg = LoRAConfig(rank=2, alpha=8.0).to_dict()
+    save_checkpoint(tmp_path / "lora", 3, model, state={},
+                    meta={"model_config": model.config.to_dict(), "tokenizer": "gpt2", "vocab_size": 50257,
+                          "config": {}, "lora": {"base": str(hf_dir), "config": lora_cfg}})
+    args = ("--start=Hello world", "--temperature=0", "--max_new_tokens=12")
+    [tuned] = cli_json(capsys, tmp_path / "lora", *args)
+    gpt2 = get_tokenizer("gpt2")
+    prompt = torch.tensor([gpt2.encode("Hello world")])
+    ref = model.eval().generate(prompt, 12, temperature=0, vocab_limit=gpt2.n_vocab)[0, prompt.size(1):].tolist()
+    ref = ref[:ref.index(gpt2.eot_token)] if gpt2.eot_token in ref else ref
+    assert tuned["text"] == gpt2.decode(ref)
+    rc, out, err = cli(capsys, f"--init_from={hf_dir}", *args, "--json", "--device=cpu")
+    assert rc == 0 and json.loads(out)["text"] != tuned["text"]  # the base alone: the adapters mattered
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
+    from gpt.prepare import prepare
+
+    text = tmp_path / "text"
+    text.mkdir()
+    for i in range(6):
+        (text / f"doc{i}.txt").write_text("To be, or not to be: that is the question.\n" * (20 + i))
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards",
+                   num_proc=1, quiet=True)
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    train = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"--data={data}", "--n_layer=2", "--n_head=2", "--n_embd=32",
+         "--block_size=32", "--batch_size=4", "--max_iters=3", "--eval_interval=100", "--eval_iters=2",
+         "--compile=false", "--device=cpu", "--out_dir=out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert train.returncode == 0, train.stderr[-2000:]
+    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--start=To be", "--num_samples=2",
+                           "--max_new_tokens=40", "--stop=\\n", "--json"],  # no --out_dir: the default run, out/
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    samples = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(samples) == 2 and all(s["prompt"] == "To be" and "\n" not in s["text"] for s in samples)
+    assert "step 3" in proc.stderr and "byte tokenizer" in proc.stderr
+    plain = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--max_new_tokens=20"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert plain.returncode == 0 and plain.stdout.endswith(sample.SEPARATOR + "\n")
