@@ -328,13 +328,13 @@ def bits_per_byte(loss_nats: float, data: DataDir) -> float:
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
+    from gpt.generation import generate_samples
     from gpt.tokenizer import get_tokenizer
 
     tok = get_tokenizer(data.tokenizer_name)
     gen = torch.Generator(device=device).manual_seed(step)  # its own stream: training's RNG is untouched
-    out = model.generate(torch.tensor([[tok.eot_token]], device=device), n, temperature=0.8, top_k=200,
-                         generator=gen, vocab_limit=tok.n_vocab)
-    return "---- sample ----\n" + tok.decode(out[0, 1:].tolist()) + "\n----------------"
+    (sample,) = generate_samples(model, tok, [tok.eot_token], 1, n, temperature=0.8, top_k=200, generator=gen)
+    return "---- sample ----\n" + sample.text + "\n----------------"
 
 
 def gather(obj, dist: Dist) -> list:
