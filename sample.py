@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from gpt.config import parse_bool, parse_int
+
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
 
@@ -46,20 +48,18 @@ class UsageError(Exception):
 # ----------------------------------------------------------------------------- options
 
 
-def _bool(value: str) -> bool:
-    v = value.lower()
-    if v in ("true", "1", "yes", "on"):
-        return True
-    if v in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+def _bool(value: str) -> bool:  # argparse wants ArgumentTypeError for a readable message
+    try:
+        return parse_bool(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _optional_int(value: str) -> int | None:
     if value.lower() in ("none", ""):
         return None
     try:
-        return int(value.replace("_", ""))
+        return parse_int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or none, got {value!r}") from None
 

@@ -121,19 +121,36 @@ def describe_options() -> str:
                      for f in fields(TrainConfig))
 
 
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def parse_bool(text: str) -> bool:
+    """The one spelling of booleans on every command line (train.py, sample.py)."""
+    if text.lower() in TRUE_WORDS:
+        return True
+    if text.lower() in FALSE_WORDS:
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def parse_int(text: str) -> int:
+    """Integers on the command line; underscores allowed (100_000)."""
+    return int(text.replace("_", ""))
+
+
 def _convert(key: str, value, kind: type):
     """A TOML value or a command-line string -> the field's type, or ValueError."""
     if kind is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
-            return value.lower() in ("true", "1", "yes")
+        if isinstance(value, str) and value.lower() in TRUE_WORDS + FALSE_WORDS:
+            return parse_bool(value)
     elif kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, str):
             try:
-                return int(value.replace("_", ""))
+                return parse_int(value)
             except ValueError:
                 pass
     elif kind is float:
