@@ -38,6 +38,9 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = True  # biases in Linear layers and LayerNorms, as GPT-2
     pos_encoding: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (Vaswani et al. 2017)
+    # GELU (Hendrycks & Gimpel 2016): "gelu_tanh", the tanh approximation GPT-2 uses, or "gelu",
+    # the exact erf form (as nanoGPT). Same quality; on CPUs PyTorch's exact kernel is ~2x faster.
+    activation: str = "gelu_tanh"
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -52,6 +55,8 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if self.pos_encoding not in ("learned", "sinusoidal"):
             raise ValueError(f"GPTConfig.pos_encoding must be 'learned' or 'sinusoidal', got {self.pos_encoding!r}")
+        if self.activation not in GELU_APPROXIMATE:
+            raise ValueError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,6 +69,10 @@ class GPTConfig:
             raise ValueError(f"unknown GPTConfig keys {unknown}; valid keys: {sorted(known)}")
         return cls(**d)
 
+
+GELU_APPROXIMATE = {"gelu_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu's `approximate`
+# Hugging Face's activation_function names for them.
+HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 
 # The OpenAI checkpoints on the Hugging Face hub.
 GPT2_HUB_CONFIGS = {
@@ -176,10 +185,10 @@ class MLP(nn.Module):
         self.c_fc = Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.approximate = GELU_APPROXIMATE[config.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # GPT-2 uses the tanh approximation of GELU (Hendrycks & Gimpel 2016).
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
 
 
 class Block(nn.Module):
@@ -511,14 +520,15 @@ def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
     if hf.get("model_type", "gpt2") != "gpt2":
         raise ValueError(f"model_type {hf.get('model_type')!r} is not gpt2")
     act = hf.get("activation_function", "gelu_new")
-    if act not in ("gelu_new", "gelu_pytorch_tanh"):
-        raise ValueError(f"activation_function {act!r} is not GPT-2's tanh GELU")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"activation_function {act!r} is not a GELU this model has ({', '.join(HF_ACTIVATIONS)})")
     if hf.get("n_inner") not in (None, 4 * hf["n_embd"]):
         raise ValueError(f"n_inner {hf['n_inner']} is not 4 * n_embd")
     if abs(hf.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
         raise ValueError(f"layer_norm_epsilon {hf['layer_norm_epsilon']} is not 1e-5")
     return GPTConfig(vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
-                     n_head=hf["n_head"], n_embd=hf["n_embd"], dropout=dropout, bias=True)
+                     n_head=hf["n_head"], n_embd=hf["n_embd"], dropout=dropout, bias=True,
+                     activation=HF_ACTIVATIONS[act])
 
 
 def config_to_hf(cfg: GPTConfig) -> dict:
@@ -527,7 +537,7 @@ def config_to_hf(cfg: GPTConfig) -> dict:
         "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
         "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,
         "n_embd": cfg.n_embd, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_inner": None,
-        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+        "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else "gelu", "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
         "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
         "bos_token_id": eot, "eos_token_id": eot, "tie_word_embeddings": True,
     }

@@ -6,7 +6,13 @@ those two files (never that package's code) and check their sha256 against the h
 tiktoken itself pins for gpt2, so a corrupted or substituted file is refused.
 
 `get_tokenizer("byte")` maps text to its UTF-8 bytes (ids 0..255) plus end-of-text 256:
-tiny vocabulary, works on any text, good for small models and tests.
+tiny vocabulary, works on any text, good for tests.
+
+`get_tokenizer("shakespeare-bpe")` is a 1,024-id byte-level BPE with GPT-2's pre-tokenisation,
+trained on the train split of the Shakespeare plays (`python -m gpt.bpe` rebuilds it); its ranks
+are the file gpt/shakespeare_bpe.tiktoken, checked against a pinned sha256. About 2.4 bytes per
+token on the plays: the default for small models trained from scratch (see gpt/bpe.py for why).
+Like every byte-level BPE it encodes any text; text unlike Shakespeare just takes more tokens.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from pathlib import Path
 import numpy as np
 import tiktoken
 
-TOKENIZER_NAMES = ("gpt2", "byte")
+from gpt.bpe import SHAKESPEARE_BPE_FILE, read_ranks
+
+TOKENIZER_NAMES = ("gpt2", "byte", "shakespeare-bpe")
+SHAKESPEARE_BPE_SHA256 = "a0bc0566bce167ad89fe41c3f12743cae1eadc5d81f434756d8e3ae8a76ccbde"
 
 # The hashes tiktoken pins for OpenAI's GPT-2 encoding files (tiktoken_ext/openai_public.py).
 GPT2_FILE_SHA256 = {
@@ -56,14 +65,14 @@ class Tokenizer:
         return f"{type(self).__name__}(name={self.name!r}, n_vocab={self.n_vocab}, eot_token={self.eot_token})"
 
 
-class GPT2Tokenizer(Tokenizer):
-    """tiktoken's GPT-2 encoding; special tokens in the input are encoded as plain text."""
+class BPETokenizer(Tokenizer):
+    """A tiktoken encoding (GPT-2's, or ours); special tokens in the input are encoded as plain text."""
 
     def __init__(self, encoding: tiktoken.Encoding):
         self._enc = encoding
-        self.name = "gpt2"
-        self.n_vocab = encoding.n_vocab  # 50257
-        self.eot_token = encoding.eot_token  # 50256
+        self.name = encoding.name
+        self.n_vocab = encoding.n_vocab  # gpt2: 50257
+        self.eot_token = encoding.eot_token  # gpt2: 50256
 
     def encode(self, text: str) -> list[int]:
         # encode_ordinary: "<|endoftext|>" inside user text is just text, never a control token.
@@ -165,17 +174,17 @@ def load_gpt2_ranks(data_dir: Path | None = None) -> dict[bytes, int]:
 
 @functools.lru_cache(maxsize=None)
 def get_tokenizer(name: str) -> Tokenizer:
-    """Return the tokenizer called `name` ("gpt2" or "byte")."""
+    """Return the tokenizer called `name` (one of TOKENIZER_NAMES)."""
     if name == "byte":
         return ByteTokenizer()
-    if name == "gpt2":
-        ranks = load_gpt2_ranks()
+    if name in ("gpt2", "shakespeare-bpe"):
+        ranks = load_gpt2_ranks() if name == "gpt2" else read_ranks(SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_SHA256)
         encoding = tiktoken.Encoding(
-            name="gpt2",
+            name=name,
             pat_str=GPT2_PATTERN,
             mergeable_ranks=ranks,
-            special_tokens={ENDOFTEXT: len(ranks)},  # 50256
-            explicit_n_vocab=50257,
+            special_tokens={ENDOFTEXT: len(ranks)},  # gpt2: 50256
+            explicit_n_vocab=len(ranks) + 1,
         )
-        return GPT2Tokenizer(encoding)
+        return BPETokenizer(encoding)
     raise ValueError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZER_NAMES)}")

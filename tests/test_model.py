@@ -23,6 +23,7 @@ def tiny_model(seed=0, **overrides) -> GPT:
     ("vocab_size", 0, "vocab_size"),
     ("block_size", 2.5, "block_size"),
     ("pos_encoding", "rotary", "pos_encoding"),
+    ("activation", "relu", "activation"),
     ("dropout", 1.0, "dropout"),
 ])
 def test_config_rejects_bad_values_naming_the_field(field, value, needle):
@@ -272,6 +273,23 @@ def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path):
     idx = torch.randint(0, 211, (2, 30))
     with torch.no_grad():
         assert (back(idx).logits - hf(idx).logits).abs().max().item() <= 1e-4
+
+
+def test_exact_gelu_models_export_to_and_import_from_transformers(hf_gpt2, tmp_path):
+    transformers, _, _ = hf_gpt2
+    torch.manual_seed(0)
+    ours = GPT(GPTConfig(vocab_size=211, block_size=48, n_layer=2, n_head=4, n_embd=48, activation="gelu")).eval()
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    assert theirs.config.activation_function == "gelu"
+    assert GPT.from_pretrained(str(tmp_path)).config.activation == "gelu"
+    idx = torch.randint(0, 211, (2, 48))
+    with torch.no_grad():
+        assert (ours(idx)[0] - theirs(idx).logits).abs().max().item() <= 1e-4
+        # The two GELUs are different functions: the config decides which one runs.
+        tanh = GPT(GPTConfig(**{**ours.config.to_dict(), "activation": "gelu_tanh"})).eval()
+        tanh.load_state_dict(ours.state_dict())
+        assert not torch.equal(tanh(idx)[0], ours(idx)[0])
 
 
 def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):

@@ -39,7 +39,7 @@ def random_unicode(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(rng.choice(pools)) for _ in range(n))
 
 
-@pytest.mark.parametrize("name", ["gpt2", "byte"])
+@pytest.mark.parametrize("name", ["gpt2", "byte", "shakespeare-bpe"])
 def test_encode_decode_round_trips_arbitrary_unicode(name):
     tok = get_tokenizer(name)
     rng = random.Random(0)

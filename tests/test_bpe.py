@@ -1,0 +1,61 @@
+import hashlib
+
+import pytest
+import tiktoken
+
+from gpt.bpe import SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, read_ranks, shakespeare_train_texts, train_bpe, write_ranks
+from gpt.tokenizer import GPT2_PATTERN, SHAKESPEARE_BPE_SHA256, get_tokenizer
+
+
+def encoding(ranks):
+    return tiktoken.Encoding("test", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+
+def test_the_most_frequent_pair_is_merged_first_and_ties_go_to_older_tokens():
+    ranks = train_bpe(["aaab aaab aaab xy"], 259, GPT2_PATTERN)
+    # Chunks: "aaab" x1, " aaab" x2, " xy". Pairs: (a,a) 6, (a,b) 3, (" ",a) 2, ...
+    assert len(ranks) == 258 and ranks[b"aa"] == 256
+    # (a,b) 3 is next after the merge rewrites "aaab" as [aa, a, b]: (aa,a) 3 ties with (a,b) 3,
+    # and the older pair (lower ids) wins: (a, b) = (97, 98) before (256, 97).
+    assert train_bpe(["aaab aaab aaab xy"], 260, GPT2_PATTERN)[b"ab"] == 257
+    # Every single byte is a token, so any text encodes; merges never cross a regex chunk.
+    assert all(ranks[bytes([b])] == b for b in range(256))
+    assert b"b " not in train_bpe(["ab ab ab ab"], 300, GPT2_PATTERN)
+
+
+def test_trained_ranks_encode_and_round_trip_through_the_file(tmp_path):
+    text = "To be, or not to be, that is the question: " * 20 + "Whether 'tis nobler in the mind to suffer"
+    ranks = train_bpe([text], 290, GPT2_PATTERN)
+    assert len(ranks) == 289  # one id left for end-of-text
+    enc = encoding(ranks)
+    ids = enc.encode_ordinary(text)
+    assert enc.decode(ids) == text
+    assert len(ids) < len(text.encode()) / 2.5  # the repeated line collapses into a few tokens
+    write_ranks(ranks, tmp_path / "r.tiktoken")
+    assert read_ranks(tmp_path / "r.tiktoken") == ranks
+    with pytest.raises(ValueError, match="at least 257"):
+        train_bpe([text], 100, GPT2_PATTERN)
+
+
+def test_a_changed_tokenizer_file_is_refused(tmp_path):
+    copy = tmp_path / "shakespeare_bpe.tiktoken"
+    copy.write_bytes(SHAKESPEARE_BPE_FILE.read_bytes().replace(b" 300\n", b" 301\n", 1))
+    with pytest.raises(RuntimeError, match="sha256"):
+        read_ranks(copy, SHAKESPEARE_BPE_SHA256)
+
+
+def test_shakespeare_bpe_layout_and_compression():
+    tok = get_tokenizer("shakespeare-bpe")
+    assert (tok.name, tok.n_vocab, tok.eot_token) == ("shakespeare-bpe", 1024, 1023)
+    line = "Now is the winter of our discontent\nMade glorious summer by this sun of York;"
+    assert tok.decode(tok.encode(line)) == line
+    assert len(line.encode()) / len(tok.encode(line)) > 2
+    assert tok.eot_token not in tok.encode("a <|endoftext|> b")
+
+
+@pytest.mark.slow
+def test_retraining_on_the_plays_reproduces_the_committed_file(tmp_path):
+    # The committed vocabulary is exactly what `python -m gpt.bpe` builds from the train split.
+    ranks = train_bpe(shakespeare_train_texts(), SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
+    write_ranks(ranks, tmp_path / "again.tiktoken")
+    assert hashlib.sha256((tmp_path / "again.tiktoken").read_bytes()).hexdigest() == SHAKESPEARE_BPE_SHA256
