@@ -49,7 +49,7 @@ class TrainConfig:
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(3200, "optimizer steps in the run")
+    max_iters: int = opt(2900, "optimizer steps in the run")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine decay")
     warmup_iters: int = opt(50, "linear warmup steps")
