@@ -294,7 +294,9 @@ def bench_prepare(args: argparse.Namespace) -> None:
 
 def add_prepare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mb", type=float, default=100, help="MB of text to prepare (default: 100)")
-    p.add_argument("--tokenizer", default="gpt2", choices=("gpt2", "byte"), help="(default: gpt2)")
+    from gpt.tokenizer import TOKENIZER_NAMES
+
+    p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--num_proc", type=int, default=None, help="prepare's processes (default: all cores)")
     p.add_argument("--seconds", type=float, default=3.0, help="time per single-process / loader measurement")
     p.add_argument("--batch_size", type=int, default=64, help="loader batch size (default: 64)")

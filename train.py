@@ -60,7 +60,7 @@ def train(argv: list[str]) -> int:
     out_dir = Path(cfg.out_dir)
     resume = open_checkpoint(out_dir) if cfg.init_from == "resume" else None
     if resume:
-        cfg = resume_config(resume.meta["config"], cfg, user_keys)
+        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)

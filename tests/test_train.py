@@ -213,3 +213,21 @@ def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
         a, b, c = merged.eval()(idx)[0], unmerged.eval()(idx)[0], base.eval()(idx)[0]
     assert (a - b).abs().max().item() <= 1e-5
     assert not torch.allclose(a, c)  # the adapters learned something
+
+
+def test_raw_text_trains_with_the_default_tokenizer_and_samples(tmp_path, capsys):
+    # The defaults end to end, shrunk: raw text is prepared with shakespeare-bpe, the model uses
+    # exact GELU, and sample.py reads the run back with the same tokenizer.
+    import sample
+
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    status = train.main([f"--data={write_corpus(tmp_path / 'text', docs=10, words=200)}", f"--data_cache={cache}",
+                         *TINY, "--max_iters=3", "--eval_interval=100", f"--out_dir={out}"])
+    assert status == 0
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["tokenizer"] == "shakespeare-bpe" and ckpt.meta["vocab_size"] == 1024
+    assert ckpt.model_config.activation == "gelu" and ckpt.model_config.vocab_size == 1024
+    capsys.readouterr()
+    assert sample.main([f"--out_dir={out}", "--start=the quick", "--max_new_tokens=5", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert record["prompt"] == "the quick" and 1 <= record["tokens"] <= 5
