@@ -47,6 +47,9 @@ def bench_decode(args: argparse.Namespace) -> None:
 
     import sample
     from gpt.checkpoint import save_checkpoint
+
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True  # as sample.py sets it: every row alike
     from gpt.model import GPT, GPTConfig
     from gpt.tokenizer import get_tokenizer
 
@@ -429,7 +432,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
     p.add_argument("--steps", type=int, default=30, help="timed steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile, caches)")
-    p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,bfloat16")
+    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto, "
+                                                   "train.py's choice: bf16 on a GPU, fp32 on the CPU)")
     p.add_argument("--nanogpt_cpu", action="store_true", help="nanoGPT's CPU recipe shape, compared with its 33 ms/iter")
 
 

@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
 def train(argv: list[str]) -> int:
     # ---------------------------------------------------------------- setup
     cfg, user_keys = parse_args(argv)
-    dist = init_distributed()
+    dist = init_distributed(cfg.device)
     device = pick_device(cfg.device, dist)
-    if device.type != "cpu" and not any(a.startswith("--config") for a in argv):
+    if device.type != "cpu" and cfg.init_from != "resume" and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
     resume = open_checkpoint(out_dir) if cfg.init_from == "resume" else None
@@ -94,7 +94,8 @@ def train(argv: list[str]) -> int:
     if resume:
         state = resume.state()
         optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
+        if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
+            scaler.load_state_dict(state["scaler"])
         train_batches.load_state_dict(state["loader"])
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank])
@@ -349,7 +350,7 @@ def agree(flag: bool, dist: Dist) -> bool:
     """True on every rank if it is true on any: ranks must stop at the same step."""
     if not dist.enabled:
         return flag
-    t = torch.tensor([int(flag)], device="cuda" if torch.cuda.is_available() else "cpu")
+    t = torch.tensor([int(flag)], device="cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return bool(t.item())
 

@@ -197,7 +197,7 @@ def pick_inference_dtype(requested: str, device: torch.device, num_params: int) 
             raise ValueError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
         return DTYPES[requested], "requested"
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
+        if torch.cuda.is_bf16_supported(including_emulation=False):
             return torch.bfloat16, "auto on CUDA"
         return torch.float16, "auto: this GPU has no bf16"
     if device.type == "cpu":

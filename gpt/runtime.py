@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import warnings
 from dataclasses import dataclass
@@ -37,15 +38,17 @@ class Dist:
         return self.world_size > 1
 
 
-def init_distributed() -> Dist:
+def init_distributed(device: str = "auto") -> Dist:
     """Join the process group when launched by torchrun (RANK/WORLD_SIZE set): NCCL on CUDA,
-    gloo on CPU. A plain `python train.py` is a world of one."""
+    gloo on CPU (also when --device asks for the CPU on a GPU machine). A plain `python train.py`
+    is a world of one."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return Dist()
     import torch.distributed as dist
 
     dist_info = Dist(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    wants_cuda = device == "auto" or device.startswith("cuda")
+    backend = "nccl" if wants_cuda and torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(dist_info.local_rank)
     dist.init_process_group(backend=backend)
@@ -74,7 +77,7 @@ def pick_dtype(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
     if requested != "auto":
         return DTYPES[requested], "requested"
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
+        if torch.cuda.is_bf16_supported(including_emulation=False):  # emulated bf16 (V100, T4) is slow
             return torch.bfloat16, "bf16 autocast: this GPU supports it"
         return torch.float16, "fp16 autocast with a GradScaler: this GPU has no bf16"
     return torch.float32, f"fp32 on {device.type}"
@@ -111,8 +114,13 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
 def peak_flops(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in GPU_PEAK_BF16 if key in name), None)
+    return gpu_peak_bf16(torch.cuda.get_device_name(device))
+
+
+def gpu_peak_bf16(name: str) -> float | None:
+    """Dense bf16 FLOP/s of a GPU by its name; None when unknown (no MFU rather than a wrong one).
+    Whole words only: "L4" must not match an "L40", nor "A100" an "RTX A1000"."""
+    return next((peak for key, peak in GPU_PEAK_BF16 if re.search(rf"\b{re.escape(key)}\b", name)), None)
 
 
 def seed_everything(seed: int) -> None:
@@ -130,8 +138,8 @@ def rng_state() -> dict:
                   "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_available():  # this process's GPU only: a resume may see fewer GPUs
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -142,7 +150,7 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 class StopSignal:

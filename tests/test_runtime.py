@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpt.runtime import (Dist, StopSignal, init_distributed, peak_flops, pick_device, pick_dtype, rng_state,
-                         seed_everything, set_rng_state)
+from gpt.runtime import (Dist, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device, pick_dtype,
+                         rng_state, seed_everything, set_rng_state)
 
 
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
@@ -19,6 +19,15 @@ def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
 
 def test_no_mfu_without_a_known_gpu():
     assert peak_flops(torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12),
+    ("NVIDIA A100-SXM4-40GB", 312e12), ("NVIDIA L4", 121e12), ("NVIDIA L40S", 362e12),
+    ("NVIDIA L40", None), ("NVIDIA RTX A1000 6GB Laptop GPU", None), ("NVIDIA GeForce RTX 4090", None),
+])
+def test_gpu_peaks_match_whole_names_and_unknown_gpus_get_none(name, peak):
+    assert gpu_peak_bf16(name) == peak
 
 
 def test_plain_python_is_a_world_of_one(monkeypatch):

@@ -231,3 +231,12 @@ def test_raw_text_trains_with_the_default_tokenizer_and_samples(tmp_path, capsys
     assert sample.main([f"--out_dir={out}", "--start=the quick", "--max_new_tokens=5", "--json"]) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[0])
     assert record["prompt"] == "the quick" and 1 <= record["tokens"] <= 5
+
+
+def test_resume_into_fp16_from_a_run_without_a_grad_scaler(byte_data, tmp_path):
+    # fp32 runs save an empty GradScaler state; resuming with --dtype=float16 starts a fresh scaler.
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=2"]) == 0
+    assert train.main([*common, "--init_from=resume", "--max_iters=4", "--dtype=float16"]) == 0
+    assert open_checkpoint(out).meta["step"] == 4
