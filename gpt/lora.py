@@ -17,13 +17,13 @@ Order of use: load the base weights, `apply_lora`, then build the optimizer / to
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.model import Linear
+from gpt.model import Linear, config_from_dict
 
 # The projections LoRA may adapt, as module-name suffixes. The paper adapts attention only
 # (section 7.1); adapting the MLP too is the common choice today (QLoRA, Dettmers et al. 2023).
@@ -66,11 +66,7 @@ class LoRAConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoRAConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown LoRAConfig keys {unknown}; valid keys: {sorted(known)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
 
 
 class LoRALinear(nn.Module):

@@ -63,11 +63,16 @@ class GPTConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "GPTConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown GPTConfig keys {unknown}; valid keys: {sorted(known)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
+
+
+def config_from_dict(cls, d: dict):
+    """A config dataclass from a dict (e.g. checkpoint JSON); unknown keys are an error naming them."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys {unknown}; valid keys: {sorted(known)}")
+    return cls(**d)
 
 
 GELU_APPROXIMATE = {"gelu_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu's `approximate`
