@@ -29,7 +29,7 @@ from gpt.config import TrainConfig, describe_options, parse_args, resume_config
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
-from gpt.optim import lr_at, make_optimizer
+from gpt.optim import lr_at, make_optimizer, set_lr
 from gpt.runtime import (Dist, StopSignal, autocast, init_distributed, maybe_compile, peak_flops, pick_device,
                          pick_dtype, rng_state, seed_everything, set_rng_state)
 from gpt.shards import DataDir
@@ -88,7 +88,8 @@ def train(argv: list[str]) -> int:
                              rank=dist.rank, world_size=dist.world_size, device=device)
 
     # ---------------------------------------------------------------- optimizer, resume
-    optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type)
+    optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
+                               cfg.optimizer, cfg.muon_learning_rate)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
     step, tokens_seen, best_val, bad_total = 0, 0, math.inf, 0
     if resume:
@@ -180,16 +181,16 @@ def train(argv: list[str]) -> int:
             if step >= cfg.max_iters:
                 break
 
-        lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
+                   cfg.decay_fraction)
+        set_lr(optimizer, lr)
         loss_sum = torch.zeros((), device=device)
         for micro in range(accum):
             x, y = train_batches.next_batch()
             last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
             with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
                 with autocast(device, dtype):
-                    _, loss = train_model(x, y)
+                    _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
                 scaler.scale(loss / accum).backward()
             loss_sum += loss.detach() / accum
         if dist.enabled:  # the global mean, so every rank logs and decides alike

@@ -17,6 +17,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -59,6 +60,14 @@ class TrainConfig:
     beta2: float = opt(0.99, "AdamW beta2")
     grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)")
     max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
+    # -- optimizer, schedule and loss choices (issue 11; see README "Optimizers and schedules")
+    optimizer: str = opt("adamw", "'adamw', or 'muon': Muon on the blocks' weight matrices, AdamW on the rest")
+    muon_learning_rate: float = opt(0.02, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
+    lr_schedule: str = opt("cosine", "'cosine', 'noam' (Transformer paper: warmup, then 1/sqrt(step); peak "
+                                     "learning_rate), 'wsd' (warmup, flat, decay at the end) or 'constant'")
+    decay_fraction: float = opt(0.2, "wsd: the last fraction of the steps over which the rate decays to min_lr")
+    label_smoothing: float = opt(0.0, "label smoothing of the training loss only; validation loss and bits "
+                                      "per byte stay plain cross-entropy, so runs compare")
     # -- evaluation, logging, checkpoints
     eval_interval: int = opt(500, "steps between evaluations (and checkpoints)")
     eval_iters: int = opt(20, "validation batches per evaluation")
@@ -100,10 +109,16 @@ class TrainConfig:
             errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate})")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if not self.muon_learning_rate > 0:
+            errors.append(f"muon_learning_rate must be > 0, got {self.muon_learning_rate}")
+        if not 0 < self.decay_fraction <= 1:
+            errors.append(f"decay_fraction must be in (0, 1], got {self.decay_fraction}")
+        if not 0 <= self.label_smoothing < 1:
+            errors.append(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.keep_last < 2:
             errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
         choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": ("learned", "sinusoidal"),
-                   "activation": ("gelu", "gelu_tanh"),
+                   "activation": ("gelu", "gelu_tanh"), "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "false")}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
                    for k, v in choices.items() if getattr(self, k) not in v]
@@ -230,6 +245,11 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
 # would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
 RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "tokenizer", "data",
                 "lora_rank", "lora_alpha")
+# The optimizer too: its saved state fits only the optimizer that wrote it.
+RESUME_FIXED += ("optimizer",)
+# What runs saved before an option existed used (so resuming them keeps their recipe even where
+# the default changed since).
+BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0}
 
 
 # The architecture options whose truth is the checkpoint's model config rather than its train
@@ -242,11 +262,11 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
     max_iters). Changing the architecture, tokenizer or data is refused."""
-    saved = {**saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
+    saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
     differs = [f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
                if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
     if differs:
-        raise ValueError("cannot resume with a different architecture, tokenizer or data:\n  " + "\n  ".join(differs)
+        raise ValueError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
                          + "\n(to start a new run from these weights, use --init_from=<the run directory>)")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
     return TrainConfig(**{k: v for k, v in merged.items() if k in {f.name for f in fields(TrainConfig)}})

@@ -281,11 +281,13 @@ class GPT(nn.Module):
     # -- forward ---------------------------------------------------------------
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
-                pos: int | None = None, last_only: bool = False):
+                pos: int | None = None, last_only: bool = False, label_smoothing: float = 0.0):
         """idx: (B, T) token ids -> (logits, loss).
 
         logits are (B, T, V), or (B, 1, V) with last_only=True; loss is the mean cross-entropy
         against targets (B, T), ignoring targets equal to -1, or None without targets.
+        label_smoothing=ε smooths the loss (for training): the target distribution puts 1 - ε on the
+        true token and ε spread evenly over the vocabulary (Szegedy et al. 2016; Vaswani et al. 2017).
         pos=None is an ordinary forward pass; pos=p uses the KV cache (`setup_kv_cache`): idx
         holds the tokens at positions [p, p + T) and earlier positions come from the cache."""
         B, T = idx.shape
@@ -308,7 +310,8 @@ class GPT(nn.Module):
 
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1,
+                                   label_smoothing=label_smoothing)
             return logits, loss
         if last_only:
             x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work

@@ -26,6 +26,12 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--dtype=float8", "dtype"),
     ("--min_lr=1", "min_lr"),
     ("--lora_rank=4", "pretrained"),
+    ("--lr_schedule=linear", "lr_schedule must be one of cosine, noam, wsd, constant"),
+    ("--optimizer=sgd", "optimizer must be one of adamw, muon"),
+    ("--label_smoothing=1", "label_smoothing must be in"),
+    ("--label_smoothing=-0.1", "label_smoothing must be in"),
+    ("--decay_fraction=0", "decay_fraction"),
+    ("--muon_learning_rate=0", "muon_learning_rate"),
 ])
 def test_bad_values_fail_before_any_work(arg, needle):
     with pytest.raises(ValueError, match=needle):
@@ -94,3 +100,19 @@ def test_resume_takes_the_architecture_from_the_checkpoints_model_config():
     cfg, keys = parse_args(["--init_from=resume"])
     merged = resume_config(TrainConfig(init_from="gpt2").to_dict(), cfg, keys, gpt2_small)
     assert (merged.n_layer, merged.n_head, merged.n_embd, merged.activation) == (12, 12, 768, "gelu_tanh")
+
+
+def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_the_options():
+    saved = TrainConfig(optimizer="muon", lr_schedule="wsd").to_dict()
+    cfg, keys = parse_args(["--init_from=resume"])
+    merged = resume_config(saved, cfg, keys)
+    assert (merged.optimizer, merged.lr_schedule) == ("muon", "wsd")
+    cfg, keys = parse_args(["--init_from=resume", "--optimizer=adamw"])
+    with pytest.raises(ValueError, match="optimizer: checkpoint 'muon', now 'adamw'"):
+        resume_config(saved, cfg, keys)
+    old = TrainConfig().to_dict()
+    for key in ("optimizer", "lr_schedule", "label_smoothing"):
+        del old[key]  # saved before issue 11: AdamW, cosine, no smoothing, whatever the defaults are now
+    cfg, keys = parse_args(["--init_from=resume"])
+    merged = resume_config(old, cfg, keys)
+    assert (merged.optimizer, merged.lr_schedule, merged.label_smoothing) == ("adamw", "cosine", 0.0)

@@ -74,6 +74,24 @@ def test_forward_shapes_and_loss_ignores_minus_one():
     assert loss_masked.item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+def test_label_smoothing_is_the_formula_and_zero_is_plain_cross_entropy():
+    # Targets: 1 - ε on the true token plus ε spread evenly over the V tokens, so the loss is
+    # (1 - ε) · (-log p_true) + ε · mean_j(-log p_j), averaged over the positions not masked by -1.
+    model = tiny_model()
+    idx, targets = torch.randint(0, 97, (2, 8)), torch.randint(0, 97, (2, 8))
+    targets[1, 4:] = -1
+    logits, plain = model(idx, targets)
+    _, zero = model(idx, targets, label_smoothing=0.0)
+    assert zero.item() == plain.item()
+    eps = 0.1
+    _, smoothed = model(idx, targets, label_smoothing=eps)
+    logp = torch.log_softmax(logits.float(), dim=-1)[targets >= 0]  # (12, V): the unmasked positions
+    nll = -logp.gather(1, targets[targets >= 0][:, None]).squeeze(1)
+    expected = ((1 - eps) * nll + eps * -logp.mean(dim=1)).mean()
+    assert smoothed.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert smoothed.item() > plain.item()  # a near-uniform model: smoothing weighs the tokens it finds unlikely
+
+
 def test_sequence_longer_than_block_size_is_an_error():
     with pytest.raises(ValueError, match="block_size"):
         tiny_model()(torch.zeros(1, 33, dtype=torch.long))

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from gpt.model import GPT, GPTConfig
-from gpt.optim import lr_at, make_optimizer
+from gpt.optim import Muon, lr_at, make_optimizer, muon_params, newton_schulz, set_lr
 
 
 def test_lr_schedule_warmup_cosine_floor():
@@ -43,3 +43,133 @@ def test_a_tiny_model_overfits_one_batch():
         opt.zero_grad()
         losses.append(loss.item())
     assert losses[0] > 4.0 and losses[-1] < 0.5
+
+
+# -- issue 11: the other schedules, Muon, and the optimizer groups
+
+def test_noam_matches_the_paper_scaled_to_peak_learning_rate():
+    # Vaswani et al.: lr = d^-0.5 · min(s^-0.5, s · w^-1.5) with s = step + 1, w = warmup + 1,
+    # times the factor that makes its peak (s = w) equal learning_rate.
+    kw = dict(learning_rate=2.0, min_lr=0.0, warmup_iters=99, decay_iters=1000, schedule="noam")
+    d, w = 512, 100
+    paper = lambda s: d ** -0.5 * min(s ** -0.5, s * w ** -1.5)
+    for step in (0, 49, 99, 399, 9999):
+        assert lr_at(step, **kw) == pytest.approx(2.0 * paper(step + 1) / paper(w))
+    assert lr_at(0, **kw) == pytest.approx(0.02)  # 2 · 1/100
+    assert lr_at(99, **kw) == pytest.approx(2.0)  # the peak, at the end of warmup
+    assert lr_at(399, **kw) == pytest.approx(1.0)  # 2 · sqrt(100/400)
+    assert lr_at(9999, **kw) == pytest.approx(0.2)  # no floor: min_lr and decay_iters do not apply
+
+
+def test_wsd_warms_up_holds_then_decays_linearly_over_the_last_fraction():
+    kw = dict(learning_rate=1.0, min_lr=0.1, warmup_iters=10, decay_iters=100, schedule="wsd", decay_fraction=0.2)
+    assert lr_at(0, **kw) == pytest.approx(1 / 11)
+    assert lr_at(10, **kw) == pytest.approx(1.0)  # warmup end
+    assert lr_at(50, **kw) == lr_at(80, **kw) == pytest.approx(1.0)  # stable up to the decay start, 100 - 20
+    assert lr_at(90, **kw) == pytest.approx(0.55)  # half way down
+    assert lr_at(100, **kw) == lr_at(500, **kw) == pytest.approx(0.1)  # end, then flat
+    # a decay longer than what follows warmup starts right after warmup
+    assert lr_at(10, **{**kw, "decay_fraction": 1.0}) == pytest.approx(1.0)
+    assert lr_at(55, **{**kw, "decay_fraction": 1.0}) == pytest.approx(0.55)
+
+
+def test_constant_schedule_and_unknown_schedule():
+    kw = dict(learning_rate=1.0, min_lr=0.1, warmup_iters=10, decay_iters=100)
+    assert lr_at(4, **kw, schedule="constant") == pytest.approx(5 / 11)
+    assert lr_at(10, **kw, schedule="constant") == lr_at(10_000, **kw, schedule="constant") == 1.0
+    with pytest.raises(ValueError, match="unknown lr_schedule"):
+        lr_at(50, **kw, schedule="linear")
+
+
+def tiny_model(**kw):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, **kw))
+
+
+def test_muon_gets_the_blocks_matrices_and_adamw_the_rest():
+    model = tiny_model(bias=True)
+    opt = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer="muon", muon_learning_rate=0.02)
+    adamw, muon = opt.optimizers
+    names = {id(p): n for n, p in model.named_parameters()}
+    in_muon = {names[id(p)] for g in muon.param_groups for p in g["params"]}
+    in_adamw = {names[id(p)] for g in adamw.param_groups for p in g["params"]}
+    assert in_muon == {f"transformer.h.{i}.{m}.weight" for i in range(2)
+                       for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")}
+    assert {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight",
+            "transformer.h.0.attn.c_attn.bias"} <= in_adamw
+    assert not in_muon & in_adamw and len(in_muon | in_adamw) == len(list(model.parameters()))
+    assert isinstance(muon, torch.optim.Muon) and muon.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
+    set_lr(opt, 5e-4)  # one schedule for both: Muon's groups keep their ratio to AdamW's rate
+    assert [g["lr"] for g in adamw.param_groups] == [5e-4, 5e-4]
+    assert muon.param_groups[0]["lr"] == pytest.approx(0.01)
+
+
+def test_lora_adapters_stay_with_adamw():
+    from gpt.lora import LoRAConfig, apply_lora
+    model = apply_lora(tiny_model(), LoRAConfig(rank=2))
+    assert muon_params(model) == []
+    opt = make_optimizer(model, 1e-3, 0.0, (0.9, 0.95), "cpu", optimizer="muon")
+    (adamw,) = opt.optimizers
+    assert sum(p.numel() for g in adamw.param_groups for p in g["params"]) == \
+        sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def test_batched_muon_step_matches_torch_muon():
+    # Ours orthogonalises in float32, torch's in bfloat16: equal up to bf16's precision.
+    torch.manual_seed(0)
+    shapes = [(48, 16), (16, 16), (48, 16), (16, 64)]
+    ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    a = Muon(ours, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    b = torch.optim.Muon(ref, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    for _ in range(3):
+        before = [p.detach().clone() for p in ours]
+        for p, q in zip(ours, ref):
+            p.grad = torch.randn(p.shape)
+            q.grad = p.grad.clone()
+        a.step()
+        b.step()
+        for p, q, p0 in zip(ours, ref, before):
+            assert torch.allclose(p - p0, q - p0, atol=0.05 * (q - p0).abs().max().item())
+    assert a.state_dict()["state"][0].keys() == b.state_dict()["state"][0].keys() == {"momentum_buffer"}
+
+
+def test_newton_schulz_orthogonalises_a_stack():
+    torch.manual_seed(0)
+    G = torch.randn(3, 32, 8)
+    O = newton_schulz(G, 5, (3.4445, -4.7750, 2.0315), 1e-7)
+    s = torch.linalg.svdvals(O)  # the quintic lands singular values near 1 (about 0.7 .. 1.2), not exactly
+    assert O.shape == G.shape and s.min() > 0.5 and s.max() < 1.3
+    for i in range(3):  # each matrix on its own is the same
+        assert torch.allclose(O[i], newton_schulz(G[i:i + 1], 5, (3.4445, -4.7750, 2.0315), 1e-7)[0], atol=1e-5)
+
+
+def test_optimizers_state_round_trips_and_refuses_a_different_optimizer():
+    model = tiny_model()
+    opt = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer="muon")
+    _, loss = model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
+    loss.backward()
+    opt.step()
+    state = opt.state_dict()
+    fresh = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer="muon")
+    fresh.load_state_dict(state)
+    assert len(fresh.optimizers[1].state) == 8 and len(fresh.optimizers[0].state) > 0
+    with pytest.raises(ValueError, match="different --optimizer"):
+        make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer="muon").load_state_dict({"state": {}})
+
+
+@pytest.mark.parametrize("optimizer, schedule", [("adamw", "noam"), ("adamw", "wsd"), ("adamw", "constant"),
+                                                 ("muon", "cosine"), ("muon", "wsd")])
+def test_loss_falls_with_every_optimizer_and_schedule(optimizer, schedule):
+    model = tiny_model()
+    opt = make_optimizer(model, 3e-3, 0.0, (0.9, 0.95), "cpu", optimizer=optimizer, muon_learning_rate=0.02)
+    x, y = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
+    losses = []
+    for step in range(40):
+        set_lr(opt, lr_at(step, 3e-3, 3e-4, 5, 40, schedule))
+        _, loss = model(x, y, label_smoothing=0.1 if optimizer == "muon" else 0.0)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0]

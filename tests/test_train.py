@@ -73,6 +73,23 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     assert open_checkpoint(split).meta["step"] == 8
 
 
+def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
+    # Both optimizers' states (Muon's momentum, AdamW's moments) travel in the checkpoint.
+    common = [f"--data={byte_data}", *TINY, "--optimizer=muon", "--lr_schedule=wsd", "--label_smoothing=0.1",
+              "--eval_interval=3", "--lr_decay_iters=6"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train.main([*common, "--max_iters=6", f"--out_dir={straight}"]) == 0
+    assert train.main([*common, "--max_iters=3", f"--out_dir={split}"]) == 0
+    state = open_checkpoint(split).state()["optimizer"]
+    assert len(state["optimizers"]) == 2 and all(s["state"] for s in state["optimizers"])
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={split}"]) == 0
+    a, b = losses(straight), losses(split)
+    assert sorted(a) == sorted(b) == list(range(1, 7)) and a == b
+    wa, wb = final_weights(straight), final_weights(split)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert open_checkpoint(split).meta["config"]["optimizer"] == "muon"
+
+
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
