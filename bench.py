@@ -400,25 +400,30 @@ def bench_train(args: argparse.Namespace) -> None:
     overrides = list(args.overrides)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
-    dtypes = args.dtypes.split(",")
+    variants = [(d, o) for d in args.dtypes.split(",") for o in args.optimizers.split(",")]
+    ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
+    for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
+        for dtype, optimizer in variants:
+            with tempfile.TemporaryDirectory() as out:
+                argv = [*overrides, f"--dtype={dtype}", f"--optimizer={optimizer}",
+                        f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", "--log_interval=1",
+                        "--eval_iters=1", f"--out_dir={out}"]
+                print(f"train {dtype} {optimizer}: python train.py {' '.join(argv[:-1])}", flush=True)
+                status = train.main(argv)
+                if status != 0:
+                    raise SystemExit(f"bench.py train: train.py exited with status {status}")
+                records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+            steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+            ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
+            tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
+            mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
     results = {}
-    for dtype in dtypes:
-        with tempfile.TemporaryDirectory() as out:
-            argv = [*overrides, f"--dtype={dtype}", f"--max_iters={args.warmup + args.steps}",
-                    "--eval_interval=1000000", "--log_interval=1", "--eval_iters=1", f"--out_dir={out}"]
-            print(f"train {dtype}: python train.py {' '.join(argv[:-1])}", flush=True)
-            status = train.main(argv)
-            if status != 0:
-                raise SystemExit(f"bench.py train: train.py exited with status {status}")
-            records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
-        steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-        ms = statistics.median(r["ms_per_step"] for r in steps)
-        tok_s = statistics.median(r["tokens_per_s"] for r in steps)
-        mfu = [r["mfu"] for r in steps if "mfu" in r]
-        results[dtype] = ms
-        print(f"  {dtype}: {ms:.1f} ms/step, {tok_s:,.0f} tokens/s"
+    for (dtype, optimizer) in variants:
+        ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
+        results[dtype if "," not in args.optimizers else f"{dtype} {optimizer}"] = ms
+        print(f"  {dtype} {optimizer}: {ms:.1f} ms/step, {statistics.median(tok_s_of[dtype, optimizer]):,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
-              + f"  (median of {len(steps)} steps after {args.warmup} warm-up)")
+              + f"  (median of {len(ms_of[dtype, optimizer])} steps after {args.warmup} warm-up, {args.rounds} round(s))")
     if args.nanogpt_cpu:
         ref = nanogpt_cpu_reference_ms(args.steps, args.warmup)
         print(f"  reference, nanoGPT's CPU step (stand-in, see bench.py): {ref:.1f} ms/iter, "
@@ -434,6 +439,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile, caches)")
     p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto, "
                                                    "train.py's choice: bf16 on a GPU, fp32 on the CPU)")
+    p.add_argument("--optimizers", default="adamw", help="comma-separated, e.g. adamw,muon (default: adamw)")
+    p.add_argument("--rounds", type=int, default=1, help="runs of every variant, alternating (default: 1)")
     p.add_argument("--nanogpt_cpu", action="store_true", help="nanoGPT's CPU recipe shape, compared with its 33 ms/iter")
 
 
