@@ -50,7 +50,7 @@ class TrainConfig:
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(2900, "optimizer steps in the run")
+    max_iters: int = opt(2500, "optimizer steps in the run")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")
@@ -61,7 +61,7 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)")
     max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
     # -- optimizer, schedule and loss choices (issue 11; see README "Optimizers and schedules")
-    optimizer: str = opt("adamw", "'adamw', or 'muon': Muon on the blocks' weight matrices, AdamW on the rest")
+    optimizer: str = opt("muon", "'muon': Muon on the blocks' weight matrices, AdamW on the rest; or 'adamw'")
     muon_learning_rate: float = opt(0.02, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
     lr_schedule: str = opt("cosine", "'cosine', 'noam' (Transformer paper: warmup, then 1/sqrt(step); peak "
                                      "learning_rate), 'wsd' (warmup, flat, decay at the end) or 'constant'")
