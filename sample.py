@@ -6,6 +6,8 @@
     echo "To be, or not" | python sample.py --start=- --json                     # one JSON object per sample
     python sample.py --init_from=gpt2 --start="The meaning of life is" --top_p=0.9   # OpenAI's GPT-2 (network)
     python sample.py --init_from=path/to/hf-gpt2-dir                                 # a Hugging Face GPT-2 directory
+    python sample.py --out_dir=out-instruct --instruction="Who says: ..." --temperature=0  # answer (instruction data)
+    python sample.py --out_dir=out-instruct --chat                                   # a conversation on stdin
 
 To a terminal the first sample is streamed token by token (the others of the batch follow it,
 whole); otherwise each sample is printed whole (its prompt, then the continuation) followed by a
@@ -19,6 +21,13 @@ The context: a prompt longer than the model's block_size keeps its last block_si
 warning says how many were dropped). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
 continues through the KV cache (the cached and uncached paths produce the same tokens).
+
+Models fine-tuned on instruction data (prompt/response, Alpaca or messages records; see
+gpt/instruct.py for the template): --instruction=TEXT (or FILE:path, or -) wraps the text in the
+training template and prints only the answer, which ends at end-of-text. --chat reads stdin: each
+line is the next user message, answered in turn, the oldest turns dropped when the conversation
+outgrows the context; with --json each line is one JSON request and gets one JSON answer
+(see gpt/chat.py for both formats).
 
 Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, non-finite logits
 (one line on stderr, no traceback); 130 interrupted (Ctrl-C).
@@ -107,7 +116,12 @@ def make_parser() -> _Parser:
       help="torch.compile the per-token decode step (static KV cache; CUDA graphs on CUDA); auto: on for CUDA")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
-    a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout")
+    a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
+                                                                         "with --chat, one per stdin line")
+    a("--instruction", default="", help="answer this (text, FILE:path, or -) in the instruction template; "
+                                        "prints only the answer")
+    a("--chat", type=_bool, nargs="?", const=True, default=False,
+      help="a conversation: each stdin line is the next user message (--json: one JSON request per line)")
     a("--stream", default="auto", choices=("auto", "true", "false"),
       help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
     a("-h", "--help", action="store_true", help="show this help and exit")
@@ -139,6 +153,13 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 0:
         raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
     args.stop = [_unescape(s) for s in args.stop]
+    if args.instruction and args.chat:
+        raise UsageError("--instruction answers one message, --chat a conversation: give one of them")
+    if (args.instruction or args.chat) and args.start:
+        raise UsageError("--start is for plain continuation; --instruction and --chat build the prompt from the "
+                         "instruction template")
+    if args.chat and args.num_samples != 1:
+        raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):
         raise UsageError("stop strings must not be empty")
 
@@ -204,6 +225,7 @@ def sample(args: argparse.Namespace) -> int:
     check_args(args)
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
+    instruction = read_prompt(args.instruction).rstrip("\r\n") if args.instruction else ""
     model, tok, source = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
     model = model.to(dtype).eval()
@@ -232,6 +254,8 @@ def sample(args: argparse.Namespace) -> int:
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
           f"compile {'on' if decode_step else 'off'}", file=sys.stderr)
+    if args.instruction or args.chat:
+        return answer(args, instruction, model, tok, decode_step, device)
 
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
     out = sys.stdout
@@ -273,6 +297,24 @@ def sample(args: argparse.Namespace) -> int:
     print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} tokens in "
           f"{seconds:.2f} s: {tokens / seconds if seconds else 0:.1f} tokens/s", file=sys.stderr)
     return 0
+
+
+def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, device: torch.device) -> int:
+    """--instruction and --chat (gpt/chat.py), in the template the model was fine-tuned with."""
+    from gpt.chat import Answerer, answer_instruction, chat
+
+    answerer = Answerer(model, tok, args.max_new_tokens, generator=torch.Generator(device=device).manual_seed(args.seed),
+                        decode_step=decode_step, warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache)
+    stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
+    if args.instruction:
+        answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
+        return 0
+    interactive = sys.stdin.isatty()
+    errors, _ = chat(answerer, sys.stdin, sys.stdout, as_json=args.json, stream=stream,
+                     prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None)
+    return 1 if errors else 0
 
 
 def main(argv: list[str] | None = None) -> int:

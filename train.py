@@ -129,7 +129,8 @@ def train(argv: list[str]) -> int:
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
               + (f" (from {base})" if base else ""))
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
-              f"{data.num_tokens('val'):,} val tokens")
+              f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
+              f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
               f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; steps {step} -> {cfg.max_iters} "
               f"= {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs")
@@ -163,7 +164,8 @@ def train(argv: list[str]) -> int:
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": bits_per_byte(val_loss, data)}
                 metrics.log(record)
-                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte")
+                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte"
+                    + (" (response tokens only)" if data.supervised else ""))
                 if cfg.sample_tokens and dist.is_main:
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
             if cfg.eval_only:
@@ -304,12 +306,14 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
     memory) is reported and returns None: it must never cost the checkpoint that follows."""
     model.eval()
     try:
-        total = torch.zeros((), device=device)
+        total, count = torch.zeros((), device=device), torch.zeros((), device=device)
         for x, y in val_batches:
             with autocast(device, dtype):
                 _, loss = model(x, y)
-            total += loss.float()
-        mean = total / len(val_batches)
+            n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data
+            total += loss.float() * n
+            count += n
+        mean = total / count.clamp(min=1)
         if dist.enabled:
             torch.distributed.all_reduce(mean, op=torch.distributed.ReduceOp.AVG if device.type == "cuda"
                                          else torch.distributed.ReduceOp.SUM)
@@ -324,8 +328,9 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
 
 
 def bits_per_byte(loss_nats: float, data: DataDir) -> float:
-    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers."""
-    return loss_nats / math.log(2) * data.num_tokens("val") / data.num_bytes("val")
+    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers
+    (instruction data: of the responses only)."""
+    return data.bits_per_byte(loss_nats, "val")
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:

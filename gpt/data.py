@@ -15,6 +15,9 @@ consecutive windows and rank r takes windows [r * batch_size, (r + 1) * batch_si
 The last, partial global batch of an epoch is dropped: every batch is full and every rank takes
 the same number of steps; the next epoch's permutation differs, so no window is left out twice
 in a row systematically.
+
+Instruction data (shards with a loss mask, gpt/shards.py format version 2): y is -1 wherever the
+token is context only (a prompt, a role marker), so the loss counts the responses alone.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class _Windows:
         self.num_tokens = sum(s.num_tokens for s in shards)
         # Plain ndarray views of the memmaps: slicing them skips np.memmap's per-slice overhead.
         self._tokens = [np.asarray(s.tokens) for s in shards]
+        self._masks = [None if s.loss_mask is None else np.asarray(s.loss_mask) for s in shards]
         lengths = np.array([s.num_tokens for s in shards], dtype=np.int64)
         # A shard long enough keeps window - 1 tokens of slack so an offset can shift all its windows.
         w = self.window
@@ -73,6 +77,8 @@ class _Windows:
             tokens = self._tokens[s]
             x[row] = tokens[start : start + t]
             y[row] = tokens[start + 1 : start + 1 + t]
+            if self._masks[s] is not None:  # context-only targets are ignored by the loss
+                y[row][self._masks[s][start + 1 : start + 1 + t] == 0] = -1
         return self._to_device(torch.from_numpy(x)), self._to_device(torch.from_numpy(y))
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:

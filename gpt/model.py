@@ -308,7 +308,10 @@ class GPT(nn.Module):
 
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1)
+            # The mean over the targets that count: -1 is ignored (the prompts of instruction data,
+            # issue 12). A batch with none gives 0 and no gradient, not the NaN of an empty mean.
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1,
+                                   reduction="sum") / (targets != -1).sum().clamp(min=1)
             return logits, loss
         if last_only:
             x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work

@@ -6,8 +6,9 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
   input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs;
-               .jsonl/.json records (the `text_field` field); .parquet/.csv through the `datasets`
-               package's local loaders. One file or record = one document. Files with NUL bytes
+               .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
+               messages records for instruction tuning: see gpt/instruct.py); .parquet/.csv
+               through the `datasets` package's local loaders. One file or record = one document. Files with NUL bytes
                are skipped as binary. A single plain-text file is the exception: it is cut at a
                line break at (1 - val_fraction) of its size into two documents, so it still gets
                a validation split (the tail), as in nanoGPT's input.txt.
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from gpt.instruct import RecordError, Segments, is_supervised, segments, to_messages
+
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
 
-Pieces = Iterator[tuple[str, bool]]
+Pieces = Iterator[tuple[str | Segments, bool]]  # a Segments piece is a whole document
 
 
 class PrepareError(Exception):
@@ -138,12 +141,20 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     return files
 
 
-def _record_text(record, text_field: str, where: str) -> str:
+def _record_text(record, text_field: str, where: str) -> str | Segments:
+    """A record's text; or, for a prompt/response, Alpaca or messages record, its conversation
+    in the instruction template (gpt/instruct.py)."""
     if isinstance(record, str):
         return record
+    if is_supervised(record, text_field):
+        try:
+            return segments(to_messages(record, where))
+        except RecordError as e:
+            raise PrepareError(str(e)) from None
     if not isinstance(record, dict) or text_field not in record:
         fields = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
-        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field")
+        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field, "
+                           "or give prompt/response, instruction/output or messages records (instruction tuning)")
     text = record[text_field]
     if text is not None and not isinstance(text, str):
         raise PrepareError(f"{where}: field {text_field!r} is a {type(text).__name__}, not text")
