@@ -74,6 +74,16 @@ def test_forward_shapes_and_loss_ignores_minus_one():
     assert loss_masked.item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+def test_a_batch_with_no_targets_has_zero_loss_and_gradient_not_nan():
+    """Instruction data: a window may hold only prompt tokens (all targets -1, issue 12)."""
+    model = tiny_model()
+    idx = torch.randint(0, 97, (2, 10))
+    _, loss = model(idx, torch.full((2, 10), -1))
+    loss.backward()
+    assert loss.item() == 0.0
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in model.parameters())
+
+
 def test_sequence_longer_than_block_size_is_an_error():
     with pytest.raises(ValueError, match="block_size"):
         tiny_model()(torch.zeros(1, 33, dtype=torch.long))
