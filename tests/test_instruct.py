@@ -191,6 +191,20 @@ def test_prepare_cli_reports_a_bad_record_in_one_line(tmp_path):
     assert proc.stderr.strip() == f"error: {path}:2: field 'response' is missing (the record has: prompt)"
 
 
+def test_make_pairs_from_the_plays(tmp_path):
+    out = tmp_path / "who.jsonl"
+    proc = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "hamlet", "--max_pairs",
+                           "50", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(pairs) == 50 and len({p["prompt"] for p in pairs}) == 50
+    assert pairs[0] == {"prompt": "Who says: Nay, answer me: stand, and unfold yourself.", "response": "FRANCISCO"}
+    assert all(instruct.is_supervised(p) and len(p["prompt"]) >= len("Who says: ") + 20 for p in pairs)
+    bad = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "nonesuch", "--out",
+                          str(out)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --play 'nonesuch' matches 0 plays")
+
+
 # ----------------------------------------------------------------------------- end to end
 
 SPEAKERS = {"Hamlet": "Denmark", "Ophelia": "flowers", "Romeo": "Verona", "Juliet": "balcony", "Macbeth": "dagger",
