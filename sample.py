@@ -104,7 +104,8 @@ def make_parser() -> _Parser:
       help="weights' dtype; auto: bf16 on CUDA; on a CPU, bf16 for models of 20M+ parameters where the CPU "
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
     a("--compile", default="auto", choices=("auto", "true", "false"),
-      help="torch.compile the per-token decode step (static KV cache; CUDA graphs on CUDA); auto: on for CUDA")
+      help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
+           "auto: on CUDA when num_samples x max_new_tokens >= 4,000, where compiling pays for itself")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout")
@@ -198,7 +199,8 @@ def read_prompt(start: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> int:
-    from gpt.generation import compiled_decode_step, crop_prompt, generate_samples, pick_inference_dtype
+    from gpt.generation import (compile_pays_off, compiled_decode_step, crop_prompt, generate_samples,
+                                pick_inference_dtype)
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
@@ -216,22 +218,22 @@ def sample(args: argparse.Namespace) -> int:
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
               f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
 
-    compile_wanted = args.compile == "true" or (args.compile == "auto" and device.type == "cuda")
-    decode_step = None
+    compile_wanted = compile_pays_off(args.compile, device, args.num_samples * args.max_new_tokens)
+    decode_step, compiled = "auto", False  # auto: the static-shape step on CUDA (see GPT.generate_tokens)
     if compile_wanted and not args.use_cache:
         print("note: --compile applies to the cached decode step; ignored with --use_cache=false", file=sys.stderr)
     elif compile_wanted:
-        decode_step = compiled_decode_step(model)
-        seconds = decode_step.warm_up(args.num_samples)
-        if decode_step.failed:
-            decode_step = None
-        else:
+        step = compiled_decode_step(model)
+        seconds = step.warm_up(args.num_samples, args.temperature, args.top_k, args.top_p, args.repetition_penalty,
+                               tok.n_vocab)
+        if not step.failed:
+            decode_step, compiled = step, True
             print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
-          f"compile {'on' if decode_step else 'off'}", file=sys.stderr)
+          f"compile {'on' if compiled else 'off'}", file=sys.stderr)
 
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
     out = sys.stdout
