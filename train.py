@@ -30,8 +30,9 @@ from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer
-from gpt.runtime import (Dist, StopSignal, autocast, init_distributed, maybe_compile, peak_flops, pick_device,
-                         pick_dtype, rng_state, seed_everything, set_rng_state)
+from gpt.runtime import (Dist, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
+                         pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
+                         use_deterministic)
 from gpt.shards import DataDir
 
 class UsageError(Exception):
@@ -43,24 +44,31 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
+    saved_kernel_settings = deterministic_state()  # --deterministic is global: undone for in-process callers
     try:
         return train(argv)
     except (UsageError, ValueError, KeyError, FileNotFoundError) as e:
         print(f"train.py: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        set_deterministic_state(saved_kernel_settings)
 
 
 def train(argv: list[str]) -> int:
     # ---------------------------------------------------------------- setup
     cfg, user_keys = parse_args(argv)
+    resume = open_checkpoint(cfg.out_dir) if cfg.init_from == "resume" else None
+    if resume:  # the saved run's config, its device included, unless the command line says otherwise
+        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its setting at start
     dist = init_distributed(cfg.device)
     device = pick_device(cfg.device, dist)
-    if device.type != "cpu" and cfg.init_from != "resume" and not any(a.startswith("--config") for a in argv):
+    if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
-    resume = open_checkpoint(out_dir) if cfg.init_from == "resume" else None
-    if resume:
-        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+    if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
+        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
+              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
@@ -124,7 +132,8 @@ def train(argv: list[str]) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}")
+        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
+              + (" | deterministic kernels" if cfg.deterministic else ""))
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
               + (f" (from {base})" if base else ""))
@@ -143,7 +152,7 @@ def train(argv: list[str]) -> int:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
-                    "bad_steps_total": bad_total, "world_size": dist.world_size}
+                    "bad_steps_total": bad_total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,

@@ -73,6 +73,8 @@ class TrainConfig:
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
     compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' or 'false'")
     seed: int = opt(1337, "random seed (data order, init, dropout)")
+    deterministic: bool = opt(False, "deterministic kernels: identical runs give identical losses, also on a GPU, "
+                                     "and a resume continues bit for bit; slower on a GPU (bench.py train --deterministic)")
     # -- fine-tuning
     lora_rank: int = opt(0, "LoRA rank: train only low-rank adapters (0 = full fine-tuning)")
     lora_alpha: float = opt(16.0, "LoRA scale numerator: updates are scaled by lora_alpha / lora_rank")

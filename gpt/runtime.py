@@ -123,6 +123,32 @@ def gpu_peak_bf16(name: str) -> float | None:
     return next((peak for key, peak in GPU_PEAK_BF16 if re.search(rf"\b{re.escape(key)}\b", name)), None)
 
 
+def use_deterministic(on: bool) -> None:
+    """--deterministic (issue 9; torchtitan's debug mode has the same switches): kernels that give
+    the same bits on every run. torch.use_deterministic_algorithms makes PyTorch pick deterministic
+    kernels or raise (embedding and cross-entropy backward without atomics; SDPA leaves out cuDNN
+    attention and runs flash / memory-efficient backward deterministically) and puts inductor in
+    its deterministic mode (no autotuning by timing). cuBLAS needs a fixed workspace, read when
+    its first handle is made: call this before any CUDA work. On the CPU, training is already
+    deterministic; the flag changes nothing there but its checks."""
+    if not on:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def deterministic_state() -> tuple[bool, bool, bool]:
+    return (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark)
+
+
+def set_deterministic_state(state: tuple[bool, bool, bool]) -> None:
+    torch.use_deterministic_algorithms(state[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = state[1], state[2]
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)

@@ -71,6 +71,20 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     wa, wb = final_weights(straight), final_weights(split)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert open_checkpoint(split).meta["step"] == 8
+    assert open_checkpoint(split).meta["device"] == "cpu"  # resumed where it was saved, GPU or not
+
+
+def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=100", "--max_iters=4",
+              "--deterministic=true"]
+    proc = run(*common, f"--out_dir={tmp_path / 'a'}")
+    run(*common, f"--out_dir={tmp_path / 'b'}")
+    assert "deterministic kernels" in proc.stdout
+    assert losses(tmp_path / "a") == losses(tmp_path / "b") and len(losses(tmp_path / "a")) == 4
+    assert open_checkpoint(tmp_path / "a").meta["config"]["deterministic"] is True
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert train.main([*map(str, common), "--max_iters=1", f"--out_dir={tmp_path / 'c'}"]) == 0
+    assert not torch.are_deterministic_algorithms_enabled()  # global switches restored for the caller
 
 
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
