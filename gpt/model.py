@@ -22,6 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
+from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
 
 # -----------------------------------------------------------------------------
@@ -530,15 +532,25 @@ class GPT(nn.Module):
         path = Path(name_or_path)
         if not path.is_dir():
             if name_or_path not in GPT2_HUB_CONFIGS:
-                raise FileNotFoundError(
+                raise MissingFile(
                     f"{name_or_path!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
             path = _download_gpt2(name_or_path)
-        hf = json.loads((path / "config.json").read_text())
-        config = config_from_hf(hf, dropout=dropout)
+        try:
+            hf = json.loads((path / "config.json").read_text())
+            if not isinstance(hf, dict):
+                raise ValueError(f"a JSON {type(hf).__name__}, not an object")
+            config = config_from_hf(hf, dropout=dropout)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
+            raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
+                                 f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
         state_dict = _read_hf_weights(path)
         with torch.device("meta"):  # no memory, no random init: the weights are loaded next
             model = cls(config)
-        model.load_weights(state_dict, assign=True)
+        try:
+            model.load_weights(state_dict, assign=True)
+        except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
+            raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
         return model
 
     def save_pretrained(self, out_dir: str | Path) -> None:
@@ -592,12 +604,11 @@ def config_to_hf(cfg: GPTConfig) -> dict:
 def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
     if (path / "model.safetensors").exists():
-        from safetensors.torch import load_file
-        raw = load_file(str(path / "model.safetensors"))
+        raw = read_safetensors(path / "model.safetensors")
     elif (path / "pytorch_model.bin").exists():
-        raw = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)  # never runs pickled code
+        raw = read_torch_file(path / "pytorch_model.bin")  # weights_only: never runs pickled code
     else:
-        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")
+        raise MissingFile(f"{path} has neither model.safetensors nor pytorch_model.bin")
     out = {}
     for k, v in raw.items():
         if k.endswith(IGNORED_HF_SUFFIXES):
@@ -612,8 +623,8 @@ def _download_gpt2(name: str) -> Path:
     """Fetch config.json + model.safetensors from the hub cache, or the hub itself."""
     try:
         from huggingface_hub import snapshot_download
-    except ImportError as e:
-        raise RuntimeError("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from e
+    except ImportError:
+        raise HubUnreachable("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from None
     patterns = ["config.json", "model.safetensors"]
     try:
         return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
@@ -621,7 +632,7 @@ def _download_gpt2(name: str) -> Path:
         pass  # not cached yet
     try:
         return Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10))
-    except Exception as e:
-        raise RuntimeError(
-            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {e}). "
-            "Without a network, pass a local directory holding config.json and model.safetensors.") from e
+    except Exception as e:  # the hub client's many error types; whatever it is, the model is out of reach
+        raise HubUnreachable(
+            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
+            "Without a network, pass a local directory holding config.json and model.safetensors.") from None

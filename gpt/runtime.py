@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gpt.errors import ConfigError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Dense bf16 tensor-core peaks in FLOP/s, by a substring of torch.cuda.get_device_name(); the
@@ -65,9 +67,12 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
             requested = "cpu"
     if requested == "cuda" and dist_info.enabled:
         requested = f"cuda:{dist_info.local_rank}"  # one GPU per process
-    device = torch.device(requested)
+    try:
+        device = torch.device(requested)
+    except RuntimeError:  # e.g. --device=gpu
+        raise ConfigError(f"unknown device {requested!r}: use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device is cuda but no CUDA GPU is available (use --device=cpu)")
+        raise ConfigError("device is cuda but no CUDA GPU is available (use --device=cpu)")
     return device
 
 
