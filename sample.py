@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import parse_bool, parse_int
+from gpt.config import parse_auto_bool, parse_bool, parse_int
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
@@ -103,13 +103,13 @@ def make_parser() -> _Parser:
     a("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
       help="weights' dtype; auto: bf16 on CUDA; on a CPU, bf16 for models of 20M+ parameters where the CPU "
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
-    a("--compile", default="auto", choices=("auto", "true", "false"),
+    a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
            "auto: on CUDA when num_samples x max_new_tokens >= 4,000, where compiling pays for itself")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout")
-    a("--stream", default="auto", choices=("auto", "true", "false"),
+    a("--stream", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
     a("-h", "--help", action="store_true", help="show this help and exit")
     return p
@@ -150,15 +150,13 @@ def check_args(args: argparse.Namespace) -> None:
 def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
-    from gpt.checkpoint import is_hf_gpt2_dir, load_base_model, load_model
+    from gpt.checkpoint import CKPT_PREFIX, is_hf_gpt2_dir, list_checkpoints, load_base_model, load_model
+    from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
 
     if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
-        try:  # OpenAI's GPT-2: a hub name or a Hugging Face directory, with GPT-2's tokenizer
-            model = load_base_model(args.init_from)
-        except RuntimeError as e:  # the hub is out of reach, or huggingface_hub is missing
-            raise UsageError(" ".join(str(e).split())) from None
+        model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints
         if args.init_from:
@@ -176,6 +174,13 @@ def load(args: argparse.Namespace, device: torch.device):
                 raise UsageError(f"no checkpoint at {path}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
+        except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
+            if not e.path.parent.name.startswith(CKPT_PREFIX):
+                raise  # not a file of the checkpoint itself (e.g. a LoRA run's base model)
+            run = e.path.parent.parent
+            others = [p for p in list_checkpoints(run) if p != e.path.parent]
+            hint = f"choose another with --ckpt, e.g. --ckpt={others[-1]}" if others else f"no other checkpoint in {run}"
+            raise UsageError(f"{e}; {hint}") from None
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")

@@ -2,6 +2,7 @@ import errno
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,9 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
     loaded, ckpt = load_model(tmp_path)  # ...and ignored
     assert ckpt.meta["step"] == 1
     assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
+    removed = clean_leftovers(tmp_path)  # what train.py does at its next start
+    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.")
+    assert not list(tmp_path.glob(".tmp-*"))
 
 
 def test_pointer_missing_falls_back_to_newest_complete(tmp_path):
@@ -179,3 +183,64 @@ def test_a_pickle_with_a_payload_is_refused_and_never_runs(tmp_path):
     with pytest.raises(UnreadableFile, match=r"hf/pytorch_model\.bin: refused"):
         GPT.from_pretrained(str(hf))
     assert not Payload.marker.exists()
+
+
+def corrupt(ckpt, how):
+    """Break one file of a checkpoint the ways issue 10 found: torn weights, a pickle payload, bad JSON."""
+    if how == "truncated weights":
+        data = (ckpt / "model.safetensors").read_bytes()
+        (ckpt / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif how == "pickle payload":
+        with open(ckpt / "state.pt", "wb") as f:
+            pickle.dump({"optimizer": Payload()}, f)
+    elif how == "bad meta.json":
+        (ckpt / "meta.json").write_text('{"step": 3, "model_config": ')
+    elif how == "meta.json without a model config":
+        (ckpt / "meta.json").write_text('{"step": 3}')
+
+
+@pytest.mark.parametrize("how, file, reason", [
+    ("truncated weights", "model.safetensors", "truncated or corrupt safetensors file"),
+    ("pickle payload", "state.pt", "refused: it holds pickled objects"),
+    ("bad meta.json", "meta.json", "unreadable checkpoint metadata"),
+    ("meta.json without a model config", "meta.json", "unreadable checkpoint metadata (no 'model_config')"),
+])
+def test_resume_skips_a_checkpoint_that_cannot_be_loaded(tmp_path, how, file, reason):
+    from gpt.checkpoint import open_resumable, set_aside
+
+    Payload.marker = tmp_path / "pwned"
+    save(tmp_path, 2, make_model(2))
+    newest = save(tmp_path, 3, make_model(3))
+    corrupt(newest, how)
+    with pytest.raises(UnreadableFile, match=re.escape(f"{newest / file}: {reason}")):
+        load_model(tmp_path)[1].state()  # what a plain load meets (sample.py names the file)
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path.name == "ckpt-0000002" and ckpt.meta["step"] == 2
+    assert torch.equal(ckpt.state()["note"], torch.arange(3))
+    assert [(p.name, why.startswith(f"{newest / file}: {reason}")) for p, why in skipped] == [("ckpt-0000003", True)]
+    assert not Payload.marker.exists()
+    assert set_aside(newest).name == "broken-ckpt-0000003"
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002"]
+    assert find_checkpoint(tmp_path).name == "ckpt-0000002"  # the stale pointer falls back too
+
+
+def test_resume_with_no_loadable_checkpoint_says_why_for_each(tmp_path):
+    from gpt.checkpoint import NoCheckpoint, open_resumable
+
+    with pytest.raises(NoCheckpoint, match="no complete checkpoint in"):
+        open_resumable(tmp_path)
+    corrupt(save(tmp_path, 1, make_model()), "truncated weights")
+    corrupt(save(tmp_path, 2, make_model()), "bad meta.json")
+    with pytest.raises(UnreadableFile, match=r"no checkpoint can be loaded: .*ckpt-0000002/meta\.json: .*; "
+                                             r".*ckpt-0000001/model\.safetensors: truncated"):
+        open_resumable(tmp_path)
+
+
+def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
+    path = save(tmp_path, 1, make_model())
+    meta = json.loads((path / "meta.json").read_text())
+    meta["model_config"]["n_layer"] = 2
+    (path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UnreadableFile, match=r"ckpt-0000001/model\.safetensors: checkpoint does not fit the model: "
+                                             r"missing keys \['transformer\.h\.1\."):
+        load_model(tmp_path)
