@@ -6,6 +6,7 @@ code from it: torch files are read with weights_only=True.
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def describe_error(e: BaseException) -> str:
     """An exception as a short phrase for a one-line message."""
     if isinstance(e, OSError) and e.strerror:
         return e.strerror + (f" ({e.filename})" if e.filename else "")
-    return " ".join(str(e).split()) or type(e).__name__
+    text = " ".join(str(e).split())
+    os_error = re.search(r"I/O error: (.+?) \(os error \d+\)", text)  # safetensors' wording of an OSError
+    return os_error[1] if os_error else text or type(e).__name__
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:

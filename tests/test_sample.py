@@ -351,6 +351,26 @@ def test_non_finite_logits_are_an_error_not_a_token(capsys, tmp_path):
             assert rc == 1 and out == "" and "non-finite logits" in err and "Traceback" not in err, (device, extra)
 
 
+def test_boolean_options_take_any_spelling(capsys, run_dir):
+    args = sample.parse_args(["--compile=False", "--stream=No", "--use_cache=TRUE", "--json=0"])
+    assert (args.compile, args.stream, args.use_cache, args.json) == ("false", "false", True, False)
+    assert sample.parse_args(["--compile=Auto"]).compile == "auto"
+    assert cli_json(capsys, run_dir, "--compile=False", "--max_new_tokens=2")[0]["tokens"] == 2
+    rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--compile=sometimes")
+    assert rc == 1 and err.count("\n") == 1 and "invalid choice: 'sometimes'" in err
+
+
+def test_a_checkpoint_with_torn_meta_names_the_file(capsys, tmp_path):
+    from tests.test_checkpoint import corrupt
+
+    run = make_run(tmp_path / "run")
+    corrupt(run / "ckpt-0000007", "bad meta.json")
+    rc, out, err = cli(capsys, f"--out_dir={run}")
+    assert rc == 1 and out == "" and err.count("\n") == 1
+    assert f"{run / 'ckpt-0000007' / 'meta.json'}: unreadable checkpoint metadata" in err
+    assert f"no other checkpoint in {run}" in err
+
+
 def test_hub_model_out_of_reach_fails_fast_with_one_line(capsys, monkeypatch):
     import gpt.model
 
