@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import parse_bool, parse_int
+from gpt.config import parse_auto_bool, parse_bool, parse_int
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
@@ -112,8 +112,9 @@ def make_parser() -> _Parser:
     a("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
       help="weights' dtype; auto: bf16 on CUDA; on a CPU, bf16 for models of 20M+ parameters where the CPU "
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
-    a("--compile", default="auto", choices=("auto", "true", "false"),
-      help="torch.compile the per-token decode step (static KV cache; CUDA graphs on CUDA); auto: on for CUDA")
+    a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
+      help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
+           "auto: on CUDA when num_samples x max_new_tokens >= 4,000, where compiling pays for itself")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
@@ -122,7 +123,7 @@ def make_parser() -> _Parser:
                                         "prints only the answer")
     a("--chat", type=_bool, nargs="?", const=True, default=False,
       help="a conversation: each stdin line is the next user message (--json: one JSON request per line)")
-    a("--stream", default="auto", choices=("auto", "true", "false"),
+    a("--stream", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
     a("-h", "--help", action="store_true", help="show this help and exit")
     return p
@@ -170,15 +171,13 @@ def check_args(args: argparse.Namespace) -> None:
 def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
-    from gpt.checkpoint import is_hf_gpt2_dir, load_base_model, load_model
+    from gpt.checkpoint import CKPT_PREFIX, is_hf_gpt2_dir, list_checkpoints, load_base_model, load_model
+    from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
 
     if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
-        try:  # OpenAI's GPT-2: a hub name or a Hugging Face directory, with GPT-2's tokenizer
-            model = load_base_model(args.init_from)
-        except RuntimeError as e:  # the hub is out of reach, or huggingface_hub is missing
-            raise UsageError(" ".join(str(e).split())) from None
+        model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints
         if args.init_from:
@@ -196,6 +195,13 @@ def load(args: argparse.Namespace, device: torch.device):
                 raise UsageError(f"no checkpoint at {path}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
+        except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
+            if not e.path.parent.name.startswith(CKPT_PREFIX):
+                raise  # not a file of the checkpoint itself (e.g. a LoRA run's base model)
+            run = e.path.parent.parent
+            others = [p for p in list_checkpoints(run) if p != e.path.parent]
+            hint = f"choose another with --ckpt, e.g. --ckpt={others[-1]}" if others else f"no other checkpoint in {run}"
+            raise UsageError(f"{e}; {hint}") from None
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
@@ -219,7 +225,8 @@ def read_prompt(start: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> int:
-    from gpt.generation import compiled_decode_step, crop_prompt, generate_samples, pick_inference_dtype
+    from gpt.generation import (compile_pays_off, compiled_decode_step, crop_prompt, generate_samples,
+                                pick_inference_dtype)
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
@@ -238,22 +245,22 @@ def sample(args: argparse.Namespace) -> int:
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
               f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
 
-    compile_wanted = args.compile == "true" or (args.compile == "auto" and device.type == "cuda")
-    decode_step = None
+    compile_wanted = compile_pays_off(args.compile, device, args.num_samples * args.max_new_tokens)
+    decode_step, compiled = "auto", False  # auto: the static-shape step on CUDA (see GPT.generate_tokens)
     if compile_wanted and not args.use_cache:
         print("note: --compile applies to the cached decode step; ignored with --use_cache=false", file=sys.stderr)
     elif compile_wanted:
-        decode_step = compiled_decode_step(model)
-        seconds = decode_step.warm_up(args.num_samples)
-        if decode_step.failed:
-            decode_step = None
-        else:
+        step = compiled_decode_step(model)
+        seconds = step.warm_up(args.num_samples, args.temperature, args.top_k, args.top_p, args.repetition_penalty,
+                               tok.n_vocab)
+        if not step.failed:
+            decode_step, compiled = step, True
             print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
-          f"compile {'on' if decode_step else 'off'}", file=sys.stderr)
+          f"compile {'on' if compiled else 'off'}", file=sys.stderr)
     if args.instruction or args.chat:
         return answer(args, instruction, model, tok, decode_step, device)
 

@@ -106,7 +106,7 @@ class TrainBatches:
         self.global_batch = batch_size * world_size
         self.windows_per_epoch = self._windows.total
         if self.windows_per_epoch < self.global_batch:
-            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self.windows_per_epoch} windows "
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
                              f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
                              "use a smaller batch or block size, or more text")
         self.batches_per_epoch = self.windows_per_epoch // self.global_batch
@@ -153,14 +153,16 @@ class TrainBatches:
         """Continue exactly where the saved loader stopped. The seed is taken from the state; the
         data and block size must be the same (the batch size and world size may differ)."""
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"loader state version {state.get('version')}, expected {STATE_VERSION}")
+            raise ShardError(self._windows.data_dir.path, f"saved loader state version {state.get('version')}, "
+                                                          f"expected {STATE_VERSION}")
         mine = self.state_dict()
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:
-            raise ValueError(f"loader state does not fit {self._windows.data_dir.path}: {'; '.join(differs)}")
+            raise ShardError(self._windows.data_dir.path, f"the saved loader state does not fit: {'; '.join(differs)}")
         if not 0 <= state["position"] < self.windows_per_epoch:
-            raise ValueError(f"loader state position {state['position']} is outside [0, {self.windows_per_epoch})")
+            raise ShardError(self._windows.data_dir.path, f"saved loader position {state['position']} is outside "
+                                                          f"[0, {self.windows_per_epoch})")
         self.seed, self.epoch, self._position = int(state["seed"]), int(state["epoch"]), int(state["position"])
         self._roll_epoch()
 
@@ -183,7 +185,7 @@ class ValBatches:
         if max_batches is not None:
             n = min(n, max_batches)
         if n < 1:
-            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self._windows.total} windows of "
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} windows of "
                              f"{block_size + 1} tokens, fewer than one batch of {batch_size} x {world_size}; use a "
                              "smaller batch or block size, or prepare with a larger --val_fraction")
         count = n * global_batch

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt.errors import UsageError
+
 MAGIC = b"GPTSHARD"
 FORMAT_VERSION = 1  # a plain token shard or data directory
 MASKED_FORMAT_VERSION = 2  # tokens followed by a loss mask (issue 12); meta.json says "supervised"
@@ -51,8 +53,9 @@ FULL_CHECK_MAX_TOKENS = 1 << 24  # shards up to this size get every token id che
 _SAMPLE_SPANS, _SAMPLE_SPAN_TOKENS = 64, 1 << 14  # larger ones: 64 evenly spread spans of 16K tokens
 
 
-class ShardError(ValueError):
-    """A shard or data directory that cannot be used; the message names the file and the reason."""
+class ShardError(UsageError, ValueError):
+    """A shard or data directory that cannot be used; the message names the file and the reason
+    (train.py reports it as one line)."""
 
     def __init__(self, path, reason: str):
         super().__init__(f"{path}: {reason}")
@@ -342,7 +345,7 @@ class DataDir:
         if vocab_size < self.vocab_size:
             problems.append(f"vocab size: model {vocab_size} < data {self.vocab_size}")
         if problems:
-            raise ValueError(f"{self.path} does not match the model: {'; '.join(problems)}. Prepare the data with "
+            raise ShardError(self.path, f"does not match the model: {'; '.join(problems)}. Prepare the data with "
                              f"--tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}.")
 
     def __repr__(self) -> str:

@@ -219,12 +219,16 @@ def test_generate_with_prompt_longer_than_block_keeps_its_last_window():
     assert torch.equal(out[:, 50:], model.generate(prompt[:, -32:], 4, temperature=0)[:, 32:])
 
 
-def test_non_finite_logits_raise_instead_of_sampling_garbage():
+@pytest.mark.parametrize("decode_step", [None, "static"])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_non_finite_logits_raise_instead_of_sampling_garbage(decode_step, use_cache):
     model = tiny_model()
     with torch.no_grad():
         model.transformer.ln_f.weight.fill_(float("nan"))
-    with pytest.raises(FloatingPointError, match="non-finite"):
-        model.generate(torch.zeros(1, 2, dtype=torch.long), 1)
+    for temperature in (0, 1.0):
+        with pytest.raises(FloatingPointError, match="non-finite"):
+            model.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature, use_cache=use_cache,
+                           decode_step=decode_step)
 
 
 # -- strict loading and GPT-2 interop ------------------------------------------------
