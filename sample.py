@@ -45,13 +45,12 @@ from pathlib import Path
 import torch
 
 from gpt.config import parse_auto_bool, parse_bool, parse_int
+from gpt.errors import UsageError
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
 
 
-class UsageError(Exception):
-    """Bad options or input: reported as one line, exit status 1."""
 
 
 # ----------------------------------------------------------------------------- options
@@ -332,11 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             print(make_parser().format_help())
             return 0
         return sample(args)
-    except (UsageError, ValueError, KeyError, OSError, RuntimeError, FloatingPointError) as e:
-        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        message = re.sub(r"\s*\n\s*", " ", message.strip())  # always one line
+    except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
+        message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
         print(f"sample.py: error: {message}", file=sys.stderr)
-        return 1
+        return e.exit_status
     except KeyboardInterrupt:
         print("\nsample.py: interrupted", file=sys.stderr)
         return 130

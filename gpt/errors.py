@@ -40,6 +40,14 @@ class HubUnreachable(UsageError, RuntimeError):
     """Pretrained weights named on the hub, neither cached nor downloadable (e.g. offline)."""
 
 
+class MissingPackage(UsageError, RuntimeError):
+    """A package the project needs is not installed, or its files fail their hash check."""
+
+
+class NonFiniteLogits(UsageError, FloatingPointError):
+    """The model produced NaN or inf logits: refused, never turned into a token."""
+
+
 class RunDirBusy(UsageError):
     """Another training run holds the run directory's lock."""
 

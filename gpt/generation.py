@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from gpt.errors import ConfigError
 from gpt.model import GPT
 from gpt.sampling import check_tokens
 from gpt.tokenizer import Tokenizer
@@ -39,7 +40,7 @@ class SampleText:
 
     def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = ()):
         if any(not s for s in stop):
-            raise ValueError("stop strings must not be empty")
+            raise ConfigError("stop strings must not be empty")
         self._tok = tokenizer
         self._stop = tuple(stop)
         self._longest = max((len(s) for s in self._stop), default=0)
@@ -177,10 +178,10 @@ def check_vocab(model_vocab: int, tokenizer: Tokenizer, recorded_vocab: int | No
     recorded its data's vocabulary must agree with its tokenizer."""
     where = f"{where}: " if where else ""
     if model_vocab < tokenizer.n_vocab:
-        raise ValueError(f"{where}the model's vocabulary ({model_vocab}) is smaller than the {tokenizer.name} "
+        raise ConfigError(f"{where}the model's vocabulary ({model_vocab}) is smaller than the {tokenizer.name} "
                          f"tokenizer's ({tokenizer.n_vocab}): this model was not trained with this tokenizer")
     if recorded_vocab is not None and recorded_vocab != tokenizer.n_vocab:
-        raise ValueError(f"{where}the checkpoint records a vocabulary of {recorded_vocab}, but its tokenizer "
+        raise ConfigError(f"{where}the checkpoint records a vocabulary of {recorded_vocab}, but its tokenizer "
                          f"({tokenizer.name}) has {tokenizer.n_vocab}: checkpoint and tokenizer do not match")
 
 
@@ -197,7 +198,7 @@ def pick_inference_dtype(requested: str, device: torch.device, num_params: int) 
 
     if requested != "auto":
         if requested not in DTYPES:
-            raise ValueError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
+            raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
         return DTYPES[requested], "requested"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported(including_emulation=False):

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import torch
 
+from gpt.errors import ConfigError, NonFiniteLogits
+
 
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                         repetition_penalty: float = 1.0) -> None:
     """Raise ValueError naming the first bad value (checked once, before any work)."""
     if not temperature >= 0:  # also catches NaN
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
     if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1 (or None to disable), got {top_k}")
+        raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (or None to disable), got {top_p}")
+        raise ConfigError(f"top_p must be in (0, 1] (or None to disable), got {top_p}")
     if not repetition_penalty > 0:
-        raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
+        raise ConfigError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
 
 
 NON_FINITE = -1  # the token id `draw_next_token` gives a row whose logits were not all finite
@@ -92,7 +94,7 @@ def draw_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int |
 def check_tokens(ids: list[int]) -> None:
     """Raise if a drawn token marks non-finite logits: never turn NaN or inf into a token."""
     if NON_FINITE in ids:
-        raise FloatingPointError("the model produced non-finite logits (NaN or inf); refusing to sample")
+        raise NonFiniteLogits("the model produced non-finite logits (NaN or inf); refusing to sample")
 
 
 def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,

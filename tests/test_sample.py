@@ -374,8 +374,10 @@ def test_a_checkpoint_with_torn_meta_names_the_file(capsys, tmp_path):
 def test_hub_model_out_of_reach_fails_fast_with_one_line(capsys, monkeypatch):
     import gpt.model
 
-    def offline(name):
-        raise RuntimeError(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
+    def offline(name):  # what gpt.model._download_gpt2 raises without a network
+        from gpt.errors import HubUnreachable
+
+        raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
                            "Without a network, pass a local directory holding config.json and model.safetensors.")
 
     monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
@@ -456,3 +458,12 @@ def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
     plain = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--max_new_tokens=20"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert plain.returncode == 0 and plain.stdout.endswith(sample.SEPARATOR + "\n")
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, run_dir):
+    def buggy(args):
+        raise KeyError("a bug, not a user's mistake")
+
+    monkeypatch.setattr(sample, "sample", buggy)
+    with pytest.raises(KeyError):  # not turned into a one-line "error:" and status 1
+        sample.main([f"--out_dir={run_dir}"])
