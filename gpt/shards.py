@@ -62,6 +62,13 @@ class ShardError(UsageError, ValueError):
         self.path = Path(path)
 
 
+class MissingSplit(ShardError, KeyError):
+    """A data directory without the split asked for (e.g. no 'val')."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
+
+
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits, else uint32 (little-endian on disk whatever the machine)."""
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
@@ -270,10 +277,19 @@ class DataDir:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ShardError(meta_path, f"unreadable meta.json ({e}); rebuild with data/prepare.py --force") from None
-        version = self.meta.get("format_version")
+        version = self.meta.get("format_version") if isinstance(self.meta, dict) else None
         if version not in READ_VERSIONS:
             raise ShardError(meta_path, f"format version {version}, this code reads "
                                         f"{', '.join(map(str, READ_VERSIONS))}; rebuild with data/prepare.py --force")
+        missing = [k for k in ("tokenizer", "vocab_size", "eot_token", "splits") if k not in self.meta]
+        splits = self.meta.get("splits")
+        if not missing and isinstance(splits, dict):
+            missing = [f"splits.{name}.{k}" for name, split in splits.items() for k in ("shards", "tokens", "bytes")
+                       if not isinstance(split, dict) or k not in split]
+        elif not missing:
+            missing = ["splits (an object)"]
+        if missing:
+            raise ShardError(meta_path, f"meta.json lacks {', '.join(missing)}; rebuild with data/prepare.py --force")
 
     @property
     def tokenizer_name(self) -> str:
@@ -293,7 +309,7 @@ class DataDir:
 
     def _split(self, split: str) -> dict:
         if split not in self.meta["splits"]:
-            raise KeyError(f"{self.path}: no split {split!r} (has {', '.join(self.meta['splits'])})")
+            raise MissingSplit(self.path, f"no split {split!r} (has {', '.join(self.meta['splits'])})")
         return self.meta["splits"][split]
 
     def shard_paths(self, split: str) -> list[Path]:

@@ -335,3 +335,21 @@ def test_cuda_batches(tmp_path):
     counting_dir(tmp_path, [5000])
     x, y = TrainBatches(tmp_path, 4, 15, device="cuda").next_batch()
     assert x.is_cuda and y.is_cuda and torch.equal(x[:, 1:], y[:, :-1])
+
+
+@pytest.mark.parametrize("drop", ["tokenizer", "splits", "splits.val.bytes"])
+def test_meta_json_missing_keys_is_one_clear_error(tmp_path, drop):
+    import json
+
+    from gpt.errors import UsageError
+    from gpt.shards import DataDir
+
+    meta = {"format_version": 1, "tokenizer": "byte", "vocab_size": 257, "eot_token": 256,
+            "splits": {"val": {"shards": [], "tokens": 0, "bytes": 0}}}
+    if drop == "splits.val.bytes":
+        del meta["splits"]["val"]["bytes"]
+    else:
+        del meta[drop]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UsageError, match=rf"meta.json lacks {drop}"):
+        DataDir(tmp_path)
