@@ -6,6 +6,8 @@
     echo "To be, or not" | python sample.py --start=- --json                     # one JSON object per sample
     python sample.py --init_from=gpt2 --start="The meaning of life is" --top_p=0.9   # OpenAI's GPT-2 (network)
     python sample.py --init_from=path/to/hf-gpt2-dir                                 # a Hugging Face GPT-2 directory
+    python sample.py --out_dir=out-instruct --instruction="Who says: ..." --temperature=0  # answer (instruction data)
+    python sample.py --out_dir=out-instruct --chat                                   # a conversation on stdin
 
 To a terminal the first sample is streamed token by token (the others of the batch follow it,
 whole); otherwise each sample is printed whole (its prompt, then the continuation) followed by a
@@ -19,6 +21,13 @@ The context: a prompt longer than the model's block_size keeps its last block_si
 warning says how many were dropped). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
 continues through the KV cache (the cached and uncached paths produce the same tokens).
+
+Models fine-tuned on instruction data (prompt/response, Alpaca or messages records; see
+gpt/instruct.py for the template): --instruction=TEXT (or FILE:path, or -) wraps the text in the
+training template and prints only the answer, which ends at end-of-text. --chat reads stdin: each
+line is the next user message, answered in turn, the oldest turns dropped when the conversation
+outgrows the context; with --json each line is one JSON request and gets one JSON answer
+(see gpt/chat.py for both formats).
 
 Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, non-finite logits
 (one line on stderr, no traceback); 130 interrupted (Ctrl-C).
@@ -35,14 +44,13 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import parse_bool, parse_int
+from gpt.config import parse_auto_bool, parse_bool, parse_int
+from gpt.errors import UsageError
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
 
 
-class UsageError(Exception):
-    """Bad options or input: reported as one line, exit status 1."""
 
 
 # ----------------------------------------------------------------------------- options
@@ -103,12 +111,18 @@ def make_parser() -> _Parser:
     a("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
       help="weights' dtype; auto: bf16 on CUDA; on a CPU, bf16 for models of 20M+ parameters where the CPU "
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
-    a("--compile", default="auto", choices=("auto", "true", "false"),
-      help="torch.compile the per-token decode step (static KV cache; CUDA graphs on CUDA); auto: on for CUDA")
+    a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
+      help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
+           "auto: on CUDA when num_samples x max_new_tokens >= 4,000, where compiling pays for itself")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
-    a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout")
-    a("--stream", default="auto", choices=("auto", "true", "false"),
+    a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
+                                                                         "with --chat, one per stdin line")
+    a("--instruction", default="", help="answer this (text, FILE:path, or -) in the instruction template; "
+                                        "prints only the answer")
+    a("--chat", type=_bool, nargs="?", const=True, default=False,
+      help="a conversation: each stdin line is the next user message (--json: one JSON request per line)")
+    a("--stream", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
     a("-h", "--help", action="store_true", help="show this help and exit")
     return p
@@ -139,6 +153,13 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 0:
         raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
     args.stop = [_unescape(s) for s in args.stop]
+    if args.instruction and args.chat:
+        raise UsageError("--instruction answers one message, --chat a conversation: give one of them")
+    if (args.instruction or args.chat) and args.start:
+        raise UsageError("--start is for plain continuation; --instruction and --chat build the prompt from the "
+                         "instruction template")
+    if args.chat and args.num_samples != 1:
+        raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):
         raise UsageError("stop strings must not be empty")
 
@@ -149,15 +170,13 @@ def check_args(args: argparse.Namespace) -> None:
 def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
-    from gpt.checkpoint import is_hf_gpt2_dir, load_base_model, load_model
+    from gpt.checkpoint import CKPT_PREFIX, is_hf_gpt2_dir, list_checkpoints, load_base_model, load_model
+    from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
 
     if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
-        try:  # OpenAI's GPT-2: a hub name or a Hugging Face directory, with GPT-2's tokenizer
-            model = load_base_model(args.init_from)
-        except RuntimeError as e:  # the hub is out of reach, or huggingface_hub is missing
-            raise UsageError(" ".join(str(e).split())) from None
+        model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints
         if args.init_from:
@@ -175,6 +194,13 @@ def load(args: argparse.Namespace, device: torch.device):
                 raise UsageError(f"no checkpoint at {path}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
+        except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
+            if not e.path.parent.name.startswith(CKPT_PREFIX):
+                raise  # not a file of the checkpoint itself (e.g. a LoRA run's base model)
+            run = e.path.parent.parent
+            others = [p for p in list_checkpoints(run) if p != e.path.parent]
+            hint = f"choose another with --ckpt, e.g. --ckpt={others[-1]}" if others else f"no other checkpoint in {run}"
+            raise UsageError(f"{e}; {hint}") from None
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
@@ -198,12 +224,14 @@ def read_prompt(start: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> int:
-    from gpt.generation import compiled_decode_step, crop_prompt, generate_samples, pick_inference_dtype
+    from gpt.generation import (compile_pays_off, compiled_decode_step, crop_prompt, generate_samples,
+                                pick_inference_dtype)
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
+    instruction = read_prompt(args.instruction).rstrip("\r\n") if args.instruction else ""
     model, tok, source = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
     model = model.to(dtype).eval()
@@ -216,22 +244,24 @@ def sample(args: argparse.Namespace) -> int:
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
               f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
 
-    compile_wanted = args.compile == "true" or (args.compile == "auto" and device.type == "cuda")
-    decode_step = None
+    compile_wanted = compile_pays_off(args.compile, device, args.num_samples * args.max_new_tokens)
+    decode_step, compiled = "auto", False  # auto: the static-shape step on CUDA (see GPT.generate_tokens)
     if compile_wanted and not args.use_cache:
         print("note: --compile applies to the cached decode step; ignored with --use_cache=false", file=sys.stderr)
     elif compile_wanted:
-        decode_step = compiled_decode_step(model)
-        seconds = decode_step.warm_up(args.num_samples)
-        if decode_step.failed:
-            decode_step = None
-        else:
+        step = compiled_decode_step(model)
+        seconds = step.warm_up(args.num_samples, args.temperature, args.top_k, args.top_p, args.repetition_penalty,
+                               tok.n_vocab)
+        if not step.failed:
+            decode_step, compiled = step, True
             print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
-          f"compile {'on' if decode_step else 'off'}", file=sys.stderr)
+          f"compile {'on' if compiled else 'off'}", file=sys.stderr)
+    if args.instruction or args.chat:
+        return answer(args, instruction, model, tok, decode_step, device)
 
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
     out = sys.stdout
@@ -275,6 +305,24 @@ def sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, device: torch.device) -> int:
+    """--instruction and --chat (gpt/chat.py), in the template the model was fine-tuned with."""
+    from gpt.chat import Answerer, answer_instruction, chat
+
+    answerer = Answerer(model, tok, args.max_new_tokens, generator=torch.Generator(device=device).manual_seed(args.seed),
+                        decode_step=decode_step, warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache)
+    stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
+    if args.instruction:
+        answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
+        return 0
+    interactive = sys.stdin.isatty()
+    errors, _ = chat(answerer, sys.stdin, sys.stdout, as_json=args.json, stream=stream,
+                     prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None)
+    return 1 if errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -283,11 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             print(make_parser().format_help())
             return 0
         return sample(args)
-    except (UsageError, ValueError, KeyError, OSError, RuntimeError, FloatingPointError) as e:
-        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        message = re.sub(r"\s*\n\s*", " ", message.strip())  # always one line
+    except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
+        message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
         print(f"sample.py: error: {message}", file=sys.stderr)
-        return 1
+        return e.exit_status
     except KeyboardInterrupt:
         print("\nsample.py: interrupted", file=sys.stderr)
         return 130

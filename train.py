@@ -7,9 +7,16 @@
     python train.py --init_from=resume                    # continue the latest checkpoint in out_dir
     python train.py --help                                # every option
 
-Exit status: 0 finished; 1 bad configuration or input (one message, nothing written); 2 stopped
-because the loss or gradients stayed non-finite for max_bad_steps steps; 130 (SIGINT) or 143
-(SIGTERM) stopped by a signal after saving a checkpoint that --init_from=resume continues.
+Exit status (every failure is one message on stderr; a traceback means a bug):
+    0    finished
+    1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
+         model out of reach), or out_dir is in use by another run; nothing was written
+    2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps
+    3    a checkpoint could not be saved (disk full, file too large, permission); nothing
+         half-written is left and the message names the checkpoint that is still the latest
+    130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
+         --init_from=resume continues
+One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock).
 """
 
 from __future__ import annotations
@@ -23,19 +30,19 @@ from pathlib import Path
 
 import torch
 
-from gpt.checkpoint import (clean_leftovers, load_base_model, load_model, open_checkpoint, pretrained_tokenizer,
-                            save_checkpoint)
-from gpt.config import TrainConfig, describe_options, parse_args, resume_config
+from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, open_resumable,
+                            pretrained_tokenizer, save_checkpoint, set_aside)
+from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
+from gpt.errors import UsageError
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr
-from gpt.runtime import (Dist, StopSignal, autocast, init_distributed, maybe_compile, peak_flops, pick_device,
-                         pick_dtype, rng_state, seed_everything, set_rng_state)
+from gpt.runtime import (Dist, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
+                         pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
+                         use_deterministic)
+from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
-
-class UsageError(Exception):
-    """Bad configuration or input: reported as one message, exit status 1."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,24 +50,40 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
+    saved_kernel_settings = deterministic_state()  # --deterministic is global: undone for in-process callers
     try:
-        return train(argv)
-    except (UsageError, ValueError, KeyError, FileNotFoundError) as e:
-        print(f"train.py: error: {e}", file=sys.stderr)
-        return 1
+        with contextlib.ExitStack() as on_exit:  # releases out_dir's lock however train() ends
+            return train(argv, on_exit)
+    except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
+        if str(e):  # empty on the other ranks of a torchrun job when rank 0 reported it
+            print(f"train.py: error: {e}", file=sys.stderr)
+        return e.exit_status
+    finally:
+        set_deterministic_state(saved_kernel_settings)
 
 
-def train(argv: list[str]) -> int:
+def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
     # ---------------------------------------------------------------- setup
     cfg, user_keys = parse_args(argv)
+    # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
+    resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
+    if resume:  # the saved run's config, its device included, unless the command line says otherwise
+        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its setting at start
     dist = init_distributed(cfg.device)
     device = pick_device(cfg.device, dist)
-    if device.type != "cpu" and cfg.init_from != "resume" and not any(a.startswith("--config") for a in argv):
+    if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
-    resume = open_checkpoint(out_dir) if cfg.init_from == "resume" else None
-    if resume:
-        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+    hold_run_dir(out_dir, dist, on_exit)  # one run per out_dir: a second one stops here
+    if skipped and dist.is_main:
+        set_aside_unloadable(skipped, resume)
+    if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
+        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
+              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
+    cfg, accum_note = fit_accumulation(cfg, dist.world_size, "gradient_accumulation_steps" in command_line_keys(argv))
+    if accum_note and dist.is_main:
+        print("note:", accum_note)
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
@@ -125,12 +148,14 @@ def train(argv: list[str]) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}")
+        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
+              + (" | deterministic kernels" if cfg.deterministic else ""))
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
               + (f" (from {base})" if base else ""))
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
-              f"{data.num_tokens('val'):,} val tokens")
+              f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
+              f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
               f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; steps {step} -> {cfg.max_iters} "
               f"= {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs")
@@ -144,16 +169,18 @@ def train(argv: list[str]) -> int:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
-                    "bad_steps_total": bad_total, "world_size": dist.world_size}
+                    "bad_steps_total": bad_total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
                      "loader": train_batches.state_dict()}
-            save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last, is_best=is_best)
-        barrier(dist)
+        # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays.
+        on_rank0(dist, lambda: save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
+                                               is_best=is_best))
 
     # ---------------------------------------------------------------- loop
     stop, bad_steps, exit_status = StopSignal(), 0, 0
+    on_exit.callback(stop.restore)  # also when a failure ends the run early (in-process callers keep Ctrl-C)
     progress = make_progress(dist.is_main, step, cfg.max_iters)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     t_last = time.perf_counter()
@@ -162,9 +189,11 @@ def train(argv: list[str]) -> int:
         if stopping or step >= cfg.max_iters or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
             if val_loss is not None:
-                record = {"step": step, "val_loss": val_loss, "val_bpb": bits_per_byte(val_loss, data)}
+                record = {"step": step, "val_loss": val_loss, "val_bpb": bits_per_byte(val_loss, data),
+                          "tokens_seen": tokens_seen}
                 metrics.log(record)
-                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte")
+                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte"
+                    + (" (response tokens only)" if data.supervised else ""))
                 if cfg.sample_tokens and dist.is_main:
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
             if cfg.eval_only:
@@ -175,8 +204,8 @@ def train(argv: list[str]) -> int:
                 save(is_best, val_loss)
             if stopping:
                 exit_status = stop.exit_status
-                say(f"stopped by signal {stop.signum} at step {step}; checkpoint saved, "
-                               f"continue with --init_from=resume --out_dir={out_dir}")
+                say(f"stopped by signal {stop.signum} at step {step}; {latest_note(out_dir, still=False)}, "
+                    f"continue with --init_from=resume --out_dir={out_dir}")
                 break
             if step >= cfg.max_iters:
                 break
@@ -213,7 +242,7 @@ def train(argv: list[str]) -> int:
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
         if bad_steps >= cfg.max_bad_steps:
             say(f"train.py: error: {bad_steps} consecutive steps had a non-finite loss or gradient; "
-                           f"stopping. The last good checkpoint is in {out_dir}. Try a lower learning_rate.")
+                f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
             exit_status = 2
             break
 
@@ -252,6 +281,14 @@ def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
     if cfg.init_from != "scratch":
         return pretrained_tokenizer(cfg.init_from)
     return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
+
+
+def set_aside_unloadable(skipped: list, resume) -> None:
+    """Newer checkpoints that do not load (truncated weights, a refused pickle, bad meta.json) are
+    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later."""
+    for path, why in skipped:
+        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); moved it to "
+              f"{set_aside(path).name}; resuming from {resume.path.name}")
 
 
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
@@ -305,12 +342,14 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
     memory) is reported and returns None: it must never cost the checkpoint that follows."""
     model.eval()
     try:
-        total = torch.zeros((), device=device)
+        total, count = torch.zeros((), device=device), torch.zeros((), device=device)
         for x, y in val_batches:
             with autocast(device, dtype):
                 _, loss = model(x, y)
-            total += loss.float()
-        mean = total / len(val_batches)
+            n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data
+            total += loss.float() * n
+            count += n
+        mean = total / count.clamp(min=1)
         if dist.enabled:
             torch.distributed.all_reduce(mean, op=torch.distributed.ReduceOp.AVG if device.type == "cuda"
                                          else torch.distributed.ReduceOp.SUM)
@@ -325,8 +364,9 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
 
 
 def bits_per_byte(loss_nats: float, data: DataDir) -> float:
-    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers."""
-    return loss_nats / math.log(2) * data.num_tokens("val") / data.num_bytes("val")
+    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers
+    (instruction data: of the responses only)."""
+    return data.bits_per_byte(loss_nats, "val")
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
@@ -354,11 +394,6 @@ def agree(flag: bool, dist: Dist) -> bool:
     t = torch.tensor([int(flag)], device="cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return bool(t.item())
-
-
-def barrier(dist: Dist) -> None:
-    if dist.enabled:
-        torch.distributed.barrier()
 
 
 def make_progress(enabled: bool, step: int, total: int):

@@ -13,6 +13,12 @@ A save writes everything into `.tmp-*` beside the final name, fsyncs the files a
 renames it into place with one os.replace, then rewrites the pointers the same way. A save that
 dies at any point leaves the previous checkpoint and pointers untouched; `.tmp-*` leftovers are
 removed on the next start. Nothing here ever unpickles code.
+
+Failures are reported, not raised as library tracebacks (issue 10): a save that cannot be written
+(no room, a file-size limit, permissions) raises SaveError naming the checkpoint still current,
+after removing its `.tmp-*`; a save that cannot fit in the free space is refused before writing.
+A file that cannot be read (truncated or corrupt safetensors, a refused pickle payload, bad JSON)
+raises UnreadableFile naming it; open_resumable() skips such checkpoints for an older one.
 """
 
 from __future__ import annotations
@@ -21,16 +27,24 @@ import json
 import os
 import platform
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from gpt.errors import MissingFile, SaveError, UnreadableFile
+from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import TIED_KEY, GPT, GPTConfig
 
 CKPT_PREFIX = "ckpt-"
 TMP_PREFIX = ".tmp-"
+BROKEN_PREFIX = "broken-"  # a checkpoint resume skipped as unreadable, set aside (never resumed, never pruned)
 WEIGHTS, STATE, META = "model.safetensors", "state.pt", "meta.json"
+SPACE_MARGIN = 1.02, 1 << 20  # needed = 2% + 1 MiB over the tensors' bytes: headers, meta.json, zip padding
+
+
+class NoCheckpoint(MissingFile):
+    """No complete checkpoint where one was asked for."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -82,30 +96,74 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     name = f"{CKPT_PREFIX}{step:07d}"
     final, tmp = out_dir / name, out_dir / f"{TMP_PREFIX}{name}.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_file(weights_to_save(model), str(tmp / WEIGHTS), metadata={"format": "pt"})
-    torch.save(state, tmp / STATE)
-    (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
-    for f in (WEIGHTS, STATE, META):
-        _fsync_file(tmp / f)
-    _fsync_dir(tmp)
-    if final.exists():  # the same step saved again (e.g. a resumed run stopped at once): swap it out
-        old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
-        os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    _fsync_dir(out_dir)
-    if is_best:
-        write_text_atomic(out_dir / "best", name + "\n")
-    write_text_atomic(out_dir / "latest", name + "\n")  # last: only now is the new checkpoint current
+    old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
+    weights = weights_to_save(model)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        check_free_space(out_dir, name, tensor_bytes(weights) + tensor_bytes(state))
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_file(weights, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        with open(tmp / STATE, "wb") as f:  # through a Python file, so a failed write surfaces as its OSError
+            torch.save(state, f)
+        (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
+        for f in (WEIGHTS, STATE, META):
+            _fsync_file(tmp / f)
+        _fsync_dir(tmp)
+        if final.exists():  # the same step saved again (e.g. a resumed run stopped at once): swap it out
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(out_dir)
+        if is_best:
+            write_text_atomic(out_dir / "best", name + "\n")
+        write_text_atomic(out_dir / "latest", name + "\n")  # last: only now is the new checkpoint current
+    except (OSError, RuntimeError, safetensors_error()) as e:
+        # RuntimeError: torch.save's zip writer wraps the OSError of a failed write; any other is a bug.
+        if isinstance(e, RuntimeError) and not isinstance(e.__context__, OSError):
+            raise
+        if old.exists() and not final.exists():  # failed mid-swap: put the earlier save of this step back
+            os.replace(old, final)
+        for leftover in out_dir.glob(f"{TMP_PREFIX}*.{os.getpid()}"):  # this save's directory, a half-written pointer
+            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
+        cause = e.__context__ if isinstance(e, RuntimeError) else e
+        raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {describe_error(cause)}; "
+                        f"{latest_note(out_dir)}") from None
     prune_checkpoints(out_dir, keep_last)
     return final
+
+
+def latest_note(out_dir: str | Path, still: bool = True) -> str:
+    """What really is on disk, for messages about checkpoints."""
+    latest = _pointer(Path(out_dir), "latest")
+    if latest is None:
+        return f"no checkpoint has been saved in {out_dir}"
+    return f"the latest checkpoint is {'still ' if still else ''}{latest}"
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes of every tensor in nested dicts, lists and tuples (a checkpoint's bulk)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def check_free_space(out_dir: Path, name: str, payload_bytes: int) -> None:
+    """Refuse a save that cannot fit before writing a byte of it (the previous checkpoint stays
+    the latest either way; this only makes the message come early and clear)."""
+    needed = int(payload_bytes * SPACE_MARGIN[0]) + SPACE_MARGIN[1]
+    free = shutil.disk_usage(out_dir).free
+    if needed > free:
+        raise SaveError(f"not enough free space in {out_dir} for checkpoint {name}: it needs about "
+                        f"{needed / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB are free; {latest_note(out_dir)}")
 
 
 def _is_complete(path: Path) -> bool:
@@ -159,7 +217,7 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
         ckpts = list_checkpoints(path)
         found = ckpts[-1] if ckpts else None
     if found is None:
-        raise FileNotFoundError(f"no complete checkpoint in {path}")
+        raise NoCheckpoint(f"no complete checkpoint in {path}")
     return found
 
 
@@ -167,28 +225,70 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
 class Checkpoint:
     path: Path
     meta: dict
+    loaded_state: dict | None = field(default=None, repr=False)  # state.pt, when already read
 
     @property
     def model_config(self) -> GPTConfig:
         return GPTConfig.from_dict(self.meta["model_config"])
 
     def weights(self) -> dict[str, torch.Tensor]:
-        from safetensors.torch import load_file
-
-        return load_file(str(self.path / WEIGHTS))
+        return read_safetensors(self.path / WEIGHTS)
 
     def state(self) -> dict:
-        # weights_only=True: tensors and plain containers only; a pickled payload is refused unrun.
-        return torch.load(self.path / STATE, map_location="cpu", weights_only=True)
+        return self.loaded_state if self.loaded_state is not None else read_torch_file(self.path / STATE)
+
+
+def read_meta(ckpt: Path) -> dict:
+    """meta.json of a checkpoint, checked for what loading it needs."""
+    try:
+        meta = json.loads((ckpt / META).read_text())
+        if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+            raise ValueError("no integer 'step'")
+        if not meta.get("lora"):
+            GPTConfig.from_dict(meta["model_config"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError, KeyError, TypeError) as e:
+        # KeyError, TypeError: meta["model_config"] missing or not a dict; ValueError: GPTConfig's checks
+        reason = f"no {e}" if isinstance(e, KeyError) else describe_error(e)
+        raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ({reason})") from None
+    return meta
 
 
 def open_checkpoint(path: str | Path, which: str = "latest") -> Checkpoint:
     ckpt = find_checkpoint(path, which)
-    try:
-        meta = json.loads((ckpt / META).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{ckpt / META}: unreadable checkpoint metadata ({e})") from None
-    return Checkpoint(ckpt, meta)
+    return Checkpoint(ckpt, read_meta(ckpt))
+
+
+def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
+    """The newest checkpoint of a run whose files all read back, and (path, why) for each newer
+    one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
+    when there is none, UnreadableFile when none of them can be read."""
+    out_dir = Path(out_dir)
+    candidates = list_checkpoints(out_dir)[::-1]
+    latest = _pointer(out_dir, "latest")
+    if latest in candidates:  # the pointer first; it names the newest unless a save failed half-way
+        candidates.remove(latest)
+        candidates.insert(0, latest)
+    if not candidates:
+        raise NoCheckpoint(f"no complete checkpoint in {out_dir}")
+    skipped = []
+    for path in candidates:
+        try:
+            ckpt = Checkpoint(path, read_meta(path))
+            ckpt.weights()  # read through once: a torn file is found now, not half-way through setup
+            ckpt.loaded_state = ckpt.state()
+        except UnreadableFile as e:
+            skipped.append((path, str(e)))
+            continue
+        return ckpt, skipped
+    raise UnreadableFile(out_dir, "no checkpoint can be loaded: " + "; ".join(why for _, why in skipped))
+
+
+def set_aside(ckpt: Path) -> Path:
+    """Rename a checkpoint that cannot be loaded to broken-ckpt-*: kept for inspection, but never
+    resumed again and never counted (or pruned) as one of the run's checkpoints."""
+    target = ckpt.with_name(BROKEN_PREFIX + ckpt.name)
+    os.replace(ckpt, target)
+    return target
 
 
 def load_model(path: str | Path, which: str = "latest", device: str | torch.device = "cpu",
@@ -210,7 +310,12 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
     else:
         with torch.device("meta"):
             model = GPT(ckpt.model_config)
-        model.load_weights(ckpt.weights(), assign=True)
+        weights = ckpt.weights()
+        try:
+            model.load_weights(weights, assign=True)
+        except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
+            reason = str(e.args[0]) if isinstance(e, KeyError) else str(e)
+            raise UnreadableFile(ckpt.path / WEIGHTS, f"{reason} (model config from {META})") from None
     return model.to(device), ckpt
 
 

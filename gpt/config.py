@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 try:
@@ -17,6 +17,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from gpt.errors import ConfigError
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -82,6 +83,8 @@ class TrainConfig:
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
     compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' or 'false'")
     seed: int = opt(1337, "random seed (data order, init, dropout)")
+    deterministic: bool = opt(False, "deterministic kernels: identical runs give identical losses, also on a GPU, "
+                                     "and a resume continues bit for bit; slower on a GPU (bench.py train --deterministic)")
     # -- fine-tuning
     lora_rank: int = opt(0, "LoRA rank: train only low-rank adapters (0 = full fine-tuning)")
     lora_alpha: float = opt(16.0, "LoRA scale numerator: updates are scaled by lora_alpha / lora_rank")
@@ -91,7 +94,7 @@ class TrainConfig:
         self.validate()
 
     def validate(self, world_size: int = 1) -> None:
-        """Raise ValueError listing every inconsistent value."""
+        """Raise ConfigError (a ValueError) listing every inconsistent value."""
         errors = []
         positive = ["n_layer", "n_head", "n_embd", "block_size", "batch_size", "gradient_accumulation_steps",
                     "eval_interval", "eval_iters", "log_interval", "max_bad_steps"]
@@ -125,10 +128,14 @@ class TrainConfig:
         if self.gradient_accumulation_steps % world_size:
             errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
                           f"the number of processes ({world_size}): each process runs an equal share")
+        if not self.lora_alpha > 0 or not 0 <= self.lora_dropout < 1:  # else LoRAConfig refuses them mid-setup
+            errors.append(f"lora_alpha must be > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, {self.lora_dropout}")
+        if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
+            errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if self.lora_rank and self.init_from == "scratch":
             errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
         if errors:
-            raise ValueError("invalid configuration:\n  " + "\n  ".join(errors))
+            raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,7 +157,21 @@ def parse_bool(text: str) -> bool:
         return True
     if text.lower() in FALSE_WORDS:
         return False
-    raise ValueError(f"expected true or false, got {text!r}")
+    raise ConfigError(f"expected true or false, got {text!r}")
+
+
+# Options that are 'auto' or a boolean, stored as the strings "auto", "true", "false".
+AUTO_BOOL_OPTIONS = ("compile",)
+
+
+def parse_auto_bool(text: str) -> str:
+    """'auto' or any spelling parse_bool accepts (nanoGPT users type --compile=False) -> "auto",
+    "true" or "false"; anything else is returned as is, for the caller's choices check."""
+    if text.lower() == "auto":
+        return "auto"
+    if text.lower() in TRUE_WORDS + FALSE_WORDS:
+        return str(parse_bool(text)).lower()
+    return text
 
 
 def parse_int(text: str) -> int:
@@ -183,10 +204,10 @@ def _convert(key: str, value, kind: type):
                 pass
     elif kind is str:
         if isinstance(value, str):
-            return value
+            return parse_auto_bool(value) if key in AUTO_BOOL_OPTIONS else value
         if isinstance(value, bool):
             return str(value).lower()  # e.g. compile = true in TOML
-    raise ValueError(f"--{key} expects {kind.__name__}, got {value!r}")
+    raise ConfigError(f"--{key} expects {kind.__name__}, got {value!r}")
 
 
 def _check_keys(keys, where: str) -> None:
@@ -195,7 +216,7 @@ def _check_keys(keys, where: str) -> None:
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=3)
             hint = f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
-            raise ValueError(f"unknown option --{key} in {where}{hint}\nvalid options:\n{describe_options()}")
+            raise ConfigError(f"unknown option --{key} in {where}{hint}\nvalid options:\n{describe_options()}")
 
 
 def load_preset(name_or_path: str) -> dict:
@@ -205,11 +226,11 @@ def load_preset(name_or_path: str) -> dict:
         path = CONFIG_DIR / f"{name_or_path}.toml"
     if not path.exists():
         presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-        raise ValueError(f"config file {name_or_path!r} not found; presets: {presets}")
+        raise ConfigError(f"config file {name_or_path!r} not found; presets: {presets}")
     try:
         values = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML: {e}") from None
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
     _check_keys(values, str(path))
     return values
 
@@ -221,11 +242,11 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
-            raise ValueError(f"unexpected argument {arg!r}: options are --key=value\nvalid options:\n{describe_options()}")
+            raise ConfigError(f"unexpected argument {arg!r}: options are --key=value\nvalid options:\n{describe_options()}")
         key, eq, value = arg[2:].partition("=")
         if not eq:  # also accept "--key value"
             if i + 1 >= len(argv):
-                raise ValueError(f"--{key} needs a value (--{key}=VALUE)")
+                raise ConfigError(f"--{key} needs a value (--{key}=VALUE)")
             value, i = argv[i + 1], i + 1
         key = key.replace("-", "_")
         if key == "config":
@@ -239,6 +260,27 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     hints = typing.get_type_hints(TrainConfig)
     converted = {k: _convert(k, v, hints[k]) for k, v in values.items()}
     return TrainConfig(**converted), set(converted)
+
+
+def command_line_keys(argv: list[str]) -> set[str]:
+    """The options set on the command line itself, not by a preset (--config) or a default."""
+    return {a[2:].partition("=")[0].replace("-", "_") for a in argv if a.startswith("--")} - {"config"}
+
+
+def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple[TrainConfig, str | None]:
+    """Under torchrun each process runs gradient_accumulation_steps / world_size micro-batches. A
+    value the user did not set (the default 1, a preset's) that does not split evenly becomes the
+    smallest multiple of world_size above it, with a note saying how tokens per step change; a value
+    the user set stays as it is, for validate() to refuse (issue 10)."""
+    steps = cfg.gradient_accumulation_steps
+    if user_set or world_size <= 1 or steps % world_size == 0:
+        return cfg, None
+    fitted = -(-steps // world_size) * world_size
+    tokens = cfg.batch_size * cfg.block_size
+    note = (f"gradient_accumulation_steps {steps} -> {fitted}, the smallest multiple of {world_size} processes "
+            f"(one share each): tokens per step {tokens * steps:,} -> {tokens * fitted:,}; "
+            "set --gradient_accumulation_steps to choose")
+    return replace(cfg, gradient_accumulation_steps=fitted), note
 
 
 # What a resumed run may not change: the weights, the optimizer state and the data position
@@ -266,7 +308,7 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     differs = [f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
                if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
     if differs:
-        raise ValueError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
+        raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
                          + "\n(to start a new run from these weights, use --init_from=<the run directory>)")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
     return TrainConfig(**{k: v for k, v in merged.items() if k in {f.name for f in fields(TrainConfig)}})

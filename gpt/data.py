@@ -15,6 +15,9 @@ consecutive windows and rank r takes windows [r * batch_size, (r + 1) * batch_si
 The last, partial global batch of an epoch is dropped: every batch is full and every rank takes
 the same number of steps; the next epoch's permutation differs, so no window is left out twice
 in a row systematically.
+
+Instruction data (shards with a loss mask, gpt/shards.py format version 2): y is -1 wherever the
+token is context only (a prompt, a role marker), so the loss counts the responses alone.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class _Windows:
         self.num_tokens = sum(s.num_tokens for s in shards)
         # Plain ndarray views of the memmaps: slicing them skips np.memmap's per-slice overhead.
         self._tokens = [np.asarray(s.tokens) for s in shards]
+        self._masks = [None if s.loss_mask is None else np.asarray(s.loss_mask) for s in shards]
         lengths = np.array([s.num_tokens for s in shards], dtype=np.int64)
         # A shard long enough keeps window - 1 tokens of slack so an offset can shift all its windows.
         w = self.window
@@ -73,6 +77,8 @@ class _Windows:
             tokens = self._tokens[s]
             x[row] = tokens[start : start + t]
             y[row] = tokens[start + 1 : start + 1 + t]
+            if self._masks[s] is not None:  # context-only targets are ignored by the loss
+                y[row][self._masks[s][start + 1 : start + 1 + t] == 0] = -1
         return self._to_device(torch.from_numpy(x)), self._to_device(torch.from_numpy(y))
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
@@ -100,7 +106,7 @@ class TrainBatches:
         self.global_batch = batch_size * world_size
         self.windows_per_epoch = self._windows.total
         if self.windows_per_epoch < self.global_batch:
-            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self.windows_per_epoch} windows "
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
                              f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
                              "use a smaller batch or block size, or more text")
         self.batches_per_epoch = self.windows_per_epoch // self.global_batch
@@ -147,14 +153,16 @@ class TrainBatches:
         """Continue exactly where the saved loader stopped. The seed is taken from the state; the
         data and block size must be the same (the batch size and world size may differ)."""
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"loader state version {state.get('version')}, expected {STATE_VERSION}")
+            raise ShardError(self._windows.data_dir.path, f"saved loader state version {state.get('version')}, "
+                                                          f"expected {STATE_VERSION}")
         mine = self.state_dict()
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:
-            raise ValueError(f"loader state does not fit {self._windows.data_dir.path}: {'; '.join(differs)}")
+            raise ShardError(self._windows.data_dir.path, f"the saved loader state does not fit: {'; '.join(differs)}")
         if not 0 <= state["position"] < self.windows_per_epoch:
-            raise ValueError(f"loader state position {state['position']} is outside [0, {self.windows_per_epoch})")
+            raise ShardError(self._windows.data_dir.path, f"saved loader position {state['position']} is outside "
+                                                          f"[0, {self.windows_per_epoch})")
         self.seed, self.epoch, self._position = int(state["seed"]), int(state["epoch"]), int(state["position"])
         self._roll_epoch()
 
@@ -177,7 +185,7 @@ class ValBatches:
         if max_batches is not None:
             n = min(n, max_batches)
         if n < 1:
-            raise ValueError(f"{self._windows.data_dir.path}: the {split} split has {self._windows.total} windows of "
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} windows of "
                              f"{block_size + 1} tokens, fewer than one batch of {batch_size} x {world_size}; use a "
                              "smaller batch or block size, or prepare with a larger --val_fraction")
         count = n * global_batch

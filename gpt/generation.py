@@ -6,6 +6,7 @@ batched samples that finish independently, a compiled static decode step, and in
 from __future__ import annotations
 
 import codecs
+import functools
 import time
 import warnings
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ from typing import Callable
 
 import torch
 
+from gpt.errors import ConfigError
 from gpt.model import GPT
+from gpt.sampling import check_tokens
 from gpt.tokenizer import Tokenizer
 
 # bf16 weights decode faster than fp32 on a CPU with native bf16 (AVX512-BF16 / AMX) once the
@@ -37,7 +40,7 @@ class SampleText:
 
     def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = ()):
         if any(not s for s in stop):
-            raise ValueError("stop strings must not be empty")
+            raise ConfigError("stop strings must not be empty")
         self._tok = tokenizer
         self._stop = tuple(stop)
         self._longest = max((len(s) for s in self._stop), default=0)
@@ -116,7 +119,7 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
                      *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                      repetition_penalty: float = 1.0, stop: tuple[str, ...] = (),
                      generator: torch.Generator | None = None, use_cache: bool = True,
-                     decode_step: Callable | None = None,
+                     decode_step: Callable | str | None = "auto",
                      on_text: Callable[[int, str], None] | None = None) -> list[Sample]:
     """Draw num_samples continuations of one prompt (token ids, at most block_size of them).
 
@@ -135,6 +138,7 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
     try:
         for nxt in steps:
             ids = nxt[:, 0].tolist()  # waits for the device: the timings below are real
+            check_tokens(ids)
             now = time.perf_counter()
             for i, (row, token) in enumerate(zip(rows, ids)):
                 if row.done:
@@ -174,10 +178,10 @@ def check_vocab(model_vocab: int, tokenizer: Tokenizer, recorded_vocab: int | No
     recorded its data's vocabulary must agree with its tokenizer."""
     where = f"{where}: " if where else ""
     if model_vocab < tokenizer.n_vocab:
-        raise ValueError(f"{where}the model's vocabulary ({model_vocab}) is smaller than the {tokenizer.name} "
+        raise ConfigError(f"{where}the model's vocabulary ({model_vocab}) is smaller than the {tokenizer.name} "
                          f"tokenizer's ({tokenizer.n_vocab}): this model was not trained with this tokenizer")
     if recorded_vocab is not None and recorded_vocab != tokenizer.n_vocab:
-        raise ValueError(f"{where}the checkpoint records a vocabulary of {recorded_vocab}, but its tokenizer "
+        raise ConfigError(f"{where}the checkpoint records a vocabulary of {recorded_vocab}, but its tokenizer "
                          f"({tokenizer.name}) has {tokenizer.n_vocab}: checkpoint and tokenizer do not match")
 
 
@@ -194,7 +198,7 @@ def pick_inference_dtype(requested: str, device: torch.device, num_params: int) 
 
     if requested != "auto":
         if requested not in DTYPES:
-            raise ValueError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
+            raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
         return DTYPES[requested], "requested"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported(including_emulation=False):
@@ -218,33 +222,54 @@ def native_cpu_bf16() -> bool:
 
 # ----------------------------------------------------------------------------- compiled decode step
 
+# --compile=auto compiles the decode step (CUDA only) when a call asks for at least this many
+# tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
+# is compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s). From issue 9's H100 figures,
+# taken before the eager step had static shapes: GPT-2 124M, batch 1, 242 tokens/s eager (fp32)
+# vs 847 compiled, ~9.4 s to compile -> ~3,200 tokens; the 10.8M default model, ~360 warm eager
+# vs ~500 compiled -> ~12,000. 4,000 favours the large models that gain most. Not re-measured:
+# `python bench.py decode` measures all three terms in one run and prints the break-even.
+COMPILE_MIN_TOKENS = 4000
+
+
+def compile_pays_off(setting: str, device: torch.device, tokens: int) -> bool:
+    """Whether sample.py compiles the decode step: 'true', 'false', or 'auto' (the rule above)."""
+    if setting != "auto":
+        return setting == "true"
+    return device.type == "cuda" and tokens >= COMPILE_MIN_TOKENS
+
+
 
 class CompiledDecodeStep:
-    """`GPT.decode_step` under torch.compile, for `generate_tokens(decode_step=...)`.
+    """`GPT.decode_token` (the static decode step and the choice of the next token) under
+    torch.compile, for `generate_tokens(decode_step=...)`.
 
-    On CUDA, mode "reduce-overhead" captures the whole per-token step in a CUDA graph: one launch
-    instead of hundreds, so a small model is no longer bound by kernel-launch overhead. The
-    caches are marked as static addresses (they are written in place, never reallocated while
-    the batch size stays the same), so the graph is reused across steps and calls. If compiling
-    fails (no compiler, unsupported platform), it warns once and runs the eager step."""
+    On CUDA, mode "reduce-overhead" captures the whole per-token step, sampling included, in a
+    CUDA graph: one launch instead of hundreds, and no host sync, so a small model is no longer
+    bound by kernel-launch overhead. The caches are marked as static addresses (they are written
+    in place, never reallocated while the batch size stays the same), so the graph is reused
+    across steps and calls. Sampling settings are constants of the graph: one compiled function
+    per setting. If compiling fails (no compiler, unsupported platform), it warns once and runs
+    the eager step."""
 
     def __init__(self, model: GPT, mode: str | None = None):
         self.model = model
         self.mode = mode
-        self._compiled = torch.compile(model.decode_step, mode=mode, fullgraph=True, dynamic=False)
-        self._fn = self._compiled
-        self._tried = False  # the first call compiles (or falls back to eager)
+        self._compiled: dict[tuple, Callable] = {}  # sampling settings -> compiled step
         self.failed = False
 
     @torch.inference_mode()
-    def warm_up(self, batch_size: int) -> float:
+    def warm_up(self, batch_size: int, temperature: float = 0.0, top_k: int | None = None,
+                top_p: float | None = None, repetition_penalty: float = 1.0, vocab_limit: int | None = None) -> float:
         """Compile (and on CUDA record the graph) before generation starts, so that the first
         tokens are not charged for it; returns the seconds spent. Runs as `generate_tokens` does:
-        inference mode, the caches of this batch size, prepacked bf16 weights where they apply.
-        The steps write position 0 of the caches, which every generation prefills before reading."""
+        inference mode, the caches of this batch size, prepacked bf16 weights where they apply,
+        the same sampling settings. The steps write position 0 of the caches, which every
+        generation prefills before reading."""
         start = time.perf_counter()
         model = self.model
         device = model.transformer.wte.weight.device
+        vocab = min(vocab_limit or model.config.vocab_size, model.config.vocab_size)
         was_training = model.training
         model.eval()
         try:
@@ -252,8 +277,12 @@ class CompiledDecodeStep:
                 model.setup_kv_cache(batch_size, model.config.block_size)
                 idx = torch.zeros(batch_size, 1, dtype=torch.long, device=device)
                 pos = torch.zeros(1, dtype=torch.long, device=device)
+                noise = None if temperature == 0 else torch.ones(batch_size, vocab, device=device)
+                seen = None if repetition_penalty == 1.0 else torch.zeros(batch_size, vocab, dtype=torch.bool,
+                                                                          device=device)
                 for _ in range(3):  # CUDA graph trees: a warm-up run, then recording, then a replay
-                    self(idx, pos)
+                    self(idx, pos, noise, seen, temperature=temperature, top_k=top_k, top_p=top_p,
+                         repetition_penalty=repetition_penalty, vocab_limit=vocab)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         finally:
@@ -268,21 +297,28 @@ class CompiledDecodeStep:
                 torch._dynamo.mark_static_address(cache.v)
                 cache.static_address = True
 
-    def __call__(self, idx: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def __call__(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None,
+                 **sampling) -> torch.Tensor:
+        if self.failed:
+            return self.model.decode_token(idx, pos, noise, seen, **sampling)
         self._mark_caches()
+        key = tuple(sorted(sampling.items()))
+        fn = self._compiled.get(key)
+        first = fn is None
+        if first:
+            fn = self._compiled[key] = torch.compile(functools.partial(self.model.decode_token, **sampling),
+                                                     mode=self.mode, fullgraph=True, dynamic=False)
         if self.mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer needed
-        if self._tried:
-            return self._fn(idx, pos)
+        if not first:
+            return fn(idx, pos, noise, seen)
         try:  # compilation happens at the first call
-            out = self._fn(idx, pos)
-            self._tried = True
-            return out
+            return fn(idx, pos, noise, seen)
         except Exception as e:
             warnings.warn(f"torch.compile of the decode step failed ({type(e).__name__}: {str(e)[:300]}); "
                           "continuing in eager mode")
-            self._fn, self.failed, self._tried = self.model.decode_step, True, True
-            return self._fn(idx, pos)
+            self.failed = True
+            return self.model.decode_token(idx, pos, noise, seen, **sampling)
 
 
 def compiled_decode_step(model: GPT) -> CompiledDecodeStep:

@@ -1,10 +1,12 @@
 """Training metrics: metrics.jsonl (one JSON record per logged step or evaluation), optional
-Weights & Biases / TensorBoard when asked for and installed, and a loss-curve PNG at the end."""
+Weights & Biases / TensorBoard when asked for and installed, and loss.png, the curve, redrawn at
+every evaluation and at the end (issue 10: users would rather look at it than read the JSON)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from gpt.checkpoint import write_text_atomic
@@ -17,6 +19,7 @@ class Metrics:
         self.path = out_dir / "metrics.jsonl"
         self.notes: list[str] = []
         self._wandb = self._tb = None
+        self.plot_note: str | None = None
         if not enabled:
             return
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -49,6 +52,8 @@ class Metrics:
             return
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        if "val_loss" in record:  # a new evaluation: refresh the picture
+            self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
         if self._wandb is not None:
             self._wandb.log(numbers, step=record["step"])
@@ -69,6 +74,9 @@ class Metrics:
 
 
 def plot_losses(records: list[dict], png: Path) -> str | None:
+    """Two panels against steps (bottom axis) and tokens seen (top axis): the train and validation
+    loss in nats per token, and the validation bits per byte (comparable across tokenizers).
+    Written atomically, so a viewer never shows half a file. Returns a note when not drawn."""
     try:
         import matplotlib
 
@@ -78,16 +86,35 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
         return "loss curve not drawn: matplotlib is not installed (pip install matplotlib)"
     train = [(r["step"], r["loss"]) for r in records if "loss" in r and math.isfinite(r["loss"])]
     val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    bpb = [(r["step"], r["val_bpb"]) for r in records if r.get("val_bpb") is not None]
+    # tokens per step, from the newest record that has both (a resumed run may have changed it)
+    per_step = next((r["tokens_seen"] / r["step"] for r in reversed(records) if r.get("tokens_seen") and r["step"]), 0)
+    fig, (ax_loss, ax_bpb) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
-        ax.plot(*zip(*train), label="train loss", linewidth=1)
+        ax_loss.plot(*zip(*train), label="train loss", linewidth=1)
     if val:
-        ax.plot(*zip(*val), "o-", label="validation loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats/token)")
-    ax.grid(alpha=0.3)
-    ax.legend()
+        ax_loss.plot(*zip(*val), "o-", label="validation loss")
+    ax_loss.set_ylabel("cross-entropy (nats/token)")
+    if bpb:
+        ax_bpb.plot(*zip(*bpb), "o-", color="C1", label="validation")
+        ax_bpb.annotate(f"{bpb[-1][1]:.3f}", bpb[-1], textcoords="offset points", xytext=(4, 4))
+    ax_bpb.set_ylabel("bits per byte")
+    for ax in (ax_loss, ax_bpb):
+        ax.set_xlabel("step")
+        if per_step:
+            top = ax.secondary_xaxis("top", functions=(lambda s: s * per_step, lambda t: t / per_step))
+            top.set_xlabel("tokens seen")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend()
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    tmp = png.with_name(f".tmp-{png.name}.{os.getpid()}")
+    try:
+        fig.savefig(tmp, dpi=100, format="png")
+        os.replace(tmp, png)
+    except OSError as e:  # e.g. the disk is full: the run goes on, the picture waits
+        tmp.unlink(missing_ok=True)
+        return f"loss curve not drawn: {e.strerror or e}"
+    finally:
+        plt.close(fig)
     return None

@@ -22,7 +22,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.sampling import check_sampling_args, sample_next_token
+from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
+from gpt.files import describe_error, read_safetensors, read_torch_file
+from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
 
 # -----------------------------------------------------------------------------
 # Config
@@ -310,8 +312,11 @@ class GPT(nn.Module):
 
         if targets is not None:
             logits = self.lm_head(x)  # (B, T, V)
+            # The mean over the targets that count: -1 is ignored (the prompts of instruction data,
+            # issue 12). A batch with none gives 0 and no gradient, not the NaN of an empty mean.
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1,
-                                   label_smoothing=label_smoothing)
+                                   reduction="sum",
+                                   label_smoothing=label_smoothing) / (targets != -1).sum().clamp(min=1)
             return logits, loss
         if last_only:
             x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work
@@ -335,6 +340,18 @@ class GPT(nn.Module):
             x = x + block.attn.decode_step(block.ln_1(x), pos, mask)
             x = x + block.mlp(block.ln_2(x))
         return self.lm_head(self.transformer.ln_f(x))[:, -1, :]
+
+    def decode_token(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None,
+                     seen: torch.Tensor | None, *, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None, repetition_penalty: float = 1.0,
+                     vocab_limit: int | None = None) -> torch.Tensor:
+        """`decode_step` and the choice of the next token in one static-shape function: idx (B, 1),
+        pos (1,), noise (B, V') from `sampling_noise` (None when greedy), seen (B, V') bool (None
+        without a repetition penalty) -> next token (B, 1), NON_FINITE where the logits were not
+        finite. Under torch.compile(mode="reduce-overhead") the whole per-token step, sampling
+        included, is one CUDA graph: no host sync and one launch per token (issue 9)."""
+        logits = self.decode_step(idx, pos)[:, :vocab_limit]  # (B, V')
+        return draw_next_token(logits, temperature, top_k, top_p, noise, seen, repetition_penalty)
 
     # -- KV cache and generation -----------------------------------------------
 
@@ -386,9 +403,11 @@ class GPT(nn.Module):
                         repetition_penalty: float = 1.0, use_cache: bool = True,
                         generator: torch.Generator | None = None,
                         vocab_limit: int | None = None, num_samples: int = 1,
-                        decode_step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                        decode_step: Callable | str | None = "auto",
                         ) -> Iterator[torch.Tensor]:
-        """Yield the next token of every sequence, (B, 1), max_new_tokens times.
+        """Yield the next token of every sequence, (B, 1), max_new_tokens times. A token equal to
+        NON_FINITE (-1) means the logits of that row were NaN or inf: the reader must refuse it
+        (`gpt.sampling.check_tokens`); nothing here waits for the device to find out.
 
         idx: (B, T) prompt, all rows the same length; prefilled in one forward pass, after which
         each token costs one position of compute through the KV cache.
@@ -397,9 +416,16 @@ class GPT(nn.Module):
         is prefilled once, its keys and values written to every row of the cache, and the rows go
         their own ways from the first sampled token (B = num_samples).
 
-        decode_step: a function (idx (B, 1), pos (1,) tensor) -> logits (B, V) used for the
-        one-token steps of the cached path, e.g. `torch.compile(self.decode_step, ...)`; prefills
-        stay eager.
+        decode_step: how the one-token steps of the cached path run. "static": `decode_token`,
+        the static-shape step (attention always over the whole cache, so GPU attention kernels see
+        one shape and build one plan: bf16 cuDNN attention otherwise builds one per key length,
+        ~70 ms each on an H100, issue 9); None: the ordinary forward over the cached prefix
+        (fewer FLOPs, best on a CPU); "auto" (default): static on CUDA, ordinary elsewhere; or a
+        function with `decode_token`'s signature, e.g. a `gpt.generation.CompiledDecodeStep`.
+        Prefills always run the ordinary forward.
+
+        The device runs one step ahead of the reader: step t + 1 is queued before token t is
+        yielded, so the host's work on token t (streaming, stop strings) overlaps the device's.
 
         Past block_size: the model sees a window that starts somewhere in the sequence; when the
         window is full it slides forward to keep only its last block_size // 2 tokens, which are
@@ -407,20 +433,30 @@ class GPT(nn.Module):
         follow the same rule, so they produce the same tokens; sliding by half a window keeps the
         cost of re-prefilling to one pass per block_size // 2 new tokens.
 
-        vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows)."""
+        vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows).
+        Sampling: `gpt.sampling.draw_next_token`; every path draws the same noise from `generator`,
+        so for one seed the cached, uncached, eager and compiled paths give the same tokens."""
         check_sampling_args(temperature, top_k, top_p, repetition_penalty)
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")
         if num_samples < 1 or (num_samples > 1 and idx.size(0) != 1):
             raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "
                              f"idx of shape {tuple(idx.shape)}")
+        if decode_step == "auto":
+            decode_step = "static" if idx.device.type == "cuda" else None
+        if decode_step == "static":
+            decode_step = self.decode_token
         batch = idx.size(0) * num_samples
         block = self.config.block_size
         keep = max(1, block // 2)
+        vocab = min(vocab_limit or self.config.vocab_size, self.config.vocab_size)
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
         was_training = self.training
         self.eval()
         seq = idx[:, -block:] if idx.size(1) > block else idx  # the model's current window
-        history = idx  # for the repetition penalty
+        if seq.size(0) != batch:
+            seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
+        seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
         try:
             with self.cpu_bf16_packed(batch):
                 if use_cache:
@@ -429,27 +465,34 @@ class GPT(nn.Module):
                     pos_t = torch.zeros(1, dtype=torch.long, device=idx.device)
                     tok_t = torch.zeros(batch, 1, dtype=torch.long, device=idx.device)
                 cached_upto = 0  # positions of `seq` already in the cache
+                shared_prompt = num_samples > 1
+                pending = None  # the token computed last, yielded once the next step is queued
                 for _ in range(max_new_tokens):
+                    noise = None if temperature == 0 else sampling_noise(batch, vocab, idx.device, generator)
                     if use_cache and decode_step is not None and seq.size(1) - cached_upto == 1:
-                        logits = decode_step(tok_t.copy_(seq[:, -1:]), pos_t.fill_(cached_upto))  # (B, V)
-                        cached_upto = seq.size(1)
-                    elif use_cache:
-                        logits = self(seq[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
+                        nxt = decode_step(tok_t.copy_(seq[:, -1:]), pos_t.fill_(cached_upto), noise, seen, **sampling,
+                                          vocab_limit=vocab)
                         cached_upto = seq.size(1)
                     else:
-                        logits = self(seq, last_only=True)[0][:, -1]
-                    logits = logits[:, :vocab_limit]
-                    if seq.size(0) != batch:  # the shared prompt was prefilled once: a row per sample now
-                        logits = logits.expand(batch, -1)
-                        seq, history = seq.expand(batch, -1), history.expand(batch, -1)
-                    nxt = sample_next_token(logits, temperature, top_k, top_p, generator,
-                                            previous=history if repetition_penalty != 1.0 else None,
-                                            repetition_penalty=repetition_penalty)
-                    yield nxt
-                    history = torch.cat((history, nxt), dim=1)
-                    seq = torch.cat((seq, nxt), dim=1)
+                        rows = seq[:1] if shared_prompt else seq  # the shared prompt: computed once for all rows
+                        if use_cache:
+                            logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
+                            cached_upto = seq.size(1)
+                        else:
+                            logits = self(rows, last_only=True)[0][:, -1]
+                        shared_prompt = False
+                        nxt = draw_next_token(logits[:, :vocab].expand(batch, -1), **sampling, noise=noise, seen=seen)
+                    nxt = nxt.clone()  # a CUDA graph's output is overwritten by its next replay
+                    if seen is not None:
+                        seen.scatter_(1, nxt.clamp_min(0), True)
+                    if pending is not None:
+                        yield pending
+                    pending = nxt
+                    seq = torch.cat((seq, nxt.clamp_min(0)), dim=1)  # a NON_FINITE row goes on harmlessly
                     if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
                         seq, cached_upto = seq[:, -keep:], 0
+                if pending is not None:
+                    yield pending
         finally:
             self.train(was_training)
 
@@ -459,7 +502,9 @@ class GPT(nn.Module):
         Keyword arguments as `generate_tokens` (repetition_penalty, use_cache, generator, num_samples, ...)."""
         new = list(self.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p, **kwargs))
         idx = idx.expand(idx.size(0) * kwargs.get("num_samples", 1), -1)
-        return torch.cat([idx, *new], dim=1)
+        out = torch.cat([idx, *new], dim=1)
+        check_tokens(out[:, idx.size(1):].amin(dim=1).tolist() if new else [])  # one wait, at the end
+        return out
 
     # -- weights: strict loading, GPT-2 interop --------------------------------
 
@@ -493,15 +538,25 @@ class GPT(nn.Module):
         path = Path(name_or_path)
         if not path.is_dir():
             if name_or_path not in GPT2_HUB_CONFIGS:
-                raise FileNotFoundError(
+                raise MissingFile(
                     f"{name_or_path!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
             path = _download_gpt2(name_or_path)
-        hf = json.loads((path / "config.json").read_text())
-        config = config_from_hf(hf, dropout=dropout)
+        try:
+            hf = json.loads((path / "config.json").read_text())
+            if not isinstance(hf, dict):
+                raise ValueError(f"a JSON {type(hf).__name__}, not an object")
+            config = config_from_hf(hf, dropout=dropout)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
+            raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
+                                 f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
         state_dict = _read_hf_weights(path)
         with torch.device("meta"):  # no memory, no random init: the weights are loaded next
             model = cls(config)
-        model.load_weights(state_dict, assign=True)
+        try:
+            model.load_weights(state_dict, assign=True)
+        except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
+            raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
         return model
 
     def save_pretrained(self, out_dir: str | Path) -> None:
@@ -555,12 +610,11 @@ def config_to_hf(cfg: GPTConfig) -> dict:
 def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
     if (path / "model.safetensors").exists():
-        from safetensors.torch import load_file
-        raw = load_file(str(path / "model.safetensors"))
+        raw = read_safetensors(path / "model.safetensors")
     elif (path / "pytorch_model.bin").exists():
-        raw = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)  # never runs pickled code
+        raw = read_torch_file(path / "pytorch_model.bin")  # weights_only: never runs pickled code
     else:
-        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")
+        raise MissingFile(f"{path} has neither model.safetensors nor pytorch_model.bin")
     out = {}
     for k, v in raw.items():
         if k.endswith(IGNORED_HF_SUFFIXES):
@@ -575,8 +629,8 @@ def _download_gpt2(name: str) -> Path:
     """Fetch config.json + model.safetensors from the hub cache, or the hub itself."""
     try:
         from huggingface_hub import snapshot_download
-    except ImportError as e:
-        raise RuntimeError("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from e
+    except ImportError:
+        raise HubUnreachable("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from None
     patterns = ["config.json", "model.safetensors"]
     try:
         return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
@@ -584,7 +638,7 @@ def _download_gpt2(name: str) -> Path:
         pass  # not cached yet
     try:
         return Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10))
-    except Exception as e:
-        raise RuntimeError(
-            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {e}). "
-            "Without a network, pass a local directory holding config.json and model.safetensors.") from e
+    except Exception as e:  # the hub client's many error types; whatever it is, the model is out of reach
+        raise HubUnreachable(
+            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
+            "Without a network, pass a local directory holding config.json and model.safetensors.") from None

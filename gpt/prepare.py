@@ -12,6 +12,11 @@ flight, so memory stays bounded however large the input. Empty documents are ski
 counted. No text at all, or too little for both splits, is a PrepareError and leaves nothing
 behind: the data directory is built beside out_dir under a temporary name, meta.json last, and
 renamed into place at the end. The same inputs and options again: nothing to do.
+
+Instruction data (prompt/response, Alpaca or messages records; gpt/instruct.py): each record is
+one document in the template, and the shards carry a loss mask (format version 2, gpt/shards.py)
+so that only the responses are trained on. meta.json then says "supervised": true and counts each
+split's target tokens and response bytes, over which bits per byte is measured.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from gpt.shards import FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
+from gpt import instruct
+from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     PrepareError,
     PrepareWarning,
@@ -94,13 +100,13 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
     document's split and whether it ends the document. Empty documents are skipped here."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
     for text, end in pieces:
-        if not doc_started and end and (not text or text.isspace()):
+        if not doc_started and end and isinstance(text, str) and (not text or text.isspace()):
             stats.empty_documents += 1
             continue
         texts.append(text)
         ends.append(end)
         val.append(picker.is_val(doc))
-        size += len(text)
+        size += len(text) if isinstance(text, str) else sum(len(t) for t, _ in text)
         doc, doc_started = (doc + 1, False) if end else (doc, True)
         if size >= CHUNK_CHARS:
             yield texts, np.array(ends), np.array(val)
@@ -109,22 +115,41 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
         yield texts, np.array(ends), np.array(val)
 
 
-def _encode_chunk(tokenizer_name: str, texts: list[str], ends: np.ndarray):
+def _utf8(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # lone surrogates from JSON "\ud800" escapes
+        return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
     """Worker: the pieces' tokens concatenated (an end-of-text after each document's last piece),
-    with each piece's token count and UTF-8 byte count."""
+    with each piece's token count, UTF-8 byte count and bytes of targets (all of a plain piece,
+    the responses of a conversation), and the loss mask: None unless a conversation is among them."""
     tok = get_tokenizer(tokenizer_name)
-    arrays, lengths, nbytes = [], np.empty(len(texts), np.int64), np.empty(len(texts), np.int64)
+    n = len(texts)
+    arrays, masks, lengths, nbytes, target_bytes = [], [], np.empty(n, np.int64), np.empty(n, np.int64), \
+        np.empty(n, np.int64)
     eot = np.array([tok.eot_token])
     for i, (text, end) in enumerate(zip(texts, ends)):
-        try:
-            nbytes[i] = len(text.encode("utf-8"))
-        except UnicodeEncodeError:  # lone surrogates from JSON "\ud800" escapes
-            text = text.encode("utf-8", errors="replace").decode("utf-8")
-            nbytes[i] = len(text.encode("utf-8"))
-        ids = tok.encode_numpy(text)
-        arrays += [ids, eot] if end else [ids]
-        lengths[i] = len(ids) + bool(end)
-    return np.concatenate(arrays).astype(token_dtype(tok.n_vocab)), lengths, nbytes
+        if isinstance(text, str):
+            text = _utf8(text)
+            nbytes[i] = target_bytes[i] = len(text.encode("utf-8"))
+            ids = tok.encode_numpy(text)
+            ids = np.concatenate([ids, eot]) if end else ids
+            mask = np.ones(len(ids), np.uint8)
+        else:  # a conversation (gpt/instruct.py): the template's end-of-text ends the document
+            pieces = tuple((_utf8(t), target) for t, target in text)
+            nbytes[i] = sum(len(t.encode("utf-8")) for t, _ in pieces)
+            target_bytes[i] = instruct.response_bytes(pieces)
+            ids, mask = instruct.encode(tok, pieces)
+        arrays.append(ids)
+        masks.append(mask)
+        lengths[i] = len(ids)
+    tokens = np.concatenate(arrays).astype(token_dtype(tok.n_vocab))
+    mask = np.concatenate(masks)
+    return tokens, lengths, nbytes, None if mask.all() else mask, target_bytes
 
 
 def _ignore_sigint() -> None:
@@ -169,21 +194,25 @@ class _SplitWriter:
         self.prev: ShardWriter | None = None
         self.cur: ShardWriter | None = None
         self.documents = self.tokens = self.bytes = 0
+        self.target_tokens = self.target_bytes = 0  # what bits per byte counts (all, or the responses)
+        self.masked = False  # some token is context only (instruction data)
 
     def _new(self, index: int) -> ShardWriter:
         return ShardWriter(self.directory / f"{self.split}_{index:06d}.bin", vocab_size=self.tok.n_vocab,
                            eot_token=self.tok.eot_token, tokenizer_name=self.tok.name)
 
-    def write(self, tokens: np.ndarray) -> None:
+    def write(self, tokens: np.ndarray, mask: np.ndarray | None = None) -> None:
         self.tokens += len(tokens)
+        self.target_tokens += len(tokens) if mask is None else int(mask.sum())
+        self.masked |= mask is not None and not mask.all()
         while len(tokens):
             if self.cur is None or self.cur.num_tokens == self.shard_tokens:
                 if self.prev is not None:
                     self.names.append(self.prev.close().name)
                 self.prev, self.cur = self.cur, self._new(len(self.names) + (self.cur is not None))
             room = self.shard_tokens - self.cur.num_tokens
-            self.cur.write(tokens[:room])
-            tokens = tokens[room:]
+            self.cur.write(tokens[:room], None if mask is None else mask[:room])
+            tokens, mask = tokens[room:], None if mask is None else mask[room:]
 
     def close(self) -> list[str]:
         prev, cur = self.prev, self.cur
@@ -192,7 +221,8 @@ class _SplitWriter:
             last = self._new(len(self.names) + 1)  # same name as cur, its own temp file
             for writer, start, stop in ((prev, keep, prev.num_tokens), (cur, 0, cur.num_tokens)):
                 for at in range(start, stop, _COPY_TOKENS):
-                    last.write(writer.read(at, min(at + _COPY_TOKENS, stop)))
+                    end = min(at + _COPY_TOKENS, stop)
+                    last.write(writer.read(at, end), writer.read_mask(at, end))
             prev.truncate(keep)
             cur.abort()
             self.cur = cur = last
@@ -220,15 +250,18 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc), writers, max_tokens, bar)
             bar.close()
             _check_enough(writers, stats)
-            splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes, "shards": w.close()}
+            splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
+                          "target_tokens": w.target_tokens, "target_bytes": w.target_bytes, "shards": w.close()}
                       for s, w in writers.items()}
+            supervised = any(w.masked for w in writers.values())
         except BaseException:
             bar.close()
             for w in writers.values():
                 w.abort()
             raise
     return {
-        "format_version": FORMAT_VERSION,
+        "format_version": MASKED_FORMAT_VERSION if supervised else FORMAT_VERSION,
+        "supervised": supervised,  # instruction data: only response tokens are targets
         "source": source.description,
         "tokenizer": tok.name,
         "vocab_size": tok.n_vocab,
@@ -244,18 +277,20 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
 def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
     """Route each encoded piece to its split's shards, in order."""
     total = 0
-    for ends, val, (tokens, lengths, nbytes) in encoded:
+    for ends, val, (tokens, lengths, nbytes, loss_mask, target_bytes) in encoded:
         if max_tokens is not None:  # stop at the end of the document that reaches max_tokens
             done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total))
             if len(done):
                 n = done[0] + 1
-                ends, val, lengths, nbytes = ends[:n], val[:n], lengths[:n], nbytes[:n]
+                ends, val, lengths, nbytes, target_bytes = ends[:n], val[:n], lengths[:n], nbytes[:n], target_bytes[:n]
                 tokens = tokens[: lengths.sum()]
+                loss_mask = None if loss_mask is None else loss_mask[: lengths.sum()]
         in_val = np.repeat(val, lengths)
         for split, mask, pieces in (("train", ~in_val, ~val), ("val", in_val, val)):
-            writers[split].write(tokens[mask])
+            writers[split].write(tokens[mask], None if loss_mask is None else loss_mask[mask])
             writers[split].documents += int((ends & pieces).sum())
             writers[split].bytes += int(nbytes[pieces].sum())
+            writers[split].target_bytes += int(target_bytes[pieces].sum())
         total += len(tokens)
         bar.update(int(nbytes.sum()))
         bar.set_postfix(docs=sum(w.documents for w in writers.values()), tokens=f"{total:,}", refresh=False)
@@ -390,6 +425,8 @@ examples:
   python data/prepare.py --input notes/ essays/*.md   # your own text: one file = one document
   python data/prepare.py --input input.txt            # one text file: its last 10% (from a line break) is val
   python data/prepare.py --input chats.jsonl --text_field body
+  python data/prepare.py --input pairs.jsonl          # prompt/response, Alpaca or messages records:
+                                                      # loss on the responses only (gpt/instruct.py)
   python data/prepare.py --input shards/*.parquet --out_dir data/mycorpus
   python data/prepare.py --hf roneneldan/TinyStories --max_tokens 100_000_000
   python data/prepare.py --hf HuggingFaceFW/fineweb-edu --hf_config sample-10BT --val_fraction 0.001

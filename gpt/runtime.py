@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gpt.errors import ConfigError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Dense bf16 tensor-core peaks in FLOP/s, by a substring of torch.cuda.get_device_name(); the
@@ -65,9 +67,12 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
             requested = "cpu"
     if requested == "cuda" and dist_info.enabled:
         requested = f"cuda:{dist_info.local_rank}"  # one GPU per process
-    device = torch.device(requested)
+    try:
+        device = torch.device(requested)
+    except RuntimeError:  # e.g. --device=gpu
+        raise ConfigError(f"unknown device {requested!r}: use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device is cuda but no CUDA GPU is available (use --device=cpu)")
+        raise ConfigError("device is cuda but no CUDA GPU is available (use --device=cpu)")
     return device
 
 
@@ -121,6 +126,32 @@ def gpu_peak_bf16(name: str) -> float | None:
     """Dense bf16 FLOP/s of a GPU by its name; None when unknown (no MFU rather than a wrong one).
     Whole words only: "L4" must not match an "L40", nor "A100" an "RTX A1000"."""
     return next((peak for key, peak in GPU_PEAK_BF16 if re.search(rf"\b{re.escape(key)}\b", name)), None)
+
+
+def use_deterministic(on: bool) -> None:
+    """--deterministic (issue 9; torchtitan's debug mode has the same switches): kernels that give
+    the same bits on every run. torch.use_deterministic_algorithms makes PyTorch pick deterministic
+    kernels or raise (embedding and cross-entropy backward without atomics; SDPA leaves out cuDNN
+    attention and runs flash / memory-efficient backward deterministically) and puts inductor in
+    its deterministic mode (no autotuning by timing). cuBLAS needs a fixed workspace, read when
+    its first handle is made: call this before any CUDA work. On the CPU, training is already
+    deterministic; the flag changes nothing there but its checks."""
+    if not on:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def deterministic_state() -> tuple[bool, bool, bool]:
+    return (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark)
+
+
+def set_deterministic_state(state: tuple[bool, bool, bool]) -> None:
+    torch.use_deterministic_algorithms(state[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = state[1], state[2]
 
 
 def seed_everything(seed: int) -> None:

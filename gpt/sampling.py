@@ -7,29 +7,39 @@ from __future__ import annotations
 
 import torch
 
+from gpt.errors import ConfigError, NonFiniteLogits
+
 
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                         repetition_penalty: float = 1.0) -> None:
     """Raise ValueError naming the first bad value (checked once, before any work)."""
     if not temperature >= 0:  # also catches NaN
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
     if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1 (or None to disable), got {top_k}")
+        raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (or None to disable), got {top_p}")
+        raise ConfigError(f"top_p must be in (0, 1] (or None to disable), got {top_p}")
     if not repetition_penalty > 0:
-        raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
+        raise ConfigError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
 
 
-def apply_repetition_penalty(logits: torch.Tensor, previous: torch.Tensor, penalty: float) -> torch.Tensor:
+NON_FINITE = -1  # the token id `draw_next_token` gives a row whose logits were not all finite
+
+
+def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
     """Make already-seen tokens less likely (CTRL, Keskar et al. 2019, section 4.1):
     positive logits are divided by `penalty`, negative ones multiplied.
-    logits: (B, V); previous: (B, T) token ids already in each sequence."""
+    logits: (B, V); seen: (B, V) bool, the tokens already in each sequence (see `seen_tokens`).
+    A mask rather than a list of ids, so its shape never changes while a sequence grows."""
     if penalty == 1.0:
         return logits
-    seen = torch.gather(logits, 1, previous)
-    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
-    return logits.scatter(1, previous, seen)
+    return torch.where(seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
+
+
+def seen_tokens(previous: torch.Tensor, vocab: int) -> torch.Tensor:
+    """(B, T) token ids -> (B, vocab) bool mask of the ids present in each row."""
+    seen = torch.zeros(previous.size(0), vocab, dtype=torch.bool, device=previous.device)
+    return seen.scatter_(1, previous, True)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
@@ -50,19 +60,53 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
     return logits
 
 
+def sampling_noise(batch: int, vocab: int, device: torch.device, generator: torch.Generator | None) -> torch.Tensor:
+    """The randomness of one sampling step: (B, V) draws from Exp(1), for `draw_next_token`.
+    Drawn apart from the model's step so that a captured (CUDA-graph) step needs no RNG of its
+    own and every path (eager, compiled, cached, uncached) draws the same numbers from a seed.
+    Clamped away from 0 so that p / noise is always finite."""
+    noise = torch.empty(batch, vocab, device=device).exponential_(generator=generator)
+    return noise.clamp_min_(torch.finfo(noise.dtype).tiny)
+
+
+def draw_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                    top_p: float | None = None, noise: torch.Tensor | None = None,
+                    seen: torch.Tensor | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
+    """Pick one token per row without waiting for the device: logits (B, V) -> (B, 1) int64.
+
+    temperature 0 is greedy (argmax, no noise). Otherwise the exponential race: with E_i ~ Exp(1)
+    (`noise`), argmax_i p_i / E_i is distributed exactly as p (the Gumbel-max trick in another
+    form), and unlike torch.multinomial it is plain tensor arithmetic: no host sync, and it fits
+    inside a CUDA graph. A row whose logits are not all finite gets NON_FINITE (-1) instead of a
+    token: the caller checks when it reads the tokens anyway (`check_tokens`)."""
+    finite = torch.isfinite(logits).all(dim=-1, keepdim=True)  # (B, 1)
+    logits = logits.float()
+    if seen is not None:
+        logits = apply_repetition_penalty(logits, seen, repetition_penalty)
+    if temperature == 0:
+        ids = torch.argmax(logits, dim=-1, keepdim=True)
+    else:
+        probs = torch.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)
+        ids = torch.argmax(probs / noise, dim=-1, keepdim=True)
+    return torch.where(finite, ids, NON_FINITE)
+
+
+def check_tokens(ids: list[int]) -> None:
+    """Raise if a drawn token marks non-finite logits: never turn NaN or inf into a token."""
+    if NON_FINITE in ids:
+        raise NonFiniteLogits("the model produced non-finite logits (NaN or inf); refusing to sample")
+
+
 def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                       top_p: float | None = None, generator: torch.Generator | None = None,
                       previous: torch.Tensor | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
-    """Pick one token per row. logits: (B, V) -> (B, 1) int64. temperature 0 is greedy (argmax).
+    """Pick one token per row, eagerly. logits: (B, V) -> (B, 1) int64. temperature 0 is greedy.
+    previous: (B, T) ids already in each sequence, for the repetition penalty.
 
     Non-finite logits raise instead of producing a garbage token."""
-    if not torch.isfinite(logits).all():
-        raise FloatingPointError("the model produced non-finite logits (NaN or inf); refusing to sample")
-    logits = logits.float()
-    if previous is not None:
-        logits = apply_repetition_penalty(logits, previous, repetition_penalty)
-    if temperature == 0:
-        return torch.argmax(logits, dim=-1, keepdim=True)
-    logits = filter_logits(logits / temperature, top_k, top_p)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
+    B, V = logits.shape
+    noise = None if temperature == 0 else sampling_noise(B, V, logits.device, generator)
+    seen = seen_tokens(previous, V) if previous is not None and repetition_penalty != 1.0 else None
+    ids = draw_next_token(logits, temperature, top_k, top_p, noise, seen, repetition_penalty)
+    check_tokens(ids.flatten().tolist())
+    return ids

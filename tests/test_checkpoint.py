@@ -1,6 +1,9 @@
+import errno
 import json
 import os
 import pickle
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -10,6 +13,7 @@ import torch
 
 from gpt.checkpoint import (clean_leftovers, find_checkpoint, list_checkpoints, load_model, open_checkpoint,
                             save_checkpoint)
+from gpt.errors import SaveError, UnreadableFile
 from gpt.model import GPT, GPTConfig
 
 CFG = GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16)
@@ -52,20 +56,60 @@ def test_keeps_last_n_and_the_best(tmp_path):
 
 
 def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    # A write failing part-way (weights written, then the disk is full): one SaveError naming the
+    # checkpoint still current, the previous checkpoint intact and nothing half-written left.
     model = make_model()
     save(tmp_path, 1, model)
     def disk_full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(SaveError, match=r"saving checkpoint ckpt-0000002 in .* failed: No space left on device; "
+                                        r"the latest checkpoint is still .*ckpt-0000001"):
         save(tmp_path, 2, make_model(1))
     monkeypatch.undo()
     assert (tmp_path / "latest").read_text().strip() == "ckpt-0000001"
     loaded, ckpt = load_model(tmp_path)
     assert ckpt.meta["step"] == 1
-    removed = clean_leftovers(tmp_path)
-    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.")
+    assert not list(tmp_path.glob(".tmp-*")) and [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]
+
+
+def test_a_failed_resave_of_the_same_step_puts_the_first_back(tmp_path, monkeypatch):
+    save(tmp_path, 1, make_model())
+    real_replace = os.replace
+    def fail_second_rename(src, dst):
+        if str(src).endswith(".tmp-ckpt-0000001." + str(os.getpid())):
+            raise OSError(errno.EACCES, "Permission denied")
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", fail_second_rename)
+    with pytest.raises(SaveError, match="Permission denied"):
+        save(tmp_path, 1, make_model(1))
+    monkeypatch.undo()
+    loaded, _ = load_model(tmp_path)
+    assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_a_save_that_cannot_fit_is_refused_before_writing(tmp_path, monkeypatch):
+    import gpt.checkpoint as C
+
+    save(tmp_path, 1, make_model())
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(C.shutil, "disk_usage", lambda path: usage._replace(free=100_000))
+    with pytest.raises(SaveError, match=r"not enough free space in .* for checkpoint ckpt-0000002: it needs about "
+                                        r"1\.\d MiB, 0\.1 MiB are free; the latest checkpoint is still"):
+        save(tmp_path, 2, make_model(1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000001", "latest"]
+
+
+def test_checkpoint_size_estimate_covers_what_is_written(tmp_path):
+    from gpt.checkpoint import SPACE_MARGIN, tensor_bytes, weights_to_save
+
+    model = make_model()
+    state = {"optimizer": {"state": {0: {"exp_avg": torch.zeros(1000)}}}, "rng": [torch.zeros(5000, dtype=torch.uint8)]}
+    path = save_checkpoint(tmp_path, 1, model, state, {"model_config": CFG.to_dict()})
+    written = sum(f.stat().st_size for f in path.iterdir())
+    estimate = (tensor_bytes(weights_to_save(model)) + tensor_bytes(state)) * SPACE_MARGIN[0] + SPACE_MARGIN[1]
+    assert tensor_bytes(state) == 4000 + 5000 and written <= estimate
 
 
 def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
@@ -90,6 +134,9 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
     loaded, ckpt = load_model(tmp_path)  # ...and ignored
     assert ckpt.meta["step"] == 1
     assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
+    removed = clean_leftovers(tmp_path)  # what train.py does at its next start
+    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.")
+    assert not list(tmp_path.glob(".tmp-*"))
 
 
 def test_pointer_missing_falls_back_to_newest_complete(tmp_path):
@@ -122,7 +169,8 @@ def test_a_pickle_with_a_payload_is_refused_and_never_runs(tmp_path):
     Payload.marker = tmp_path / "pwned"
     with open(path / "state.pt", "wb") as f:
         pickle.dump({"optimizer": Payload()}, f)
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(UnreadableFile, match=r"ckpt-0000001/state\.pt: refused: it holds pickled objects .* "
+                                             r"nothing in it was run"):
         open_checkpoint(tmp_path).state()
     assert not Payload.marker.exists()
     # The same for a Hugging Face pytorch_model.bin.
@@ -132,6 +180,67 @@ def test_a_pickle_with_a_payload_is_refused_and_never_runs(tmp_path):
                                                 "n_embd": 16, "n_layer": 1, "n_head": 2}))
     with open(hf / "pytorch_model.bin", "wb") as f:
         pickle.dump({"transformer.wte.weight": Payload()}, f)
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(UnreadableFile, match=r"hf/pytorch_model\.bin: refused"):
         GPT.from_pretrained(str(hf))
     assert not Payload.marker.exists()
+
+
+def corrupt(ckpt, how):
+    """Break one file of a checkpoint the ways issue 10 found: torn weights, a pickle payload, bad JSON."""
+    if how == "truncated weights":
+        data = (ckpt / "model.safetensors").read_bytes()
+        (ckpt / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif how == "pickle payload":
+        with open(ckpt / "state.pt", "wb") as f:
+            pickle.dump({"optimizer": Payload()}, f)
+    elif how == "bad meta.json":
+        (ckpt / "meta.json").write_text('{"step": 3, "model_config": ')
+    elif how == "meta.json without a model config":
+        (ckpt / "meta.json").write_text('{"step": 3}')
+
+
+@pytest.mark.parametrize("how, file, reason", [
+    ("truncated weights", "model.safetensors", "truncated or corrupt safetensors file"),
+    ("pickle payload", "state.pt", "refused: it holds pickled objects"),
+    ("bad meta.json", "meta.json", "unreadable checkpoint metadata"),
+    ("meta.json without a model config", "meta.json", "unreadable checkpoint metadata (no 'model_config')"),
+])
+def test_resume_skips_a_checkpoint_that_cannot_be_loaded(tmp_path, how, file, reason):
+    from gpt.checkpoint import open_resumable, set_aside
+
+    Payload.marker = tmp_path / "pwned"
+    save(tmp_path, 2, make_model(2))
+    newest = save(tmp_path, 3, make_model(3))
+    corrupt(newest, how)
+    with pytest.raises(UnreadableFile, match=re.escape(f"{newest / file}: {reason}")):
+        load_model(tmp_path)[1].state()  # what a plain load meets (sample.py names the file)
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path.name == "ckpt-0000002" and ckpt.meta["step"] == 2
+    assert torch.equal(ckpt.state()["note"], torch.arange(3))
+    assert [(p.name, why.startswith(f"{newest / file}: {reason}")) for p, why in skipped] == [("ckpt-0000003", True)]
+    assert not Payload.marker.exists()
+    assert set_aside(newest).name == "broken-ckpt-0000003"
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002"]
+    assert find_checkpoint(tmp_path).name == "ckpt-0000002"  # the stale pointer falls back too
+
+
+def test_resume_with_no_loadable_checkpoint_says_why_for_each(tmp_path):
+    from gpt.checkpoint import NoCheckpoint, open_resumable
+
+    with pytest.raises(NoCheckpoint, match="no complete checkpoint in"):
+        open_resumable(tmp_path)
+    corrupt(save(tmp_path, 1, make_model()), "truncated weights")
+    corrupt(save(tmp_path, 2, make_model()), "bad meta.json")
+    with pytest.raises(UnreadableFile, match=r"no checkpoint can be loaded: .*ckpt-0000002/meta\.json: .*; "
+                                             r".*ckpt-0000001/model\.safetensors: truncated"):
+        open_resumable(tmp_path)
+
+
+def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
+    path = save(tmp_path, 1, make_model())
+    meta = json.loads((path / "meta.json").read_text())
+    meta["model_config"]["n_layer"] = 2
+    (path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UnreadableFile, match=r"ckpt-0000001/model\.safetensors: checkpoint does not fit the model: "
+                                             r"missing keys \['transformer\.h\.1\."):
+        load_model(tmp_path)

@@ -1,6 +1,7 @@
 import pytest
 
 from gpt.config import TrainConfig, parse_args, resume_config
+from gpt.errors import ConfigError
 
 
 def test_defaults_are_valid_and_overrides_take_types_from_the_dataclass():
@@ -116,3 +117,55 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
     cfg, keys = parse_args(["--init_from=resume"])
     merged = resume_config(old, cfg, keys)
     assert (merged.optimizer, merged.lr_schedule, merged.label_smoothing) == ("adamw", "cosine", 0.0)
+
+
+@pytest.mark.parametrize("spelling, value", [("False", "false"), ("false", "false"), ("0", "false"), ("NO", "false"),
+                                             ("True", "true"), ("yes", "true"), ("1", "true"), ("Auto", "auto")])
+def test_booleans_as_nanogpt_users_type_them(spelling, value):
+    cfg, _ = parse_args([f"--compile={spelling}", f"--bias={spelling if value != 'auto' else 'true'}"])
+    assert cfg.compile == value and cfg.bias == (value != "false")
+
+
+def test_booleans_in_toml_presets(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text('compile = "False"\nbias = "yes"\neval_only = false\n')
+    cfg, _ = parse_args([f"--config={preset}"])
+    assert (cfg.compile, cfg.bias, cfg.eval_only) == ("false", True, False)
+    with pytest.raises(ConfigError, match="compile must be one of auto, true, false, got 'maybe'"):
+        parse_args(["--compile=maybe"])
+
+
+def test_config_errors_are_usage_errors_and_value_errors():
+    from gpt.errors import UsageError
+
+    with pytest.raises(ConfigError) as err:
+        parse_args(["--n_layer=0"])
+    assert isinstance(err.value, UsageError) and isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize("argv, world, expected, note", [
+    ([], 2, 2, "gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
+               "tokens per step 2,048 -> 4,096"),
+    (["--config=gpt2-124m"], 3, 18, "gradient_accumulation_steps 16 -> 18"),
+    (["--config=gpt2-124m"], 8, 16, None),  # divides: kept
+    ([], 1, 1, None),
+    (["--gradient_accumulation_steps=3"], 2, 3, None),  # the user's value: left for validate() to refuse
+])
+def test_unset_accumulation_fits_the_process_count(argv, world, expected, note):
+    from gpt.config import command_line_keys, fit_accumulation
+
+    cfg, _ = parse_args(argv)
+    fitted, said = fit_accumulation(cfg, world, "gradient_accumulation_steps" in command_line_keys(argv))
+    assert fitted.gradient_accumulation_steps == expected
+    assert (said is None) if note is None else said.startswith(note)
+    if expected % world:
+        with pytest.raises(ConfigError, match="divisible by the number of processes"):
+            fitted.validate(world)
+    else:
+        fitted.validate(world)
+
+
+def test_command_line_keys_leave_out_the_preset():
+    from gpt.config import command_line_keys
+
+    assert command_line_keys(["--config=gpt2-124m", "--max-iters", "5", "--compile=false"]) == {"max_iters", "compile"}

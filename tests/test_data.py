@@ -61,6 +61,50 @@ def test_shard_round_trip(tmp_path, vocab_size, dtype):
     assert [p.name for p in tmp_path.iterdir()] == ["s.bin"]  # no temp file left
 
 
+def test_masked_shard_round_trip_is_version_2(tmp_path):
+    tokens = np.arange(1000) % 257
+    mask = (np.arange(1000) % 3 == 0).astype(np.uint8)
+    path = tmp_path / "m.bin"
+    write_shard(path, tokens, mask, vocab_size=257, eot_token=256, tokenizer_name="byte")
+    shard = open_shard(path)
+    assert shard.version == 2 and path.stat().st_size == HEADER_SIZE + 1000 * 2 + 1000
+    np.testing.assert_array_equal(shard.tokens, tokens)
+    np.testing.assert_array_equal(shard.loss_mask, mask)
+    write_shard(path, tokens, np.ones(1000, np.uint8), vocab_size=257, eot_token=256, tokenizer_name="byte")
+    assert open_shard(path).version == 1 and open_shard(path).loss_mask is None  # all targets: plain shard
+    assert [p.name for p in tmp_path.iterdir()] == ["m.bin"]  # no temp file left
+
+
+def test_bad_loss_mask_is_refused(tmp_path):
+    path = tmp_path / "m.bin"
+    write_shard(path, np.arange(100), np.zeros(100, np.uint8), vocab_size=257, eot_token=256, tokenizer_name="byte")
+    _patch(path, HEADER_SIZE + 200 + 42, b"\x07")
+    with pytest.raises(ShardError, match=re.escape(str(path)) + ".*loss mask value 7 at position 42"):
+        open_shard(path)
+    open(path, "r+b").truncate(HEADER_SIZE + 200 + 50)
+    with pytest.raises(ShardError, match="odd byte length"):
+        open_shard(path)
+
+
+def test_a_version_1_directory_written_before_loss_masks_still_loads(tmp_path):
+    """Byte for byte what the code before issue 12 wrote: header version 1, no mask, meta.json
+    without "supervised" or target counts. It loads, every target counts, bits per byte as before."""
+    tokens = (np.arange(600) % 256).astype("<u2")
+    for split in ("train", "val"):
+        header = struct.pack("<8sIIQII32s", b"GPTSHARD", 1, 2, len(tokens), 257, 256, b"byte")
+        (tmp_path / f"{split}_000000.bin").write_bytes(header.ljust(HEADER_SIZE, b"\0") + tokens.tobytes())
+    meta = {"format_version": 1, "tokenizer": "byte", "vocab_size": 257, "eot_token": 256, "dtype": "uint16",
+            "splits": {s: {"documents": 1, "tokens": 600, "bytes": 550, "shards": [f"{s}_000000.bin"]}
+                       for s in ("train", "val")}}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    data = DataDir(tmp_path)
+    assert not data.supervised
+    assert data.bits_per_byte(1.0) == pytest.approx(600 / 550 / np.log(2))
+    x, y = TrainBatches(tmp_path, 4, 16).next_batch()
+    assert torch.equal(x[:, 1:], y[:, :-1]) and (y >= 0).all()
+    assert all(s.version == 1 and s.loss_mask is None for s in data.open_shards("val"))
+
+
 def test_write_shard_refuses_ids_outside_the_vocab(tmp_path):
     with pytest.raises(ValueError, match="token ids"):
         write_shard(tmp_path / "s.bin", np.array([1, 300]), vocab_size=257, eot_token=256, tokenizer_name="byte")
@@ -291,3 +335,21 @@ def test_cuda_batches(tmp_path):
     counting_dir(tmp_path, [5000])
     x, y = TrainBatches(tmp_path, 4, 15, device="cuda").next_batch()
     assert x.is_cuda and y.is_cuda and torch.equal(x[:, 1:], y[:, :-1])
+
+
+@pytest.mark.parametrize("drop", ["tokenizer", "splits", "splits.val.bytes"])
+def test_meta_json_missing_keys_is_one_clear_error(tmp_path, drop):
+    import json
+
+    from gpt.errors import UsageError
+    from gpt.shards import DataDir
+
+    meta = {"format_version": 1, "tokenizer": "byte", "vocab_size": 257, "eot_token": 256,
+            "splits": {"val": {"shards": [], "tokens": 0, "bytes": 0}}}
+    if drop == "splits.val.bytes":
+        del meta["splits"]["val"]["bytes"]
+    else:
+        del meta[drop]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UsageError, match=rf"meta.json lacks {drop}"):
+        DataDir(tmp_path)

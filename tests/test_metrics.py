@@ -26,9 +26,54 @@ def test_a_fresh_run_starts_a_fresh_log_and_other_ranks_write_nothing(tmp_path):
     assert not other.exists()
 
 
-def test_loss_plot_is_drawn_or_skipped_with_a_note(tmp_path):
-    note = plot_losses([{"step": 1, "loss": 2.0}, {"step": 2, "val_loss": 1.5}], tmp_path / "loss.png")
-    assert (note is None and (tmp_path / "loss.png").stat().st_size > 0) or "matplotlib" in note
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def read_png(path):
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    return matplotlib.image.imread(path)  # decodes every chunk: a torn file fails here
+
+
+def test_loss_png_is_drawn_at_each_evaluation_and_at_the_end(tmp_path):
+    png = tmp_path / "loss.png"
+    m = Metrics(tmp_path, enabled=True)
+    for step in (1, 2):
+        m.log({"step": step, "loss": 5.0 - step, "tokens_seen": 512 * step})
+    assert not png.exists()  # train records alone don't redraw
+    m.log({"step": 2, "val_loss": 3.5, "val_bpb": 2.5, "tokens_seen": 1024})
+    first = png.read_bytes()
+    assert m.plot_note is None and read_png(png).shape[:2] == (400, 1100)  # two panels, 11 x 4 in at 100 dpi
+    m.log({"step": 3, "loss": 1.5, "tokens_seen": 1536})
+    m.log({"step": 3, "val_loss": 3.0, "val_bpb": 2.1, "tokens_seen": 1536})
+    assert png.read_bytes() != first  # refreshed
+    png.unlink()
+    assert m.close() is None and read_png(png).ndim == 3
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_loss_plot_is_skipped_with_a_note_without_matplotlib_or_room(tmp_path, monkeypatch):
+    import builtins
+    import matplotlib.figure
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+    records = [{"step": 1, "loss": 2.0}, {"step": 1, "val_loss": 1.5, "val_bpb": 1.1}]
+    with monkeypatch.context() as patch:
+        patch.setattr(builtins, "__import__", no_matplotlib)
+        assert "matplotlib is not installed" in plot_losses(records, tmp_path / "loss.png")
+
+    def disk_full(self, path, **kwargs):
+        open(path, "wb").write(b"\x89PNG")  # part of it written, then the disk fills
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", disk_full)
+    assert plot_losses(records, tmp_path / "loss.png") == "loss curve not drawn: No space left on device"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_optional_loggers_become_notes(tmp_path, monkeypatch):

@@ -92,6 +92,16 @@ def test_label_smoothing_is_the_formula_and_zero_is_plain_cross_entropy():
     assert smoothed.item() > plain.item()  # a near-uniform model: smoothing weighs the tokens it finds unlikely
 
 
+def test_a_batch_with_no_targets_has_zero_loss_and_gradient_not_nan():
+    """Instruction data: a window may hold only prompt tokens (all targets -1, issue 12)."""
+    model = tiny_model()
+    idx = torch.randint(0, 97, (2, 10))
+    _, loss = model(idx, torch.full((2, 10), -1))
+    loss.backward()
+    assert loss.item() == 0.0
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in model.parameters())
+
+
 def test_sequence_longer_than_block_size_is_an_error():
     with pytest.raises(ValueError, match="block_size"):
         tiny_model()(torch.zeros(1, 33, dtype=torch.long))
@@ -227,12 +237,16 @@ def test_generate_with_prompt_longer_than_block_keeps_its_last_window():
     assert torch.equal(out[:, 50:], model.generate(prompt[:, -32:], 4, temperature=0)[:, 32:])
 
 
-def test_non_finite_logits_raise_instead_of_sampling_garbage():
+@pytest.mark.parametrize("decode_step", [None, "static"])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_non_finite_logits_raise_instead_of_sampling_garbage(decode_step, use_cache):
     model = tiny_model()
     with torch.no_grad():
         model.transformer.ln_f.weight.fill_(float("nan"))
-    with pytest.raises(FloatingPointError, match="non-finite"):
-        model.generate(torch.zeros(1, 2, dtype=torch.long), 1)
+    for temperature in (0, 1.0):
+        with pytest.raises(FloatingPointError, match="non-finite"):
+            model.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature, use_cache=use_cache,
+                           decode_step=decode_step)
 
 
 # -- strict loading and GPT-2 interop ------------------------------------------------

@@ -55,3 +55,19 @@ def test_stop_signal_only_sets_a_flag_and_restores_handlers():
     assert stop and stop.signum == signal.SIGTERM and stop.exit_status == 143
     stop.restore()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_deterministic_switches_and_their_restore(monkeypatch):
+    from gpt.runtime import deterministic_state, set_deterministic_state, use_deterministic
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = deterministic_state()
+    use_deterministic(False)
+    assert deterministic_state() == before and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    try:
+        use_deterministic(True)
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+        assert not torch.backends.cudnn.benchmark and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        set_deterministic_state(before)
+    assert deterministic_state() == before

@@ -37,10 +37,10 @@ def make_run(out_dir: Path, seed: int = 0, tokenizer: str = "byte", vocab_size: 
     torch.manual_seed(seed)
     cfg = GPTConfig(**{**TINY, "vocab_size": vocab_size, **(config or {})})
     model = GPT(cfg)
-    if scale_weights is not None:
-        with torch.no_grad():
-            model.transformer.ln_f.weight.fill_(scale_weights)
-            model.transformer.wte.weight.mul_(scale_weights)
+    if scale_weights is not None:  # finite weights, logits beyond fp32's range (3.4e38) on any device:
+        with torch.no_grad():  # every product ln_f(x)_c * wte_vc is ~1e35 * 1e4; the final LayerNorm's
+            model.transformer.ln_f.weight.fill_(scale_weights)  # input (~1e4) stays far from overflowing,
+            model.transformer.wte.weight.mul_(1e6)  # as a GPU's LayerNorm would otherwise output zeros
     meta = {"model_config": cfg.to_dict(), "tokenizer": tokenizer, "config": {}}
     if meta_vocab is not None:
         meta["vocab_size"] = meta_vocab
@@ -125,17 +125,17 @@ def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding})).eval()
     prompt = torch.randint(0, 256, (2, 5))
-    plain = model.generate(prompt, 80, temperature=0)  # slides past block_size twice
-    static = model.generate(prompt, 80, temperature=0, decode_step=model.decode_step)
+    plain = model.generate(prompt, 80, temperature=0, decode_step=None)  # slides past block_size twice
+    static = model.generate(prompt, 80, temperature=0, decode_step="static")
     assert torch.equal(plain, static)
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    a = model.generate(prompt[:1], 40, temperature=1.0, generator=g1, num_samples=3)
-    b = model.generate(prompt[:1], 40, temperature=1.0, generator=g2, num_samples=3, decode_step=model.decode_step)
+    a = model.generate(prompt[:1], 40, temperature=1.0, generator=g1, num_samples=3, decode_step=None)
+    b = model.generate(prompt[:1], 40, temperature=1.0, generator=g2, num_samples=3, decode_step="static")
     assert torch.equal(a, b)
     one = prompt[:1, :1]  # a one-token prompt: the very first step is already a decode step
     g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
-    a = model.generate(one, 20, temperature=1.0, generator=g1, num_samples=3)
-    b = model.generate(one, 20, temperature=1.0, generator=g2, num_samples=3, decode_step=model.decode_step)
+    a = model.generate(one, 20, temperature=1.0, generator=g1, num_samples=3, decode_step=None)
+    b = model.generate(one, 20, temperature=1.0, generator=g2, num_samples=3, decode_step="static")
     assert torch.equal(a, b)
     with torch.no_grad():  # and the logits themselves, at one position
         model.setup_kv_cache(2, TINY["block_size"])
@@ -163,6 +163,11 @@ def test_compiled_static_decode_step_gives_the_same_tokens():
         compiled = model.generate(prompt, 70, temperature=0, decode_step=step)  # slides past block_size
         again = model.generate(prompt, 70, temperature=0, decode_step=step)
     assert torch.equal(plain, compiled) and torch.equal(plain, again)
+    # Sampling inside the compiled step (top-k, top-p, repetition penalty): the eager path's tokens.
+    kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.3, vocab_limit=250)
+    eager = model.generate(prompt, 40, generator=torch.Generator().manual_seed(7), decode_step=None, **kw)
+    fused = model.generate(prompt, 40, generator=torch.Generator().manual_seed(7), decode_step=step, **kw)
+    assert torch.equal(eager, fused)
 
 
 def test_num_samples_share_one_prefill_of_the_prompt():
@@ -338,16 +343,41 @@ def test_checkpoint_whose_vocabulary_does_not_match_its_tokenizer_is_refused(cap
 
 
 def test_non_finite_logits_are_an_error_not_a_token(capsys, tmp_path):
-    run = make_run(tmp_path / "huge", scale_weights=1e30)  # finite weights whose logits overflow to inf
-    rc, out, err = cli(capsys, f"--out_dir={run}", "--max_new_tokens=5", "--dtype=float32")
-    assert rc == 1 and out == "" and "non-finite logits" in err and "Traceback" not in err
+    run = make_run(tmp_path / "huge", scale_weights=1e35)  # finite weights whose logits overflow to inf
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        for extra in (["--use_cache=false"], ["--compile=false"], ["--temperature=0"]):
+            rc, out, err = cli(capsys, f"--out_dir={run}", "--max_new_tokens=5", "--dtype=float32",
+                               f"--device={device}", *extra)
+            assert rc == 1 and out == "" and "non-finite logits" in err and "Traceback" not in err, (device, extra)
+
+
+def test_boolean_options_take_any_spelling(capsys, run_dir):
+    args = sample.parse_args(["--compile=False", "--stream=No", "--use_cache=TRUE", "--json=0"])
+    assert (args.compile, args.stream, args.use_cache, args.json) == ("false", "false", True, False)
+    assert sample.parse_args(["--compile=Auto"]).compile == "auto"
+    assert cli_json(capsys, run_dir, "--compile=False", "--max_new_tokens=2")[0]["tokens"] == 2
+    rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--compile=sometimes")
+    assert rc == 1 and err.count("\n") == 1 and "invalid choice: 'sometimes'" in err
+
+
+def test_a_checkpoint_with_torn_meta_names_the_file(capsys, tmp_path):
+    from tests.test_checkpoint import corrupt
+
+    run = make_run(tmp_path / "run")
+    corrupt(run / "ckpt-0000007", "bad meta.json")
+    rc, out, err = cli(capsys, f"--out_dir={run}")
+    assert rc == 1 and out == "" and err.count("\n") == 1
+    assert f"{run / 'ckpt-0000007' / 'meta.json'}: unreadable checkpoint metadata" in err
+    assert f"no other checkpoint in {run}" in err
 
 
 def test_hub_model_out_of_reach_fails_fast_with_one_line(capsys, monkeypatch):
     import gpt.model
 
-    def offline(name):
-        raise RuntimeError(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
+    def offline(name):  # what gpt.model._download_gpt2 raises without a network
+        from gpt.errors import HubUnreachable
+
+        raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
                            "Without a network, pass a local directory holding config.json and model.safetensors.")
 
     monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
@@ -428,3 +458,12 @@ def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
     plain = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--max_new_tokens=20"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert plain.returncode == 0 and plain.stdout.endswith(sample.SEPARATOR + "\n")
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, run_dir):
+    def buggy(args):
+        raise KeyError("a bug, not a user's mistake")
+
+    monkeypatch.setattr(sample, "sample", buggy)
+    with pytest.raises(KeyError):  # not turned into a one-line "error:" and status 1
+        sample.main([f"--out_dir={run_dir}"])

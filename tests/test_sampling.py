@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from gpt.sampling import apply_repetition_penalty, check_sampling_args, filter_logits, sample_next_token
+from gpt.sampling import (NON_FINITE, apply_repetition_penalty, check_sampling_args, draw_next_token, filter_logits,
+                          sample_next_token, sampling_noise, seen_tokens)
 
 
 def test_temperature_zero_is_argmax():
@@ -37,7 +38,7 @@ def test_sampled_tokens_stay_inside_the_nucleus():
 
 def test_repetition_penalty_lowers_seen_tokens_either_sign():
     logits = torch.tensor([[2.0, -2.0, 1.0]])
-    out = apply_repetition_penalty(logits, torch.tensor([[0, 1]]), 2.0)
+    out = apply_repetition_penalty(logits, seen_tokens(torch.tensor([[0, 1, 0]]), 3), 2.0)  # 0 twice: once
     assert out.tolist() == [[1.0, -4.0, 1.0]]
 
 
@@ -57,3 +58,33 @@ def test_bad_sampling_values(kwargs, needle):
 def test_non_finite_logits_raise():
     with pytest.raises(FloatingPointError):
         sample_next_token(torch.tensor([[0.0, float("nan")]]))
+
+
+def test_non_finite_rows_are_marked_without_raising_or_waiting():
+    logits = torch.tensor([[0.0, 1.0], [float("inf"), 0.0], [0.5, float("nan")]])
+    noise = sampling_noise(3, 2, logits.device, torch.Generator().manual_seed(0))
+    assert draw_next_token(logits, 0).flatten().tolist() == [1, NON_FINITE, NON_FINITE]
+    assert draw_next_token(logits, 1.0, noise=noise).flatten().tolist()[1:] == [NON_FINITE, NON_FINITE]
+
+
+def test_exponential_race_samples_the_softmax_distribution():
+    probs = torch.tensor([0.5, 0.25, 0.15, 0.1])
+    n = 20_000
+    ids = sample_next_token(probs.log().expand(n, 4), 1.0, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(ids.flatten(), minlength=4).float() / n
+    assert torch.allclose(freq, probs, atol=0.015), freq  # ~4 standard errors at n = 20,000
+
+
+def test_temperature_sharpens_the_race():
+    logits = torch.tensor([[1.0, 0.0]]).expand(5_000, 2)
+    g = torch.Generator().manual_seed(1)
+    cold = sample_next_token(logits, 0.25, generator=g).float().mean().item()
+    warm = sample_next_token(logits, 4.0, generator=g).float().mean().item()
+    assert cold < 0.05 < 0.3 < warm  # share of the less likely token: e^-4/(1+e^-4) vs e^-0.25/(1+e^-0.25)
+
+
+def test_same_seed_same_tokens():
+    logits = torch.randn(8, 300)
+    a = sample_next_token(logits, 0.9, top_k=50, top_p=0.9, generator=torch.Generator().manual_seed(5))
+    b = sample_next_token(logits, 0.9, top_k=50, top_p=0.9, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a, b)

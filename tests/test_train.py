@@ -71,6 +71,20 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     wa, wb = final_weights(straight), final_weights(split)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert open_checkpoint(split).meta["step"] == 8
+    assert open_checkpoint(split).meta["device"] == "cpu"  # resumed where it was saved, GPU or not
+
+
+def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=100", "--max_iters=4",
+              "--deterministic=true"]
+    proc = run(*common, f"--out_dir={tmp_path / 'a'}")
+    run(*common, f"--out_dir={tmp_path / 'b'}")
+    assert "deterministic kernels" in proc.stdout
+    assert losses(tmp_path / "a") == losses(tmp_path / "b") and len(losses(tmp_path / "a")) == 4
+    assert open_checkpoint(tmp_path / "a").meta["config"]["deterministic"] is True
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert train.main([*map(str, common), "--max_iters=1", f"--out_dir={tmp_path / 'c'}"]) == 0
+    assert not torch.are_deterministic_algorithms_enabled()  # global switches restored for the caller
 
 
 def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
@@ -158,7 +172,9 @@ def test_repeated_nans_stop_the_run_with_status_2(byte_data, tmp_path, monkeypat
     status = train.main([f"--data={byte_data}", *TINY, "--max_iters=50", "--max_bad_steps=3",
                          "--eval_interval=100", f"--out_dir={tmp_path / 'run'}"])
     assert status == 2
-    assert "3 consecutive steps had a non-finite loss" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "3 consecutive steps had a non-finite loss" in said
+    assert f"stopping: no checkpoint has been saved in {tmp_path / 'run'}." in said  # no false promise
 
 
 @pytest.mark.slow
@@ -257,3 +273,150 @@ def test_resume_into_fp16_from_a_run_without_a_grad_scaler(byte_data, tmp_path):
     assert train.main([*common, "--max_iters=2"]) == 0
     assert train.main([*common, "--init_from=resume", "--max_iters=4", "--dtype=float16"]) == 0
     assert open_checkpoint(out).meta["step"] == 4
+
+
+# -------------------------------------------------------------------- issue 10: runs you cannot break
+
+
+def one_line_error(err: str) -> str:
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("train.py: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_second_run_on_the_same_out_dir_is_refused_while_the_first_goes_on(byte_data, tmp_path, capsys):
+    import sample
+
+    out = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY,
+                              "--max_iters=100000", "--eval_interval=3", f"--out_dir={out}"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out / "latest").exists():
+            time.sleep(0.2)
+        assert train.main([f"--data={byte_data}", *TINY, "--max_iters=5", f"--out_dir={out}"]) == 1
+        line = one_line_error(capsys.readouterr().err)
+        assert f"{out} is in use by another training run (process {first.pid} on " in line and "train.py" in line
+        # Readers need no lock: sampling works while the first run trains.
+        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3", "--json"]) == 0
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 143, stderr[-2000:]
+    steps = sorted(losses(out))
+    assert steps == list(range(1, len(steps) + 1))  # one writer: no record from the refused run
+    assert open_checkpoint(out).meta["step"] == steps[-1] and not (out / "train.lock").exists()
+
+
+def test_a_save_failing_part_way_is_one_line_and_keeps_the_previous_checkpoint(byte_data, tmp_path, monkeypatch,
+                                                                                capsys):
+    import errno
+
+    real_save, calls = torch.save, []
+
+    def disk_full_on_the_second_save(obj, f, *args, **kwargs):
+        calls.append(f)
+        if len(calls) == 2:
+            f.write(b"half a state")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+    monkeypatch.setattr(torch, "save", disk_full_on_the_second_save)
+    out = tmp_path / "run"
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"])
+    assert status == 3
+    line = one_line_error(capsys.readouterr().err)
+    assert line == (f"train.py: error: saving checkpoint ckpt-0000004 in {out} failed: No space left on device; "
+                    f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+    monkeypatch.undo()
+    assert not list(out.glob(".tmp-*")) and not (out / "train.lock").exists()
+    model, ckpt = load_model(out)
+    assert ckpt.meta["step"] == 2 and ckpt.state()["loader"]
+    assert train.main([f"--data={byte_data}", "--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "setrlimit") and sys.platform == "win32", reason="needs RLIMIT_FSIZE")
+def test_a_real_file_size_limit_is_one_line_and_keeps_the_previous_checkpoint(byte_data, tmp_path):
+    import resource
+
+    out = tmp_path / "run"
+    run(f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    limit = 100_000  # bytes per file: the tiny model's weights (~140 kB) no longer fit
+
+    proc = run("--init_from=resume", "--max_iters=4", f"--out_dir={out}", check=False,
+               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    line = one_line_error(proc.stderr)
+    assert f"saving checkpoint ckpt-0000004 in {out} failed: File too large" in line
+    assert line.endswith(f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+    assert not list(out.glob(".tmp-*")) and [p.name for p in out.glob("ckpt-*")] == ["ckpt-0000002"]
+    assert open_checkpoint(out).state()["loader"] and load_model(out)[1].meta["step"] == 2
+
+
+@pytest.mark.parametrize("how, file", [("truncated weights", "model.safetensors"), ("pickle payload", "state.pt")])
+def test_resume_falls_back_past_a_checkpoint_that_cannot_be_loaded(byte_data, tmp_path, capsys, how, file):
+    import sample
+    from tests.test_checkpoint import Payload, corrupt
+
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=4"]) == 0
+    Payload.marker = tmp_path / "pwned"
+    corrupt(out / "ckpt-0000004", how)
+    capsys.readouterr()
+    if how == "truncated weights":  # sample.py loads the weights: it names the file and the way out
+        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert f"{out / 'ckpt-0000004' / file}: truncated or corrupt safetensors file" in err
+        assert f"choose another with --ckpt, e.g. --ckpt={out / 'ckpt-0000002'}" in err
+    assert train.main([*common, "--init_from=resume", "--max_iters=6"]) == 0
+    said = capsys.readouterr().out
+    assert f"warning: skipped ckpt-0000004, it cannot be loaded ({out / 'ckpt-0000004' / file}: " in said
+    assert "moved it to broken-ckpt-0000004; resuming from ckpt-0000002" in said
+    assert open_checkpoint(out).meta["step"] == 6 and (out / "broken-ckpt-0000004" / file).exists()
+    assert not Payload.marker.exists()
+
+
+def test_nanogpt_boolean_flags(byte_data, tmp_path):
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--compile=False", "--bias=True", "--eval_only=False",
+                       "--max_iters=1", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["compile"] == "false" and saved["bias"] is True and open_checkpoint(out).model_config.bias
+
+
+def test_an_unreachable_hub_model_is_one_line(byte_data, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # never the network
+    proc = run("--init_from=gpt2", f"--data={byte_data}", "--device=cpu", f"--out_dir={tmp_path / 'ft'}",
+               check=False, env=env)
+    assert proc.returncode == 1
+    assert "could not download 'gpt2' from the Hugging Face hub" in one_line_error(proc.stderr)
+    assert not (tmp_path / "ft").exists()
+
+
+def test_a_bug_keeps_its_traceback(byte_data, tmp_path, monkeypatch):
+    # Only gpt.errors.UsageError becomes one line: a KeyError from a bug must not be disguised.
+    def buggy(loss, data):
+        return {}["val_bytes"]
+    monkeypatch.setattr(train, "bits_per_byte", buggy)
+    with pytest.raises(KeyError, match="val_bytes"):
+        train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"])
+
+
+@pytest.mark.slow
+def test_torchrun_with_the_default_accumulation_runs(byte_data, tmp_path):
+    # Two gloo processes on the CPU, gradient_accumulation_steps left at its default of 1.
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--max_iters=2",
+                           "--eval_interval=100", f"--out_dir={out}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("note: gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
+            "tokens per step 128 -> 256") in proc.stdout
+    assert "256 tokens per step (4 x 32 x 2 micro-batches)" in proc.stdout
+    assert json.loads((out / "config.json").read_text())["gradient_accumulation_steps"] == 2
+    assert open_checkpoint(out).meta["step"] == 2

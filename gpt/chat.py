@@ -1,0 +1,141 @@
+"""Answering with a model fine-tuned on instruction data: sample.py --instruction and --chat.
+The template itself is gpt/instruct.py's, the one training used.
+
+The context: the conversation is put in the template and must leave room for the answer
+(max_new_tokens, at most half the model's block_size). When it does not fit, the oldest turns
+go first (a user message together with the answers that follow it); system messages and the
+newest message stay. Should the newest message alone still be too long, its beginning is
+dropped, as sample.py does with any prompt.
+
+--chat reads stdin. In plain mode each non-empty line is the next user message and the answer
+follows on stdout; the conversation is remembered ("/reset" on a line of its own forgets it).
+With --json each line is one JSON object answered on its own, whole conversations included:
+{"prompt": ...}, {"instruction": ..., "input": ...} or {"messages": [...]} (a response, an
+output or a final assistant message in it is left out, so a training file can be fed back);
+each gets one JSON line back: {"line", "text", "tokens", "finish_reason", "dropped_turns",
+"tokens_per_s", "seconds"}, or {"line", "error"} for a line that is not such a record (the
+others are still answered, and the exit status is then 1).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Callable, Iterable
+
+import torch
+
+from gpt.generation import Sample, crop_prompt, generate_samples
+from gpt.instruct import RecordError, prompt_ids, to_messages
+
+SEPARATOR = "---------------"  # sample.py's, between samples
+
+
+def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> tuple[list[int], list[dict], int]:
+    """(prompt ids, the messages kept, how many were dropped) such that prompt + room <= block_size
+    where dropping the oldest turns can achieve it."""
+    messages, dropped = list(messages), 0
+    ids = prompt_ids(tokenizer, messages)
+    while len(ids) + room > block_size:
+        oldest = next((i for i, m in enumerate(messages[:-1]) if m["role"] != "system"), None)
+        if oldest is None:
+            break
+        end = oldest + 1
+        while end < len(messages) - 1 and messages[end]["role"] == "assistant":  # its answers go with it
+            end += 1
+        dropped += end - oldest
+        del messages[oldest:end]
+        ids = prompt_ids(tokenizer, messages)
+    return ids, messages, dropped
+
+
+class Answerer:
+    """A model, its tokenizer and the sampling settings: answer(messages) -> samples."""
+
+    def __init__(self, model, tokenizer, max_new_tokens: int, *, generator: torch.Generator | None = None,
+                 decode_step: Callable | None = None, warn: Callable[[str], None] | None = None, **sampling):
+        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        self.generator, self.decode_step, self.sampling = generator, decode_step, sampling
+        self.warn = warn or (lambda message: None)
+
+    def answer(self, messages: list[dict], num_samples: int = 1,
+               on_text: Callable[[int, str], None] | None = None) -> tuple[list[Sample], list[dict], int]:
+        """(the answers, the messages that fitted the context, how many were dropped)."""
+        block_size = self.model.config.block_size
+        room = min(self.max_new_tokens, block_size // 2)
+        ids, kept, dropped = fit_context(self.tokenizer, messages, block_size, room)
+        ids, cropped = crop_prompt(ids, block_size)
+        if cropped:
+            self.warn(f"the message is {len(ids) + cropped} tokens in the template, longer than the "
+                                 f"model's context of {block_size}: its first {cropped} tokens were dropped")
+        samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
+                                   generator=self.generator, decode_step=self.decode_step, on_text=on_text,
+                                   **self.sampling)
+        return samples, kept, dropped
+
+
+def _streamer(out: IO[str]) -> Callable[[int, str], None]:
+    def on_text(i: int, piece: str) -> None:
+        if i == 0:
+            out.write(piece)
+            out.flush()
+    return on_text
+
+
+def _record(s: Sample, **extra) -> str:
+    return json.dumps({**extra, "text": s.text, "tokens": s.tokens, "finish_reason": s.finish_reason,
+                       "tokens_per_s": round(s.tokens_per_s, 2), "seconds": round(s.seconds, 4)},
+                      ensure_ascii=False) + "\n"
+
+
+def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, out: IO[str], *,
+                       as_json: bool = False, stream: bool = False) -> list[Sample]:
+    """sample.py --instruction: only the answers are printed (several separated by dashes); with
+    as_json one object per answer, sample.py's fields with "prompt" holding the instruction."""
+    samples, _, _ = answerer.answer([{"role": "user", "content": instruction}], num_samples,
+                                    _streamer(out) if stream else None)
+    for s in samples:
+        if as_json:
+            out.write(_record(s, index=s.index, prompt=instruction))
+        else:
+            out.write(("" if stream and s.index == 0 else s.text) + "\n")
+            if num_samples > 1:
+                out.write(SEPARATOR + "\n")
+    out.flush()
+    return samples
+
+
+def chat(answerer: Answerer, lines: Iterable[str], out: IO[str], *, as_json: bool = False, stream: bool = False,
+         prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
+    """sample.py --chat over lines of input (see the module docstring); prompt() is called before
+    each line is read (an interactive "> "). Returns (lines that were not valid requests, answers)."""
+    history: list[dict] = []
+    errors, answers = 0, []
+    if prompt:
+        prompt()
+    for lineno, line in enumerate(lines, 1):
+        text = line.rstrip("\r\n")
+        if not text.strip():
+            pass
+        elif as_json:
+            try:
+                messages = to_messages(json.loads(text), f"line {lineno}", answered=False)
+            except (json.JSONDecodeError, RecordError) as e:
+                message = f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e)
+                out.write(json.dumps({"line": lineno, "error": message}, ensure_ascii=False) + "\n")
+                errors += 1
+            else:
+                [s], _, dropped = answerer.answer(messages)
+                out.write(_record(s, line=lineno, dropped_turns=dropped))
+                answers.append(s)
+        elif text.strip() == "/reset":
+            history = []
+        else:
+            [s], history, _ = answerer.answer(history + [{"role": "user", "content": text}],
+                                              on_text=_streamer(out) if stream else None)
+            out.write(("" if stream else s.text) + "\n")
+            history.append({"role": "assistant", "content": s.text})
+            answers.append(s)
+        out.flush()
+        if prompt:
+            prompt()
+    return errors, answers

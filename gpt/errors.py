@@ -1,0 +1,67 @@
+"""The failures a user can cause or meet: bad options, unreadable files, a busy run directory, a
+save that cannot be written. The scripts report these as one line and exit with `exit_status`;
+any other exception is a bug and keeps its traceback (issue 10: a broad `except ValueError` in
+train.py used to turn bugs into one-line messages too).
+
+Each is raised where the problem is found, never inferred from a generic exception caught far
+away. Classes that replace a built-in type keep it as a base (ConfigError is a ValueError), so
+callers that caught the old type still do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad configuration, input or environment: one line, exit status 1, nothing written."""
+
+    exit_status = 1
+
+
+class ConfigError(UsageError, ValueError):
+    """An option or preset that is unknown, mistyped or inconsistent."""
+
+
+class UnreadableFile(UsageError, ValueError):
+    """A file that cannot be used: truncated, corrupt, a refused pickle payload, bad JSON.
+    The message names the file and the reason."""
+
+    def __init__(self, path: str | Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+class MissingFile(UsageError, FileNotFoundError):
+    """A file, directory or checkpoint that is not where it was asked for."""
+
+
+class HubUnreachable(UsageError, RuntimeError):
+    """Pretrained weights named on the hub, neither cached nor downloadable (e.g. offline)."""
+
+
+class MissingPackage(UsageError, RuntimeError):
+    """A package the project needs is not installed, or its files fail their hash check."""
+
+
+class NonFiniteLogits(UsageError, FloatingPointError):
+    """The model produced NaN or inf logits: refused, never turned into a token."""
+
+
+class RunDirBusy(UsageError):
+    """Another training run holds the run directory's lock."""
+
+
+class SaveError(UsageError):
+    """A checkpoint could not be written (disk full, file too large, permission): the previous
+    checkpoint is untouched and still the latest."""
+
+    exit_status = 3
+
+
+class ReportedByRank0(UsageError):
+    """On the other ranks of a torchrun job: rank 0 met `exit_status` and printed why."""
+
+    def __init__(self, exit_status: int):
+        super().__init__("")
+        self.exit_status = exit_status

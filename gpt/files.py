@@ -1,0 +1,62 @@
+"""Reading files a user hands us (checkpoints, Hugging Face weights) so that a bad one is one
+line naming it and saying why (UnreadableFile), never a library's traceback; and never running
+code from it: torch files are read with weights_only=True.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import warnings
+from pathlib import Path
+
+import torch
+
+from gpt.errors import UnreadableFile
+
+
+def safetensors_error() -> type:
+    from safetensors import SafetensorError  # what save_file raises for I/O errors, e.g. "File too large"
+
+    return SafetensorError
+
+
+def describe_error(e: BaseException) -> str:
+    """An exception as a short phrase for a one-line message."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror + (f" ({e.filename})" if e.filename else "")
+    text = " ".join(str(e).split())
+    os_error = re.search(r"I/O error: (.+?) \(os error \d+\)", text)  # safetensors' wording of an OSError
+    return os_error[1] if os_error else text or type(e).__name__
+
+
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors, or UnreadableFile (truncated, corrupt)."""
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except OSError as e:
+        raise UnreadableFile(path, describe_error(e)) from None
+    except safetensors_error() as e:
+        raise UnreadableFile(path, f"truncated or corrupt safetensors file ({describe_error(e)})") from None
+
+
+def read_torch_file(path: Path) -> dict:
+    """A torch.save file of tensors and plain containers. weights_only=True: anything else (a
+    pickled payload) is refused before it runs, and reported in one line, not torch's screenful."""
+    import pickle
+
+    try:
+        with warnings.catch_warnings():  # torch warns about the pickle protocol of files it then refuses
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = next((line.strip() for line in str(e).splitlines() if line.startswith(("Unsupported", "Trying"))),
+                       "not only tensors and plain containers")
+        raise UnreadableFile(path, f"refused: it holds pickled objects that torch.load(weights_only=True) does not "
+                                   f"allow ({refused}); nothing in it was run") from None
+    except OSError as e:
+        raise UnreadableFile(path, describe_error(e)) from None
+    except (EOFError, RuntimeError) as e:  # RuntimeError: torch's zip reader on a torn file
+        raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e) if str(e) else 'ends early'})") from None

@@ -1,0 +1,134 @@
+"""One writer per run directory (issue 10): train.py holds an exclusive OS lock on
+`<out_dir>/train.lock` for its whole life, so a second run started on the same directory is
+refused before it does anything, told which process holds it. Two runs sharing a directory used
+to prune each other's checkpoints and overwrite `latest` and metrics.jsonl.
+
+The lock is flock(2) (msvcrt.locking on Windows): the OS drops it when the holder exits, however
+it exits, so a crashed or killed run never leaves a stale lock. The file also records who holds
+it (pid, host, start time, command) for the message. Readers (sample.py, anything that only
+reads complete checkpoints) take no lock and keep working while a run trains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable
+
+from gpt.errors import ReportedByRank0, RunDirBusy, UsageError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
+
+LOCK_NAME = "train.lock"
+
+
+class RunDirLock:
+    """Held from acquire() to release(); release() removes the lock file and, when this run made
+    the directory and nothing else was written there, the directory too (a refused run leaves
+    nothing behind)."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / LOCK_NAME
+        self._fd: int | None = None
+        self._made_dir = False
+
+    def acquire(self) -> "RunDirLock":
+        self._made_dir = not self.out_dir.exists()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not _try_lock(fd):
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunDirBusy(f"{self.out_dir} is in use by another training run ({holder}); wait for it to "
+                                 "finish or stop it, or choose another --out_dir")
+            # The holder before us may have removed the file between our open and our lock:
+            # then we locked a file nobody else will ever see. Start over on the current one.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                  "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(record) + "\n").encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        if fcntl is not None:  # unlink while still holding it: a waiting opener then retries (see acquire)
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)  # drops the lock
+        self._fd = None
+        if self._made_dir:
+            try:
+                self.out_dir.rmdir()  # only when empty: a run that was refused or failed before writing
+            except OSError:
+                pass
+
+    def __enter__(self) -> "RunDirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        return True
+    except OSError:  # BlockingIOError (flock), PermissionError (msvcrt): someone holds it
+        return False
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        record = json.loads(os.read(fd, 4096).decode() or "{}")
+        return (f"process {record['pid']} on {record['host']}, started {record['started']}: "
+                f"{record['command']}")
+    except (OSError, ValueError, KeyError, TypeError):  # just taken and not written yet; Windows' byte lock
+        return "its process id is not recorded yet"
+
+
+def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack) -> None:
+    """Rank 0 locks out_dir until `on_exit` closes; if it cannot, every rank stops (RunDirBusy)."""
+    on_rank0(dist, lambda: on_exit.enter_context(RunDirLock(out_dir)))
+
+
+def on_rank0(dist, action: Callable[[], object]) -> None:
+    """Run `action` on rank 0 only (taking the lock, saving a checkpoint), then meet the other
+    ranks: a UsageError it raised is raised on every rank (on the others as ReportedByRank0, whose
+    message rank 0 prints), so no rank is left waiting for a peer that has stopped."""
+    error = None
+    if dist.is_main:
+        try:
+            action()
+        except UsageError as e:
+            error = e
+    if dist.enabled:
+        import torch.distributed
+
+        box = [None if error is None else error.exit_status]
+        torch.distributed.broadcast_object_list(box, src=0)
+        if box[0] is not None and error is None:
+            error = ReportedByRank0(box[0])
+    if error is not None:
+        raise error

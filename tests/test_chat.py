@@ -1,0 +1,151 @@
+"""gpt/chat.py and sample.py --instruction / --chat: the context keeps the newest turns, the chat
+loop carries the conversation (and forgets it on /reset), answers are greedy generation on the
+template's prompt, for Hugging Face GPT-2 directories and LoRA runs too; bad combinations of
+options are one line. (A trained model answering through stdin: tests/test_instruct.py.)"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import sample
+from gpt.chat import Answerer, chat, fit_context
+from gpt.checkpoint import load_base_model, save_checkpoint
+from gpt.generation import Sample
+from gpt.instruct import prompt_ids
+from gpt.lora import LoRAConfig, apply_lora
+from gpt.model import GPT, GPTConfig
+from gpt.tokenizer import get_tokenizer
+
+BYTE = get_tokenizer("byte")
+GPT2 = get_tokenizer("gpt2")
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def assistant(text):
+    return {"role": "assistant", "content": text}
+
+
+# ----------------------------------------------------------------------------- the context
+
+
+def test_everything_fits_nothing_is_dropped():
+    messages = [user("a"), assistant("b"), user("c")]
+    ids, kept, dropped = fit_context(BYTE, messages, block_size=256, room=64)
+    assert (kept, dropped) == (messages, 0) and ids == prompt_ids(BYTE, messages)
+
+
+def test_oldest_turns_go_first_system_and_newest_stay():
+    system = {"role": "system", "content": "Be brief."}
+    messages = [system, user("q1" * 10), assistant("a1" * 10), user("q2"), assistant("a2"), user("q3")]
+    newest = prompt_ids(BYTE, [system, user("q2"), assistant("a2"), user("q3")])
+    ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 10, room=10)
+    assert kept == [system, user("q2"), assistant("a2"), user("q3")] and dropped == 2  # a question with its answer
+    assert ids == newest
+    ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 9, room=10)
+    assert kept == [system, user("q3")] and dropped == 4
+    ids, kept, dropped = fit_context(BYTE, messages, block_size=20, room=10)  # even the newest alone is too long
+    assert kept == [system, user("q3")] and len(ids) > 10  # sample.py then keeps its last tokens, with a warning
+
+
+class Recorder(Answerer):
+    """An Answerer that records what it was asked and answers with the number of the question."""
+
+    def __init__(self):
+        self.asked = []
+
+    def answer(self, messages, num_samples=1, on_text=None):
+        self.asked.append(list(messages))
+        return [Sample(0, f"answer {len(self.asked)}", 3, "eot", 0.1)], messages, 0
+
+
+def test_chat_carries_the_conversation_and_forgets_it_on_reset(capsys):
+    answerer = Recorder()
+    out = []
+
+    class Out:
+        write = out.append
+
+        def flush(self):
+            pass
+
+    errors, answers = chat(answerer, ["hello\n", "\n", "and then?\n", "/reset\n", "again\n"], Out())
+    assert errors == 0 and "".join(out) == "answer 1\nanswer 2\nanswer 3\n"
+    assert answerer.asked == [[user("hello")], [user("hello"), assistant("answer 1"), user("and then?")],
+                              [user("again")]]
+
+
+# ----------------------------------------------------------------------------- sample.py
+
+
+def tiny_run(out_dir: Path) -> Path:
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=257, block_size=64, n_layer=2, n_head=2, n_embd=32)
+    save_checkpoint(out_dir, 5, GPT(cfg), state={}, meta={"model_config": cfg.to_dict(), "tokenizer": "byte",
+                                                          "vocab_size": 257, "config": {}})
+    return out_dir
+
+
+def greedy_answer(model, tok, text: str, n: int) -> str:
+    ids = prompt_ids(tok, [user(text)])
+    new = model.eval().generate(torch.tensor([ids]), n, temperature=0, vocab_limit=tok.n_vocab)[0, len(ids):].tolist()
+    return tok.decode(new[:new.index(tok.eot_token)] if tok.eot_token in new else new)
+
+
+def cli(capsys, *args):
+    rc = sample.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_instruction_prints_only_the_greedy_answer_to_the_template(capsys, tmp_path):
+    from gpt.checkpoint import load_model
+
+    run = tiny_run(tmp_path / "run")
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--instruction=Who says: to be?", "--temperature=0",
+                       "--max_new_tokens=12", "--device=cpu", "--dtype=float32")
+    assert rc == 0, err
+    model, _ = load_model(run)
+    assert out == greedy_answer(model, BYTE, "Who says: to be?", 12) + "\n"
+    rc, out, _ = cli(capsys, f"--out_dir={run}", "--instruction=Who says: to be?", "--num_samples=2",
+                     "--max_new_tokens=12", "--device=cpu", "--json")
+    assert rc == 0 and [json.loads(line)["prompt"] for line in out.splitlines()] == ["Who says: to be?"] * 2
+
+
+def test_instruction_works_with_hugging_face_and_lora_models(capsys, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = tmp_path / "hf"
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50257, n_positions=64, n_embd=16, n_layer=2,
+                                                         n_head=2)).save_pretrained(hf)
+    args = ("--instruction=Hello there", "--temperature=0", "--max_new_tokens=8", "--device=cpu", "--dtype=float32")
+    rc, out, err = cli(capsys, f"--init_from={hf}", *args)
+    assert rc == 0, err
+    assert out == greedy_answer(load_base_model(str(hf)), GPT2, "Hello there", 8) + "\n"
+
+    model = apply_lora(load_base_model(str(hf)), LoRAConfig(rank=2, alpha=8.0))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("lora_B"):
+                p.normal_(0, 0.5)
+    save_checkpoint(tmp_path / "lora", 3, model, state={},
+                    meta={"model_config": model.config.to_dict(), "tokenizer": "gpt2", "vocab_size": 50257,
+                          "config": {}, "lora": {"base": str(hf), "config": LoRAConfig(rank=2, alpha=8.0).to_dict()}})
+    rc, lora_out, err = cli(capsys, f"--out_dir={tmp_path / 'lora'}", *args)
+    assert rc == 0, err
+    assert lora_out == greedy_answer(model, GPT2, "Hello there", 8) + "\n" != out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--instruction=hi", "--chat"], "give one of them"),
+    (["--instruction=hi", "--start=ROMEO"], "--start is for plain continuation"),
+    (["--chat", "--num_samples=2"], "one sample at a time"),
+])
+def test_conflicting_options_give_one_line_and_status_1(capsys, tmp_path, args, needle):
+    rc, out, err = cli(capsys, f"--out_dir={tmp_path}", *args)
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and needle in err, err

@@ -1,0 +1,199 @@
+"""Every CUDA path (issue 9): bf16 and fp16 + GradScaler steps, compile on and off, exact resume
+and identical runs under --deterministic, torchrun, MFU in the metrics, and decoding (eager static
+step, compiled CUDA-graph step, sampling inside it, non-finite logits). Skipped without a GPU;
+collected by the README's one test command, so a GPU machine runs them with everything else."""
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--n_layer=2", "--n_head=2", "--n_embd=64", "--block_size=64", "--batch_size=8", "--eval_iters=2",
+        "--log_interval=1", "--device=cuda", "--warmup_iters=2", "--learning_rate=3e-3", "--min_lr=3e-4",
+        "--eval_interval=100"]
+WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches".split()
+
+
+@pytest.fixture(scope="module")
+def byte_data(tmp_path_factory) -> Path:
+    from gpt.prepare import prepare
+
+    root = tmp_path_factory.mktemp("cuda-data")
+    rng = random.Random(0)
+    (root / "text").mkdir()
+    for i in range(30):
+        (root / "text" / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(400)) + "\n")
+    return prepare(source="input", inputs=[str(root / "text")], tokenizer="byte", out_dir=root / "shards",
+                   num_proc=1, quiet=True)
+
+
+def train(*args, launcher=(sys.executable,), env=None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*launcher, str(ROOT / "train.py"), *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, f"train.py exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def records(out_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def losses(out_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in records(out_dir) if "loss" in r}
+
+
+# -- training ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("compile", ["false", "true"])
+def test_training_steps_in_every_dtype_compiled_or_not(byte_data, tmp_path, dtype, compile):
+    if dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    out = tmp_path / "run"
+    proc = train(f"--data={byte_data}", *TINY, f"--dtype={dtype}", f"--compile={compile}", "--max_iters=6",
+                 f"--out_dir={out}")
+    assert f"torch.compile {'on' if compile == 'true' else 'off'}" in proc.stdout
+    got = losses(out)
+    assert sorted(got) == list(range(1, 7)) and all(math.isfinite(v) for v in got.values())
+    assert got[6] < got[1]  # it learns
+    from gpt.checkpoint import open_checkpoint
+
+    assert open_checkpoint(out).meta["device"] == "cuda"
+    if dtype == "float16":
+        state = open_checkpoint(out).state()
+        assert state["scaler"] and state["scaler"]["scale"] > 0  # the GradScaler ran and is saved
+
+
+def test_mfu_is_in_the_metrics_on_a_known_gpu(byte_data, tmp_path):
+    from gpt.runtime import gpu_peak_bf16
+
+    if gpu_peak_bf16(torch.cuda.get_device_name()) is None:
+        pytest.skip(f"no peak FLOP/s known for {torch.cuda.get_device_name()}")
+    out = tmp_path / "run"
+    train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}")
+    mfu = [r["mfu"] for r in records(out) if "loss" in r]
+    assert len(mfu) == 3 and all(0 < m < 1 for m in mfu)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compile", ["false", "true"])
+def test_deterministic_runs_are_identical_and_resume_exactly_on_the_gpu(byte_data, tmp_path, compile):
+    from safetensors.torch import load_file
+
+    from gpt.checkpoint import find_checkpoint
+
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=4", "--lr_decay_iters=8",
+              "--deterministic=true", f"--compile={compile}"]
+    a, b, split = tmp_path / "a", tmp_path / "b", tmp_path / "split"
+    train(*common, "--max_iters=8", f"--out_dir={a}")
+    train(*common, "--max_iters=8", f"--out_dir={b}")
+    train(*common, "--max_iters=4", f"--out_dir={split}")
+    train("--init_from=resume", "--max_iters=8", f"--out_dir={split}")  # no --device: stays on the GPU
+    assert losses(a) == losses(b) == losses(split) and sorted(losses(a)) == list(range(1, 9))
+    wa, ws = (load_file(str(find_checkpoint(d) / "model.safetensors")) for d in (a, split))
+    assert wa.keys() == ws.keys() and all(torch.equal(wa[k], ws[k]) for k in wa)
+
+
+def test_a_cpu_run_resumed_on_a_gpu_machine_stays_on_the_cpu(byte_data, tmp_path):
+    from gpt.checkpoint import open_checkpoint
+
+    out = tmp_path / "run"
+    cpu = [a for a in TINY if a != "--device=cuda"] + ["--device=cpu", "--compile=false"]
+    train(f"--data={byte_data}", *cpu, "--max_iters=2", f"--out_dir={out}")
+    train("--init_from=resume", "--max_iters=4", f"--out_dir={out}")
+    assert open_checkpoint(out).meta["device"] == "cpu"
+
+
+def test_torchrun_one_process(byte_data, tmp_path):
+    out = tmp_path / "run"
+    train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}",
+          launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"))
+    assert sorted(losses(out)) == [1, 2, 3]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_torchrun_two_processes_on_nccl(byte_data, tmp_path):
+    out = tmp_path / "run"
+    proc = train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", "--gradient_accumulation_steps=2",
+                 f"--out_dir={out}",
+                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"))
+    assert "x2" in proc.stdout and sorted(losses(out)) == [1, 2, 3]
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def tiny_model(dtype=torch.float32):
+    from gpt.model import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=257, block_size=32, n_layer=2, n_head=2, n_embd=64)).to("cuda", dtype).eval()
+
+
+def test_cached_uncached_static_and_cpu_greedy_tokens_agree_in_fp32():
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # exact fp32, so argmax ties cannot differ
+    try:
+        model = tiny_model()
+        prompt = torch.randint(0, 256, (2, 5), device="cuda")
+        static = model.generate(prompt, 70, temperature=0)  # auto on CUDA: the static-shape step
+        dynamic = model.generate(prompt, 70, temperature=0, decode_step=None)
+        uncached = model.generate(prompt, 70, temperature=0, use_cache=False)
+        cpu = model.cpu().generate(prompt.cpu(), 70, temperature=0)
+        assert torch.equal(static, dynamic) and torch.equal(static, uncached) and torch.equal(static.cpu(), cpu)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_cuda_graph_step_gives_the_eager_tokens_sampling_included(dtype):
+    from gpt.generation import compiled_decode_step
+
+    model = tiny_model(dtype)
+    prompt = torch.randint(0, 256, (1, 5), device="cuda")
+    kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.2, vocab_limit=250, num_samples=3)
+    step = compiled_decode_step(model)
+    step.warm_up(3, **{k: v for k, v in kw.items() if k != "num_samples"})
+    assert not step.failed and step.mode == "reduce-overhead"
+    eager = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(1), **kw)
+    fused = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(1), decode_step=step, **kw)
+    assert torch.equal(eager, fused)  # slides past block_size, re-prefills, replays the same graph
+
+
+def test_non_finite_logits_are_refused_on_the_gpu():
+    model = tiny_model()
+    with torch.no_grad():
+        model.transformer.ln_f.weight.fill_(float("nan"))
+    for kw in (dict(), dict(decode_step=None), dict(use_cache=False), dict(temperature=0)):
+        with pytest.raises(FloatingPointError, match="non-finite"):
+            model.generate(torch.zeros(1, 2, dtype=torch.long, device="cuda"), 3, **kw)
+
+
+def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
+    import sample
+    from gpt.checkpoint import save_checkpoint
+
+    model = tiny_model().cpu()
+    save_checkpoint(tmp_path / "out", 1, model, state={},
+                    meta={"model_config": model.config.to_dict(), "tokenizer": "byte", "vocab_size": 257, "config": {}})
+    texts = []
+    for compile in ("false", "true"):
+        rc = sample.main([f"--out_dir={tmp_path / 'out'}", "--device=cuda", "--dtype=float32", "--temperature=0",
+                          "--max_new_tokens=40", "--json", f"--compile={compile}", "--start=Hello"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert f"compile {'on' if compile == 'true' else 'off'}" in err
+        texts.append(json.loads(out)["text"])
+    assert texts[0] == texts[1]

@@ -1,0 +1,337 @@
+"""Instruction data (gpt/instruct.py) from records to answers: the template and its loss mask on
+hand-written records of all three forms, the shards and meta.json data/prepare.py writes for them,
+bad records named by file and line, and end to end: a tiny model trained on ~30 pairs answers
+them through sample.py --instruction / --chat, and beats the same model trained on the same pairs
+as plain text on response-token loss."""
+
+import io
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import sample
+import train
+from gpt import instruct
+from gpt.checkpoint import load_model
+from gpt.data import DataDir, TrainBatches, ValBatches
+from gpt.prepare import PrepareError, _SplitPicker, prepare
+from gpt.tokenizer import get_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+BYTE = get_tokenizer("byte")
+EOT = BYTE.eot_token
+
+
+def b(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def prepare_bytes(path, out, **kw):
+    return prepare(source="input", inputs=[str(path)], tokenizer="byte", out_dir=out, num_proc=1, quiet=True, **kw)
+
+
+# ----------------------------------------------------------------------------- template and mask
+
+PAIR = {"prompt": "Hi", "response": "Yo"}
+ALPACA = {"instruction": "Add", "input": "1 2", "output": "3"}
+ALPACA_NO_INPUT = {"instruction": "Say yes", "input": "", "output": "yes"}
+CHAT = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name?"},
+                     {"role": "assistant", "content": "Bob"}, {"role": "user", "content": "Age?"},
+                     {"role": "assistant", "content": "9"}]}
+
+# (record, exact byte-tokenizer ids, exact mask): context 0, response and its end-of-text 1
+EXPECTED = [
+    (PAIR, [*b("User:\nHi\n\nAssistant:\n"), *b("Yo"), EOT], [0] * 21 + [1, 1, 1]),
+    (ALPACA, [*b("User:\nAdd\n\n1 2\n\nAssistant:\n"), *b("3"), EOT], [0] * 27 + [1, 1]),
+    (ALPACA_NO_INPUT, [*b("User:\nSay yes\n\nAssistant:\n"), *b("yes"), EOT], [0] * 26 + [1] * 4),
+    (CHAT, [*b("System:\nBe brief.\n\nUser:\nName?\n\nAssistant:\n"), *b("Bob"), EOT,
+            *b("User:\nAge?\n\nAssistant:\n"), *b("9"), EOT],
+     [0] * 43 + [1] * 4 + [0] * 23 + [1] * 2),
+]
+
+
+@pytest.mark.parametrize("record, ids, mask", EXPECTED, ids=["prompt-response", "alpaca", "alpaca-no-input", "messages"])
+def test_template_and_mask_exact_ids(record, ids, mask):
+    got_ids, got_mask = instruct.encode(BYTE, instruct.segments(instruct.to_messages(record, "x")))
+    assert got_ids.tolist() == ids
+    assert got_mask.tolist() == mask
+
+
+def test_render_shows_the_template():
+    assert instruct.render(instruct.to_messages(CHAT, "x")) == (
+        "System:\nBe brief.\n\nUser:\nName?\n\nAssistant:\nBob<|endoftext|>User:\nAge?\n\nAssistant:\n9<|endoftext|>")
+
+
+def test_gpt2_pieces_are_tokenized_where_generation_splits_them():
+    gpt2 = get_tokenizer("gpt2")
+    ids, mask = instruct.encode(gpt2, instruct.segments(instruct.to_messages(PAIR, "x")))
+    context = gpt2.encode("User:\nHi\n\nAssistant:\n")
+    assert ids.tolist() == context + gpt2.encode("Yo") + [gpt2.eot_token]
+    assert mask.tolist() == [0] * len(context) + [1] * (len(ids) - len(context))
+    # what sample.py feeds the model is exactly the context the answer followed in training
+    assert instruct.prompt_ids(gpt2, [{"role": "user", "content": "Hi"}]) == [gpt2.eot_token] + context
+
+
+def test_questions_leave_out_reference_answers():
+    ask = lambda record: instruct.to_messages(record, "x", answered=False)  # noqa: E731
+    assert ask({"prompt": "Hi"}) == ask(PAIR) == [{"role": "user", "content": "Hi"}]
+    assert ask(ALPACA) == [{"role": "user", "content": "Add\n\n1 2"}]
+    assert ask(CHAT) == CHAT["messages"][:-1]
+    with pytest.raises(instruct.RecordError, match="nothing to answer"):
+        ask({"messages": [{"role": "assistant", "content": "hello"}]})
+
+
+# ----------------------------------------------------------------------------- prepare: shards and meta
+
+
+def test_prepare_writes_masked_shards_and_supervised_meta(tmp_path):
+    records = [PAIR, ALPACA, CHAT, ALPACA_NO_INPUT] * 3
+    out = prepare_bytes(write_jsonl(tmp_path / "pairs.jsonl", records), tmp_path / "d", val_fraction=0.25)
+    data = DataDir(out)
+    assert data.supervised and data.meta["format_version"] == 2
+    picker = _SplitPicker(seed=0, val_fraction=0.25)  # which documents prepare sent to validation
+    expected = {r_key: (ids, mask) for r_key, ids, mask in ((json.dumps(r), i, m) for r, i, m in EXPECTED)}
+    for split in ("train", "val"):
+        docs = [json.dumps(r) for i, r in enumerate(records) if picker.is_val(i) == (split == "val")]
+        [shard] = data.open_shards(split)
+        assert shard.version == 2
+        assert shard.tokens.tolist() == sum((expected[d][0] for d in docs), [])
+        assert shard.loss_mask.tolist() == sum((expected[d][1] for d in docs), [])
+        s = data.meta["splits"][split]
+        assert s["target_tokens"] == sum(sum(expected[d][1]) for d in docs) < s["tokens"]
+        assert s["target_bytes"] == sum(len(json.loads(d).get("response") or json.loads(d).get("output") or "Bob9")
+                                        for d in docs)
+    val = data.meta["splits"]["val"]  # bits per byte counts response tokens and bytes only
+    assert data.bits_per_byte(1.0) == pytest.approx(val["target_tokens"] / val["target_bytes"] / np.log(2))
+
+
+def test_loader_ignores_context_targets(tmp_path):
+    out = prepare_bytes(write_jsonl(tmp_path / "pairs.jsonl", [PAIR] * 40), tmp_path / "d")
+    batches = TrainBatches(out, batch_size=4, block_size=16)
+    [shard] = DataDir(out).open_shards("train")
+    tokens, mask = np.asarray(shard.tokens, dtype=np.int64), np.asarray(shard.loss_mask)
+    for _ in range(5):
+        x, y = batches.next_batch()
+        for row_x, row_y in zip(x.tolist(), y.tolist()):
+            # find the window: y is x shifted by one; every -1 is a context token, every other a target
+            start = next(i for i in range(len(tokens)) if tokens[i:i + 16].tolist() == row_x
+                         and all(t == -1 or t == tokens[i + 1 + j] for j, t in enumerate(row_y)))
+            want = np.where(mask[start + 1:start + 17] == 1, tokens[start + 1:start + 17], -1)
+            assert row_y == want.tolist()
+
+
+def test_masked_shards_roll_over_with_their_masks(tmp_path):
+    records = [PAIR, CHAT, ALPACA] * 30
+    whole = prepare_bytes(write_jsonl(tmp_path / "p.jsonl", records), tmp_path / "whole")
+    cut = prepare_bytes(tmp_path / "p.jsonl", tmp_path / "cut", shard_tokens=100)
+    for split in ("train", "val"):
+        a, c = DataDir(whole).open_shards(split), DataDir(cut).open_shards(split)
+        assert len(c) > 2 and min(s.num_tokens for s in c) >= 50  # the last one rebalanced, masks included
+        assert np.concatenate([s.tokens for s in c]).tolist() == a[0].tokens.tolist()
+        masks = [s.loss_mask if s.loss_mask is not None else np.ones(s.num_tokens, np.uint8) for s in c]
+        assert np.concatenate(masks).tolist() == a[0].loss_mask.tolist()
+
+
+def test_plain_records_beside_pairs_are_trained_on_everywhere(tmp_path):
+    records = [{"text": "plain words"}, PAIR] * 10
+    data = DataDir(prepare_bytes(write_jsonl(tmp_path / "mix.jsonl", records), tmp_path / "d"))
+    [shard] = data.open_shards("train")
+    ids, mask = shard.tokens.tolist(), shard.loss_mask.tolist()
+    plain = b("plain words") + [EOT]
+    at = next(i for i in range(len(ids)) if ids[i:i + len(plain)] == plain)
+    assert mask[at:at + len(plain)] == [1] * len(plain)
+
+
+def test_plain_jsonl_is_unchanged(tmp_path):
+    """A text field wins over the instruction fields, and plain data is still version 1."""
+    records = [{"text": f"document {i}", "prompt": "metadata"} for i in range(10)]
+    data = DataDir(prepare_bytes(write_jsonl(tmp_path / "t.jsonl", records), tmp_path / "d"))
+    assert not data.supervised and data.meta["format_version"] == 1
+    assert all(s.version == 1 and s.loss_mask is None for s in data.open_shards("train"))
+    s = data.meta["splits"]["val"]
+    assert data.bits_per_byte(1.0) == pytest.approx(s["tokens"] / s["bytes"] / np.log(2))
+
+
+@pytest.mark.parametrize("line, message", [
+    ({"prompt": "Hi"}, "field 'response' is missing"),
+    ({"prompt": "Hi", "response": "  "}, "field 'response' is empty"),
+    ({"instruction": "", "output": "x"}, "field 'instruction' is empty"),
+    ({"instruction": "Add", "input": "1 2"}, "field 'output' is missing"),
+    ({"prompt": 3, "response": "x"}, "field 'prompt' is a int, not text"),
+    ({"messages": []}, "'messages' must be a non-empty list"),
+    ({"messages": [{"role": "user", "content": "Hi"}]}, "last message must be the assistant's"),
+    ({"messages": [{"role": "bot", "content": "Hi"}]}, r"messages\[0\]: role 'bot' is not one of"),
+    ({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant"}]}, r"messages\[1\]: field 'content' is missing"),
+    ({"title": "no text here"}, "no field 'text'.*prompt/response, instruction/output or messages"),
+    ("{not json", "not valid JSON"),
+])
+def test_bad_records_name_the_file_and_line(tmp_path, line, message):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [PAIR, PAIR, line, PAIR])
+    with pytest.raises(PrepareError, match=f"{path}:3: .*{message}"):
+        prepare_bytes(path, tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+
+
+def test_prepare_cli_reports_a_bad_record_in_one_line(tmp_path):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [PAIR, {"prompt": "Hi"}])
+    proc = subprocess.run([sys.executable, str(ROOT / "data" / "prepare.py"), "--input", str(path), "--tokenizer",
+                           "byte", "--out_dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: {path}:2: field 'response' is missing (the record has: prompt)"
+
+
+def test_make_pairs_from_the_plays(tmp_path):
+    out = tmp_path / "who.jsonl"
+    proc = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "hamlet", "--max_pairs",
+                           "50", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(pairs) == 50 and len({p["prompt"] for p in pairs}) == 50
+    assert pairs[0] == {"prompt": "Who says: Nay, answer me: stand, and unfold yourself.", "response": "FRANCISCO"}
+    assert all(instruct.is_supervised(p) and len(p["prompt"]) >= len("Who says: ") + 20 for p in pairs)
+    bad = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "nonesuch", "--out",
+                          str(out)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --play 'nonesuch' matches 0 plays")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+SPEAKERS = {"Hamlet": "Denmark", "Ophelia": "flowers", "Romeo": "Verona", "Juliet": "balcony", "Macbeth": "dagger",
+            "Portia": "mercy"}
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing "
+         "matches and pack my box with five dozen liquor jugs").split()
+# A tiny model from scratch, sized so that a 2-core machine trains it in seconds.
+TINY = ["--n_layer=2", "--n_head=4", "--n_embd=64", "--block_size=128", "--batch_size=8", "--max_iters=300",
+        "--learning_rate=3e-3", "--min_lr=1e-4", "--warmup_iters=20", "--eval_interval=1000", "--eval_iters=1",
+        "--dropout=0", "--compile=false", "--device=cpu", "--seed=1337"]
+
+
+def who_says_pairs(n: int = 60, seed: int = 0) -> list[dict]:
+    """Fixed "Who says" pairs: each line starts with its speaker's word, then random words."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        who = rng.choice(sorted(SPEAKERS))
+        line = " ".join([SPEAKERS[who]] + [rng.choice(WORDS) for _ in range(rng.randint(2, 4))])
+        pairs.append({"prompt": f"Who says: {line}?", "response": who})
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The same 60 pairs (half of them validation: 30 trained on) prepared as instruction data and as
+    plain text with the same template, and the same tiny model trained 300 steps on each."""
+    root = tmp_path_factory.mktemp("instruct")
+    pairs = who_says_pairs()
+    text = [{"text": instruct.render(instruct.to_messages(p, "x")).removesuffix("<|endoftext|>")} for p in pairs]
+    dirs = {}
+    for kind, records in (("pairs", pairs), ("plain", text)):
+        dirs[kind] = prepare_bytes(write_jsonl(root / f"{kind}.jsonl", records), root / kind, val_fraction=0.5)
+    assert DataDir(dirs["pairs"]).supervised and not DataDir(dirs["plain"]).supervised
+    # the same tokens: only the mask differs
+    assert [s.tokens.tolist() for s in DataDir(dirs["pairs"]).open_shards("train")] == \
+           [s.tokens.tolist() for s in DataDir(dirs["plain"]).open_shards("train")]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models gain nothing from threads on a shared machine
+    outputs = {}
+    try:
+        for kind, data in dirs.items():
+            stdout = io.StringIO()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(sys, "stdout", stdout)
+                assert train.main([f"--data={data}", f"--out_dir={root / ('out-' + kind)}", *TINY]) == 0
+            outputs[kind] = stdout.getvalue()
+    finally:
+        torch.set_num_threads(threads)
+    [train_shard] = DataDir(dirs["pairs"]).open_shards("train")
+    train_text = BYTE.decode([t for t in train_shard.tokens.tolist() if t != EOT])
+    seen = [p for p in pairs if f"User:\n{p['prompt']}\n\n" in train_text]
+    assert 25 <= len(seen) <= 35
+    return {"root": root, "dirs": dirs, "outputs": outputs, "seen": seen,
+            "runs": {k: root / f"out-{k}" for k in dirs}}
+
+
+def response_loss(run: Path, data: Path, split: str) -> float:
+    """Mean loss over the response tokens of every window of the split."""
+    model, _ = load_model(run)
+    total = count = 0.0
+    with torch.no_grad():
+        for x, y in ValBatches(data, 8, 128, split=split):
+            _, loss = model.eval()(x, y)
+            n = int((y != -1).sum())
+            total, count = total + loss.item() * n, count + n
+    return total / count
+
+
+def ask(capsys, run: Path, prompt: str) -> dict:
+    rc = sample.main([f"--out_dir={run}", f"--instruction={prompt}", "--temperature=0", "--device=cpu",
+                      "--max_new_tokens=20", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    [answer] = [json.loads(line) for line in out.splitlines()]
+    return answer
+
+
+@pytest.mark.slow
+def test_tiny_model_answers_its_training_prompts(capsys, trained):
+    assert "bits per byte (response tokens only)" in trained["outputs"]["pairs"]
+    assert "response tokens only" not in trained["outputs"]["plain"]
+    answers = [ask(capsys, trained["runs"]["pairs"], p["prompt"]) for p in trained["seen"]]
+    right = sum(a["text"] == p["response"] for a, p in zip(answers, trained["seen"]))
+    assert right >= 0.9 * len(trained["seen"]), [(p, a["text"]) for a, p in zip(answers, trained["seen"])]
+    assert all(a["finish_reason"] == "eot" for a in answers)  # the answer ends at end-of-text, alone
+
+
+@pytest.mark.slow
+def test_loss_on_responses_only_beats_loss_everywhere_at_equal_steps(trained):
+    pairs, plain = trained["runs"]["pairs"], trained["runs"]["plain"]
+    data = trained["dirs"]["pairs"]
+    supervised_loss, plain_loss = response_loss(pairs, data, "train"), response_loss(plain, data, "train")
+    # measured 0.09 vs 0.31 nats per response token (torch 2.x, CPU)
+    assert supervised_loss * 1.5 < plain_loss, (supervised_loss, plain_loss)
+
+
+@pytest.mark.slow
+def test_chat_through_stdin(trained):
+    """--chat in a real process: one answer line per question line, the conversation carried on."""
+    questions = trained["seen"][:3]
+    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={trained['runs']['pairs']}", "--chat",
+                           "--temperature=0", "--device=cpu", "--max_new_tokens=20"],
+                          input="".join(q["prompt"] + "\n" for q in questions), capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    answers = proc.stdout.splitlines()
+    assert len(answers) == 3 and all(a in SPEAKERS for a in answers), answers
+    assert sum(a == q["response"] for a, q in zip(answers, questions)) >= 2
+
+
+@pytest.mark.slow
+def test_chat_json_answers_each_line(capsys, monkeypatch, trained):
+    seen = trained["seen"]
+    lines = [json.dumps({"prompt": seen[0]["prompt"]}),
+             "",
+             json.dumps({"instruction": seen[1]["prompt"], "input": "", "output": "reference, left out"}),
+             "{oops",
+             json.dumps({"messages": [{"role": "user", "content": seen[2]["prompt"]}]})]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    rc = sample.main([f"--out_dir={trained['runs']['pairs']}", "--chat", "--json", "--temperature=0",
+                      "--device=cpu", "--max_new_tokens=20"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rc == 1  # one line was not a request; the others were answered
+    assert [o["line"] for o in out] == [1, 3, 4, 5]
+    assert out[2] == {"line": 4, "error": out[2]["error"]} and "line 4: not valid JSON" in out[2]["error"]
+    # each request is answered on its own: as --instruction answers the same question
+    for o, q in zip([out[0], out[1], out[3]], seen[:3]):
+        assert o["text"] == ask(capsys, trained["runs"]["pairs"], q["prompt"])["text"]
+        assert o["finish_reason"] == "eot" and o["dropped_turns"] == 0

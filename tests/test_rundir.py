@@ -1,0 +1,92 @@
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import ExitStack
+
+import pytest
+
+from gpt.errors import RunDirBusy
+from gpt.rundir import LOCK_NAME, RunDirLock, hold_run_dir
+from gpt.runtime import Dist
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from gpt.rundir import RunDirLock
+    lock = RunDirLock({out!r}).acquire()
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+
+def hold_in_another_process(out) -> subprocess.Popen:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(root=root, out=str(out))], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):
+    holder = hold_in_another_process(tmp_path / "run")
+    try:
+        with pytest.raises(RunDirBusy, match=rf"run is in use by another training run \(process {holder.pid} on "
+                                             r".*started .*: -c\); wait for it to finish"):
+            RunDirLock(tmp_path / "run").acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Killed (SIGKILL): the OS dropped its lock, so the directory is free again at once.
+    with RunDirLock(tmp_path / "run") as lock:
+        assert f'"pid": {os.getpid()}' in lock.path.read_text()
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_the_same_process_cannot_take_it_twice_and_release_frees_it(tmp_path):
+    first = RunDirLock(tmp_path).acquire()
+    with pytest.raises(RunDirBusy, match=rf"process {os.getpid()}"):
+        RunDirLock(tmp_path).acquire()
+    first.release()
+    RunDirLock(tmp_path).acquire().release()
+
+
+def test_a_refused_or_finished_run_leaves_no_directory_it_made(tmp_path):
+    out = tmp_path / "new"
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit)
+        assert (out / LOCK_NAME).is_file()
+    assert not out.exists()  # made by the lock and still empty: removed
+    (tmp_path / "kept").mkdir()
+    with RunDirLock(tmp_path / "kept"):
+        (tmp_path / "kept" / "metrics.jsonl").write_text("{}\n")
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["metrics.jsonl"]
+
+
+def test_a_holder_that_removed_the_file_under_a_waiting_opener_is_not_shared(tmp_path, monkeypatch):
+    # Opener B opened train.lock, then A released (unlinking it) before B locked: B must not keep a
+    # lock on the orphaned file while a third run locks the new one. acquire() checks and retries.
+    import gpt.rundir as R
+
+    real_try_lock, calls = R._try_lock, []
+
+    def release_the_other_first(fd):
+        if not calls:
+            other.release()  # unlinks the file this fd points to
+        calls.append(fd)
+        return real_try_lock(fd)
+
+    other = RunDirLock(tmp_path).acquire()
+    monkeypatch.setattr(R, "_try_lock", release_the_other_first)
+    lock = RunDirLock(tmp_path).acquire()
+    assert len(calls) == 2  # the first fd was for the removed file: opened again
+    assert os.path.samestat(os.fstat(lock._fd), os.stat(lock.path))
+    lock.release()
+
+
+def test_the_lock_file_is_not_a_checkpoint_or_leftover(tmp_path):
+    from gpt.checkpoint import clean_leftovers, list_checkpoints
+
+    with RunDirLock(tmp_path):
+        assert clean_leftovers(tmp_path) == [] and list_checkpoints(tmp_path) == []
+        assert (tmp_path / LOCK_NAME).exists()
