@@ -61,7 +61,7 @@ class TrainConfig:
     beta2: float = opt(0.99, "AdamW beta2")
     grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)")
     max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
-    # -- optimizer, schedule and loss choices (issue 11; see README "Optimizers and schedules")
+    # -- optimizer, schedule and loss choices (issue 11; README "Optimizers, schedules, label smoothing")
     optimizer: str = opt("muon", "'muon': Muon on the blocks' weight matrices, AdamW on the rest; or 'adamw'")
     muon_learning_rate: float = opt(0.02, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
     lr_schedule: str = opt("cosine", "'cosine', 'noam' (Transformer paper: warmup, then 1/sqrt(step); peak "
