@@ -189,7 +189,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
         if stopping or step >= cfg.max_iters or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
             if val_loss is not None:
-                record = {"step": step, "val_loss": val_loss, "val_bpb": bits_per_byte(val_loss, data),
+                record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
                 metrics.log(record)
                 say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte"
@@ -361,12 +361,6 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
         return None
     finally:
         model.train()
-
-
-def bits_per_byte(loss_nats: float, data: DataDir) -> float:
-    """Nats per token -> bits per UTF-8 byte of the validation text: comparable across tokenizers
-    (instruction data: of the responses only)."""
-    return data.bits_per_byte(loss_nats, "val")
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:

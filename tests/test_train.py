@@ -398,9 +398,11 @@ def test_an_unreachable_hub_model_is_one_line(byte_data, tmp_path):
 
 def test_a_bug_keeps_its_traceback(byte_data, tmp_path, monkeypatch):
     # Only gpt.errors.UsageError becomes one line: a KeyError from a bug must not be disguised.
-    def buggy(loss, data):
+    from gpt.shards import DataDir
+
+    def buggy(self, loss, split="val"):
         return {}["val_bytes"]
-    monkeypatch.setattr(train, "bits_per_byte", buggy)
+    monkeypatch.setattr(DataDir, "bits_per_byte", buggy)
     with pytest.raises(KeyError, match="val_bytes"):
         train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"])
 
