@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from gpt.errors import ConfigError
+from gpt.model import POS_ENCODINGS
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -46,7 +47,7 @@ class TrainConfig:
     block_size: int = opt(128, "context length in tokens")
     dropout: float = opt(0.0, "dropout probability (0 for pretraining, ~0.1 for small data)")
     bias: bool = opt(False, "biases in Linear layers and LayerNorms (GPT-2 has them)")
-    pos_encoding: str = opt("learned", "'learned' (GPT-2) or 'sinusoidal'")
+    pos_encoding: str = opt("learned", "'learned' (GPT-2), 'sinusoidal' or 'rope' (rotary, Su et al. 2021)")
     activation: str = opt("gelu", "'gelu' (exact; ~2x faster GELU on CPUs) or 'gelu_tanh' (GPT-2's approximation)")
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
@@ -120,7 +121,7 @@ class TrainConfig:
             errors.append(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.keep_last < 2:
             errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
-        choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": ("learned", "sinusoidal"),
+        choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": POS_ENCODINGS,
                    "activation": ("gelu", "gelu_tanh"), "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "false")}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
@@ -132,6 +133,8 @@ class TrainConfig:
             errors.append(f"lora_alpha must be > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, {self.lora_dropout}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
+        if self.pos_encoding == "rope" and self.n_head > 0 and (self.n_embd // self.n_head) % 2:
+            errors.append(f"rotary positions need an even head size, got n_embd / n_head = {self.n_embd // self.n_head}")
         if self.lora_rank and self.init_from == "scratch":
             errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
         if errors:

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from gpt.model import GPT, GPTConfig
+from gpt.model import GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
 
@@ -107,7 +107,7 @@ def test_sequence_longer_than_block_size_is_an_error():
         tiny_model()(torch.zeros(1, 33, dtype=torch.long))
 
 
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
 def test_causality_future_tokens_do_not_change_past_logits(pos_encoding):
     model = tiny_model(pos_encoding=pos_encoding)
     idx = torch.randint(0, 97, (2, 20))
@@ -118,6 +118,35 @@ def test_causality_future_tokens_do_not_change_past_logits(pos_encoding):
     b, _ = model(changed)
     assert torch.equal(a[:, :t + 1], b[:, :t + 1])
     assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+
+
+def test_rotary_scores_depend_only_on_the_distance_between_query_and_key():
+    # RoPE (Su et al. 2021): q at p and k at s score by p - s, so shifting both positions by the
+    # same amount leaves q.k unchanged, while a different distance changes it.
+    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8)
+
+    def score(p, s):
+        qp = rotate(q, rotary_angles(torch.tensor([p]), 8))
+        ks = rotate(k, rotary_angles(torch.tensor([s]), 8))
+        return (qp * ks).sum(-1)
+
+    assert torch.allclose(score(3, 1), score(10, 8), atol=1e-5)
+    assert torch.allclose(score(0, 0), (q * k).sum(-1), atol=1e-6)  # position 0 turns nothing
+    assert not torch.allclose(score(3, 1), score(3, 2), atol=1e-3)
+
+
+def test_rope_model_has_no_position_table_and_sees_order():
+    model = tiny_model(pos_encoding="rope")
+    assert "wpe" not in model.transformer
+    idx = torch.randint(0, 97, (1, 12))
+    a, _ = model(idx)
+    b, _ = model(idx.flip(1))
+    assert not torch.allclose(a[:, -1], b[:, -1])  # the same tokens in another order predict otherwise
+
+
+def test_rope_needs_an_even_head_size():
+    with pytest.raises(ValueError, match="even head size"):
+        GPTConfig(**{**TINY, "n_embd": 36, "n_head": 4}, pos_encoding="rope")
 
 
 def test_dropout_only_in_training_mode():
@@ -141,7 +170,7 @@ def test_backward_reaches_every_parameter():
 
 
 @pytest.mark.parametrize("prompt_len", [1, 2, 7, 16])
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
 def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding):
     model = tiny_model(pos_encoding=pos_encoding)
     idx = torch.randint(0, 97, (2, 24))  # batch 2
@@ -342,6 +371,8 @@ def test_from_pretrained_unknown_name_fails_fast():
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="GPT-2"):
+        tiny_model(pos_encoding="rope").save_pretrained(tmp_path)
 
 
 def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():

@@ -120,7 +120,7 @@ def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir):
     assert cached[0]["text"] == uncached[0]["text"]
 
 
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
 def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding})).eval()
