@@ -47,7 +47,7 @@ class TrainConfig:
     block_size: int = opt(128, "context length in tokens")
     dropout: float = opt(0.0, "dropout probability (0 for pretraining, ~0.1 for small data)")
     bias: bool = opt(False, "biases in Linear layers and LayerNorms (GPT-2 has them)")
-    pos_encoding: str = opt("learned", "'learned' (GPT-2), 'sinusoidal' or 'rope' (rotary, Su et al. 2021)")
+    pos_encoding: str = opt("rope", "'learned' (GPT-2), 'sinusoidal' or 'rope' (rotary, Su et al. 2021)")
     activation: str = opt("gelu", "'gelu' (exact; ~2x faster GELU on CPUs) or 'gelu_tanh' (GPT-2's approximation)")
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
