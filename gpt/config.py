@@ -52,7 +52,7 @@ class TrainConfig:
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(2500, "optimizer steps in the run")
+    max_iters: int = opt(1200, "optimizer steps in the run")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")
@@ -64,7 +64,7 @@ class TrainConfig:
     max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
     # -- optimizer, schedule and loss choices (issue 11; README "Optimizers, schedules, label smoothing")
     optimizer: str = opt("muon", "'muon': Muon on the blocks' weight matrices, AdamW on the rest; or 'adamw'")
-    muon_learning_rate: float = opt(0.02, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
+    muon_learning_rate: float = opt(0.01, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
     lr_schedule: str = opt("cosine", "'cosine', 'noam' (Transformer paper: warmup, then 1/sqrt(step); peak "
                                      "learning_rate), 'wsd' (warmup, flat, decay at the end) or 'constant'")
     decay_fraction: float = opt(0.2, "wsd: the last fraction of the steps over which the rate decays to min_lr")
