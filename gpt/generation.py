@@ -21,7 +21,7 @@ from gpt.tokenizer import Tokenizer
 
 # bf16 weights decode faster than fp32 on a CPU with native bf16 (AVX512-BF16 / AMX) once the
 # weights are large enough for memory traffic to dominate; below, fp32 is faster (bf16 kernels
-# cost more per call). Measured: see `pick_inference_dtype` and `bench.py decode`.
+# cost more per call). Measured: README, "Sampling", and `bench.py decode`.
 CPU_BF16_MIN_PARAMS = 20_000_000
 
 
@@ -188,12 +188,7 @@ def check_vocab(model_vocab: int, tokenizer: Tokenizer, recorded_vocab: int | No
 def pick_inference_dtype(requested: str, device: torch.device, num_params: int) -> tuple[torch.dtype, str]:
     """(dtype of the weights, why). auto: bf16 on CUDA (fp16 where bf16 is missing); on a CPU,
     bf16 for models of CPU_BF16_MIN_PARAMS parameters or more when the CPU computes bf16 natively,
-    fp32 otherwise. Measured on a 2-core AVX512-BF16 Xeon, batch 1, greedy, tokens/s fp32 -> bf16:
-    6 layers x 192 wide, byte vocabulary (the default run, 2.8M) 516 -> 370; 6 x 384, byte (10.8M)
-    364 -> 267; 6 x 192, GPT-2 vocabulary (12.4M) about even; 6 x 384, GPT-2 vocabulary (30M)
-    145 -> 210; 8 x 512 (51M) 78 -> 84; GPT-2 124M 39 -> 48 (and `bench.py decode`). The gain is
-    bounded on that machine: oneDNN's bf16 matrix-vector product streams weights from memory at
-    about 15 GB/s where MKL's fp32 one reaches 22 GB/s (measured), so half the bytes buy ~1.4x."""
+    fp32 otherwise (the measurements behind the threshold: README, "Sampling"; `bench.py decode`)."""
     from gpt.runtime import DTYPES
 
     if requested != "auto":
