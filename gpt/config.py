@@ -49,6 +49,7 @@ class TrainConfig:
     bias: bool = opt(False, "biases in Linear layers and LayerNorms (GPT-2 has them)")
     pos_encoding: str = opt("rope", "'learned' (GPT-2), 'sinusoidal' or 'rope' (rotary, Su et al. 2021)")
     activation: str = opt("gelu", "'gelu' (exact; ~2x faster GELU on CPUs) or 'gelu_tanh' (GPT-2's approximation)")
+    qk_norm: bool = opt(True, "RMS-normalise queries and keys per head before attention (QK-norm; GPT-2 has none)")
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
@@ -288,19 +289,19 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
 
 # What a resumed run may not change: the weights, the optimizer state and the data position
 # would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
-RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "tokenizer", "data",
-                "lora_rank", "lora_alpha")
+RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "qk_norm",
+                "tokenizer", "data", "lora_rank", "lora_alpha")
 # The optimizer too: its saved state fits only the optimizer that wrote it.
 RESUME_FIXED += ("optimizer",)
 # What runs saved before an option existed used (so resuming them keeps their recipe even where
 # the default changed since).
-BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0}
+BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0, "qk_norm": False}
 
 
 # The architecture options whose truth is the checkpoint's model config rather than its train
 # config: they differ for a run started from pretrained weights (which bring their own shape) and
 # for runs saved before an option existed (activation: GPT-2's tanh GELU, the GPTConfig default).
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation")
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation", "qk_norm")
 
 
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:

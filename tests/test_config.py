@@ -101,6 +101,24 @@ def test_resume_takes_the_architecture_from_the_checkpoints_model_config():
     cfg, keys = parse_args(["--init_from=resume"])
     merged = resume_config(TrainConfig(init_from="gpt2").to_dict(), cfg, keys, gpt2_small)
     assert (merged.n_layer, merged.n_head, merged.n_embd, merged.activation) == (12, 12, 768, "gelu_tanh")
+    assert merged.qk_norm is False  # GPT-2 has no QK-norm, whatever TrainConfig's default
+
+
+def test_resume_of_a_run_saved_before_qk_norm_keeps_attention_without_it():
+    from gpt.model import GPTConfig
+
+    assert TrainConfig().qk_norm is True  # the CPU default since issue 11's third round
+    saved = TrainConfig().to_dict()
+    del saved["qk_norm"]
+    old_model = GPTConfig(vocab_size=257, block_size=128, n_layer=4, n_head=4, n_embd=128).to_dict()
+    del old_model["qk_norm"]
+    model_config = GPTConfig.from_dict(old_model).to_dict()
+    cfg, keys = parse_args(["--init_from=resume"])
+    assert resume_config(saved, cfg, keys, model_config).qk_norm is False
+    assert resume_config(saved, cfg, keys).qk_norm is False  # no model config at hand: the same answer
+    cfg, keys = parse_args(["--init_from=resume", "--qk_norm=true"])
+    with pytest.raises(ValueError, match="qk_norm: checkpoint False, now True"):
+        resume_config(saved, cfg, keys, model_config)
 
 
 def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_the_options():

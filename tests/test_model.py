@@ -107,9 +107,10 @@ def test_sequence_longer_than_block_size_is_an_error():
         tiny_model()(torch.zeros(1, 33, dtype=torch.long))
 
 
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
-def test_causality_future_tokens_do_not_change_past_logits(pos_encoding):
-    model = tiny_model(pos_encoding=pos_encoding)
+@pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
+                                                   ("rope", True)])
+def test_causality_future_tokens_do_not_change_past_logits(pos_encoding, qk_norm):
+    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm)
     idx = torch.randint(0, 97, (2, 20))
     t = 11
     changed = idx.clone()
@@ -149,6 +150,20 @@ def test_rope_needs_an_even_head_size():
         GPTConfig(**{**TINY, "n_embd": 36, "n_head": 4}, pos_encoding="rope")
 
 
+def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys():
+    # QK-norm RMS-normalises each head's query and key, so scaling the query and key weights (as
+    # a growing learning rate would) changes nothing; without it the attention logits grow.
+    idx = torch.randint(0, 97, (2, 12))
+    for qk_norm in (True, False):
+        model = tiny_model(qk_norm=qk_norm, bias=False)
+        before, _ = model(idx)
+        with torch.no_grad():
+            for block in model.transformer.h:
+                block.attn.c_attn.weight[:2 * 32] *= 5.0  # the query and key rows of the fused projection
+        after, _ = model(idx)
+        assert torch.allclose(before, after, atol=1e-5) == qk_norm
+
+
 def test_dropout_only_in_training_mode():
     model = tiny_model(dropout=0.5)
     idx = torch.randint(0, 97, (2, 8))
@@ -170,9 +185,10 @@ def test_backward_reaches_every_parameter():
 
 
 @pytest.mark.parametrize("prompt_len", [1, 2, 7, 16])
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
-def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding):
-    model = tiny_model(pos_encoding=pos_encoding)
+@pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
+                                                   ("rope", True)])
+def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding, qk_norm):
+    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm)
     idx = torch.randint(0, 97, (2, 24))  # batch 2
     full, _ = model(idx)
     model.setup_kv_cache(batch_size=2)
@@ -373,6 +389,8 @@ def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="rope").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="GPT-2"):
+        tiny_model(qk_norm=True).save_pretrained(tmp_path)
 
 
 def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():

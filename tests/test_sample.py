@@ -120,10 +120,11 @@ def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir):
     assert cached[0]["text"] == uncached[0]["text"]
 
 
-@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
-def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding):
+@pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
+                                                   ("rope", True)])
+def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding, qk_norm):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding})).eval()
+    model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding, "qk_norm": qk_norm})).eval()
     prompt = torch.randint(0, 256, (2, 5))
     plain = model.generate(prompt, 80, temperature=0, decode_step=None)  # slides past block_size twice
     static = model.generate(prompt, 80, temperature=0, decode_step="static")
