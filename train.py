@@ -327,7 +327,7 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
             vocab = (vocab + 63) // 64 * 64  # e.g. 50257 -> 50304: matmul shapes the tensor cores like
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
-                           activation=cfg.activation, qk_norm=cfg.qk_norm)
+                           activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
         return GPT(config).to(device).train(), None
     model = load_base_model(cfg.init_from, dropout=cfg.dropout)
     if cfg.lora_rank:

@@ -50,6 +50,7 @@ class TrainConfig:
     pos_encoding: str = opt("rope", "'learned' (GPT-2), 'sinusoidal' or 'rope' (rotary, Su et al. 2021)")
     activation: str = opt("gelu", "'gelu' (exact; ~2x faster GELU on CPUs) or 'gelu_tanh' (GPT-2's approximation)")
     qk_norm: bool = opt(True, "RMS-normalise queries and keys per head before attention (QK-norm; GPT-2 has none)")
+    qk_scale: float = opt(2.0, "attention logits are q.k * qk_scale / sqrt(head size) (GPT-2: 1)")
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
@@ -65,7 +66,7 @@ class TrainConfig:
     max_bad_steps: int = opt(10, "stop after this many consecutive steps with a non-finite loss or gradient")
     # -- optimizer, schedule and loss choices (issue 11; README "Optimizers, schedules, label smoothing")
     optimizer: str = opt("muon", "'muon': Muon on the blocks' weight matrices, AdamW on the rest; or 'adamw'")
-    muon_learning_rate: float = opt(0.01, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
+    muon_learning_rate: float = opt(0.015, "Muon's peak learning rate (RMS-matched to AdamW's; same schedule)")
     lr_schedule: str = opt("cosine", "'cosine', 'noam' (Transformer paper: warmup, then 1/sqrt(step); peak "
                                      "learning_rate), 'wsd' (warmup, flat, decay at the end) or 'constant'")
     decay_fraction: float = opt(0.2, "wsd: the last fraction of the steps over which the rate decays to min_lr")
@@ -116,6 +117,8 @@ class TrainConfig:
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if not self.muon_learning_rate > 0:
             errors.append(f"muon_learning_rate must be > 0, got {self.muon_learning_rate}")
+        if not self.qk_scale > 0:
+            errors.append(f"qk_scale must be > 0, got {self.qk_scale}")
         if not 0 < self.decay_fraction <= 1:
             errors.append(f"decay_fraction must be in (0, 1], got {self.decay_fraction}")
         if not 0 <= self.label_smoothing < 1:
@@ -290,18 +293,19 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
 # What a resumed run may not change: the weights, the optimizer state and the data position
 # would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
 RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "qk_norm",
-                "tokenizer", "data", "lora_rank", "lora_alpha")
+                "qk_scale", "tokenizer", "data", "lora_rank", "lora_alpha")
 # The optimizer too: its saved state fits only the optimizer that wrote it.
 RESUME_FIXED += ("optimizer",)
 # What runs saved before an option existed used (so resuming them keeps their recipe even where
 # the default changed since).
-BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0, "qk_norm": False}
+BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0, "qk_norm": False,
+                 "qk_scale": 1.0}
 
 
 # The architecture options whose truth is the checkpoint's model config rather than its train
 # config: they differ for a run started from pretrained weights (which bring their own shape) and
 # for runs saved before an option existed (activation: GPT-2's tanh GELU, the GPTConfig default).
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation", "qk_norm")
+MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation", "qk_norm", "qk_scale")
 
 
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:

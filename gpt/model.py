@@ -48,9 +48,15 @@ class GPTConfig:
     activation: str = "gelu_tanh"
     # QK-norm (Henry et al. 2020; Dehghani et al. 2023; as modded-nanogpt): queries and keys are
     # RMS-normalised per head, without gains, before the dot product, so no attention logit can
-    # grow past sqrt(head size). train.py's CPU default: 2.034 vs 2.053 bits per byte at its
-    # 1,200 steps (README, "Optimizers, schedules, label smoothing").
+    # grow past sqrt(head size). train.py's CPU default: at its 1,200 steps 2.034 vs 2.053 bits per
+    # byte at the same Muon rate, and 2.023 with the higher rate it tolerates (README, "Optimizers,
+    # schedules, label smoothing").
     qk_norm: bool = False
+    # Attention logits are q.k * qk_scale / sqrt(head size); 1 is the Transformer's scaling. With
+    # QK-norm the logits are bounded by qk_scale * sqrt(head size), which for small heads keeps
+    # attention from getting sharp: train.py's CPU default (head size 32) takes 2 (measured in the
+    # same README table: 2.009 vs 2.023 at 1,200 steps).
+    qk_scale: float = 1.0
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -68,6 +74,8 @@ class GPTConfig:
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2 != 0:
             raise ValueError(f"GPTConfig: rotary positions need an even head size, got "
                              f"n_embd / n_head = {self.n_embd // self.n_head}")
+        if not self.qk_scale > 0:
+            raise ValueError(f"GPTConfig.qk_scale must be positive, got {self.qk_scale!r}")
         if self.activation not in GELU_APPROXIMATE:
             raise ValueError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
@@ -161,6 +169,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.qk_norm = config.qk_norm
+        self.scale = config.qk_scale / math.sqrt(self.head_dim)  # of the attention logits
         self.kv_cache: KVCache | None = None
 
     def qkv(self, x: torch.Tensor, rotary: Rotary | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -193,7 +202,7 @@ class CausalSelfAttention(nn.Module):
 
         # Flash / memory-efficient attention where available (CUDA), a fused kernel on CPU.
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
+                                           dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -206,7 +215,7 @@ class CausalSelfAttention(nn.Module):
         cache = self.kv_cache
         cache.k.index_copy_(2, pos, k)  # in place, at a tensor position: no Python-int slicing
         cache.v.index_copy_(2, pos, v)
-        y = F.scaled_dot_product_attention(q, cache.k, cache.v, attn_mask=mask)  # over the whole cache, masked
+        y = F.scaled_dot_product_attention(q, cache.k, cache.v, attn_mask=mask, scale=self.scale)  # the whole cache, masked
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -609,9 +618,9 @@ class GPT(nn.Module):
         from safetensors.torch import save_file
 
         cfg = self.config
-        if cfg.pos_encoding != "learned" or not cfg.bias or cfg.qk_norm:
-            raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm) can be saved "
-                             "in the GPT-2 layout")
+        if cfg.pos_encoding != "learned" or not cfg.bias or cfg.qk_norm or cfg.qk_scale != 1.0:
+            raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
+                             "can be saved in the GPT-2 layout")
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         tensors = {}

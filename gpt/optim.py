@@ -76,7 +76,7 @@ def muon_params(model: torch.nn.Module) -> list[str]:
 
 def make_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float,
                    betas: tuple[float, float], device_type: str, optimizer: str = "adamw",
-                   muon_learning_rate: float = 0.01):
+                   muon_learning_rate: float = 0.015):
     """'adamw': one AdamW over the trainable parameters. 'muon': Muon on `muon_params` (peak rate
     muon_learning_rate, Moonshot's RMS-matched scaling, weight decay weight_decay) and AdamW on
     the rest, in one `Optimizers` whose state_dict holds both."""

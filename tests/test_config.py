@@ -33,6 +33,7 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--label_smoothing=-0.1", "label_smoothing must be in"),
     ("--decay_fraction=0", "decay_fraction"),
     ("--muon_learning_rate=0", "muon_learning_rate"),
+    ("--qk_scale=0", "qk_scale must be > 0"),
 ])
 def test_bad_values_fail_before_any_work(arg, needle):
     with pytest.raises(ValueError, match=needle):
@@ -101,21 +102,21 @@ def test_resume_takes_the_architecture_from_the_checkpoints_model_config():
     cfg, keys = parse_args(["--init_from=resume"])
     merged = resume_config(TrainConfig(init_from="gpt2").to_dict(), cfg, keys, gpt2_small)
     assert (merged.n_layer, merged.n_head, merged.n_embd, merged.activation) == (12, 12, 768, "gelu_tanh")
-    assert merged.qk_norm is False  # GPT-2 has no QK-norm, whatever TrainConfig's default
+    assert (merged.qk_norm, merged.qk_scale) == (False, 1.0)  # GPT-2's attention, whatever TrainConfig's default
 
 
 def test_resume_of_a_run_saved_before_qk_norm_keeps_attention_without_it():
     from gpt.model import GPTConfig
 
-    assert TrainConfig().qk_norm is True  # the CPU default since issue 11's third round
+    assert (TrainConfig().qk_norm, TrainConfig().qk_scale) == (True, 2.0)  # the CPU default since issue 11's third round
     saved = TrainConfig().to_dict()
-    del saved["qk_norm"]
+    del saved["qk_norm"], saved["qk_scale"]
     old_model = GPTConfig(vocab_size=257, block_size=128, n_layer=4, n_head=4, n_embd=128).to_dict()
-    del old_model["qk_norm"]
+    del old_model["qk_norm"], old_model["qk_scale"]
     model_config = GPTConfig.from_dict(old_model).to_dict()
     cfg, keys = parse_args(["--init_from=resume"])
-    assert resume_config(saved, cfg, keys, model_config).qk_norm is False
-    assert resume_config(saved, cfg, keys).qk_norm is False  # no model config at hand: the same answer
+    for merged in (resume_config(saved, cfg, keys, model_config), resume_config(saved, cfg, keys)):
+        assert (merged.qk_norm, merged.qk_scale) == (False, 1.0)  # with or without the model config at hand
     cfg, keys = parse_args(["--init_from=resume", "--qk_norm=true"])
     with pytest.raises(ValueError, match="qk_norm: checkpoint False, now True"):
         resume_config(saved, cfg, keys, model_config)

@@ -24,6 +24,7 @@ def tiny_model(seed=0, **overrides) -> GPT:
     ("block_size", 2.5, "block_size"),
     ("pos_encoding", "rotary", "pos_encoding"),
     ("activation", "relu", "activation"),
+    ("qk_scale", 0.0, "qk_scale"),
     ("dropout", 1.0, "dropout"),
 ])
 def test_config_rejects_bad_values_naming_the_field(field, value, needle):
@@ -110,7 +111,7 @@ def test_sequence_longer_than_block_size_is_an_error():
 @pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
                                                    ("rope", True)])
 def test_causality_future_tokens_do_not_change_past_logits(pos_encoding, qk_norm):
-    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm)
+    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm, qk_scale=2.0 if qk_norm else 1.0)
     idx = torch.randint(0, 97, (2, 20))
     t = 11
     changed = idx.clone()
@@ -164,6 +165,18 @@ def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys():
         assert torch.allclose(before, after, atol=1e-5) == qk_norm
 
 
+def test_qk_scale_multiplies_the_attention_logits():
+    # The model with qk_scale=s equals the model with qk_scale=1 whose
+    # query weights are s times larger (q.k scales linearly in q), and differs from the plain one.
+    idx = torch.randint(0, 97, (2, 12))
+    plain, scaled = tiny_model(bias=False), tiny_model(bias=False, qk_scale=2.0)
+    assert not torch.allclose(plain(idx)[0], scaled(idx)[0], atol=1e-4)
+    with torch.no_grad():
+        for block in plain.transformer.h:
+            block.attn.c_attn.weight[:32] *= 2.0  # the query rows of the fused projection
+    assert torch.allclose(plain(idx)[0], scaled(idx)[0], atol=1e-5)
+
+
 def test_dropout_only_in_training_mode():
     model = tiny_model(dropout=0.5)
     idx = torch.randint(0, 97, (2, 8))
@@ -188,7 +201,7 @@ def test_backward_reaches_every_parameter():
 @pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
                                                    ("rope", True)])
 def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding, qk_norm):
-    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm)
+    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm, qk_scale=2.0 if qk_norm else 1.0)
     idx = torch.randint(0, 97, (2, 24))  # batch 2
     full, _ = model(idx)
     model.setup_kv_cache(batch_size=2)
@@ -391,6 +404,8 @@ def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
         tiny_model(pos_encoding="rope").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(qk_norm=True).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="GPT-2"):
+        tiny_model(qk_scale=2.0).save_pretrained(tmp_path)
 
 
 def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():

@@ -124,7 +124,8 @@ def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir):
                                                    ("rope", True)])
 def test_static_decode_step_gives_the_tokens_of_the_ordinary_path(pos_encoding, qk_norm):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding, "qk_norm": qk_norm})).eval()
+    model = GPT(GPTConfig(**{**TINY, "pos_encoding": pos_encoding, "qk_norm": qk_norm,
+                             "qk_scale": 2.0 if qk_norm else 1.0})).eval()
     prompt = torch.randint(0, 256, (2, 5))
     plain = model.generate(prompt, 80, temperature=0, decode_step=None)  # slides past block_size twice
     static = model.generate(prompt, 80, temperature=0, decode_step="static")
