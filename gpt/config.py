@@ -54,7 +54,7 @@ class TrainConfig:
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(1200, "optimizer steps in the run")
+    max_iters: int = opt(1000, "optimizer steps in the run")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")

@@ -48,7 +48,7 @@ class GPTConfig:
     activation: str = "gelu_tanh"
     # QK-norm (Henry et al. 2020; Dehghani et al. 2023; as modded-nanogpt): queries and keys are
     # RMS-normalised per head, without gains, before the dot product, so no attention logit can
-    # grow past sqrt(head size). train.py's CPU default: at its 1,200 steps 2.034 vs 2.053 bits per
+    # grow past sqrt(head size). train.py's CPU default: at 1,200 steps of it, 2.034 vs 2.053 bits per
     # byte at the same Muon rate, and 2.023 with the higher rate it tolerates (README, "Optimizers,
     # schedules, label smoothing").
     qk_norm: bool = False
