@@ -21,11 +21,16 @@ One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py ne
 
 from __future__ import annotations
 
+import time
+
+STARTED = time.monotonic()  # --time_budget counts from here: the imports below (torch's ~2 s) are in it
+
 import contextlib
 import json
 import math
+import statistics
 import sys
-import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -40,20 +45,23 @@ from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr
 from gpt.runtime import (Dist, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
-                         use_deterministic)
+                         steps_in_budget, use_deterministic)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, started: float | None = None) -> int:
+    """Run train.py with `argv`; `started` (time.monotonic()) is where --time_budget counts from:
+    the process start for the script, the call for in-process callers."""
     argv = sys.argv[1:] if argv is None else argv
+    started = time.monotonic() if started is None else started
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
     saved_kernel_settings = deterministic_state()  # --deterministic is global: undone for in-process callers
     try:
         with contextlib.ExitStack() as on_exit:  # releases out_dir's lock however train() ends
-            return train(argv, on_exit)
+            return train(argv, on_exit, started)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         if str(e):  # empty on the other ranks of a torchrun job when rank 0 reported it
             print(f"train.py: error: {e}", file=sys.stderr)
@@ -62,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         set_deterministic_state(saved_kernel_settings)
 
 
-def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
+def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int:
     # ---------------------------------------------------------------- setup
     cfg, user_keys = parse_args(argv)
     # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
@@ -127,6 +135,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
             print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
                   "random streams are reseeded, so dropout differs from an uninterrupted run")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
+        if not cfg.max_iters and step >= cfg.warmup_iters:
+            raise UsageError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
+                             f"its warmup (step {step}): give --max_iters")
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
     start_step = step
@@ -139,14 +150,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
 
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
-    decay_iters = cfg.lr_decay_iters or cfg.max_iters
     flops_per_step = model.flops_per_token(block_size) * tokens_per_step
     peak = peak_flops(device)
     metrics = Metrics(out_dir, dist.is_main, resume_step=step if resume else None,
                       wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=cfg.to_dict())
     if dist.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        write_config(out_dir, cfg)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
               + (" | deterministic kernels" if cfg.deterministic else ""))
@@ -156,9 +166,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
               f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
               f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
+        steps = (f"steps {step} -> {cfg.max_iters} = {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} "
+                 "epochs" if cfg.max_iters else f"as many steps as fit in {cfg.time_budget:g} s (counted at step "
+                 f"{cfg.warmup_iters})")
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
-              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; steps {step} -> {cfg.max_iters} "
-              f"= {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs")
+              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {steps}")
         print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
         for note in metrics.notes:
             print("note:", note)
@@ -181,13 +193,28 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
     # ---------------------------------------------------------------- loop
     stop, bad_steps, exit_status = StopSignal(), 0, 0
     on_exit.callback(stop.restore)  # also when a failure ends the run early (in-process callers keep Ctrl-C)
-    progress = make_progress(dist.is_main, step, cfg.max_iters)
+    progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
+    # --max_iters=0: the warmup's step times (its first fifth left out) and the evaluation's time
+    # fix the step count at the end of warmup (gpt/runtime.steps_in_budget).
+    timed_steps, eval_s = [], None
     t_last = time.perf_counter()
     while True:
+        if not cfg.max_iters and step >= cfg.warmup_iters:
+            steps, step_s = fit_time_budget(cfg, started, step, timed_steps, eval_s, accum, dist)
+            cfg = replace(cfg, max_iters=steps)
+            progress.total = steps
+            if dist.is_main:
+                write_config(out_dir, cfg)  # the fixed count: --max_iters=N repeats this run
+                say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
+                    f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
+                    f"--max_iters={steps} repeats this run")
         stopping = agree(bool(stop), dist)
-        if stopping or step >= cfg.max_iters or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+        at_end = bool(cfg.max_iters) and step >= cfg.max_iters
+        if stopping or at_end or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+            t_eval = time.perf_counter()
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
+            eval_s = time.perf_counter() - t_eval
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
@@ -207,9 +234,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
                 say(f"stopped by signal {stop.signum} at step {step}; {latest_note(out_dir, still=False)}, "
                     f"continue with --init_from=resume --out_dir={out_dir}")
                 break
-            if step >= cfg.max_iters:
+            if at_end:
                 break
+            t_last = time.perf_counter()  # a step's time is the step's own
 
+        # (before the step count is fixed only the warmup runs, which does not depend on it)
+        decay_iters = cfg.lr_decay_iters or cfg.max_iters or cfg.warmup_iters
         lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
                    cfg.decay_fraction)
         set_lr(optimizer, lr)
@@ -248,6 +278,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
 
         now = time.perf_counter()
         dt, t_last = now - t_last, now
+        if not cfg.max_iters and step > cfg.warmup_iters // 5:
+            timed_steps.append(dt)
         if step % cfg.log_interval == 0 or step == cfg.max_iters:
             record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
                       "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
@@ -271,6 +303,33 @@ def train(argv: list[str], on_exit: contextlib.ExitStack) -> int:
 
 
 # -------------------------------------------------------------------- helpers of the recipe
+
+
+def write_config(out_dir: Path, cfg: TrainConfig) -> None:
+    (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+
+# What --max_iters=0 keeps of its time budget for the end of the run: the last checkpoint, the
+# loss plot and the interpreter's exit (1.9 s on the 2-core VM, 1.5 s of it torch's exit).
+BUDGET_RESERVE_S = 2.0
+
+
+def fit_time_budget(cfg: TrainConfig, started: float, step: int, timed_steps: list[float], eval_s: float | None,
+                    accum: int, dist: Dist) -> tuple[int, float]:
+    """(steps, seconds per step) of a --max_iters=0 run, fixed at the end of warmup from the mean
+    time of the warmup's timed steps (the mean, not the median: slow outliers take their share of
+    the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
+    evaluation (a run resumed during warmup), one is taken to cost eval_iters micro-steps: a
+    forward pass costs less, so this errs on the safe side."""
+    step_s = statistics.fmean(timed_steps)
+    eval_s = eval_s if eval_s is not None else step_s * cfg.eval_iters / accum
+    elapsed = time.monotonic() - started
+    if dist.enabled:
+        t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64,
+                         device="cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        step_s, eval_s, elapsed = t.tolist()
+    return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S), step_s
 
 
 def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
@@ -398,4 +457,4 @@ def make_progress(enabled: bool, step: int, total: int):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(started=STARTED))

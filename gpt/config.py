@@ -54,7 +54,9 @@ class TrainConfig:
     # -- optimisation
     batch_size: int = opt(16, "micro-batch size per process")
     gradient_accumulation_steps: int = opt(1, "micro-batches per optimizer step, summed over all processes")
-    max_iters: int = opt(1000, "optimizer steps in the run")
+    max_iters: int = opt(0, "optimizer steps in the run; 0 = as many as fit in time_budget")
+    time_budget: float = opt(300.0, "with max_iters 0: seconds of wall-clock for the whole run, start-up included; "
+                                    "the step count is fixed once, at the end of warmup, from the speed of its steps")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")
@@ -105,6 +107,15 @@ class TrainConfig:
         errors += [f"{k} must be >= 0, got {getattr(self, k)}" for k in
                    ("max_iters", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip", "sample_tokens",
                     "lora_rank", "min_lr") if getattr(self, k) < 0]
+        if self.time_budget < 0:
+            errors.append(f"time_budget must be >= 0, got {self.time_budget}")
+        if self.max_iters == 0 and not self.eval_only:
+            if self.time_budget <= 0:
+                errors.append("max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0: "
+                              "set one of them")
+            elif self.warmup_iters < MIN_BUDGET_WARMUP:
+                errors.append(f"max_iters 0 fixes the step count from the warmup's step times: warmup_iters must be "
+                              f">= {MIN_BUDGET_WARMUP}, got {self.warmup_iters} (or set max_iters)")
         if self.n_head > 0 and self.n_embd % self.n_head:
             errors.append(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if not 0 <= self.dropout < 1:
@@ -146,6 +157,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# --max_iters=0 times the warmup's steps, the first fifth left out (they are slow: allocations,
+# thread pools); ten warmup steps leave eight to time.
+MIN_BUDGET_WARMUP = 10
 
 
 def describe_options() -> str:

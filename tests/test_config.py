@@ -10,6 +10,13 @@ def test_defaults_are_valid_and_overrides_take_types_from_the_dataclass():
     assert keys == {"n_layer", "learning_rate", "bias", "compile", "max_iters"}
 
 
+def test_a_set_step_count_needs_no_time_budget_and_the_default_run_has_one():
+    assert parse_args(["--max_iters=20", "--time_budget=0", "--warmup_iters=0"])[0].max_iters == 20
+    assert parse_args(["--eval_only=true", "--time_budget=0"])[0].eval_only
+    default = TrainConfig()
+    assert (default.max_iters, default.time_budget) == (0, 300.0)  # "python train.py": 5 minutes
+
+
 def test_unknown_key_lists_suggestions_and_valid_options():
     with pytest.raises(ValueError) as err:
         parse_args(["--learning_rat=0.1"])
@@ -34,6 +41,9 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--decay_fraction=0", "decay_fraction"),
     ("--muon_learning_rate=0", "muon_learning_rate"),
     ("--qk_scale=0", "qk_scale must be > 0"),
+    ("--time_budget=-1", "time_budget must be >= 0"),
+    ("--time_budget=0", "max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0"),
+    ("--warmup_iters=5", "warmup_iters must be >= 10"),
 ])
 def test_bad_values_fail_before_any_work(arg, needle):
     with pytest.raises(ValueError, match=needle):

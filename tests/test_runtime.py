@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gpt.runtime import (Dist, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device, pick_dtype,
-                         rng_state, seed_everything, set_rng_state)
+                         rng_state, seed_everything, set_rng_state, steps_in_budget)
 
 
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
@@ -71,3 +71,18 @@ def test_deterministic_switches_and_their_restore(monkeypatch):
     finally:
         set_deterministic_state(before)
     assert deterministic_state() == before
+
+
+def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
+    # 10 s gone at step 50, steps of 1 s, evaluations of 5 s at every 50th step and at the end:
+    # n = 130 costs 10 + 80 + 5 * 2 (at 100 and 130) = 100; n = 131 would cost 101.
+    assert steps_in_budget(100, 10, 50, 1.0, 5.0, 50, 0.0) == 130
+    # n = 150 ends on an evaluation step: 10 + 100 + 5 * 2 (at 100 and 150) = 120
+    assert steps_in_budget(120, 10, 50, 1.0, 5.0, 50, 0.0) == 150
+    assert steps_in_budget(100, 10, 50, 1.0, 0.0, 10**9, 0.0) == 140  # no evaluations: 90 s of 1-s steps
+    assert steps_in_budget(100, 10, 50, 1.0, 0.0, 10**9, 4.5) == 135  # 4.5 s kept for the end
+    assert steps_in_budget(300, 12, 50, 0.25, 2.0, 500, 1.5) == 1172  # 12 + 280.5 + 3 * 2 + 1.5 = 300
+
+
+def test_a_spent_budget_still_runs_one_more_step():
+    assert steps_in_budget(100, 150, 50, 1.0, 5.0, 50, 0.0) == 51

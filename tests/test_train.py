@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,6 +103,27 @@ def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
     wa, wb = final_weights(straight), final_weights(split)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert open_checkpoint(split).meta["config"]["optimizer"] == "muon"
+
+
+def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_path, capsys):
+    common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=50"]
+    assert train.main([*common, "--max_iters=0", "--time_budget=3", f"--out_dir={tmp_path / 'budget'}"]) == 0
+    found = re.search(r"time budget 3 s: ([\d,]+) steps .*--max_iters=(\d+) repeats this run", capsys.readouterr().out)
+    steps = int(found.group(2))
+    assert steps == int(found.group(1).replace(",", "")) > 10
+    assert max(losses(tmp_path / "budget")) == steps  # the run ended there
+    assert open_checkpoint(tmp_path / "budget").meta["config"]["max_iters"] == steps  # resume follows it
+    assert json.loads((tmp_path / "budget" / "config.json").read_text())["max_iters"] == steps
+    # The warmup does not depend on the count, so the printed --max_iters repeats the run exactly.
+    assert train.main([*common, f"--max_iters={steps}", f"--out_dir={tmp_path / 'fixed'}"]) == 0
+    assert losses(tmp_path / "budget") == losses(tmp_path / "fixed")
+
+
+def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
+    common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
+    assert train.main([*common, "--max_iters=12"]) == 0
+    assert train.main(["--init_from=resume", "--max_iters=0", f"--out_dir={tmp_path}"]) == 1
+    assert "this run is past its warmup (step 12): give --max_iters" in capsys.readouterr().err
 
 
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
