@@ -166,11 +166,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
               f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
               f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
-        steps = (f"steps {step} -> {cfg.max_iters} = {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} "
-                 "epochs" if cfg.max_iters else f"as many steps as fit in {cfg.time_budget:g} s (counted at step "
-                 f"{cfg.warmup_iters})")
+        plan = (f"steps {step} -> {cfg.max_iters} = {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} "
+                "epochs" if cfg.max_iters else f"as many steps as fit in {cfg.time_budget:g} s (counted at step "
+                f"{cfg.warmup_iters})")
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
-              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {steps}")
+              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {plan}")
         print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
         for note in metrics.notes:
             print("note:", note)
