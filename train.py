@@ -325,8 +325,7 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, timed_steps: li
     eval_s = eval_s if eval_s is not None else step_s * cfg.eval_iters / accum
     elapsed = time.monotonic() - started
     if dist.enabled:
-        t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64,
-                         device="cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+        t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64, device=collective_device())
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
         step_s, eval_s, elapsed = t.tolist()
     return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S), step_s
@@ -440,11 +439,16 @@ def gather(obj, dist: Dist) -> list:
     return out
 
 
+def collective_device() -> str:
+    """Where a tensor for a collective must live: NCCL reduces CUDA tensors, gloo CPU ones."""
+    return "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+
+
 def agree(flag: bool, dist: Dist) -> bool:
     """True on every rank if it is true on any: ranks must stop at the same step."""
     if not dist.enabled:
         return flag
-    t = torch.tensor([int(flag)], device="cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+    t = torch.tensor([int(flag)], device=collective_device())
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return bool(t.item())
 

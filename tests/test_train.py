@@ -119,6 +119,18 @@ def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_
     assert losses(tmp_path / "budget") == losses(tmp_path / "fixed")
 
 
+def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0",
+                           "--time_budget=15", "--eval_interval=1000", f"--out_dir={out}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # a disagreement would hang or fail
+    steps = open_checkpoint(out).meta["config"]["max_iters"]
+    assert steps > 10 and open_checkpoint(out).meta["step"] == steps and max(losses(out)) == steps
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
