@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, open_resumable,
-                            pretrained_tokenizer, save_checkpoint, set_aside)
+                            pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
 from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
 from gpt.errors import UsageError
 from gpt.data import TrainBatches, ValBatches
@@ -306,7 +306,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
 
 def write_config(out_dir: Path, cfg: TrainConfig) -> None:
-    (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    """out_dir/config.json, replaced whole: a budgeted run rewrites it with its fixed step count."""
+    write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
 
 
 # What --max_iters=0 keeps of its time budget for the end of the run: the last checkpoint, the
