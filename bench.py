@@ -5,6 +5,7 @@
     python bench.py train --nanogpt_cpu --dtypes=float32,bfloat16   # train.py's loop on nanoGPT's CPU shape (issue 4)
     python bench.py train --nanogpt_gpu --deterministic -- --config=gpt2-124m --data=data/shakespeare-gpt2
                               # on a GPU: MFU, tokens/s vs a same-run nanoGPT step, the cost of --deterministic
+    python bench.py quality   # bits per byte in 5 minutes: the default vs the recipes issue 11 names (issue 11)
 
 Each command measures its reference in the same run and prints ratios against it.
 """
@@ -173,7 +174,7 @@ def bench_decode(args: argparse.Namespace) -> None:
             row(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
 
         plain = ["--compile=false"]
-        print(f"sample.py (the command line), batch 1:")
+        print("sample.py (the command line), batch 1:")
         cli_row("sample.py, KV cache, fp32", 1, [*plain, "--dtype=float32"], repeat)
         cli_row("sample.py, KV cache, --dtype=auto", 1, [*plain, "--dtype=auto"], repeat)
         if not args.skip_uncached:
@@ -181,7 +182,7 @@ def bench_decode(args: argparse.Namespace) -> None:
         if device.type == "cuda":
             cli_row("sample.py, compiled static cache (CUDA graphs)", 1, ["--compile=true", "--dtype=auto"], repeat)
         if hf is not None:
-            print(f"  (transformers at batch 1: the model.generate section's row)")
+            print("  (transformers at batch 1: the model.generate section's row)")
         print(f"sample.py --num_samples={ns} (one shared prefill):")
         cli_row(f"sample.py x{ns}, KV cache, fp32", ns, [*plain, "--dtype=float32"], repeat)
         cli_row(f"sample.py x{ns}, KV cache, --dtype=auto", ns, [*plain, "--dtype=auto"], repeat)
@@ -527,12 +528,96 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deterministic", action="store_true", help="also time the run with --deterministic=true")
 
 
+# ----------------------------------------------------------------------------- quality
+
+# The recipes issue 11 measures the default against, at equal wall-clock. Each is a train.py
+# command line; `--max_iters=0 --time_budget=S` is added to every one, so each takes as many steps
+# as fit in S seconds on the machine at hand.
+QUALITY_RECIPES = {
+    "default": [],
+    # The CPU default when issue 11 was filed (2.066 bits per byte in 2,900 steps on the VM of then):
+    # AdamW alone, learned positions, no QK-norm; the rest (BPE, 4 x 128, batch 16) as today.
+    "adamw-before": ["--optimizer=adamw", "--pos_encoding=learned", "--qk_norm=false", "--qk_scale=1"],
+    # nanoGPT's CPU recipe (its shape, as `train --nanogpt_cpu`, with the hyperparameters of its
+    # shakespeare_char config: AdamW 1e-3 to 1e-4, warmup 100), on bytes rather than its characters.
+    "nanogpt-cpu": [*(a for a in NANOGPT_CPU_SHAPE if not a.startswith("--device")), "--optimizer=adamw",
+                    "--pos_encoding=learned", "--qk_norm=false", "--qk_scale=1", "--learning_rate=1e-3",
+                    "--min_lr=1e-4", "--warmup_iters=100"],
+}
+
+
+def bench_quality(args: argparse.Namespace) -> None:
+    """Validation bits per byte after `--time_budget` seconds of `python train.py`, for the default
+    and the reference recipes, each a fresh process timed from its start (as `time python train.py`),
+    rounds alternating the recipes so a swing of the machine's speed hits them alike. Each recipe
+    first runs one untimed step, which prepares its data: preparing is not in anyone's budget."""
+    import json
+    import statistics
+    import subprocess
+    from pathlib import Path
+
+    names = args.recipes.split(",")
+    unknown = [n for n in names if n not in QUALITY_RECIPES]
+    if unknown:
+        raise SystemExit(f"bench.py quality: unknown recipe(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(QUALITY_RECIPES)}")
+    root = Path(__file__).resolve().parent
+    final_bpb = {n: [] for n in names}
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        def run(name: str, out: str, *extra: str) -> float:
+            cmd = [sys.executable, "train.py", *QUALITY_RECIPES[name], *args.overrides, *extra, f"--out_dir={out}"]
+            with open(f"{out}.log", "w") as log:
+                start = time.perf_counter()
+                status = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root).returncode
+                seconds = time.perf_counter() - start
+            if status != 0:
+                raise SystemExit(f"bench.py quality: {' '.join(cmd[1:])} exited with status {status}; "
+                                 f"its output:\n{Path(f'{out}.log').read_text()[-2000:]}")
+            return seconds
+
+        for name in names:
+            run(name, f"{tmp}/prepare-{name}", "--max_iters=1", "--eval_iters=1")
+        for r in range(args.rounds):
+            for name in names:
+                out = f"{tmp}/{name}-{r}"
+                budget = ["--max_iters=0", f"--time_budget={args.time_budget:g}"]
+                print(f"{name}: python train.py {' '.join([*QUALITY_RECIPES[name], *args.overrides, *budget])}",
+                      flush=True)
+                seconds = run(name, out, *budget)
+                records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+                last = [r for r in records if "val_bpb" in r][-1]
+                ms = statistics.median(r["ms_per_step"] for r in records if "ms_per_step" in r)
+                final_bpb[name].append(last["val_bpb"])
+                print(f"  {last['step']:,} steps, median {ms:.1f} ms/step, {seconds:.0f} s wall "
+                      f"({seconds - args.time_budget:+.0f} s against the budget): "
+                      f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
+    base = statistics.fmean(final_bpb[names[0]])
+    print(f"validation bits per byte after {args.time_budget:g} s, mean of {args.rounds} round(s):")
+    for name in names:
+        mean = statistics.fmean(final_bpb[name])
+        print(f"  {name}: {mean:.3f}" + (f"  ({mean - base:+.3f} against {names[0]})" if name != names[0] else ""))
+
+
+def add_quality_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("overrides", nargs="*", help="train.py options for every recipe (after --)")
+    from gpt.config import TrainConfig
+
+    p.add_argument("--time_budget", type=float, default=TrainConfig.time_budget,
+                   help=f"seconds per run, start-up included (default: {TrainConfig.time_budget:g}, train.py's)")
+    p.add_argument("--recipes", default=",".join(QUALITY_RECIPES),
+                   help=f"comma-separated, the first is the one the others are compared with "
+                        f"(default: {','.join(QUALITY_RECIPES)})")
+    p.add_argument("--rounds", type=int, default=1, help="runs of every recipe, alternating (default: 1)")
+
+
 # ----------------------------------------------------------------------------- main
 
 COMMANDS = {
     "decode": (bench_decode, add_decode_args, "decode tokens/s: cached, uncached, transformers"),
     "prepare": (bench_prepare, add_prepare_args, "data preparation MB/s and peak memory"),
     "train": (bench_train, add_train_args, "training tokens/s, ms/step and (on GPU) MFU of train.py's own loop"),
+    "quality": (bench_quality, add_quality_args, "validation bits per byte at equal wall-clock: the default vs "
+                                                 "issue 11's reference recipes"),
 }
 
 
