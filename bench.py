@@ -561,6 +561,9 @@ def bench_quality(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"bench.py quality: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
+    if args.rounds < 1 or args.time_budget <= 0:
+        raise SystemExit(f"bench.py quality: --rounds must be >= 1 and --time_budget > 0, got {args.rounds} and "
+                         f"{args.time_budget:g}")
     root = Path(__file__).resolve().parent
     final_bpb = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
@@ -577,9 +580,9 @@ def bench_quality(args: argparse.Namespace) -> None:
 
         for name in names:
             run(name, f"{tmp}/prepare-{name}", "--max_iters=1", "--eval_iters=1")
-        for r in range(args.rounds):
+        for round_index in range(args.rounds):
             for name in names:
-                out = f"{tmp}/{name}-{r}"
+                out = f"{tmp}/{name}-{round_index}"
                 budget = ["--max_iters=0", f"--time_budget={args.time_budget:g}"]
                 print(f"{name}: python train.py {' '.join([*QUALITY_RECIPES[name], *args.overrides, *budget])}",
                       flush=True)

@@ -31,3 +31,9 @@ def test_quality_recipes_are_the_ones_issue_11_names():
 def test_quality_refuses_an_unknown_recipe(capsys):
     with pytest.raises(SystemExit, match="unknown recipe.*nanogpt"):
         bench.main(["quality", "--recipes=default,nanogtp"])
+
+
+@pytest.mark.parametrize("flag", ["--rounds=0", "--time_budget=0"])
+def test_quality_refuses_no_rounds_or_no_time(flag):
+    with pytest.raises(SystemExit, match="--rounds must be >= 1 and --time_budget > 0"):
+        bench.main(["quality", flag])
