@@ -28,7 +28,7 @@ def test_quality_recipes_are_the_ones_issue_11_names():
     assert nanogpt.device == TrainConfig().device  # no --device: the bench runs where train.py would
 
 
-def test_quality_refuses_an_unknown_recipe(capsys):
+def test_quality_refuses_an_unknown_recipe():
     with pytest.raises(SystemExit, match="unknown recipe.*nanogpt"):
         bench.main(["quality", "--recipes=default,nanogtp"])
 
