@@ -97,22 +97,30 @@ def autocast(device: torch.device, dtype: torch.dtype):
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple,
                   dtype: torch.dtype) -> tuple[torch.nn.Module, bool]:
     """torch.compile when asked (auto: on CUDA). Compilation happens at the first call, so one
-    forward/backward on `example` (x, y) runs here, with the RNG streams forked so that training
-    draws the same numbers either way. If compiling fails, warn once and run eager."""
+    forward/backward on `example` (x, y) runs here, and one evaluation-mode forward without
+    gradients, which is a graph of its own: compiled later, at the step-0 evaluation, it would be
+    timed as that evaluation's cost, which --max_iters=0 charges to every evaluation of the run.
+    The RNG streams are forked so that training draws the same numbers either way. If compiling
+    fails, warn once and run eager."""
     wanted = setting == "true" or (setting == "auto" and device.type == "cuda")
     if not wanted:
         return model, False
+    training = model.training
     try:
         compiled = torch.compile(model)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             with autocast(device, dtype):
                 _, loss = compiled(*example)
             loss.backward()
+            model.eval()
+            with torch.no_grad(), autocast(device, dtype):
+                compiled(*example)
         return compiled, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
         return model, False
     finally:
+        model.train(training)
         model.zero_grad(set_to_none=True)
 
 

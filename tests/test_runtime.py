@@ -86,3 +86,24 @@ def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
 
 def test_a_spent_budget_still_runs_one_more_step():
     assert steps_in_budget(100, 150, 50, 1.0, 5.0, 50, 0.0) == 51
+
+
+def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is_not_a_compile():
+    """--max_iters=0 charges the step-0 evaluation's time to every evaluation of the run: a compile
+    there (the no-grad, eval-mode graph is a graph of its own) would shrink a GPU run's step count."""
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import maybe_compile
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
+    x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+    compiled, did_compile = maybe_compile(model, "true", torch.device("cpu"), (x, y), torch.float32)
+    if not did_compile:
+        pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
+    assert model.training and all(p.grad is None for p in model.parameters())
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        model.eval()
+        with torch.no_grad():
+            compiled(x, y)  # an evaluation: no new graph
+        model.train()
+        compiled(x, y)[1].backward()  # a training step: no new graph either
