@@ -37,3 +37,26 @@ def test_quality_refuses_an_unknown_recipe():
 def test_quality_refuses_no_rounds_or_no_time(flag):
     with pytest.raises(SystemExit, match="--rounds must be >= 1 and --time_budget > 0"):
         bench.main(["quality", flag])
+
+
+def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_gpu_preset():
+    gpu_preset, _ = parse_args(["--config=shakespeare-gpu"])
+    before, _ = parse_args(bench.QUALITY_RECIPES["gpu-before"])
+    # The preset as issue 9 found it: nanoGPT's shakespeare_char recipe, on bytes.
+    assert (before.tokenizer, before.n_layer, before.n_head, before.n_embd, before.block_size, before.batch_size,
+            before.dropout) == ("byte", 6, 6, 384, 256, 64, 0.2)
+    assert (before.optimizer, before.pos_encoding, before.qk_norm, before.qk_scale, before.learning_rate,
+            before.min_lr, before.warmup_iters) == ("adamw", "learned", False, 1.0, 1e-3, 1e-4, 100)
+    muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon"])
+    cpu = TrainConfig()
+    assert (muon.optimizer, muon.pos_encoding, muon.qk_norm, muon.qk_scale, muon.learning_rate, muon.min_lr,
+            muon.muon_learning_rate) == (cpu.optimizer, cpu.pos_encoding, cpu.qk_norm, cpu.qk_scale,
+                                         cpu.learning_rate, cpu.min_lr, cpu.muon_learning_rate)
+    assert (muon.tokenizer, muon.n_layer, muon.n_embd, muon.block_size, muon.batch_size, muon.dropout) == \
+        (gpu_preset.tokenizer, gpu_preset.n_layer, gpu_preset.n_embd, gpu_preset.block_size, gpu_preset.batch_size,
+         gpu_preset.dropout)
+
+
+def test_quality_defaults_name_known_recipes_and_positive_budgets():
+    for recipes, budget in bench.QUALITY_DEFAULTS.values():
+        assert set(recipes.split(",")) <= set(bench.QUALITY_RECIPES) and budget > 0
