@@ -624,8 +624,6 @@ def bench_quality(args: argparse.Namespace) -> None:
 
 def add_quality_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options for every recipe (after --)")
-    from gpt.config import TrainConfig
-
     cpu, gpu = QUALITY_DEFAULTS["cpu"], QUALITY_DEFAULTS["gpu"]
     p.add_argument("--time_budget", type=float, default=None,
                    help=f"seconds per run, start-up included (default: {cpu[1]:g} on the CPU, {gpu[1]:g} on a GPU)")
