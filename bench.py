@@ -454,6 +454,7 @@ def bench_train(args: argparse.Namespace) -> None:
     dtypes = args.dtypes.split(",")
     variants = [(d, o) for d in dtypes for o in args.optimizers.split(",")]
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
+    loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
     for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
         for dtype, optimizer in variants:
             with tempfile.TemporaryDirectory() as out:
@@ -466,6 +467,7 @@ def bench_train(args: argparse.Namespace) -> None:
                     raise SystemExit(f"bench.py train: train.py exited with status {status}")
                 records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+            loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if "loss" in r})
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
@@ -477,18 +479,26 @@ def bench_train(args: argparse.Namespace) -> None:
         print(f"  {dtype} {optimizer}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
               + f"  (median of {len(ms_of[dtype, optimizer])} steps after {args.warmup} warm-up, {args.rounds} round(s))")
-    if args.deterministic:  # the cost of --deterministic, in the same run
+    # The cost or gain of a flag, in the same run: the first row's settings with the flag added.
+    base_label, base_loss = next(iter(results)), loss_of[variants[0]]
+    for flag in [f for f, asked in (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8)) if asked]:
         with tempfile.TemporaryDirectory() as out:
-            argv = [*overrides, f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
-                    "--log_interval=1", "--eval_iters=1", "--deterministic=true", f"--optimizer={variants[0][1]}",
-                    f"--out_dir={out}"]
-            print(f"train --deterministic: python train.py {' '.join(argv[:-1])}", flush=True)
+            argv = [*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
+                    f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", "--log_interval=1",
+                    "--eval_iters=1", flag, f"--out_dir={out}"]
+            print(f"train {flag}: python train.py {' '.join(argv[:-1])}", flush=True)
             if train.main(argv) != 0:
-                raise SystemExit("bench.py train: train.py --deterministic failed")
+                raise SystemExit(f"bench.py train: train.py {flag} failed")
             records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
-        ms = statistics.median(r["ms_per_step"] for r in records if "ms_per_step" in r and r["step"] > args.warmup)
-        base = next(iter(results.values()))
-        print(f"  --deterministic: {ms:.1f} ms/step, {base / ms:.2f}x the tokens/s of the first row above")
+        steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+        ms = statistics.median(r["ms_per_step"] for r in steps)
+        mfu = [r["mfu"] for r in steps if "mfu" in r]
+        drift = max(abs(r["loss"] - base_loss[r["step"]]) for r in records if r.get("step") in base_loss and "loss" in r)
+        results[flag], tokens_per_s[flag] = ms, statistics.median(r["tokens_per_s"] for r in steps)
+        print(f"  {flag}: {ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
+              + (f", MFU {statistics.median(mfu):.1%} (bf16 peak, bf16 FLOPs)" if mfu else "")
+              + f", {results[base_label] / ms:.2f}x the tokens/s of the first row; its losses differ from that "
+                f"row's by at most {drift:.4f} over {len(base_loss)} steps")
     if args.nanogpt_gpu:
         import torch
 
@@ -526,6 +536,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                                                               "the GPU (compiled, bf16), for a same-run tokens/s ratio")
     p.add_argument("--nanogpt_batch", type=int, default=32, help="the GPU reference's batch size (default: 32)")
     p.add_argument("--deterministic", action="store_true", help="also time the run with --deterministic=true")
+    p.add_argument("--fp8", action="store_true", help="also time the run with --fp8=true (float8 matmuls)")
 
 
 # ----------------------------------------------------------------------------- quality

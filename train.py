@@ -45,7 +45,7 @@ from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr
 from gpt.runtime import (Dist, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
-                         steps_in_budget, use_deterministic)
+                         steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
@@ -108,6 +108,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
+    fp8_layers = use_fp8(model, device) if cfg.fp8 else 0  # before the optimizer and compile see the layers
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
         else model.config.block_size
@@ -159,6 +160,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         write_config(out_dir, cfg)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
+              + (f" | float8 matmuls in {fp8_layers} layers" if cfg.fp8 else "")
               + (" | deterministic kernels" if cfg.deterministic else ""))
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"

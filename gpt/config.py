@@ -88,6 +88,8 @@ class TrainConfig:
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
     compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' or 'false'")
     seed: int = opt(1337, "random seed (data order, init, dropout)")
+    fp8: bool = opt(False, "float8 matmuls in the blocks' Linear layers (torchao's float8 training; a GPU of compute "
+                           "capability >= 8.9, e.g. H100, L4, RTX 40xx; runs on the CPU too, slowly); checkpoints stay plain")
     deterministic: bool = opt(False, "deterministic kernels: identical runs give identical losses, also on a GPU, "
                                      "and a resume continues bit for bit; slower on a GPU (bench.py train --deterministic)")
     # -- fine-tuning
@@ -150,6 +152,9 @@ class TrainConfig:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if self.pos_encoding == "rope" and self.n_head > 0 and (self.n_embd // self.n_head) % 2:
             errors.append(f"rotary positions need an even head size, got n_embd / n_head = {self.n_embd // self.n_head}")
+        if self.fp8 and self.lora_rank:
+            errors.append("fp8 speeds up training all the weights; with lora_rank the base weights are frozen: "
+                          "use one or the other")
         if self.lora_rank and self.init_from == "scratch":
             errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
         if errors:

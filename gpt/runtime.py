@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError
+from gpt.errors import ConfigError, MissingPackage, UsageError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -122,6 +122,33 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     finally:
         model.train(training)
         model.zero_grad(set_to_none=True)
+
+
+def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
+    """--fp8 (issue 9): the blocks' Linear layers compute their matmuls in float8, through torchao's
+    float8 training (dynamic tensorwise scales: e4m3 for weights and activations, e5m2 for their
+    gradients; an H100 runs these at twice bf16's rate). The rest stays as --dtype says: the head,
+    whose weight is the embedding's and whose logits want the precision (torchtitan and nanochat
+    leave it out too), and layers whose sides are not multiples of 16, which float8 matmuls need.
+    Weights keep their dtype and names, so checkpoints stay plain: sample.py and a resume load them
+    as any other. Call before building the optimizer and compiling. Returns the layers converted."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        raise UsageError(f"--fp8 needs a GPU with float8 matmuls (compute capability 8.9 or more: Ada, Hopper, "
+                         f"Blackwell); {torch.cuda.get_device_name(device)} has "
+                         f"{'.'.join(map(str, torch.cuda.get_device_capability(device)))}")
+    if device.type not in ("cuda", "cpu"):
+        raise UsageError(f"--fp8 runs on CUDA GPUs (and, slowly, on the CPU), not on {device.type}")
+    try:
+        from torchao.float8 import convert_to_float8_training
+        from torchao.float8.float8_linear import Float8Linear
+    except ImportError as e:
+        raise MissingPackage(f"--fp8 needs torchao: pip install torchao ({e})") from None
+
+    def in_a_block(module: torch.nn.Module, name: str) -> bool:
+        return name.startswith("transformer.h.") and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
+    convert_to_float8_training(model, module_filter_fn=in_a_block)
+    return sum(isinstance(m, Float8Linear) for m in model.modules())
 
 
 def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float, eval_s: float,

@@ -198,3 +198,9 @@ def test_command_line_keys_leave_out_the_preset():
     from gpt.config import command_line_keys
 
     assert command_line_keys(["--config=gpt2-124m", "--max-iters", "5", "--compile=false"]) == {"max_iters", "compile"}
+
+
+def test_fp8_and_lora_are_refused_together():
+    with pytest.raises(ConfigError, match="fp8 speeds up training all the weights; with lora_rank"):
+        parse_args(["--fp8=true", "--lora_rank=8", "--init_from=gpt2"])
+    assert parse_args(["--fp8=true"])[0].fp8 is True

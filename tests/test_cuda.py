@@ -1,6 +1,6 @@
 """Every CUDA path (issue 9): bf16 and fp16 + GradScaler steps, compile on and off, exact resume
 and identical runs under --deterministic, torchrun, MFU in the metrics, and decoding (eager static
-step, compiled CUDA-graph step, sampling inside it, non-finite logits). Skipped without a GPU;
+step, compiled CUDA-graph step, sampling inside it, non-finite logits), and --fp8. Skipped without a GPU;
 collected by the README's one test command, so a GPU machine runs them with everything else."""
 
 import json
@@ -84,6 +84,21 @@ def test_mfu_is_in_the_metrics_on_a_known_gpu(byte_data, tmp_path):
     train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}")
     mfu = [r["mfu"] for r in records(out) if "loss" in r]
     assert len(mfu) == 3 and all(0 < m < 1 for m in mfu)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compile", ["false", "true"])
+def test_fp8_trains_in_bf16_compiled_or_not_close_to_bf16(byte_data, tmp_path, compile):
+    pytest.importorskip("torchao.float8")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip(f"{torch.cuda.get_device_name()} has no float8 matmuls")
+    common = [f"--data={byte_data}", *TINY, "--dtype=bfloat16", f"--compile={compile}", "--max_iters=6"]
+    proc = train(*common, "--fp8=true", f"--out_dir={tmp_path / 'fp8'}")
+    train(*common, f"--out_dir={tmp_path / 'bf16'}")
+    assert "float8 matmuls in 8 layers" in proc.stdout
+    fp8, bf16 = losses(tmp_path / "fp8"), losses(tmp_path / "bf16")
+    assert sorted(fp8) == list(range(1, 7)) and all(math.isfinite(v) for v in fp8.values())
+    assert max(abs(fp8[s] - bf16[s]) for s in bf16) < 0.1
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 import os
 import random
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -107,3 +108,26 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
             compiled(x, y)  # an evaluation: no new graph
         model.train()
         compiled(x, y)[1].backward()  # a training step: no new graph either
+
+
+def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_it(monkeypatch):
+    pytest.importorskip("torchao.float8")
+    from gpt.errors import MissingPackage, UsageError
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import use_fp8
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=False))
+    names = {n: p for n, p in model.named_parameters()}
+    assert use_fp8(model, torch.device("cpu")) == 8
+    converted = {n for n, m in model.named_modules() if type(m).__name__ == "Float8Linear"}
+    assert converted == {f"transformer.h.{i}.{layer}" for i in range(2)
+                         for layer in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")}
+    assert model.lm_head.weight is model.transformer.wte.weight  # the head stays plain and tied
+    assert {n: p for n, p in model.named_parameters()} == names  # same parameters, same names
+    odd = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=24, bias=False))
+    assert use_fp8(odd, torch.device("cpu")) == 0  # 24 is no multiple of 16: float8 matmuls can't take it
+    with pytest.raises(UsageError, match="--fp8 runs on CUDA GPUs"):
+        use_fp8(odd, torch.device("mps"))
+    monkeypatch.setitem(sys.modules, "torchao.float8", None)  # as if torchao were not installed
+    with pytest.raises(MissingPackage, match="pip install torchao"):
+        use_fp8(odd, torch.device("cpu"))

@@ -105,6 +105,27 @@ def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
     assert open_checkpoint(split).meta["config"]["optimizer"] == "muon"
 
 
+def test_fp8_trains_close_to_full_precision_resumes_bit_identical_and_saves_plain_weights(byte_data, tmp_path,
+                                                                                          capsys):
+    pytest.importorskip("torchao.float8")  # in requirements.txt; --fp8 is refused with one line without it
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--lr_decay_iters=8"]
+    plain, straight, split = tmp_path / "plain", tmp_path / "straight", tmp_path / "split"
+    assert train.main([*common, "--max_iters=8", f"--out_dir={plain}"]) == 0
+    assert train.main([*common, "--fp8=true", "--max_iters=8", f"--out_dir={straight}"]) == 0
+    assert "float8 matmuls in 8 layers" in capsys.readouterr().out  # 2 blocks x (qkv, out, fc, proj)
+    assert train.main([*common, "--fp8=true", "--max_iters=4", f"--out_dir={split}"]) == 0
+    assert train.main(["--init_from=resume", "--max_iters=8", f"--out_dir={split}"]) == 0
+    fp8, resumed, full = losses(straight), losses(split), losses(plain)
+    assert fp8 == resumed and sorted(fp8) == list(range(1, 9))  # resumed in float8 too, bit for bit
+    assert fp8 != full and max(abs(fp8[s] - full[s]) for s in full) < 0.05  # float8 arithmetic, close to fp32's
+    assert open_checkpoint(split).meta["config"]["fp8"] is True
+    weights, reference = final_weights(straight), final_weights(plain)
+    assert weights.keys() == reference.keys() and all(w.dtype == torch.float32 for w in weights.values())
+    model, _ = load_model(find_checkpoint(straight))  # a plain model: sample.py needs no torchao
+    assert type(model.transformer.h[0].mlp.c_fc).__name__ == "Linear"
+    assert model.generate(torch.zeros((1, 1), dtype=torch.long), 4, temperature=0).shape == (1, 5)
+
+
 def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=50"]
     assert train.main([*common, "--max_iters=0", "--time_budget=3", f"--out_dir={tmp_path / 'budget'}"]) == 0
