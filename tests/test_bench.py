@@ -60,3 +60,13 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
 def test_quality_defaults_name_known_recipes_and_positive_budgets():
     for recipes, budget in bench.QUALITY_DEFAULTS.values():
         assert set(recipes.split(",")) <= set(bench.QUALITY_RECIPES) and budget > 0
+
+
+def test_the_gpu_script_names_its_stages_and_refuses_others():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / ".ci" / "gpu"
+    for argv in ([], ["no-such-stage"]):
+        proc = subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2 and "tests-cuda" in proc.stderr and "quality" in proc.stderr
