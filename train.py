@@ -216,7 +216,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if stopping or at_end or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
             t_eval = time.perf_counter()
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
-            eval_s = time.perf_counter() - t_eval
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
@@ -227,10 +226,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
             if cfg.eval_only:
                 break
-            if step > start_step:
+            # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
+            # evaluation, the loss plot and the checkpoint after it, and the save must be timed to count.
+            if step > start_step or (not cfg.max_iters and not resume):
                 is_best = val_loss is not None and val_loss < best_val
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)
+            eval_s = time.perf_counter() - t_eval
             if stopping:
                 exit_status = stop.exit_status
                 say(f"stopped by signal {stop.signum} at step {step}; {latest_note(out_dir, still=False)}, "
@@ -312,8 +314,9 @@ def write_config(out_dir: Path, cfg: TrainConfig) -> None:
     write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
 
 
-# What --max_iters=0 keeps of its time budget for the end of the run: the last checkpoint, the
-# loss plot and the interpreter's exit (1.9 s on the 2-core VM, 1.5 s of it torch's exit).
+# What --max_iters=0 keeps of its time budget for the end of the run, past the last evaluation
+# and its checkpoint (which the plan counts as an evaluation): the closing loss plot and the
+# interpreter's exit (1.9 s on the 2-core VM with the last checkpoint, 1.5 s of it torch's exit).
 BUDGET_RESERVE_S = 2.0
 
 

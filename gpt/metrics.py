@@ -29,6 +29,7 @@ class Metrics:
             kept = [r for r in self.records() if r["step"] <= resume_step]
             write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a")
+        pyplot()  # imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses
         if wandb_project:
             try:
                 import wandb
@@ -73,16 +74,24 @@ class Metrics:
         return plot_losses(self.records(), self.path.with_name("loss.png"))
 
 
-def plot_losses(records: list[dict], png: Path) -> str | None:
-    """Two panels against steps (bottom axis) and tokens seen (top axis): the train and validation
-    loss in nats per token, and the validation bits per byte (comparable across tokenizers).
-    Written atomically, so a viewer never shows half a file. Returns a note when not drawn."""
+def pyplot():
+    """matplotlib.pyplot drawing to files (no window), or None without matplotlib."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def plot_losses(records: list[dict], png: Path) -> str | None:
+    """Two panels against steps (bottom axis) and tokens seen (top axis): the train and validation
+    loss in nats per token, and the validation bits per byte (comparable across tokenizers).
+    Written atomically, so a viewer never shows half a file. Returns a note when not drawn."""
+    plt = pyplot()
+    if plt is None:
         return "loss curve not drawn: matplotlib is not installed (pip install matplotlib)"
     train = [(r["step"], r["loss"]) for r in records if "loss" in r and math.isfinite(r["loss"])]
     val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 import train
-from gpt.checkpoint import find_checkpoint, load_model, open_checkpoint
+from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
 from gpt.model import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,6 +138,31 @@ def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_
     # The warmup does not depend on the count, so the printed --max_iters repeats the run exactly.
     assert train.main([*common, f"--max_iters={steps}", f"--out_dir={tmp_path / 'fixed'}"]) == 0
     assert losses(tmp_path / "budget") == losses(tmp_path / "fixed")
+
+
+def test_a_time_budget_plans_for_the_checkpoint_after_each_evaluation(byte_data, tmp_path, monkeypatch):
+    # An evaluation costs a budgeted run the evaluation, the loss plot and the checkpoint after it.
+    # The step-0 evaluation is the one the plan sees, so a budgeted run saves there too.
+    real_save, planned = train.save_checkpoint, {}
+
+    def slow_save(*args, **kwargs):
+        time.sleep(0.4)
+        return real_save(*args, **kwargs)
+
+    def spy(budget_s, elapsed_s, step, step_s, eval_s, *rest):
+        planned["eval_s"] = eval_s
+        return steps_in_budget(budget_s, elapsed_s, step, step_s, eval_s, *rest)
+
+    from gpt.runtime import steps_in_budget
+    monkeypatch.setattr(train, "save_checkpoint", slow_save)
+    monkeypatch.setattr(train, "steps_in_budget", spy)
+    out = tmp_path / "budget"
+    assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=50", "--max_iters=0",
+                       "--time_budget=4", "--keep_last=100", f"--out_dir={out}"]) == 0
+    assert planned["eval_s"] >= 0.4  # the save is in it
+    # and the step-0 checkpoint is a real one: a run stopped during warmup resumes from it
+    first = list_checkpoints(out)[0]
+    assert open_checkpoint(first).meta["step"] == 0 and load_model(first)[0].config.n_layer == 2
 
 
 def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
