@@ -158,6 +158,10 @@ class Muon(torch.optim.Muon):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        # 1.0 where the step must leave weights and momentum as they are, decided on the device (the
+        # attribute through which torch's fused optimizers skip a step; see `step_unless`)
+        found_inf = getattr(self, "found_inf", None)
+        keep = None if found_inf is None else found_inf.bool()
         for group in self.param_groups:
             lr, wd, momentum = group["lr"], group["weight_decay"], group["momentum"]
             by_shape: dict[torch.Size, list] = {}
@@ -168,7 +172,10 @@ class Muon(torch.optim.Muon):
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = torch.zeros_like(p.grad)
                 buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - momentum)
+                if keep is None:
+                    buf.lerp_(p.grad, 1 - momentum)
+                else:
+                    buf.copy_(torch.where(keep, buf, buf.lerp(p.grad, 1 - momentum)))
                 update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
                 by_shape.setdefault(p.shape, []).append((p, update))
             for shape, items in by_shape.items():
@@ -177,9 +184,46 @@ class Muon(torch.optim.Muon):
                 ortho = newton_schulz(stack, group["ns_steps"], group["ns_coefficients"], group["eps"])
                 adjusted_lr = lr * _lr_adjustment(group["adjust_lr_fn"], shape)
                 for (p, _), o in zip(items, ortho):
-                    p.mul_(1 - lr * wd)  # decoupled weight decay, as torch.optim.Muon
-                    p.add_(o.to(p.dtype), alpha=-adjusted_lr)
+                    if keep is None:
+                        p.mul_(1 - lr * wd)  # decoupled weight decay, as torch.optim.Muon
+                        p.add_(o.to(p.dtype), alpha=-adjusted_lr)
+                    else:  # the same arithmetic, kept only where the step is not skipped
+                        p.copy_(torch.where(keep, p, torch.add(p * (1 - lr * wd), o.to(p.dtype), alpha=-adjusted_lr)))
         return loss
+
+
+def skips_on_device(optimizer) -> bool:
+    """Whether every part of `optimizer` can skip a step on the device (`step_unless`): fused
+    AdamW and this module's Muon read the `found_inf` flag; foreach AdamW (MPS here) cannot."""
+    parts = getattr(optimizer, "optimizers", [optimizer])
+    return all(isinstance(o, Muon) or (isinstance(o, torch.optim.AdamW) and o.defaults.get("fused")) for o in parts)
+
+
+def step_unless(optimizer, scaler: torch.amp.GradScaler, bad: torch.Tensor, on_device: bool | None = None) -> None:
+    """scaler.step(optimizer), or nothing where `bad` (a 0-dim bool tensor: a non-finite loss or
+    gradient) is true. on_device: decide on the device, without waiting for it, by handing each
+    optimizer the `found_inf` flag through which it skips a step in place (torch's GradScaler hands
+    the fused optimizers the same flag). On a GPU, a host sync per step leaves it idle while the
+    host queues the next step (issue 9). Otherwise the flag is read first, which costs nothing
+    where the device is the host. None: on the device on CUDA where every part can
+    (`skips_on_device`) and no GradScaler runs (it sets the flag itself, and reads it anyway)."""
+    if on_device is None:
+        on_device = bad.device.type == "cuda" and not scaler.is_enabled() and skips_on_device(optimizer)
+    if not on_device:
+        if not bad.item():
+            scaler.step(optimizer)
+        return
+    if scaler.is_enabled():
+        raise ValueError("a GradScaler sets found_inf itself: decide on the host (on_device=False)")
+    parts = getattr(optimizer, "optimizers", [optimizer])
+    flag = bad.float()
+    for opt in parts:
+        opt.found_inf = flag
+    try:
+        scaler.step(optimizer)
+    finally:
+        for opt in parts:
+            del opt.found_inf
 
 
 def _lr_adjustment(adjust_lr_fn: str | None, shape: torch.Size) -> float:

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -173,3 +175,57 @@ def test_loss_falls_with_every_optimizer_and_schedule(optimizer, schedule):
         opt.zero_grad()
         losses.append(loss.item())
     assert losses[-1] < 0.6 * losses[0]
+
+
+def _states_equal(a: dict, b: dict) -> bool:
+    """Two optimizer state dicts hold the same numbers (nested dicts, lists, tensors)."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_states_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_states_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_a_step_skipped_on_the_device_leaves_weights_and_state_as_they_were(optimizer):
+    # Issue 9: the non-finite check no longer waits for the device. Decided on the device, a good
+    # step is bit for bit the ordinary one, and a bad one (NaN gradients) changes nothing at all.
+    import copy
+
+    from gpt.optim import skips_on_device, step_unless
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32))
+    twin = copy.deepcopy(model)
+    opts = [make_optimizer(m, 3e-3, 0.1, (0.9, 0.95), "cpu", optimizer) for m in (model, twin)]
+    assert skips_on_device(opts[0])
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    x, y = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
+    for step in range(4):
+        for m, opt, on_device in ((model, opts[0], True), (twin, opts[1], False)):
+            _, loss = m(x, y)
+            loss.backward()
+            if step == 2:  # a poisoned gradient
+                next(m.parameters()).grad.fill_(float("nan"))
+            bad = ~torch.isfinite(torch.nn.utils.clip_grad_norm_(m.parameters(), math.inf))
+            weights, state = copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict())
+            step_unless(opt, scaler, bad, on_device=on_device)
+            if step == 2:
+                assert all(torch.equal(v, m.state_dict()[k]) for k, v in weights.items())
+                assert _states_equal(state, opt.state_dict())
+            opt.zero_grad(set_to_none=True)
+    assert all(torch.equal(v, twin.state_dict()[k]) for k, v in model.state_dict().items())
+    assert _states_equal(opts[0].state_dict(), opts[1].state_dict())
+    assert not any(hasattr(o, "found_inf") for o in getattr(opts[0], "optimizers", [opts[0]]))
+
+
+def test_a_grad_scaler_or_a_foreach_adamw_decides_on_the_host():
+    from gpt.optim import skips_on_device, step_unless
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    assert not skips_on_device(torch.optim.AdamW(model.parameters(), foreach=True))
+    with pytest.raises(ValueError, match="GradScaler"):
+        step_unless(make_optimizer(model, 1e-3, 0.0, (0.9, 0.95), "cpu"), torch.amp.GradScaler("cpu"),
+                    torch.tensor(False), on_device=True)
