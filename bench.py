@@ -459,7 +459,7 @@ def bench_train(args: argparse.Namespace) -> None:
         for dtype, optimizer in variants:
             with tempfile.TemporaryDirectory() as out:
                 argv = [*overrides, f"--dtype={dtype}", f"--optimizer={optimizer}",
-                        f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", "--log_interval=1",
+                        f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={max(1, args.warmup)}",
                         "--eval_iters=1", f"--out_dir={out}"]
                 print(f"train {dtype} {optimizer}: python train.py {' '.join(argv[:-1])}", flush=True)
                 status = train.main(argv)
@@ -478,13 +478,16 @@ def bench_train(args: argparse.Namespace) -> None:
         results[label], tokens_per_s[label] = ms, statistics.median(tok_s_of[dtype, optimizer])
         print(f"  {dtype} {optimizer}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
-              + f"  (median of {len(ms_of[dtype, optimizer])} steps after {args.warmup} warm-up, {args.rounds} round(s))")
+              + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {max(1, args.warmup)} steps' mean, after "
+                 f"{args.warmup} warm-up, {args.rounds} round(s))")
     # The cost or gain of a flag, in the same run: the first row's settings with the flag added.
     base_label, base_loss = next(iter(results)), loss_of[variants[0]]
-    for flag in [f for f, asked in (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8)) if asked]:
+    flags = (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8),
+             ("--log_interval=1", args.read_every_step))  # the last: waiting for the device at every step
+    for flag in [f for f, asked in flags if asked]:
         with tempfile.TemporaryDirectory() as out:
             argv = [*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
-                    f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", "--log_interval=1",
+                    f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={max(1, args.warmup)}",
                     "--eval_iters=1", flag, f"--out_dir={out}"]
             print(f"train {flag}: python train.py {' '.join(argv[:-1])}", flush=True)
             if train.main(argv) != 0:
@@ -495,10 +498,11 @@ def bench_train(args: argparse.Namespace) -> None:
         mfu = [r["mfu"] for r in steps if "mfu" in r]
         drift = max(abs(r["loss"] - base_loss[r["step"]]) for r in records if r.get("step") in base_loss and "loss" in r)
         results[flag], tokens_per_s[flag] = ms, statistics.median(r["tokens_per_s"] for r in steps)
-        print(f"  {flag}: {ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
+        print(f"  {flag}{' (a wait for the device at every step)' if flag == '--log_interval=1' else ''}: "
+              f"{ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%} (bf16 peak, bf16 FLOPs)" if mfu else "")
               + f", {results[base_label] / ms:.2f}x the tokens/s of the first row; its losses differ from that "
-                f"row's by at most {drift:.4f} over {len(base_loss)} steps")
+                f"row's by at most {drift:.4f} at its {len(base_loss)} logged steps (one in {max(1, args.warmup)})")
     if args.nanogpt_gpu:
         import torch
 
@@ -523,7 +527,9 @@ def bench_train(args: argparse.Namespace) -> None:
 def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
     p.add_argument("--steps", type=int, default=30, help="timed steps")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile, caches)")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
+                        "waits for the device only when it logs, and logs their mean")
     p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto, "
                                                    "train.py's choice: bf16 on a GPU, fp32 on the CPU)")
     from gpt.config import TrainConfig
@@ -537,6 +543,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nanogpt_batch", type=int, default=32, help="the GPU reference's batch size (default: 32)")
     p.add_argument("--deterministic", action="store_true", help="also time the run with --deterministic=true")
     p.add_argument("--fp8", action="store_true", help="also time the run with --fp8=true (float8 matmuls)")
+    p.add_argument("--read_every_step", action="store_true",
+                   help="also time the run with --log_interval=1, which waits for the device at every step as "
+                        "train.py did before issue 9 (the gain of not waiting, in the same run)")
 
 
 # ----------------------------------------------------------------------------- quality

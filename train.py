@@ -28,7 +28,6 @@ STARTED = time.monotonic()  # --time_budget counts from here: the imports below 
 import contextlib
 import json
 import math
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -42,8 +41,8 @@ from gpt.errors import UsageError
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
-from gpt.optim import lr_at, make_optimizer, set_lr
-from gpt.runtime import (Dist, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
+from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
+from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
                          steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
@@ -178,12 +177,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             print("note:", note)
 
     def save(is_best: bool, val_loss: float | None):
+        checks.read()  # every step's verdict counted in bad_steps_total
         rngs = gather(rng_state(), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
-                    "bad_steps_total": bad_total, "world_size": dist.world_size, "device": device.type}
+                    "bad_steps_total": checks.total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
@@ -193,17 +193,25 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                                is_best=is_best))
 
     # ---------------------------------------------------------------- loop
-    stop, bad_steps, exit_status = StopSignal(), 0, 0
+    stop, exit_status = StopSignal(), 0
     on_exit.callback(stop.restore)  # also when a failure ends the run early (in-process callers keep Ctrl-C)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
-    # --max_iters=0: the warmup's step times (its first fifth left out) and the evaluation's time
-    # fix the step count at the end of warmup (gpt/runtime.steps_in_budget).
-    timed_steps, eval_s = [], None
+    # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
+    # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
+    # device, which a GPU would spend idle while the host queues the next step (issue 9).
+    checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say)
+    # Seconds spent in training steps, evaluations and saves left out; exact where the device was
+    # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
+    # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
+    # warmup (gpt/runtime.steps_in_budget).
+    train_s, eval_s = 0.0, None
+    timing_from = logged = (step, train_s)
     t_last = time.perf_counter()
     while True:
         if not cfg.max_iters and step >= cfg.warmup_iters:
-            steps, step_s = fit_time_budget(cfg, started, step, timed_steps, eval_s, accum, dist)
+            step_s = (train_s - timing_from[1]) / (step - timing_from[0])
+            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
             if dist.is_main:
@@ -261,30 +269,31 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             loss_sum /= dist.world_size
         scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-        loss_value, grad_value = loss_sum.item(), grad_norm.item()
         # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
-        # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours.
-        if math.isfinite(loss_value) and (math.isfinite(grad_value) or scaler.is_enabled()):
-            scaler.step(optimizer)
-            bad_steps = 0
-        else:  # skip the update: the weights stay finite
-            bad_steps, bad_total = bad_steps + 1, bad_total + 1
-            say(f"step {step}: non-finite loss ({loss_value}) or gradient norm ({grad_value}): "
-                f"update skipped ({bad_steps} in a row)")
+        # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
+        # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
+        finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
+        step_unless(optimizer, scaler, ~finite)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
-        if bad_steps >= cfg.max_bad_steps:
-            say(f"train.py: error: {bad_steps} consecutive steps had a non-finite loss or gradient; "
-                f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
-            exit_status = 2
-            break
-
+        logging = step % cfg.log_interval == 0 or step == cfg.max_iters
+        if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps or stop \
+                or (not cfg.max_iters and step in (cfg.warmup_iters // 5, cfg.warmup_iters)):
+            loss_value, grad_value = checks.read()  # the step's, after waiting for the device
+            if checks.too_many:
+                say(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
+                    f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+                exit_status = 2
+                break
         now = time.perf_counter()
-        dt, t_last = now - t_last, now
-        if not cfg.max_iters and step > cfg.warmup_iters // 5:
-            timed_steps.append(dt)
-        if step % cfg.log_interval == 0 or step == cfg.max_iters:
+        train_s, t_last = train_s + now - t_last, now
+        if not cfg.max_iters and step == cfg.warmup_iters // 5:
+            timing_from = (step, train_s)
+        if logging:  # speed as the mean over the steps since the last record
+            dt = (train_s - logged[1]) / (step - logged[0])
+            logged = (step, train_s)
             record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
                       "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
             if peak:
@@ -320,14 +329,13 @@ def write_config(out_dir: Path, cfg: TrainConfig) -> None:
 BUDGET_RESERVE_S = 2.0
 
 
-def fit_time_budget(cfg: TrainConfig, started: float, step: int, timed_steps: list[float], eval_s: float | None,
+def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
                     accum: int, dist: Dist) -> tuple[int, float]:
-    """(steps, seconds per step) of a --max_iters=0 run, fixed at the end of warmup from the mean
-    time of the warmup's timed steps (the mean, not the median: slow outliers take their share of
+    """(steps, seconds per step) of a --max_iters=0 run: fixed at the end of warmup from the mean time of the
+    warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
     the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
     evaluation (a run resumed during warmup), one is taken to cost eval_iters micro-steps: a
     forward pass costs less, so this errs on the safe side."""
-    step_s = statistics.fmean(timed_steps)
     eval_s = eval_s if eval_s is not None else step_s * cfg.eval_iters / accum
     elapsed = time.monotonic() - started
     if dist.enabled:

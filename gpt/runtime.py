@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import re
@@ -239,6 +240,49 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+class StepChecks:
+    """Which training steps had a non-finite loss or gradient norm (their updates were skipped),
+    from values that stay on the device until `read`: reading waits for the device, and a GPU
+    waited for at every step sits idle while the host queues the next one (issue 9). train.py
+    reads every log_interval steps, before saving, and before `max_in_a_row` steps go unread, so
+    a run whose steps stay bad stops after the same number of them as if it read every step.
+    With a GradScaler (fp16), an overflowing gradient is the scaler's business, not a bad step."""
+
+    def __init__(self, max_in_a_row: int, total: int = 0, grad_overflow_skipped: bool = False, say=print):
+        self.max_in_a_row, self.total, self.in_a_row = max_in_a_row, total, 0
+        self._grad_overflow_skipped, self._say = grad_overflow_skipped, say
+        self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm])
+
+    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        self._unread.append((step, torch.stack((loss.float(), grad_norm.float()))))
+
+    @property
+    def unread(self) -> int:
+        return len(self._unread)
+
+    @property
+    def too_many(self) -> bool:
+        return self.in_a_row >= self.max_in_a_row
+
+    def read(self) -> tuple[float, float]:
+        """Wait for the device once; count and report the bad steps read. Returns the newest
+        step's (loss, gradient norm), (nan, nan) when nothing was unread."""
+        if not self._unread:
+            return math.nan, math.nan
+        values = torch.stack([v for _, v in self._unread]).tolist()
+        steps, self._unread = [s for s, _ in self._unread], []
+        for step, (loss, grad_norm) in zip(steps, values):
+            if math.isfinite(loss) and (math.isfinite(grad_norm) or self._grad_overflow_skipped):
+                self.in_a_row = 0
+                continue
+            self.in_a_row, self.total = self.in_a_row + 1, self.total + 1
+            self._say(f"step {step}: non-finite loss ({loss}) or gradient norm ({grad_norm}): "
+                      f"update skipped ({self.in_a_row} in a row)")
+            if self.too_many:
+                break
+        return values[-1][0], values[-1][1]
 
 
 class StopSignal:

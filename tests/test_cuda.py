@@ -120,6 +120,40 @@ def test_deterministic_runs_are_identical_and_resume_exactly_on_the_gpu(byte_dat
     assert wa.keys() == ws.keys() and all(torch.equal(wa[k], ws[k]) for k in wa)
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_a_nan_step_is_skipped_on_the_gpu_without_waiting_for_it(byte_data, tmp_path, monkeypatch, capsys, optimizer):
+    # Issue 9: on CUDA the non-finite check is decided on the device (gpt/optim.step_unless).
+    import importlib
+
+    from gpt import optim
+    from gpt.checkpoint import open_checkpoint
+    from gpt.model import GPT
+
+    train_py = importlib.import_module("train")
+    original, calls, decided = GPT.forward, [0], []
+
+    def forward(self, idx, targets=None, **kw):
+        logits, loss = original(self, idx, targets, **kw)
+        if targets is not None and self.training:
+            calls[0] += 1
+            loss = loss * float("nan") if calls[0] == 3 else loss
+        return logits, loss
+
+    def step_unless(opt, scaler, bad, on_device=None):
+        decided.append(bad.device.type == "cuda" and not scaler.is_enabled() and optim.skips_on_device(opt))
+        return optim.step_unless(opt, scaler, bad, on_device)
+
+    monkeypatch.setattr(GPT, "forward", forward)
+    monkeypatch.setattr(train_py, "step_unless", step_unless)
+    out = tmp_path / "run"
+    assert train_py.main([f"--data={byte_data}", *TINY, "--compile=false", f"--optimizer={optimizer}",
+                          "--max_iters=6", "--log_interval=3", f"--out_dir={out}"]) == 0
+    assert decided == [True] * 6
+    assert "step 2: non-finite loss (nan)" in capsys.readouterr().out
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["bad_steps_total"] == 1 and all(torch.isfinite(t).all() for t in ckpt.weights().values())
+
+
 def test_a_cpu_run_resumed_on_a_gpu_machine_stays_on_the_cpu(byte_data, tmp_path):
     from gpt.checkpoint import open_checkpoint
 

@@ -257,6 +257,25 @@ def test_repeated_nans_stop_the_run_with_status_2(byte_data, tmp_path, monkeypat
     assert f"stopping: no checkpoint has been saved in {tmp_path / 'run'}." in said  # no false promise
 
 
+def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data, tmp_path, monkeypatch, capsys):
+    # The values stay on the device between logs (issue 9); what is said and saved is the same.
+    nan_at(monkeypatch, lambda n: n == 3)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=7", "--log_interval=50", "--eval_interval=100",
+                       f"--out_dir={out}"]) == 0
+    assert "step 2: non-finite loss (nan) or gradient norm (nan): update skipped (1 in a row)" in capsys.readouterr().out
+    assert list(losses(out)) == [7] and math.isfinite(losses(out)[7])  # one record: the last step
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["bad_steps_total"] == 1 and all(torch.isfinite(t).all() for t in ckpt.weights().values())
+
+    nan_at(monkeypatch, lambda n: n >= 2)  # bad from the second step on: stops after 3 of them, not 50
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--max_bad_steps=3", "--log_interval=50",
+                       "--eval_interval=100", f"--out_dir={tmp_path / 'bad'}"]) == 2
+    said = capsys.readouterr().out
+    assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said
+    assert "step 4: non-finite" not in said and "3 consecutive steps had a non-finite loss" in said
+
+
 @pytest.mark.slow
 def test_compiled_run_saves_plain_keys(byte_data, tmp_path):
     out = tmp_path / "run"
