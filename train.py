@@ -42,9 +42,9 @@ from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
-from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, deterministic_state, init_distributed, maybe_compile, peak_flops,
-                         pick_device, pick_dtype, rng_state, seed_everything, set_deterministic_state, set_rng_state,
-                         steps_in_budget, use_deterministic, use_fp8)
+from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, init_distributed, kernel_settings, maybe_compile,
+                         peak_flops, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
+                         set_rng_state, steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
-    saved_kernel_settings = deterministic_state()  # --deterministic is global: undone for in-process callers
+    saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
     try:
         with contextlib.ExitStack() as on_exit:  # releases out_dir's lock however train() ends
             return train(argv, on_exit, started)
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
     finally:
-        set_deterministic_state(saved_kernel_settings)
+        set_kernel_settings(saved_kernel_settings)
 
 
 def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int:

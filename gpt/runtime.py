@@ -202,14 +202,17 @@ def use_deterministic(on: bool) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def deterministic_state() -> tuple[bool, bool, bool]:
+def kernel_settings() -> tuple[bool, ...]:
+    """The global kernel switches train.py may turn (--deterministic's and TF32), so that an
+    in-process caller (tests, bench.py) gets them back as they were."""
     return (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-            torch.backends.cudnn.benchmark)
+            torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
 
 
-def set_deterministic_state(state: tuple[bool, bool, bool]) -> None:
+def set_kernel_settings(state: tuple[bool, ...]) -> None:
     torch.use_deterministic_algorithms(state[0])
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = state[1], state[2]
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = state[3], state[4]
 
 
 def seed_everything(seed: int) -> None:

@@ -59,19 +59,21 @@ def test_stop_signal_only_sets_a_flag_and_restores_handlers():
 
 
 def test_deterministic_switches_and_their_restore(monkeypatch):
-    from gpt.runtime import deterministic_state, set_deterministic_state, use_deterministic
+    from gpt.runtime import kernel_settings, set_kernel_settings, use_deterministic
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    before = deterministic_state()
+    before = kernel_settings()
     use_deterministic(False)
-    assert deterministic_state() == before and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    assert kernel_settings() == before and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     try:
         use_deterministic(True)
+        torch.backends.cuda.matmul.allow_tf32 = not before[3]  # as train.py turns it on CUDA
         assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
         assert not torch.backends.cudnn.benchmark and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        assert kernel_settings() != before
     finally:
-        set_deterministic_state(before)
-    assert deterministic_state() == before
+        set_kernel_settings(before)
+    assert kernel_settings() == before
 
 
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
