@@ -360,14 +360,16 @@ NANOGPT_GPU_SHAPE = dict(V=50304, T=1024, C=768, L=12, H=12)
 
 
 def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: int, L: int, H: int,
-                         device: str = "cpu", dtype: str = "float32", compile: bool = False) -> float:
+                         device: str = "cpu", dtype: str = "float32", compile: bool = False, record: int = 1) -> float:
     """Median ms per iteration of a stand-in for nanoGPT's train.py, timed in this process so
     that the ratio does not depend on the machine's mood. It does per iteration what nanoGPT does,
     as its code documents: a batch gathered from a fresh np.memmap of uint16 tokens with
     torch.stack (pinned and copied asynchronously on CUDA), the forward of a no-bias GPT with
     exact (erf) GELU and SDPA causal attention under autocast (bf16 on a GPU), cross-entropy over
     every position, backward, gradient clipping at 1.0, AdamW (fused on CUDA only, as nanoGPT),
-    zero_grad(set_to_none=True), loss.item(); torch.compile where nanoGPT compiles (CUDA)."""
+    zero_grad(set_to_none=True); torch.compile where nanoGPT compiles (CUDA). Like nanoGPT's
+    train.py, it waits for the device (loss.item()) only once per `record` iterations, when it
+    would log; the median is over those records' means (per iteration with record=1)."""
     import contextlib
     import os
     import statistics
@@ -428,7 +430,8 @@ def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: 
 
         times, x, y = [], *get_batch()
         for it in range(warmup + steps):
-            t0 = time.perf_counter()
+            if it % record == 0:
+                t0 = time.perf_counter()
             with autocast:
                 loss = step_model(x, y)
             x, y = get_batch()
@@ -436,9 +439,10 @@ def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: 
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            loss.item()  # waits for the device: the time is real
-            if it >= warmup:
-                times.append(1000 * (time.perf_counter() - t0))
+            if (it + 1) % record == 0 or it + 1 == warmup + steps:
+                loss.item()  # waits for the device: the time is real
+                if it >= warmup:
+                    times.append(1000 * (time.perf_counter() - t0) / (it % record + 1))
     return statistics.median(times)
 
 
@@ -448,24 +452,42 @@ def bench_train(args: argparse.Namespace) -> None:
 
     import train
 
+    import torch
+
     overrides = list(args.overrides)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
+    record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
+    ref_tok_s = None
+    if args.nanogpt_gpu:  # first: a run cut short by a time limit keeps its reference
+        if not torch.cuda.is_available():
+            raise SystemExit("bench.py train --nanogpt_gpu needs a CUDA GPU")
+        ref = nanogpt_reference_ms(args.steps, args.warmup, B=args.nanogpt_batch, device="cuda", dtype="bfloat16",
+                                   compile=True, record=record, **NANOGPT_GPU_SHAPE)
+        ref_tok_s = args.nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
+        print(f"  reference, nanoGPT's GPU step (stand-in, batch {args.nanogpt_batch}, compiled, bf16): "
+              f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT's bench.py, which waits for "
+              f"the GPU at every step, at 477,700)", flush=True)
+
+    def run(argv: list[str], what: str) -> list[dict]:
+        """train.py in this process with a fresh torch.compile state, so no variant runs into dynamo's
+        limit of graphs per function (past it, it would silently run eager); its metric records."""
+        torch._dynamo.reset()
+        with tempfile.TemporaryDirectory() as out:
+            print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
+            status = train.main([*argv, f"--out_dir={out}"])
+            if status != 0:
+                raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
+            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
     dtypes = args.dtypes.split(",")
     variants = [(d, o) for d in dtypes for o in args.optimizers.split(",")]
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
     for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
         for dtype, optimizer in variants:
-            with tempfile.TemporaryDirectory() as out:
-                argv = [*overrides, f"--dtype={dtype}", f"--optimizer={optimizer}",
-                        f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={max(1, args.warmup)}",
-                        "--eval_iters=1", f"--out_dir={out}"]
-                print(f"train {dtype} {optimizer}: python train.py {' '.join(argv[:-1])}", flush=True)
-                status = train.main(argv)
-                if status != 0:
-                    raise SystemExit(f"bench.py train: train.py exited with status {status}")
-                records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+            records = run([*overrides, f"--dtype={dtype}", f"--optimizer={optimizer}",
+                           f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
+                           f"--log_interval={record}", "--eval_iters=1"], f"{dtype} {optimizer}")
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
             loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if "loss" in r})
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
@@ -478,21 +500,16 @@ def bench_train(args: argparse.Namespace) -> None:
         results[label], tokens_per_s[label] = ms, statistics.median(tok_s_of[dtype, optimizer])
         print(f"  {dtype} {optimizer}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
-              + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {max(1, args.warmup)} steps' mean, after "
+              + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                  f"{args.warmup} warm-up, {args.rounds} round(s))")
     # The cost or gain of a flag, in the same run: the first row's settings with the flag added.
     base_label, base_loss = next(iter(results)), loss_of[variants[0]]
     flags = (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8),
              ("--log_interval=1", args.read_every_step))  # the last: waiting for the device at every step
     for flag in [f for f, asked in flags if asked]:
-        with tempfile.TemporaryDirectory() as out:
-            argv = [*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
-                    f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={max(1, args.warmup)}",
-                    "--eval_iters=1", flag, f"--out_dir={out}"]
-            print(f"train {flag}: python train.py {' '.join(argv[:-1])}", flush=True)
-            if train.main(argv) != 0:
-                raise SystemExit(f"bench.py train: train.py {flag} failed")
-            records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+        records = run([*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
+                       f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={record}",
+                       "--eval_iters=1", flag], flag)
         steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
         ms = statistics.median(r["ms_per_step"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
@@ -502,21 +519,12 @@ def bench_train(args: argparse.Namespace) -> None:
               f"{ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%} (bf16 peak, bf16 FLOPs)" if mfu else "")
               + f", {results[base_label] / ms:.2f}x the tokens/s of the first row; its losses differ from that "
-                f"row's by at most {drift:.4f} at its {len(base_loss)} logged steps (one in {max(1, args.warmup)})")
-    if args.nanogpt_gpu:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise SystemExit("bench.py train --nanogpt_gpu needs a CUDA GPU")
-        ref = nanogpt_reference_ms(args.steps, args.warmup, B=args.nanogpt_batch, device="cuda", dtype="bfloat16",
-                                   compile=True, **NANOGPT_GPU_SHAPE)
-        ref_tok_s = args.nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
-        print(f"  reference, nanoGPT's GPU step (stand-in, batch {args.nanogpt_batch}, compiled, bf16): "
-              f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT itself at 477,700)")
+                f"row's by at most {drift:.4f} at its {len(base_loss)} logged steps (one in {record})")
+    if ref_tok_s is not None:
         for dtype, tok_s in tokens_per_s.items():
             print(f"  {dtype}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s  [target >= 1.2x; MFU >= 50%]")
     if args.nanogpt_cpu:
-        ref = nanogpt_reference_ms(args.steps, args.warmup, V=65, T=64, B=12, C=128, L=4, H=4)
+        ref = nanogpt_reference_ms(args.steps, args.warmup, V=65, T=64, B=12, C=128, L=4, H=4, record=record)
         print(f"  reference, nanoGPT's CPU step (stand-in, see bench.py): {ref:.1f} ms/iter, "
               f"{12 * 64 / ref * 1000:,.0f} tokens/s (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)")
         for dtype, ms in results.items():
@@ -527,7 +535,7 @@ def bench_train(args: argparse.Namespace) -> None:
 def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
     p.add_argument("--steps", type=int, default=30, help="timed steps")
-    p.add_argument("--warmup", type=int, default=5,
+    p.add_argument("--warmup", type=int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean")
     p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto, "
