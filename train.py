@@ -141,12 +141,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
     start_step = step
-    compiled, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype)
-    if dist.enabled:
+    def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
-        train_model = DDP(compiled, device_ids=[device.index] if device.type == "cuda" else None)
-    else:
-        train_model = compiled
+        return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
+
+    compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype,
+                                                       wrap=ddp)
 
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
@@ -161,6 +161,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
               + (f" | float8 matmuls in {fp8_layers} layers" if cfg.fp8 else "")
               + (" | deterministic kernels" if cfg.deterministic else ""))
+        if cfg.fp8 and not did_compile and device.type == "cuda":
+            print("note: --fp8 without torch.compile is slower than bf16 (its scaling and casts run as kernels of "
+                  "their own; torchao's float8 is meant to be compiled): use --compile=true")
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
               + (f" (from {base})" if base else ""))

@@ -95,31 +95,36 @@ def autocast(device: torch.device, dtype: torch.dtype):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple,
-                  dtype: torch.dtype) -> tuple[torch.nn.Module, bool]:
-    """torch.compile when asked (auto: on CUDA). Compilation happens at the first call, so one
-    forward/backward on `example` (x, y) runs here, and one evaluation-mode forward without
-    gradients, which is a graph of its own: compiled later, at the step-0 evaluation, it would be
-    timed as that evaluation's cost, which --max_iters=0 charges to every evaluation of the run.
-    The RNG streams are forked so that training draws the same numbers either way. If compiling
-    fails, warn once and run eager."""
+def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
+                  wrap=lambda m: m) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+    """torch.compile when asked (auto: on CUDA): (the model to evaluate, `wrap` of it to train,
+    whether it compiled). `wrap` is DDP under torchrun. Compilation happens at the first call, so
+    one forward/backward on `example` (x, y) runs here, through `wrap`: DDP must be active when the
+    training graph compiles, or dynamo builds one backward without DDP's buckets and gradients
+    cannot be all-reduced while it runs (nanoGPT compiles inside DDP's forward for the same reason).
+    And one evaluation-mode forward without gradients, which is a graph of its own: compiled
+    later, at the step-0 evaluation, it would be timed as that evaluation's cost, which
+    --max_iters=0 charges to every evaluation of the run. The RNG streams are forked so that
+    training draws the same numbers either way. If compiling fails, warn once and run eager."""
     wanted = setting == "true" or (setting == "auto" and device.type == "cuda")
     if not wanted:
-        return model, False
+        return model, wrap(model), False
     training = model.training
     try:
         compiled = torch.compile(model)
+        train_model = wrap(compiled)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            with autocast(device, dtype):
-                _, loss = compiled(*example)
-            loss.backward()
+            with getattr(train_model, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
+                with autocast(device, dtype):
+                    _, loss = train_model(*example)
+                loss.backward()
             model.eval()
             with torch.no_grad(), autocast(device, dtype):
                 compiled(*example)
-        return compiled, True
+        return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
-        return model, False
+        return model, wrap(model), False
     finally:
         model.train(training)
         model.zero_grad(set_to_none=True)

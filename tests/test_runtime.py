@@ -1,3 +1,4 @@
+import contextlib
 import os
 import random
 import signal
@@ -97,19 +98,37 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
     from gpt.model import GPT, GPTConfig
     from gpt.runtime import maybe_compile
 
+    class DDPLike(torch.nn.Module):  # what train.py wraps the model in under torchrun
+        def __init__(self, module):
+            super().__init__()
+            self.module, self.calls, self.synced = module, 0, None
+
+        def forward(self, *args):
+            self.calls += 1
+            return self.module(*args)
+
+        @contextlib.contextmanager
+        def no_sync(self):
+            self.synced = False
+            yield
+
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
     x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
-    compiled, did_compile = maybe_compile(model, "true", torch.device("cpu"), (x, y), torch.float32)
+    compiled, train_model, did_compile = maybe_compile(model, "true", torch.device("cpu"), (x, y), torch.float32,
+                                                       wrap=DDPLike)
     if not did_compile:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
     assert model.training and all(p.grad is None for p in model.parameters())
+    # the training graph compiled through the wrapper (DDP's buckets), without an all-reduce
+    assert isinstance(train_model, DDPLike) and train_model.module is compiled
+    assert train_model.calls == 1 and train_model.synced is False
     with torch._dynamo.config.patch(error_on_recompile=True):
         model.eval()
         with torch.no_grad():
             compiled(x, y)  # an evaluation: no new graph
         model.train()
-        compiled(x, y)[1].backward()  # a training step: no new graph either
+        train_model(x, y)[1].backward()  # a training step: no new graph either
 
 
 def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_it(monkeypatch):
