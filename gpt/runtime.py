@@ -97,24 +97,26 @@ def autocast(device: torch.device, dtype: torch.dtype):
 
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
                   wrap=lambda m: m) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
-    """torch.compile when asked (auto: on CUDA): (the model to evaluate, `wrap` of it to train,
-    whether it compiled). `wrap` is DDP under torchrun. Compilation happens at the first call, so
-    one forward/backward on `example` (x, y) runs here, through `wrap`: DDP must be active when the
-    training graph compiles, or dynamo builds one backward without DDP's buckets and gradients
-    cannot be all-reduced while it runs (nanoGPT compiles inside DDP's forward for the same reason).
+    """torch.compile when asked (auto: on CUDA): (the model to evaluate, the model to train: `wrap`
+    of it, compiled; whether it compiled). `wrap` is DDP under torchrun, built once, around the
+    plain model, and compiled as a whole, as torch's DDP documentation asks: then DDP is active
+    when dynamo compiles the model's forward, and its DDPOptimizer splits the backward at DDP's
+    buckets, so gradients are all-reduced while it runs. Compilation happens at the first call, so
+    one forward/backward on `example` (x, y) runs here, through the wrapper (without an all-reduce).
     And one evaluation-mode forward without gradients, which is a graph of its own: compiled
     later, at the step-0 evaluation, it would be timed as that evaluation's cost, which
     --max_iters=0 charges to every evaluation of the run. The RNG streams are forked so that
     training draws the same numbers either way. If compiling fails, warn once and run eager."""
+    wrapped = wrap(model)
     wanted = setting == "true" or (setting == "auto" and device.type == "cuda")
     if not wanted:
-        return model, wrap(model), False
+        return model, wrapped, False
     training = model.training
     try:
         compiled = torch.compile(model)
-        train_model = wrap(compiled)
+        train_model = compiled if wrapped is model else torch.compile(wrapped)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            with getattr(train_model, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
+            with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
                 with autocast(device, dtype):
                     _, loss = train_model(*example)
                 loss.backward()
@@ -124,7 +126,7 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
-        return model, wrap(model), False
+        return model, wrapped, False
     finally:
         model.train(training)
         model.zero_grad(set_to_none=True)

@@ -92,25 +92,29 @@ def test_a_spent_budget_still_runs_one_more_step():
     assert steps_in_budget(100, 150, 50, 1.0, 5.0, 50, 0.0) == 51
 
 
+class DDPLike(torch.nn.Module):
+    """What train.py wraps the model in under torchrun, counting calls and no_sync."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module, self.calls, self.synced = module, 0, None
+
+    @torch._disable_dynamo(recursive=False)  # as DDP's forward: dynamo compiles the module inside it
+    def forward(self, *args):
+        self.calls += 1
+        return self.module(*args)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        self.synced = False
+        yield
+
+
 def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is_not_a_compile():
     """--max_iters=0 charges the step-0 evaluation's time to every evaluation of the run: a compile
     there (the no-grad, eval-mode graph is a graph of its own) would shrink a GPU run's step count."""
     from gpt.model import GPT, GPTConfig
     from gpt.runtime import maybe_compile
-
-    class DDPLike(torch.nn.Module):  # what train.py wraps the model in under torchrun
-        def __init__(self, module):
-            super().__init__()
-            self.module, self.calls, self.synced = module, 0, None
-
-        def forward(self, *args):
-            self.calls += 1
-            return self.module(*args)
-
-        @contextlib.contextmanager
-        def no_sync(self):
-            self.synced = False
-            yield
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
@@ -120,15 +124,38 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
     if not did_compile:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
     assert model.training and all(p.grad is None for p in model.parameters())
-    # the training graph compiled through the wrapper (DDP's buckets), without an all-reduce
-    assert isinstance(train_model, DDPLike) and train_model.module is compiled
-    assert train_model.calls == 1 and train_model.synced is False
+    # the wrapper (DDP: its buckets) is built once, around the plain model, and compiled whole;
+    # the training graph compiled through it, without an all-reduce
+    wrapper = train_model._orig_mod
+    assert isinstance(wrapper, DDPLike) and wrapper.module is model and compiled._orig_mod is model
+    assert wrapper.calls == 1 and wrapper.synced is False
     with torch._dynamo.config.patch(error_on_recompile=True):
         model.eval()
         with torch.no_grad():
             compiled(x, y)  # an evaluation: no new graph
         model.train()
         train_model(x, y)[1].backward()  # a training step: no new graph either
+
+
+def test_a_failed_compile_runs_eager_with_the_one_wrapper_it_built(monkeypatch):
+    # DDP is built once: a second DDP over the same parameters would all-reduce each gradient twice
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import maybe_compile
+
+    class Uncompilable(torch.nn.Module):
+        def forward(self, *args):
+            raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(torch, "compile", lambda module: Uncompilable())
+    built = []
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
+    x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+    with pytest.warns(UserWarning, match="torch.compile failed .*no C.. compiler.*eager"):
+        compiled, train_model, did_compile = maybe_compile(model, "true", torch.device("cpu"), (x, y),
+                                                           torch.float32, wrap=lambda m: built.append(DDPLike(m))
+                                                           or built[-1])
+    assert not did_compile and compiled is model
+    assert len(built) == 1 and train_model is built[0] and built[0].module is model
 
 
 def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_it(monkeypatch):
