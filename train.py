@@ -179,8 +179,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         for note in metrics.notes:
             print("note:", note)
 
-    def save(is_best: bool, val_loss: float | None):
-        checks.read()  # every step's verdict counted in bad_steps_total
+    def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
         rngs = gather(rng_state(), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
@@ -204,6 +203,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
     checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say)
+
+    def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
+        if checks.too_many:
+            say(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
+                f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+        return checks.too_many
+
     # Seconds spent in training steps, evaluations and saves left out; exact where the device was
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
@@ -222,9 +228,17 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run")
-        stopping = agree(bool(stop), dist)
+        # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
+        # where every rank has just read its step checks, which waited anyway; one process sees a
+        # signal at the next step. A signal to any rank stops them all, with its status.
+        signum = largest(stop.signum or 0, dist) if not dist.enabled or not checks.unread else 0
+        stopping = signum > 0
         at_end = bool(cfg.max_iters) and step >= cfg.max_iters
         if stopping or at_end or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+            checks.read()  # (one process, a signal between reads) so that bad_steps_total is exact
+            if too_many_bad_steps():
+                exit_status = 2
+                break
             t_eval = time.perf_counter()
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
             if val_loss is not None:
@@ -245,8 +259,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 save(is_best, val_loss)
             eval_s = time.perf_counter() - t_eval
             if stopping:
-                exit_status = stop.exit_status
-                say(f"stopped by signal {stop.signum} at step {step}; {latest_note(out_dir, still=False)}, "
+                exit_status = 128 + signum  # the shell's convention, as StopSignal's
+                say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, "
                     f"continue with --init_from=resume --out_dir={out_dir}")
                 break
             if at_end:
@@ -282,12 +296,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
         logging = step % cfg.log_interval == 0 or step == cfg.max_iters
-        if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps or stop \
+        # (the same steps on every rank)
+        if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps \
                 or (not cfg.max_iters and step in (cfg.warmup_iters // 5, cfg.warmup_iters)):
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
-            if checks.too_many:
-                say(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
-                    f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+            if too_many_bad_steps():
                 exit_status = 2
                 break
         now = time.perf_counter()
@@ -461,13 +474,13 @@ def collective_device() -> str:
     return "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
 
 
-def agree(flag: bool, dist: Dist) -> bool:
-    """True on every rank if it is true on any: ranks must stop at the same step."""
+def largest(value: int, dist: Dist) -> int:
+    """The largest of every rank's value (waits for the device): ranks must stop at the same step."""
     if not dist.enabled:
-        return flag
-    t = torch.tensor([int(flag)], device=collective_device())
+        return value
+    t = torch.tensor([value], device=collective_device())
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return bool(t.item())
+    return int(t.item())
 
 
 def make_progress(enabled: bool, step: int, total: int):

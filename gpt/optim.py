@@ -204,9 +204,10 @@ def step_unless(optimizer, scaler: torch.amp.GradScaler, bad: torch.Tensor, on_d
     gradient) is true. on_device: decide on the device, without waiting for it, by handing each
     optimizer the `found_inf` flag through which it skips a step in place (torch's GradScaler hands
     the fused optimizers the same flag). On a GPU, a host sync per step leaves it idle while the
-    host queues the next step (issue 9). Otherwise the flag is read first, which costs nothing
-    where the device is the host. None: on the device on CUDA where every part can
-    (`skips_on_device`) and no GradScaler runs (it sets the flag itself, and reads it anyway)."""
+    host queues the next step (issue 9). Otherwise the flag is read first: free where the device
+    is the host, a wait per step elsewhere. None: on the device on CUDA where every part can
+    (`skips_on_device`) and no GradScaler runs. With one (fp16) the scaler hands a fused AdamW its
+    own found_inf (an overflow), which `bad` (a non-finite loss) cannot join, so `bad` is read."""
     if on_device is None:
         on_device = bad.device.type == "cuda" and not scaler.is_enabled() and skips_on_device(optimizer)
     if not on_device:

@@ -256,8 +256,10 @@ class StepChecks:
     """Which training steps had a non-finite loss or gradient norm (their updates were skipped),
     from values that stay on the device until `read`: reading waits for the device, and a GPU
     waited for at every step sits idle while the host queues the next one (issue 9). train.py
-    reads every log_interval steps, before saving, and before `max_in_a_row` steps go unread, so
-    a run whose steps stay bad stops after the same number of them as if it read every step.
+    reads every log_interval steps, before saving, and before `max_in_a_row` steps go unread. A
+    run whose steps stay bad then names and counts the same steps as if it read every step (a
+    read stops at the one that makes too many), though up to `max_in_a_row - 1` steps more may
+    have run when it stops: it stops without saving, so the last checkpoint is what it leaves.
     With a GradScaler (fp16), an overflowing gradient is the scaler's business, not a bad step."""
 
     def __init__(self, max_in_a_row: int, total: int = 0, grad_overflow_skipped: bool = False, say=print):
@@ -277,8 +279,9 @@ class StepChecks:
         return self.in_a_row >= self.max_in_a_row
 
     def read(self) -> tuple[float, float]:
-        """Wait for the device once; count and report the bad steps read. Returns the newest
-        step's (loss, gradient norm), (nan, nan) when nothing was unread."""
+        """Wait for the device once; count and report the bad steps read, up to the one that makes
+        too many (the run stops there). Returns the newest step's (loss, gradient norm), (nan, nan)
+        when nothing was unread."""
         if not self._unread:
             return math.nan, math.nan
         values = torch.stack([v for _, v in self._unread]).tolist()

@@ -216,6 +216,40 @@ sys.exit(train.main(sys.argv[1:]))
     assert sorted(a) == sorted(b) == [1, 2, 3] and all(b[s] == pytest.approx(a[s], rel=1e-5) for s in a)
 
 
+def test_a_signal_to_one_rank_stops_every_rank_where_they_read_their_step_checks(byte_data, tmp_path):
+    # Under torchrun the ranks agree on a stop with an all-reduce, which waits for the device: only
+    # where they read their step checks (every log_interval steps here), not at every step (issue 9).
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.runtime import StepChecks
+calls, largest, add = [], train.largest, StepChecks.add
+def counted(value, dist):  # written at once: torchrun ends the other rank when one exits non-zero
+    calls.append(value)
+    open(os.path.join({str(tmp_path)!r}, "agreed-rank" + os.environ["RANK"]), "w").write(repr(calls))
+    return largest(value, dist)
+def add_then_signal(self, step, loss, grad_norm):
+    add(self, step, loss, grad_norm)
+    if step == 2 and os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGTERM)  # to this rank alone, between two reads
+train.largest, StepChecks.add = counted, add_then_signal
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(probe), f"--data={byte_data}", *TINY, "--log_interval=5", "--max_iters=100",
+                           "--eval_interval=1000", f"--out_dir={out}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode != 0  # the workers exit 143, which torchrun reports as a failure
+    # rank 0, which got no signal, stops with rank 1's at step 5 (and says so, rank 0 alone speaks)
+    assert "stopped by signal 15 at step 5;" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the ranks agreed at steps 0 and 5 only, where they read their step checks
+    assert (tmp_path / "agreed-rank0").read_text() == "[0, 0]"
+    assert (tmp_path / "agreed-rank1").read_text() == "[0, 15]"
+    assert open_checkpoint(out).meta["step"] == 5
+
+
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
@@ -306,6 +340,17 @@ def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data
     said = capsys.readouterr().out
     assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said
     assert "step 4: non-finite" not in said and "3 consecutive steps had a non-finite loss" in said
+
+
+def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(byte_data, tmp_path, monkeypatch,
+                                                                             capsys):
+    nan_at(monkeypatch, lambda n: n == 2 and (os.kill(os.getpid(), signal.SIGTERM) or True))
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--log_interval=50", "--eval_interval=100",
+                       f"--out_dir={out}"]) == 143
+    said = capsys.readouterr().out
+    assert "step 1: non-finite loss (nan)" in said and "stopped by signal 15 at step 2;" in said
+    assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["bad_steps_total"] == 1
 
 
 @pytest.mark.slow
