@@ -70,3 +70,29 @@ def test_the_gpu_script_names_its_stages_and_refuses_others():
     for argv in ([], ["no-such-stage"]):
         proc = subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and "tests-cuda" in proc.stderr and "quality" in proc.stderr
+
+
+def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
+    # The rows' machinery (issue 9's --deterministic, --read_every_step, and any --with flag), on
+    # a tiny CPU model; the figures are only checked to be there and consistent, never timed.
+    import re
+
+    from gpt.prepare import prepare
+    text = tmp_path / "text"
+    text.mkdir()
+    for i in range(4):
+        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
+                   quiet=True)
+    bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step", "--with=--batch_size=2",
+                "--", f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32",
+                "--batch_size=4", "--compile=false", "--device=cpu", "--warmup_iters=2"])
+    out = capsys.readouterr().out
+    rows = {flag: (tok_s, ratio) for flag, tok_s, ratio in re.findall(
+        r"^  (--\S+?)(?: \(.*?\))?: [\d.]+ ms/step, ([\d,]+) tokens/s, ([\d.]+)x the tokens/s", out, re.M)}
+    assert list(rows) == ["--deterministic=true", "--log_interval=1", "--batch_size=2"], out[-3000:]
+    first = float(re.search(r"^  \S+ \S+: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M).group(1).replace(",", ""))
+    for tok_s, ratio in rows.values():  # the ratio is of tokens/s, also where a step holds fewer tokens
+        assert float(ratio) == pytest.approx(float(tok_s.replace(",", "")) / first, abs=0.01)
+    # the same seed and data: --deterministic and --log_interval=1 change no loss on the CPU
+    assert re.search(r"--deterministic=true: .* at most 0\.0000 ", out) and re.search(r"--log_interval=1 .* at most 0\.0000 ", out)
