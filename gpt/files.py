@@ -45,8 +45,6 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def read_torch_file(path: Path) -> dict:
     """A torch.save file of tensors and plain containers. weights_only=True: anything else (a
     pickled payload) is refused before it runs, and reported in one line, not torch's screenful."""
-    import pickle
-
     try:
         with warnings.catch_warnings():  # torch warns about the pickle protocol of files it then refuses
             warnings.simplefilter("ignore", UserWarning)
