@@ -455,6 +455,12 @@ def bench_train(args: argparse.Namespace) -> None:
     import torch
 
     overrides = list(args.overrides)
+    # The cost or gain of a flag, in the same run: a row each, the first row's settings with the flag added.
+    flags = (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8),
+             ("--log_interval=1", args.read_every_step))  # the last: waiting for the device at every step
+    rows = [f for f, asked in flags if asked] + args.with_flags
+    if len(set(rows)) < len(rows):
+        raise SystemExit(f"bench.py train: a flag is timed twice: {' '.join(rows)}")
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
@@ -502,11 +508,8 @@ def bench_train(args: argparse.Namespace) -> None:
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
               + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                  f"{args.warmup} warm-up, {args.rounds} round(s))")
-    # The cost or gain of a flag, in the same run: the first row's settings with the flag added.
     base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
-    flags = (("--deterministic=true", args.deterministic), ("--fp8=true", args.fp8),
-             ("--log_interval=1", args.read_every_step))  # the last: waiting for the device at every step
-    for flag in [f for f, asked in flags if asked] + args.with_flags:
+    for flag in rows:
         records = run([*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
                        f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={record}",
                        "--eval_iters=1", flag], flag)
@@ -558,7 +561,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                         "train.py did before issue 9 (the gain of not waiting, in the same run)")
     p.add_argument("--with", dest="with_flags", action="append", default=[], metavar="FLAG",
                    help="also time the run with this train.py flag added, e.g. --with=--batch_size=64 "
-                        "(repeatable: a row each)")
+                        "(repeatable: a row each; its loss drift means something where the flag keeps the data)")
 
 
 # ----------------------------------------------------------------------------- quality

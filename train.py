@@ -259,7 +259,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 save(is_best, val_loss)
             eval_s = time.perf_counter() - t_eval
             if stopping:
-                exit_status = 128 + signum  # the shell's convention, as StopSignal's
+                exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, "
                     f"continue with --init_from=resume --out_dir={out_dir}")
                 break

@@ -315,10 +315,3 @@ class StopSignal:
     def _handle(self, signum, frame):
         if self.signum is None:
             self.signum = signum
-
-    def __bool__(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + int(self.signum) if self.signum is not None else 0
