@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import math
 import os
 import random
@@ -149,8 +150,12 @@ def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
     try:
         from torchao.float8 import convert_to_float8_training
         from torchao.float8.float8_linear import Float8Linear
-    except ImportError as e:
+    except ModuleNotFoundError as e:
         raise MissingPackage(f"--fp8 needs torchao: pip install torchao ({e})") from None
+    except ImportError as e:  # installed, but built for another torch: each release imports with its own
+        raise MissingPackage(f"--fp8: torchao {importlib.metadata.version('torchao')} does not import with torch "
+                             f"{torch.__version__} ({e}); install the torchao release made for your torch "
+                             f"(README, 'Install')") from None
 
     def in_a_block(module: torch.nn.Module, name: str) -> bool:
         return name.startswith("transformer.h.") and module.in_features % 16 == 0 and module.out_features % 16 == 0
