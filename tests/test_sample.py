@@ -341,7 +341,8 @@ def test_checkpoint_whose_vocabulary_does_not_match_its_tokenizer_is_refused(cap
     rc, _, err = cli(capsys, f"--out_dir={recorded}")
     assert rc == 1 and "records a vocabulary of 300, but its tokenizer (byte) has 257" in err
     padded = make_run(tmp_path / "padded", vocab_size=320)  # padded for speed: fine, never samples past 257
-    assert cli(capsys, f"--out_dir={padded}", "--max_new_tokens=40", "--temperature=2", "--top_k=none")[0] == 0
+    assert cli(capsys, f"--out_dir={padded}", "--max_new_tokens=40", "--temperature=2", "--top_k=none",
+               "--device=cpu")[0] == 0
 
 
 def test_non_finite_logits_are_an_error_not_a_token(capsys, tmp_path):

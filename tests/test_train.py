@@ -437,7 +437,7 @@ def test_raw_text_trains_with_the_default_tokenizer_and_samples(tmp_path, capsys
     assert ckpt.meta["tokenizer"] == "shakespeare-bpe" and ckpt.meta["vocab_size"] == 1024
     assert ckpt.model_config.activation == "gelu" and ckpt.model_config.vocab_size == 1024
     capsys.readouterr()
-    assert sample.main([f"--out_dir={out}", "--start=the quick", "--max_new_tokens=5", "--json"]) == 0
+    assert sample.main([f"--out_dir={out}", "--start=the quick", "--max_new_tokens=5", "--json", "--device=cpu"]) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[0])
     assert record["prompt"] == "the quick" and 1 <= record["tokens"] <= 5
 
@@ -475,7 +475,7 @@ def test_a_second_run_on_the_same_out_dir_is_refused_while_the_first_goes_on(byt
         line = one_line_error(capsys.readouterr().err)
         assert f"{out} is in use by another training run (process {first.pid} on " in line and "train.py" in line
         # Readers need no lock: sampling works while the first run trains.
-        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3", "--json"]) == 0
+        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3", "--json", "--device=cpu"]) == 0
         assert first.poll() is None
     finally:
         first.send_signal(signal.SIGTERM)
@@ -542,7 +542,7 @@ def test_resume_falls_back_past_a_checkpoint_that_cannot_be_loaded(byte_data, tm
     corrupt(out / "ckpt-0000004", how)
     capsys.readouterr()
     if how == "truncated weights":  # sample.py loads the weights: it names the file and the way out
-        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3"]) == 1
+        assert sample.main([f"--out_dir={out}", "--max_new_tokens=3", "--device=cpu"]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"{out / 'ckpt-0000004' / file}: truncated or corrupt safetensors file" in err
