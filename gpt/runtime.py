@@ -155,7 +155,7 @@ def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
     except ImportError as e:  # installed, but built for another torch: each release imports with its own
         raise MissingPackage(f"--fp8: torchao {importlib.metadata.version('torchao')} does not import with torch "
                              f"{torch.__version__} ({e}); install the torchao release made for your torch "
-                             f"(README, 'Install')") from None
+                             f"(README, 'Two commands')") from None
 
     def in_a_block(module: torch.nn.Module, name: str) -> bool:
         return name.startswith("transformer.h.") and module.in_features % 16 == 0 and module.out_features % 16 == 0
