@@ -1,6 +1,8 @@
 """bench.py's pieces that can break without a benchmark run: its recipes are valid train.py
 command lines. (Speed and quality are measured by running bench.py, never asserted here.)"""
 
+from pathlib import Path
+
 import pytest
 
 import bench
@@ -96,3 +98,32 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
         assert float(ratio) == pytest.approx(float(tok_s.replace(",", "")) / first, abs=0.01)
     # the same seed and data: --deterministic and --log_interval=1 change no loss on the CPU
     assert re.search(r"--deterministic=true: .* at most 0\.0000 ", out) and re.search(r"--log_interval=1 .* at most 0\.0000 ", out)
+
+
+def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path, capsys, monkeypatch):
+    # The `default` GPU stage's second command (.ci/gpu), shrunk to a tiny model on the CPU, so
+    # that a GPU session does not spend its minutes on a CPU-side fault: every CPU row prints a
+    # speed, greedy tokens equal transformers' on the same weights, and sample.py's wall time is
+    # taken end to end. Nothing is timed against a figure.
+    import re
+
+    from tests.test_sample import make_run
+
+    pytest.importorskip("transformers")
+    run = make_run(tmp_path / "run")
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the wall-time run starts `sample.py` from the root
+    bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
+                "--repeat=1", "--num_samples=2", "--device=cpu", f"--sample_wall_out_dir={run}"])
+    out = capsys.readouterr().out
+    speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s", out, re.M))
+    assert set(speeds) == {
+        "ours, KV cache, fp32", "ours, no cache, fp32", "ours, KV cache, bf16 weights",
+        "transformers generate, cache, fp32", "sample.py, KV cache, fp32", "sample.py, KV cache, --dtype=auto",
+        "sample.py, no cache, fp32", "sample.py x2, KV cache, fp32", "sample.py x2, KV cache, --dtype=auto",
+        "transformers generate x2, cache, fp32"}, out
+    assert all(float(v) > 0 for v in speeds.values())
+    assert "greedy tokens equal to transformers': 100.0%" in out
+    ratios = re.findall(r"^  (.+?): +([\d.]+)x  \(target", out, re.M)
+    assert len(ratios) == 8 and all(float(r) > 0 for _, r in ratios), out
+    assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300: [\d.]+ s wall", out, re.M)
+    assert "CUDA graph" not in out  # the CUDA rows are the GPU's (tests/test_cuda.py runs their paths)
