@@ -10,6 +10,7 @@ callers that caught the old type still do.
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 
@@ -42,6 +43,21 @@ class HubUnreachable(UsageError, RuntimeError):
 
 class MissingPackage(UsageError, RuntimeError):
     """A package the project needs is not installed, or its files fail their hash check."""
+
+
+def install_hint(e: ImportError, package: str, module: str | None = None) -> str:
+    """What to do after `import module` (default: the package's name) raised e: 'pip install package'
+    where it is absent; where it is installed but does not import (a release made for a newer torch or
+    NumPy than the one here, say), which release and why, since installing it again would not help."""
+    module = module or package
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == module.split(".")[0]:
+        return f"pip install {package}"
+    try:
+        version = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    return (f"{package} {version} is installed but does not import here ({e}): install a release that fits "
+            f"the torch and NumPy installed (README, 'Two commands')")
 
 
 class NonFiniteLogits(UsageError, FloatingPointError):

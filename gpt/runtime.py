@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import math
 import os
 import random
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError, MissingPackage, UsageError
+from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -150,12 +149,9 @@ def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
     try:
         from torchao.float8 import convert_to_float8_training
         from torchao.float8.float8_linear import Float8Linear
-    except ModuleNotFoundError as e:
-        raise MissingPackage(f"--fp8 needs torchao: pip install torchao ({e})") from None
-    except ImportError as e:  # installed, but built for another torch: each release imports with its own
-        raise MissingPackage(f"--fp8: torchao {importlib.metadata.version('torchao')} does not import with torch "
-                             f"{torch.__version__} ({e}); install the torchao release made for your torch "
-                             f"(README, 'Two commands')") from None
+    except ImportError as e:
+        raise MissingPackage(f"--fp8 needs torchao (torch {torch.__version__} here): {install_hint(e, 'torchao')}"
+                             ) from None
 
     def in_a_block(module: torch.nn.Module, name: str) -> bool:
         return name.startswith("transformer.h.") and module.in_features % 16 == 0 and module.out_features % 16 == 0

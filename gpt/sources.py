@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from gpt.errors import install_hint
 from gpt.instruct import RecordError, Segments, is_supervised, segments, to_messages
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
@@ -206,8 +207,8 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
 def _import_datasets():
     try:
         import datasets
-    except ImportError:
-        raise PrepareError("this input needs the PyPI package 'datasets': pip install datasets") from None
+    except ImportError as e:
+        raise PrepareError(f"this input needs the PyPI package 'datasets': {install_hint(e, 'datasets')}") from None
     datasets.utils.logging.set_verbosity_error()
     return datasets
 

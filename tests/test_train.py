@@ -51,6 +51,24 @@ def run(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
+def torchrun(script: Path, *args) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node=2 script args` on the CPU (gloo, one thread a rank).
+    A run past 300 s is a hang: torchrun gets SIGTERM, which it passes on to the ranks (they run in
+    sessions of their own: killing torchrun alone, as subprocess.run's timeout does, leaves them running
+    and holding its output open), and the test fails with what the ranks printed."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           *map(str, args)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"torchrun ran past 300 s and was stopped, ranks included:\n{out[-3000:]}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def losses(out_dir: Path) -> dict[int, float]:
     records = [json.loads(l) for l in (out_dir / "metrics.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in records if "loss" in r}
@@ -167,11 +185,8 @@ def test_a_time_budget_plans_for_the_checkpoint_after_each_evaluation(byte_data,
 
 def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
     out = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0",
-                           "--time_budget=15", "--eval_interval=1000", f"--out_dir={out}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0",
+                    "--time_budget=15", "--eval_interval=1000", f"--out_dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # a disagreement would hang or fail
     steps = open_checkpoint(out).meta["config"]["max_iters"]
     assert steps > 10 and open_checkpoint(out).meta["step"] == steps and max(losses(out)) == steps
@@ -205,9 +220,7 @@ sys.exit(train.main(sys.argv[1:]))
 """)
     one, two = tmp_path / "one", tmp_path / "two"
     run(*common, f"--out_dir={one}")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(probe), *common, f"--out_dir={two}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = torchrun(probe, *common, f"--out_dir={two}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     if "torch.compile on" not in proc.stdout:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
@@ -237,10 +250,8 @@ train.largest, StepChecks.add = counted, add_then_signal
 sys.exit(train.main(sys.argv[1:]))
 """)
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(probe), f"--data={byte_data}", *TINY, "--log_interval=5", "--max_iters=100",
-                           "--eval_interval=1000", f"--out_dir={out}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--log_interval=5", "--max_iters=100",
+                    "--eval_interval=1000", f"--out_dir={out}")
     assert proc.returncode != 0  # the workers exit 143, which torchrun reports as a failure
     # rank 0, which got no signal, stops with rank 1's at step 5 (and says so, rank 0 alone speaks)
     assert "stopped by signal 15 at step 5;" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -254,10 +265,7 @@ def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_pa
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
     run(*common, f"--out_dir={one}")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "train.py"), *common, f"--out_dir={two}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    proc = torchrun(ROOT / "train.py", *common, f"--out_dir={two}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     a, b = losses(one), losses(two)
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
@@ -587,11 +595,8 @@ def test_a_bug_keeps_its_traceback(byte_data, tmp_path, monkeypatch):
 def test_torchrun_with_the_default_accumulation_runs(byte_data, tmp_path):
     # Two gloo processes on the CPU, gradient_accumulation_steps left at its default of 1.
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--max_iters=2",
-                           "--eval_interval=100", f"--out_dir={out}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100",
+                    f"--out_dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert ("note: gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
             "tokens per step 128 -> 256") in proc.stdout
