@@ -107,7 +107,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
-    fp8_layers = use_fp8(model, device) if cfg.fp8 else 0  # before the optimizer and compile see the layers
+    fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile see the layers
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
         else model.config.block_size
@@ -159,7 +159,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         write_config(out_dir, cfg)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
-              + (f" | float8 matmuls in {fp8_layers} layers" if cfg.fp8 else "")
+              + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
+                 if cfg.fp8 else "")
               + (" | deterministic kernels" if cfg.deterministic else ""))
         if cfg.fp8 and not did_compile and device.type == "cuda":
             print("note: --fp8 without torch.compile is slower than bf16 (its scaling and casts run as kernels of "
@@ -411,7 +412,7 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         return model.train(), (resume.meta.get("lora") or {}).get("base")
     if cfg.init_from == "scratch":
         vocab = data.vocab_size
-        if device.type == "cuda":
+        if device.type == "cuda" or cfg.fp8_head:  # (float8 matmuls need multiples of 16)
             vocab = (vocab + 63) // 64 * 64  # e.g. 50257 -> 50304: matmul shapes the tensor cores like
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,

@@ -87,6 +87,8 @@ class TrainConfig:
     seed: int = opt(1337, "random seed (data order, init, dropout)")
     fp8: bool = opt(False, "float8 matmuls in the blocks' Linear layers (torchao's float8 training; a GPU of compute "
                            "capability >= 8.9, e.g. H100, L4, RTX 40xx; runs on the CPU too, slowly); checkpoints stay plain")
+    fp8_head: bool = opt(False, "with fp8: the head's matmul (the logits) in float8 too, as modded-nanogpt's speedrun "
+                                "does (torchtitan and nanochat keep it in bf16); its gain and loss drift: bench.py train")
     deterministic: bool = opt(False, "deterministic kernels: identical runs give identical losses, also on a GPU, "
                                      "and a resume continues bit for bit; slower on a GPU (bench.py train --deterministic)")
     # -- fine-tuning
@@ -149,6 +151,8 @@ class TrainConfig:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if self.pos_encoding == "rope" and self.n_head > 0 and (self.n_embd // self.n_head) % 2:
             errors.append(f"rotary positions need an even head size, got n_embd / n_head = {self.n_embd // self.n_head}")
+        if self.fp8_head and not self.fp8:
+            errors.append("fp8_head puts the head in float8 beside the blocks: it needs fp8=true")
         if self.fp8 and self.lora_rank:
             errors.append("fp8 speeds up training all the weights; with lora_rank the base weights are frozen: "
                           "use one or the other")

@@ -132,14 +132,17 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         model.zero_grad(set_to_none=True)
 
 
-def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
+def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) -> int:
     """--fp8 (issue 9): the blocks' Linear layers compute their matmuls in float8, through torchao's
     float8 training (dynamic tensorwise scales: e4m3 for weights and activations, e5m2 for their
-    gradients; an H100 runs these at twice bf16's rate). The rest stays as --dtype says: the head,
-    whose weight is the embedding's and whose logits want the precision (torchtitan and nanochat
-    leave it out too), and layers whose sides are not multiples of 16, which float8 matmuls need.
-    Weights keep their dtype and names, so checkpoints stay plain: sample.py and a resume load them
-    as any other. Call before building the optimizer and compiling. Returns the layers converted."""
+    gradients; an H100 runs these at twice bf16's rate). The rest stays as --dtype says: layers whose
+    sides are not multiples of 16, which float8 matmuls need, and the head, whose logits want the
+    precision (torchtitan and nanochat leave it out too) -- unless `head` (--fp8_head): GPT-2 124M's
+    head is its largest matmul, 31% of the forward's matmul FLOPs, and modded-nanogpt's speedrun
+    multiplies it in float8. The head's weight stays the embedding's (torchao's layer takes over the
+    same Parameter). Weights keep their dtype and names, so checkpoints stay plain: sample.py and a
+    resume load them as any other. Call before building the optimizer and compiling. Returns the
+    layers converted."""
     if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
         raise UsageError(f"--fp8 needs a GPU with float8 matmuls (compute capability 8.9 or more: Ada, Hopper, "
                          f"Blackwell); {torch.cuda.get_device_name(device)} has "
@@ -153,10 +156,15 @@ def use_fp8(model: torch.nn.Module, device: torch.device) -> int:
         raise MissingPackage(f"--fp8 needs torchao (torch {torch.__version__} here): {install_hint(e, 'torchao')}"
                              ) from None
 
-    def in_a_block(module: torch.nn.Module, name: str) -> bool:
-        return name.startswith("transformer.h.") and module.in_features % 16 == 0 and module.out_features % 16 == 0
+    def fits(module: torch.nn.Module) -> bool:
+        return module.in_features % 16 == 0 and module.out_features % 16 == 0
 
-    convert_to_float8_training(model, module_filter_fn=in_a_block)
+    if head and not fits(model.lm_head):
+        raise UsageError(f"--fp8_head: the head is {model.lm_head.in_features} x {model.lm_head.out_features}, and "
+                         f"float8 matmuls need sides that are multiples of 16 (a model trained from scratch pads its "
+                         f"vocabulary for that; pretrained GPT-2's 50,257 cannot be)")
+    convert_to_float8_training(model, module_filter_fn=lambda module, name: fits(module) and (
+        name.startswith("transformer.h.") or (head and name == "lm_head")))
     return sum(isinstance(m, Float8Linear) for m in model.modules())
 
 

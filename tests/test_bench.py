@@ -86,13 +86,15 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
         (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
     data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
                    quiet=True)
-    bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step", "--with=--batch_size=2",
+    bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step",
+                "--with=--batch_size=2  --dropout=0.1",  # a row of two flags
                 "--", f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32",
                 "--batch_size=4", "--compile=false", "--device=cpu", "--warmup_iters=2"])
     out = capsys.readouterr().out
     rows = {flag: (tok_s, ratio) for flag, tok_s, ratio in re.findall(
-        r"^  (--\S+?)(?: \(.*?\))?: [\d.]+ ms/step, ([\d,]+) tokens/s, ([\d.]+)x the tokens/s", out, re.M)}
-    assert list(rows) == ["--deterministic=true", "--log_interval=1", "--batch_size=2"], out[-3000:]
+        r"^  (--[^:(]+?)(?: \(.*?\))?: [\d.]+ ms/step, ([\d,]+) tokens/s, ([\d.]+)x the tokens/s", out, re.M)}
+    assert list(rows) == ["--batch_size=2 --dropout=0.1", "--deterministic=true", "--log_interval=1"], out[-3000:]
+    assert re.search(r"^train --batch_size=2 --dropout=0\.1: python train\.py .* --batch_size=2 --dropout=0\.1$", out, re.M)
     first = float(re.search(r"^  \S+ \S+: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M).group(1).replace(",", ""))
     for tok_s, ratio in rows.values():  # the ratio is of tokens/s, also where a step holds fewer tokens
         assert float(ratio) == pytest.approx(float(tok_s.replace(",", "")) / first, abs=0.01)

@@ -204,3 +204,9 @@ def test_fp8_and_lora_are_refused_together():
     with pytest.raises(ConfigError, match="fp8 speeds up training all the weights; with lora_rank"):
         parse_args(["--fp8=true", "--lora_rank=8", "--init_from=gpt2"])
     assert parse_args(["--fp8=true"])[0].fp8 is True
+
+
+def test_fp8_head_needs_fp8():
+    with pytest.raises(ConfigError, match="fp8_head puts the head in float8 beside the blocks: it needs fp8=true"):
+        parse_args(["--fp8_head=true"])
+    assert parse_args(["--fp8=true", "--fp8_head=true"])[0].fp8_head is True

@@ -87,15 +87,16 @@ def test_mfu_is_in_the_metrics_on_a_known_gpu(byte_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compile", ["false", "true"])
-def test_fp8_trains_in_bf16_compiled_or_not_close_to_bf16(byte_data, tmp_path, compile):
+@pytest.mark.parametrize("compile,head", [("false", False), ("true", False), ("true", True)])
+def test_fp8_trains_in_bf16_compiled_or_not_close_to_bf16(byte_data, tmp_path, compile, head):
     pytest.importorskip("torchao.float8")
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip(f"{torch.cuda.get_device_name()} has no float8 matmuls")
     common = [f"--data={byte_data}", *TINY, "--dtype=bfloat16", f"--compile={compile}", "--max_iters=6"]
-    proc = train(*common, "--fp8=true", f"--out_dir={tmp_path / 'fp8'}")
+    proc = train(*common, "--fp8=true", f"--fp8_head={head}", f"--out_dir={tmp_path / 'fp8'}")
     train(*common, f"--out_dir={tmp_path / 'bf16'}")
-    assert "float8 matmuls in 8 layers" in proc.stdout
+    assert f"float8 matmuls in {9 if head else 8} layers" in proc.stdout
+    assert ("the head among them" in proc.stdout) == head
     fp8, bf16 = losses(tmp_path / "fp8"), losses(tmp_path / "bf16")
     assert sorted(fp8) == list(range(1, 7)) and all(math.isfinite(v) for v in fp8.values())
     assert max(abs(fp8[s] - bf16[s]) for s in bf16) < 0.1

@@ -159,6 +159,33 @@ def test_a_failed_compile_runs_eager_with_the_one_wrapper_it_built(monkeypatch):
     assert len(built) == 1 and train_model is built[0] and built[0].module is model
 
 
+def test_fp8_head_changes_the_logits_arithmetic_yet_stays_close_to_full_precision():
+    # The same weights and batch three ways: full precision, the blocks in float8 (--fp8), and the
+    # head too (--fp8_head). The head's float8 must show in the loss (else it did not run), and
+    # the loss and the tied weight's gradient (from the embedding and the head) stay close to fp32's.
+    pytest.importorskip("torchao.float8")
+    import copy
+
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import use_fp8
+
+    torch.manual_seed(0)
+    base = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=False))
+    x, y = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
+    loss, grad = {}, {}
+    for kind in ("fp32", "blocks", "head"):
+        model = copy.deepcopy(base)
+        if kind != "fp32":
+            use_fp8(model, torch.device("cpu"), head=kind == "head")
+        _, loss[kind] = model(x, y)
+        loss[kind].backward()
+        grad[kind] = model.transformer.wte.weight.grad
+    assert loss["head"].item() != loss["blocks"].item() and not torch.equal(grad["head"], grad["blocks"])
+    for kind in ("blocks", "head"):
+        assert abs(loss[kind].item() - loss["fp32"].item()) < 1e-3
+        assert (grad[kind] - grad["fp32"]).norm() < 0.1 * grad["fp32"].norm()
+
+
 def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_it(monkeypatch):
     pytest.importorskip("torchao.float8")
     from gpt.errors import MissingPackage, UsageError
@@ -173,8 +200,18 @@ def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_
                          for layer in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")}
     assert model.lm_head.weight is model.transformer.wte.weight  # the head stays plain and tied
     assert {n: p for n, p in model.named_parameters()} == names  # same parameters, same names
+    # --fp8_head: the head too, its weight still the embedding's (one Parameter, trained by both)
+    with_head = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=False))
+    names = {n: p for n, p in with_head.named_parameters()}
+    assert use_fp8(with_head, torch.device("cpu"), head=True) == 9
+    assert type(with_head.lm_head).__name__ == "Float8Linear"
+    assert with_head.lm_head.weight is with_head.transformer.wte.weight
+    assert {n: p for n, p in with_head.named_parameters()} == names
     odd = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=24, bias=False))
     assert use_fp8(odd, torch.device("cpu")) == 0  # 24 is no multiple of 16: float8 matmuls can't take it
+    gpt2_vocab = GPT(GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=2, n_embd=32, bias=False))
+    with pytest.raises(UsageError, match=r"--fp8_head: the head is 32 x 50257, and float8 matmuls need sides that"):
+        use_fp8(gpt2_vocab, torch.device("cpu"), head=True)  # asked for, so refused rather than left in bf16
     with pytest.raises(UsageError, match="--fp8 runs on CUDA GPUs"):
         use_fp8(odd, torch.device("mps"))
     monkeypatch.setitem(sys.modules, "torchao.float8", None)  # as if torchao were not installed

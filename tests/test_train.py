@@ -144,6 +144,26 @@ def test_fp8_trains_close_to_full_precision_resumes_bit_identical_and_saves_plai
     assert model.generate(torch.zeros((1, 1), dtype=torch.long), 4, temperature=0).shape == (1, 5)
 
 
+def test_fp8_head_multiplies_the_tied_head_in_float8_too_and_sample_py_reads_its_checkpoint(byte_data, tmp_path,
+                                                                                            capsys):
+    pytest.importorskip("torchao.float8")
+    # (tests/test_runtime.py compares its loss and gradients with the blocks-only conversion's)
+    head = tmp_path / "head"
+    assert train.main([f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=4", "--fp8=true",
+                       "--fp8_head=true", f"--out_dir={head}"]) == 0
+    assert "float8 matmuls in 9 layers, the head among them" in capsys.readouterr().out
+    # the byte vocabulary (257) is padded to 320 so the head's sides are multiples of 16
+    assert open_checkpoint(head).meta["model_config"]["vocab_size"] == 320
+    got = losses(head)
+    assert sorted(got) == list(range(1, 5)) and got[4] < got[1]
+    weights = final_weights(head)  # tied: stored once, trained by the embedding's and the head's gradients
+    assert "lm_head.weight" not in weights and "transformer.wte.weight" in weights
+    proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={head}", "--device=cpu",
+                           "--max_new_tokens=20", "--seed=1", "--compile=false"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=50"]
     assert train.main([*common, "--max_iters=0", "--time_budget=3", f"--out_dir={tmp_path / 'budget'}"]) == 0
