@@ -57,6 +57,9 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert (muon.tokenizer, muon.n_layer, muon.n_embd, muon.block_size, muon.batch_size, muon.dropout) == \
         (gpu_preset.tokenizer, gpu_preset.n_layer, gpu_preset.n_embd, gpu_preset.block_size, gpu_preset.batch_size,
          gpu_preset.dropout)
+    wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-wide"])  # gpu-muon a size up, nothing else changed
+    assert (wide.n_layer, wide.n_head, wide.n_embd) == (8, 8, 512)
+    assert {**wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == muon.to_dict()
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():
