@@ -137,12 +137,12 @@ def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) ->
     float8 training (dynamic tensorwise scales: e4m3 for weights and activations, e5m2 for their
     gradients; an H100 runs these at twice bf16's rate). The rest stays as --dtype says: layers whose
     sides are not multiples of 16, which float8 matmuls need, and the head, whose logits want the
-    precision (torchtitan and nanochat leave it out too) -- unless `head` (--fp8_head): GPT-2 124M's
-    head is its largest matmul, 31% of the forward's matmul FLOPs, and modded-nanogpt's speedrun
-    multiplies it in float8. The head's weight stays the embedding's (torchao's layer takes over the
-    same Parameter). Weights keep their dtype and names, so checkpoints stay plain: sample.py and a
-    resume load them as any other. Call before building the optimizer and compiling. Returns the
-    layers converted."""
+    precision (torchtitan and nanochat leave it out too) -- unless `head` (--fp8_head): GPT-2 124M's head
+    is its largest matmul (31% of its Linear layers' FLOPs; 27% counting attention's), and
+    modded-nanogpt's speedrun multiplies it in float8. The head's weight stays the embedding's (torchao's
+    layer takes over the same Parameter). Weights keep their dtype and names, so checkpoints stay plain:
+    sample.py and a resume load them as any other. Call before building the optimizer and compiling.
+    Returns the layers converted."""
     if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
         raise UsageError(f"--fp8 needs a GPU with float8 matmuls (compute capability 8.9 or more: Ada, Hopper, "
                          f"Blackwell); {torch.cuda.get_device_name(device)} has "
