@@ -595,7 +595,7 @@ QUALITY_RECIPES = {
     # GPU yet; `bench.py quality --recipes=gpu-muon,gpu-before` on one measures it.
     "gpu-muon": ["--config=shakespeare-gpu", "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                  "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015"],
-    # The same, a size up (8 x 512, 2.3x the blocks' parameters): the preset sees Shakespeare's
+    # The same, a size up (8 x 512, 2.4x the blocks' parameters): the preset sees Shakespeare's
     # ~5M bytes some 15 times in 90 s on an H100, where a larger model with dropout may fit better
     # in fewer passes. Not measured on a GPU yet.
     "gpu-muon-wide": ["--config=shakespeare-gpu", "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",

@@ -341,4 +341,6 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
                          + "\n(to start a new run from these weights, use --init_from=<the run directory>)")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
+    if "fp8" in user_keys and not cfg.fp8 and "fp8_head" not in user_keys:
+        merged["fp8_head"] = False  # it rides on fp8: --fp8=false (say, on a GPU without float8) ends both
     return TrainConfig(**{k: v for k, v in merged.items() if k in {f.name for f in fields(TrainConfig)}})

@@ -160,9 +160,11 @@ def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) ->
         return module.in_features % 16 == 0 and module.out_features % 16 == 0
 
     if head and not fits(model.lm_head):
-        raise UsageError(f"--fp8_head: the head is {model.lm_head.in_features} x {model.lm_head.out_features}, and "
-                         f"float8 matmuls need sides that are multiples of 16 (a model trained from scratch pads its "
-                         f"vocabulary for that; pretrained GPT-2's 50,257 cannot be)")
+        width, vocab = model.lm_head.in_features, model.lm_head.out_features
+        odd = [f"n_embd {width}"] * (width % 16 != 0) + [f"the vocabulary of {vocab}"] * (vocab % 16 != 0)
+        raise UsageError(f"--fp8_head: float8 matmuls need the head's sides to be multiples of 16, and "
+                         f"{' and '.join(odd)} {'is' if len(odd) == 1 else 'are'} not (a run from scratch with "
+                         f"--fp8_head pads its vocabulary; pretrained weights and runs without it keep theirs)")
     convert_to_float8_training(model, module_filter_fn=lambda module, name: fits(module) and (
         name.startswith("transformer.h.") or (head and name == "lm_head")))
     return sum(isinstance(m, Float8Linear) for m in model.modules())

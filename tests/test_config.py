@@ -92,6 +92,15 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
     assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)
 
 
+def test_resume_with_fp8_off_turns_the_float8_head_off_too():
+    saved = TrainConfig(fp8=True, fp8_head=True).to_dict()
+    cfg, keys = parse_args(["--init_from=resume", "--fp8=false"])  # e.g. resumed on a GPU without float8
+    merged = resume_config(saved, cfg, keys)
+    assert (merged.fp8, merged.fp8_head) == (False, False)
+    cfg, keys = parse_args(["--init_from=resume", "--max_iters=9"])
+    assert resume_config(saved, cfg, keys).fp8_head is True  # kept where nothing asks otherwise
+
+
 def test_resume_takes_the_architecture_from_the_checkpoints_model_config():
     # A run saved before `activation` existed: its train config lacks the key and its model is
     # GPT-2's tanh GELU (the GPTConfig default), whatever TrainConfig's default is now.

@@ -210,8 +210,12 @@ def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_
     odd = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=24, bias=False))
     assert use_fp8(odd, torch.device("cpu")) == 0  # 24 is no multiple of 16: float8 matmuls can't take it
     gpt2_vocab = GPT(GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=2, n_embd=32, bias=False))
-    with pytest.raises(UsageError, match=r"--fp8_head: the head is 32 x 50257, and float8 matmuls need sides that"):
+    with pytest.raises(UsageError, match=r"--fp8_head: float8 matmuls need the head's sides to be multiples of 16, "
+                                         r"and the vocabulary of 50257 is not \(a run from scratch"):
         use_fp8(gpt2_vocab, torch.device("cpu"), head=True)  # asked for, so refused rather than left in bf16
+    narrow = GPT(GPTConfig(vocab_size=320, block_size=16, n_layer=1, n_head=2, n_embd=24, bias=False))
+    with pytest.raises(UsageError, match=r"multiples of 16, and n_embd 24 is not \("):
+        use_fp8(narrow, torch.device("cpu"), head=True)
     with pytest.raises(UsageError, match="--fp8 runs on CUDA GPUs"):
         use_fp8(odd, torch.device("mps"))
     monkeypatch.setitem(sys.modules, "torchao.float8", None)  # as if torchao were not installed

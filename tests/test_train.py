@@ -144,18 +144,22 @@ def test_fp8_trains_close_to_full_precision_resumes_bit_identical_and_saves_plai
     assert model.generate(torch.zeros((1, 1), dtype=torch.long), 4, temperature=0).shape == (1, 5)
 
 
-def test_fp8_head_multiplies_the_tied_head_in_float8_too_and_sample_py_reads_its_checkpoint(byte_data, tmp_path,
-                                                                                            capsys):
+def test_fp8_head_multiplies_the_tied_head_in_float8_resumes_bit_identical_and_sample_py_reads_it(byte_data, tmp_path,
+                                                                                                  capsys):
     pytest.importorskip("torchao.float8")
     # (tests/test_runtime.py compares its loss and gradients with the blocks-only conversion's)
-    head = tmp_path / "head"
-    assert train.main([f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=4", "--fp8=true",
-                       "--fp8_head=true", f"--out_dir={head}"]) == 0
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=3", "--lr_decay_iters=6", "--fp8=true", "--fp8_head=true"]
+    head, split = tmp_path / "head", tmp_path / "split"
+    assert train.main([*common, "--max_iters=6", f"--out_dir={head}"]) == 0
     assert "float8 matmuls in 9 layers, the head among them" in capsys.readouterr().out
     # the byte vocabulary (257) is padded to 320 so the head's sides are multiples of 16
     assert open_checkpoint(head).meta["model_config"]["vocab_size"] == 320
     got = losses(head)
-    assert sorted(got) == list(range(1, 5)) and got[4] < got[1]
+    assert sorted(got) == list(range(1, 7)) and got[6] < got[1]
+    assert train.main([*common, "--max_iters=3", f"--out_dir={split}"]) == 0
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={split}"]) == 0
+    assert "the head among them" in capsys.readouterr().out  # resumed with the head in float8, bit for bit
+    assert losses(split) == got
     weights = final_weights(head)  # tied: stored once, trained by the embedding's and the head's gradients
     assert "lm_head.weight" not in weights and "transformer.wte.weight" in weights
     proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={head}", "--device=cpu",
