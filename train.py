@@ -107,7 +107,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
-    fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile see the layers
+    fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
         else model.config.block_size
