@@ -476,25 +476,31 @@ def bench_train(args: argparse.Namespace) -> None:
               f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT's bench.py, which waits for "
               f"the GPU at every step, at 477,700)", flush=True)
 
-    def run(argv: list[str], what: str) -> list[dict]:
+    def run(argv: list[str], what: str) -> tuple[list[dict], dict]:
         """train.py in this process with a fresh torch.compile state, so no variant runs into dynamo's
-        limit of graphs per function (past it, it would silently run eager); its metric records."""
+        limit of graphs per function (past it, it would silently run eager): its metric records and
+        its config as it ran (a --config's settings applied)."""
         torch._dynamo.reset()
         with tempfile.TemporaryDirectory() as out:
             print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
             status = train.main([*argv, f"--out_dir={out}"])
             if status != 0:
                 raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
-            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], json.load(open(f"{out}/config.json"))
+
+    def optimizer_flag(optimizer: str) -> list[str]:  # auto: the --config's optimizer, else train.py's default
+        return [] if optimizer == "auto" else [f"--optimizer={optimizer}"]
     dtypes = args.dtypes.split(",")
     variants = [(d, o) for d in dtypes for o in args.optimizers.split(",")]
+    ran_with = {}  # each variant's optimizer as train.py chose it
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
     for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
         for dtype, optimizer in variants:
-            records = run([*overrides, f"--dtype={dtype}", f"--optimizer={optimizer}",
-                           f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
-                           f"--log_interval={record}", "--eval_iters=1"], f"{dtype} {optimizer}")
+            records, config = run([*overrides, f"--dtype={dtype}", *optimizer_flag(optimizer),
+                                   f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
+                                   f"--log_interval={record}", "--eval_iters=1"], f"{dtype} {optimizer}")
+            ran_with[dtype, optimizer] = config["optimizer"]
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
             loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if "loss" in r})
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
@@ -505,15 +511,15 @@ def bench_train(args: argparse.Namespace) -> None:
         ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
         label = dtype if "," not in args.optimizers else f"{dtype} {optimizer}"
         tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
-        print(f"  {dtype} {optimizer}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
+        print(f"  {dtype} {ran_with[dtype, optimizer]}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
               + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                  f"{args.warmup} warm-up, {args.rounds} round(s))")
     base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
     for flag in rows:
-        records = run([*overrides, f"--dtype={variants[0][0]}", f"--optimizer={variants[0][1]}",
-                       f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={record}",
-                       "--eval_iters=1", *flag.split()], flag)
+        records, _ = run([*overrides, f"--dtype={variants[0][0]}", *optimizer_flag(variants[0][1]),
+                          f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
+                          f"--log_interval={record}", "--eval_iters=1", *flag.split()], flag)
         steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
         ms = statistics.median(r["ms_per_step"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
@@ -548,8 +554,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                                                    "train.py's choice: bf16 on a GPU, fp32 on the CPU)")
     from gpt.config import TrainConfig
 
-    p.add_argument("--optimizers", default=TrainConfig.optimizer,
-                   help=f"comma-separated, e.g. adamw,muon (default: {TrainConfig.optimizer}, train.py's)")
+    p.add_argument("--optimizers", default="auto",
+                   help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: the --config's "
+                        f"optimizer, else {TrainConfig.optimizer})")
     p.add_argument("--rounds", type=int, default=1, help="runs of every variant, alternating (default: 1)")
     p.add_argument("--nanogpt_cpu", action="store_true", help="nanoGPT's CPU recipe shape, compared with its 33 ms/iter")
     p.add_argument("--nanogpt_gpu", action="store_true", help="also time a stand-in for nanoGPT's GPT-2 124M step on "
