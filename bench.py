@@ -488,19 +488,19 @@ def bench_train(args: argparse.Namespace) -> None:
                 raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
             return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], json.load(open(f"{out}/config.json"))
 
-    def optimizer_flag(optimizer: str) -> list[str]:  # auto: the --config's optimizer, else train.py's default
-        return [] if optimizer == "auto" else [f"--optimizer={optimizer}"]
+    def chosen(dtype: str, optimizer: str) -> list[str]:  # auto: the --config's choice, else train.py's default
+        return [f"--{k}={v}" for k, v in (("dtype", dtype), ("optimizer", optimizer)) if v != "auto"]
     dtypes = args.dtypes.split(",")
     variants = [(d, o) for d in dtypes for o in args.optimizers.split(",")]
-    ran_with = {}  # each variant's optimizer as train.py chose it
+    ran_with = {}  # each variant's dtype and optimizer as train.py took them
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
     for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
         for dtype, optimizer in variants:
-            records, config = run([*overrides, f"--dtype={dtype}", *optimizer_flag(optimizer),
+            records, config = run([*overrides, *chosen(dtype, optimizer),
                                    f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
                                    f"--log_interval={record}", "--eval_iters=1"], f"{dtype} {optimizer}")
-            ran_with[dtype, optimizer] = config["optimizer"]
+            ran_with[dtype, optimizer] = f"{config['dtype']} {config['optimizer']}"
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
             loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if "loss" in r})
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
@@ -511,13 +511,13 @@ def bench_train(args: argparse.Namespace) -> None:
         ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
         label = dtype if "," not in args.optimizers else f"{dtype} {optimizer}"
         tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
-        print(f"  {dtype} {ran_with[dtype, optimizer]}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
+        print(f"  {ran_with[dtype, optimizer]}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
               + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                  f"{args.warmup} warm-up, {args.rounds} round(s))")
     base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
     for flag in rows:
-        records, _ = run([*overrides, f"--dtype={variants[0][0]}", *optimizer_flag(variants[0][1]),
+        records, _ = run([*overrides, *chosen(*variants[0]),
                           f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000",
                           f"--log_interval={record}", "--eval_iters=1", *flag.split()], flag)
         steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
@@ -550,8 +550,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean")
-    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto, "
-                                                   "train.py's choice: bf16 on a GPU, fp32 on the CPU)")
+    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: the "
+                                                   "--config's dtype, else train.py's choice: bf16 on a GPU, fp32 "
+                                                   "on the CPU)")
     from gpt.config import TrainConfig
 
     p.add_argument("--optimizers", default="auto",

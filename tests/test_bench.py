@@ -90,14 +90,15 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
     data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
                    quiet=True)
     preset = tmp_path / "preset.toml"  # as configs/gpt2-124m.toml, a preset that names its optimizer
-    preset.write_text('optimizer = "adamw"\n')
+    preset.write_text('optimizer = "adamw"\ndtype = "float32"\n')
     bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step",
                 "--with=--batch_size=2  --dropout=0.1",  # a row of two flags
                 "--", f"--config={preset}", f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32",
                 "--block_size=32", "--batch_size=4", "--compile=false", "--device=cpu", "--warmup_iters=2"])
     out = capsys.readouterr().out
-    # every row runs the preset's optimizer: bench.py adds no --optimizer of its own unless asked
-    assert re.search(r"^  auto adamw: [\d.]+ ms/step", out, re.M) and "--optimizer" not in out, out[-3000:]
+    # every row runs the preset's optimizer and dtype: bench.py adds neither flag unless asked
+    assert re.search(r"^  float32 adamw: [\d.]+ ms/step", out, re.M), out[-3000:]
+    assert "--optimizer" not in out and "--dtype" not in out
     rows = {flag: (tok_s, ratio) for flag, tok_s, ratio in re.findall(
         r"^  (--[^:(]+?)(?: \(.*?\))?: [\d.]+ ms/step, ([\d,]+) tokens/s, ([\d.]+)x the tokens/s", out, re.M)}
     assert list(rows) == ["--batch_size=2 --dropout=0.1", "--deterministic=true", "--log_interval=1"], out[-3000:]
