@@ -123,7 +123,7 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     run = make_run(tmp_path / "run")
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the wall-time run starts `sample.py` from the root
     bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
-                "--repeat=1", "--num_samples=2", "--device=cpu", f"--sample_wall_out_dir={run}"])
+                "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", f"--sample_wall_out_dir={run}"])
     out = capsys.readouterr().out
     speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s", out, re.M))
     assert set(speeds) == {
@@ -137,3 +137,21 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     assert len(ratios) == 8 and all(float(r) > 0 for _, r in ratios), out
     assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300: [\d.]+ s wall", out, re.M)
     assert "CUDA graph" not in out  # the CUDA rows are the GPU's (tests/test_cuda.py runs their paths)
+    # issue 9's cold / warm generate, in a process of its own
+    cold = re.search(r"^  cold / warm model\.generate in a fresh process, bf16, sample\.py's sampling, 5 tokens: "
+                     r"([\d.]+) s / ([\d.]+) s = ([\d.]+)x  \(target <= 1\.5x\)$", out, re.M)
+    assert cold and float(cold[2]) > 0, out
+
+
+def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):
+    # bench.py quality and the decode step's compile time are measured from an empty compile cache
+    import os
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "warm"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    with bench.fresh_compile_cache() as env:
+        inside = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        assert inside != str(tmp_path / "warm") and os.listdir(inside) == []
+        assert env["TRITON_CACHE_DIR"] == os.path.join(inside, "triton") == os.environ["TRITON_CACHE_DIR"]
+    assert not os.path.exists(inside)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "warm") and "TRITON_CACHE_DIR" not in os.environ
