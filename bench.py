@@ -91,6 +91,14 @@ def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int
 
 
 def bench_decode(args: argparse.Namespace) -> None:
+    """decode_rows, compiling into an empty cache of its own: its first compile of the decode step
+    is a first run's, as sample.py's on a fresh machine (the compile break-even's cost), and the
+    compiled sample.py rows after it reuse that compilation."""
+    with fresh_compile_cache():
+        decode_rows(args)
+
+
+def decode_rows(args: argparse.Namespace) -> None:
     """Decode tokens/s of the GPT-2 124M shape (random weights): the model's generate (cached fp32,
     uncached fp32, cached bf16 weights), transformers' generate on the very same weights, and the
     command line (`sample.main`, from a checkpoint written here) at batch 1 and --num_samples.
@@ -158,8 +166,7 @@ def bench_decode(args: argparse.Namespace) -> None:
 
         m = model.to(torch.bfloat16)
         step = compiled_decode_step(m)
-        with fresh_compile_cache():  # a first compile, as sample.py's on a fresh machine: the break-even's cost
-            compile_s = step.warm_up(args.batch)
+        compile_s = step.warm_up(args.batch)  # the first compile (bench_decode): the break-even's cost
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
         row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
             note=f"  [compiled in {compile_s:.1f} s]")
