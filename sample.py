@@ -324,7 +324,10 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gpt.runtime import kernel_settings, set_kernel_settings
+
     argv = sys.argv[1:] if argv is None else list(argv)
+    saved_kernel_settings = kernel_settings()  # TF32 is global: undone for in-process callers (tests, bench.py)
     try:
         args = parse_args(argv)
         if args.help:
@@ -338,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nsample.py: interrupted", file=sys.stderr)
         return 130
+    finally:
+        set_kernel_settings(saved_kernel_settings)
 
 
 if __name__ == "__main__":

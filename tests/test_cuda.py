@@ -96,6 +96,7 @@ def test_fp8_trains_in_bf16_compiled_or_not_close_to_bf16(byte_data, tmp_path, c
     # with the head in float8, also a sample at the evaluations: the head's matmul on a single row
     proc = train(*common, "--fp8=true", f"--fp8_head={head}", f"--sample_tokens={8 if head else 0}",
                  f"--out_dir={tmp_path / 'fp8'}")
+    assert f"torch.compile {'on' if compile == 'true' else 'off'}" in proc.stdout  # a failed compile runs eager
     train(*common, f"--out_dir={tmp_path / 'bf16'}")
     assert f"float8 matmuls in {9 if head else 8} layers" in proc.stdout
     assert ("the head among them" in proc.stdout) == head
@@ -114,7 +115,8 @@ def test_deterministic_runs_are_identical_and_resume_exactly_on_the_gpu(byte_dat
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=4", "--lr_decay_iters=8",
               "--deterministic=true", f"--compile={compile}"]
     a, b, split = tmp_path / "a", tmp_path / "b", tmp_path / "split"
-    train(*common, "--max_iters=8", f"--out_dir={a}")
+    proc = train(*common, "--max_iters=8", f"--out_dir={a}")
+    assert f"torch.compile {'on' if compile == 'true' else 'off'}" in proc.stdout  # a failed compile runs eager
     train(*common, "--max_iters=8", f"--out_dir={b}")
     train(*common, "--max_iters=4", f"--out_dir={split}")
     train("--init_from=resume", "--max_iters=8", f"--out_dir={split}")  # no --device: stays on the GPU
@@ -168,10 +170,12 @@ def test_a_cpu_run_resumed_on_a_gpu_machine_stays_on_the_cpu(byte_data, tmp_path
 
 
 def test_torchrun_one_process(byte_data, tmp_path):
+    # The launcher's environment on a GPU. One process makes no process group (WORLD_SIZE=1), so
+    # NCCL and DDP are exercised only by the two-GPU test below (and DDP on gloo in test_train.py).
     out = tmp_path / "run"
-    train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}",
-          launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"))
-    assert sorted(losses(out)) == [1, 2, 3]
+    proc = train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}",
+                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"))
+    assert "device cuda x1 |" in proc.stdout and sorted(losses(out)) == [1, 2, 3]
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
@@ -220,7 +224,7 @@ def test_compiled_cuda_graph_step_gives_the_eager_tokens_sampling_included(dtype
     from gpt.generation import compiled_decode_step
 
     model = tiny_model(dtype)
-    prompt = torch.randint(0, 256, (1, 5), device="cuda")
+    prompt = torch.randint(0, 250, (1, 5), device="cuda")  # ids below vocab_limit: the penalty's mask has 250 columns
     kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.2, vocab_limit=250, num_samples=3)
     skips = counters["inductor"]["cudagraph_skips"]
     step = compiled_decode_step(model)
@@ -252,7 +256,7 @@ def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
     model = tiny_model().cpu()
     save_checkpoint(tmp_path / "out", 1, model, state={},
                     meta={"model_config": model.config.to_dict(), "tokenizer": "byte", "vocab_size": 257, "config": {}})
-    texts = []
+    texts, tf32 = [], torch.backends.cuda.matmul.allow_tf32
     for compile in ("false", "true"):
         rc = sample.main([f"--out_dir={tmp_path / 'out'}", "--device=cuda", "--dtype=float32", "--temperature=0",
                           "--max_new_tokens=40", "--json", f"--compile={compile}", "--start=Hello"])
@@ -260,4 +264,5 @@ def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
         assert rc == 0, err
         assert f"compile {'on' if compile == 'true' else 'off'}" in err
         texts.append(json.loads(out)["text"])
+        assert torch.backends.cuda.matmul.allow_tf32 == tf32  # sample.py's TF32 is undone for in-process callers
     assert texts[0] == texts[1]
