@@ -37,9 +37,14 @@ def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: 
 
 
 def seen_tokens(previous: torch.Tensor, vocab: int) -> torch.Tensor:
-    """(B, T) token ids -> (B, vocab) bool mask of the ids present in each row."""
-    seen = torch.zeros(previous.size(0), vocab, dtype=torch.bool, device=previous.device)
-    return seen.scatter_(1, previous, True)
+    """(B, T) token ids -> (B, vocab) bool mask of the ids present in each row. Ids >= vocab (a
+    prompt may hold ids of a padded vocabulary that sampling never emits) count for nothing, where
+    indexing past the mask would be a device-side assert on CUDA, fatal to the process. No host
+    sync, and a plain (B, vocab) tensor: its strides are those the compiled decode step was
+    warmed up with, so it is not compiled again."""
+    inside = previous < vocab
+    counts = torch.zeros(previous.size(0), vocab, dtype=torch.int32, device=previous.device)
+    return counts.scatter_add_(1, previous.clamp_max(vocab - 1), inside.int()) > 0
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:

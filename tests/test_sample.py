@@ -165,10 +165,15 @@ def test_compiled_static_decode_step_gives_the_same_tokens():
         compiled = model.generate(prompt, 70, temperature=0, decode_step=step)  # slides past block_size
         again = model.generate(prompt, 70, temperature=0, decode_step=step)
     assert torch.equal(plain, compiled) and torch.equal(plain, again)
-    # Sampling inside the compiled step (top-k, top-p, repetition penalty): the eager path's tokens.
+    # Sampling inside the compiled step (top-k, top-p, repetition penalty): the eager path's tokens,
+    # and after the warm-up sample.py gives these settings, no second compile (the penalty's mask
+    # keeps the warm-up's strides), also with prompt ids past vocab_limit (they count for nothing).
     kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.3, vocab_limit=250)
+    prompt[0, 0] = 253
+    step.warm_up(batch_size=2, **kw)
     eager = model.generate(prompt, 40, generator=torch.Generator().manual_seed(7), decode_step=None, **kw)
-    fused = model.generate(prompt, 40, generator=torch.Generator().manual_seed(7), decode_step=step, **kw)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        fused = model.generate(prompt, 40, generator=torch.Generator().manual_seed(7), decode_step=step, **kw)
     assert torch.equal(eager, fused)
 
 

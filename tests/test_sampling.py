@@ -42,6 +42,14 @@ def test_repetition_penalty_lowers_seen_tokens_either_sign():
     assert out.tolist() == [[1.0, -4.0, 1.0]]
 
 
+def test_seen_tokens_leave_out_ids_past_the_sampled_vocabulary():
+    # a prompt may hold ids of a padded vocabulary (>= vocab_limit): no column, and no indexing
+    # past the mask (on CUDA that is a device-side assert that ends the process)
+    seen = seen_tokens(torch.tensor([[1, 4, 6], [0, 0, 5]]), 5)
+    assert seen.shape == (2, 5) and seen.is_contiguous()  # as the compiled decode step's warm-up mask
+    assert seen.tolist() == [[False, True, False, False, True], [True, False, False, False, False]]
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(temperature=-0.5), "temperature"),
     (dict(temperature=float("nan")), "temperature"),
