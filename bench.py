@@ -28,13 +28,13 @@ def fresh_compile_cache():
     """torch.compile's on-disk caches (inductor's and Triton's) in a new, empty directory while
     inside, for this process and the processes it starts: compile times measured there are a first
     run's, as on a fresh machine, whatever earlier runs left in /tmp (a warm cache makes a recipe's
-    or the decode step's compile almost free). Yields the environment to hand to a subprocess."""
+    or the decode step's compile almost free). Yields that directory."""
     names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     saved = {k: os.environ.get(k) for k in names}
     with tempfile.TemporaryDirectory(prefix="bench-compile-cache-") as tmp:
         os.environ["TORCHINDUCTOR_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = tmp, os.path.join(tmp, "triton")
         try:
-            yield dict(os.environ)
+            yield tmp
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -149,9 +149,8 @@ def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkey
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "warm"))
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    with bench.fresh_compile_cache() as env:
-        inside = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-        assert inside != str(tmp_path / "warm") and os.listdir(inside) == []
-        assert env["TRITON_CACHE_DIR"] == os.path.join(inside, "triton") == os.environ["TRITON_CACHE_DIR"]
+    with bench.fresh_compile_cache() as inside:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == inside != str(tmp_path / "warm") and os.listdir(inside) == []
+        assert os.environ["TRITON_CACHE_DIR"] == os.path.join(inside, "triton")
     assert not os.path.exists(inside)
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "warm") and "TRITON_CACHE_DIR" not in os.environ
