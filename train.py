@@ -26,6 +26,7 @@ import time
 STARTED = time.monotonic()  # --time_budget counts from here: the imports below (torch's ~2 s) are in it
 
 import contextlib
+import gc
 import json
 import math
 import sys
@@ -328,6 +329,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if exit_status == 0:
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
     if dist.enabled:
+        # DDP lives in reference cycles that only the garbage collector frees, and its reducer holds
+        # the process group. Left to the collector at interpreter exit, the group's teardown can
+        # abort the process (gloo's threads, "terminate called without an active exception": seen
+        # once in CI). Freed here, the group ends while the interpreter is whole.
+        del train_model
+        gc.collect()
         torch.distributed.destroy_process_group()
     return exit_status
 

@@ -239,6 +239,14 @@ def init(self, *args, **kwargs):
     open(os.path.join({str(tmp_path)!r}, "ddp-optimizer-rank" + os.environ["RANK"]), "w").close()
     built(self, *args, **kwargs)
 distributed.DDPOptimizer.__init__ = init
+import gc, torch
+from torch.nn.parallel import DistributedDataParallel
+destroy = torch.distributed.destroy_process_group
+def destroy_and_count(*args, **kwargs):  # DDP objects still alive when the process group ends
+    alive = sum(type(o) is DistributedDataParallel for o in gc.get_objects())  # (type(): weak proxies are among them)
+    open(os.path.join({str(tmp_path)!r}, "ddp-alive-rank" + os.environ["RANK"]), "w").write(str(alive))
+    destroy(*args, **kwargs)
+torch.distributed.destroy_process_group = destroy_and_count
 import train
 sys.exit(train.main(sys.argv[1:]))
 """)
@@ -249,6 +257,9 @@ sys.exit(train.main(sys.argv[1:]))
     if "torch.compile on" not in proc.stdout:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
     assert (tmp_path / "ddp-optimizer-rank0").exists() and (tmp_path / "ddp-optimizer-rank1").exists()
+    # DDP is freed before the process group ends, not left to the collector at exit (where the
+    # group's teardown can abort the process)
+    assert [(tmp_path / f"ddp-alive-rank{r}").read_text() for r in (0, 1)] == ["0", "0"]
     a, b = losses(one), losses(two)
     assert sorted(a) == sorted(b) == [1, 2, 3] and all(b[s] == pytest.approx(a[s], rel=1e-5) for s in a)
 
