@@ -162,7 +162,7 @@ def decode_rows(args: argparse.Namespace) -> None:
           f"{cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x)")
     ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     if device.type == "cuda":  # the CUDA-graph step, sampling inside, and when compiling it pays off
-        from gpt.generation import COMPILE_MIN_TOKENS, compiled_decode_step
+        from gpt.generation import compiled_decode_step
 
         m = model.to(torch.bfloat16)
         step = compiled_decode_step(m)
@@ -170,10 +170,7 @@ def decode_rows(args: argparse.Namespace) -> None:
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
         row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
             note=f"  [compiled in {compile_s:.1f} s]")
-        eager, compiled = speeds["ours, KV cache, bf16 weights"], speeds["ours, compiled CUDA graph step, bf16"]
-        if compiled > eager:
-            print(f"  compiling pays off from {compile_s / (1 / eager - 1 / compiled):,.0f} tokens per call "
-                  f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})")
+        print(f"  {break_even(compile_s, speeds['ours, KV cache, bf16 weights'], speeds['ours, compiled CUDA graph step, bf16'])}")
         sampled, _ = _timed(lambda: m.generate(prompt, new, temperature=0.8, top_k=200, decode_step=step,
                                                generator=torch.Generator(device).manual_seed(0)), repeat)
         row("ours, compiled, bf16, top-k 200 sampling", args.batch * new, sampled, repeat)
@@ -287,12 +284,58 @@ def decode_rows(args: argparse.Namespace) -> None:
         if proc.returncode:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
         print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
+        sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
+
+
+def break_even(compile_s: float, eager: float, compiled: float) -> str:
+    """From how many tokens per call compiling the decode step pays for its compile time:
+    compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s), against sample.py's rule."""
+    from gpt.generation import COMPILE_MIN_TOKENS
+
+    rule = f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})"
+    if compiled <= eager:
+        return f"compiling never pays off: compiled {compiled:,.0f} <= eager {eager:,.0f} tokens/s {rule}"
+    return (f"compiling pays off from {compile_s / (1 / eager - 1 / compiled):,.0f} tokens per call: "
+            f"{compile_s:.1f} s to compile, {eager:,.0f} tokens/s eager, {compiled:,.0f} compiled {rule}")
+
+
+def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
+    """The compile break-even of a trained run's own model (issue 9: the 10.8M GPU default, not only
+    GPT-2 124M): `sample.py --max_new_tokens=TOKENS --json` with --compile=false and =true, each in
+    a fresh process, with sample.py's default sampling; the compiling one from an empty compile
+    cache, as a first run on a fresh machine. The speeds are sample.py's own (--json), the compile
+    time the one it prints."""
+    import json
+    import re
+    import subprocess
+
+    def sample_py(compile: str) -> tuple[float, int, str]:
+        cmd = [sys.executable, "sample.py", f"--out_dir={out_dir}", f"--max_new_tokens={tokens}", "--json",
+               f"--compile={compile}", f"--device={device}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(cmd[1:])} failed:\n{proc.stderr[-3000:]}")
+        sample = json.loads(proc.stdout.splitlines()[-1])
+        return sample["tokens_per_s"], sample["tokens"], proc.stderr
+
+    eager, made_eager, _ = sample_py("false")
+    with fresh_compile_cache():
+        compiled, made_compiled, err = sample_py("true")
+    took = re.search(r"compiled the decode step in ([\d.]+) s", err)
+    if not took:  # sample.py warns and decodes eagerly when compiling fails: no break-even to report
+        raise SystemExit(f"sample.py --out_dir={out_dir} --compile=true did not compile:\n{err[-3000:]}")
+    print(f"  sample.py --out_dir={out_dir} --max_new_tokens={tokens} --compile=false / true (fresh processes; "
+          f"{made_eager} / {made_compiled} tokens made): "
+          f"{break_even(float(took[1]), eager, compiled)}")
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample_wall_out_dir", default="", help="also time `python sample.py --out_dir=THIS "
                                                             "--max_new_tokens=300` end to end (e.g. out, after the "
                                                             "default GPU run)")
+    p.add_argument("--break_even_tokens", type=int, default=1000,
+                   help="with --sample_wall_out_dir: tokens of its compile-off and compile-on sample.py runs, "
+                        "whose speeds and compile time give the compile break-even of that model (default: 1000)")
     p.add_argument("--n_layer", type=int, default=12)
     p.add_argument("--n_head", type=int, default=12)
     p.add_argument("--n_embd", type=int, default=768)

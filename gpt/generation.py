@@ -223,7 +223,8 @@ def native_cpu_bf16() -> bool:
 # taken before the eager step had static shapes: GPT-2 124M, batch 1, 242 tokens/s eager (fp32)
 # vs 847 compiled, ~9.4 s to compile -> ~3,200 tokens; the 10.8M default model, ~360 warm eager
 # vs ~500 compiled -> ~12,000. 4,000 favours the large models that gain most. Not re-measured:
-# `python bench.py decode` measures all three terms in one run and prints the break-even.
+# `python bench.py decode --sample_wall_out_dir=RUN` measures all three terms in one run and prints
+# the break-even, for GPT-2 124M and for RUN's model.
 COMPILE_MIN_TOKENS = 4000
 
 

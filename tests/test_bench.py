@@ -123,7 +123,7 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     run = make_run(tmp_path / "run")
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the wall-time run starts `sample.py` from the root
     bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
-                "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", f"--sample_wall_out_dir={run}"])
+                "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", f"--sample_wall_out_dir={run}", "--break_even_tokens=20"])
     out = capsys.readouterr().out
     speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s", out, re.M))
     assert set(speeds) == {
@@ -136,6 +136,11 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     ratios = re.findall(r"^  (.+?): +([\d.]+)x  \(target", out, re.M)
     assert len(ratios) == 8 and all(float(r) > 0 for _, r in ratios), out
     assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300: [\d.]+ s wall", out, re.M)
+    # the compile break-even of that run's own model, from two fresh sample.py processes
+    even = re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=20 --compile=false / true "
+                     r"\(fresh processes; (\d+) / (\d+) tokens made\): compiling (?:pays off from [\d,]+ tokens per "
+                     r"call: ([\d.]+) s to compile|never pays off)", out, re.M)
+    assert even and int(even[1]) >= 1 and int(even[2]) >= 1, out[-2000:]
     assert "CUDA graph" not in out  # the CUDA rows are the GPU's (tests/test_cuda.py runs their paths)
     # issue 9's cold / warm generate, in a process of its own
     cold = re.search(r"^  cold / warm model\.generate in a fresh process, bf16, sample\.py's sampling, 5 tokens: "
