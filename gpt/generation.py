@@ -252,6 +252,7 @@ class CompiledDecodeStep:
         self.model = model
         self.mode = mode
         self._compiled: dict[tuple, Callable] = {}  # sampling settings -> compiled step
+        self._calls: dict[tuple, int] = {}  # sampling settings -> calls so far (the first ones compile and record)
         self.failed = False
 
     @torch.inference_mode()
@@ -300,19 +301,22 @@ class CompiledDecodeStep:
         self._mark_caches()
         key = tuple(sorted(sampling.items()))
         fn = self._compiled.get(key)
-        first = fn is None
-        if first:
+        if fn is None:
             fn = self._compiled[key] = torch.compile(functools.partial(self.model.decode_token, **sampling),
                                                      mode=self.mode, fullgraph=True, dynamic=False)
         if self.mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer needed
-        if not first:
+        calls = self._calls[key] = self._calls.get(key, 0) + 1
+        if calls > 3:
             return fn(idx, pos, noise, seen)
-        try:  # compilation happens at the first call
+        # The first call compiles; with CUDA graph trees the second records the graph and the third
+        # is its first replay: a fault in any of them (no compiler, a kernel that cannot be
+        # captured) falls back to the eager step rather than ending the run.
+        try:
             return fn(idx, pos, noise, seen)
         except Exception as e:
-            warnings.warn(f"torch.compile of the decode step failed ({type(e).__name__}: {str(e)[:300]}); "
-                          "continuing in eager mode")
+            what = "torch.compile of the decode step" if calls == 1 else f"the compiled decode step (call {calls})"
+            warnings.warn(f"{what} failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
             self.failed = True
             return self.model.decode_token(idx, pos, noise, seen, **sampling)
 

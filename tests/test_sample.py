@@ -177,6 +177,37 @@ def test_compiled_static_decode_step_gives_the_same_tokens():
     assert torch.equal(eager, fused)
 
 
+def test_a_compiled_decode_step_that_fails_while_recording_falls_back_to_eager(monkeypatch):
+    # On CUDA, graph trees record the step at its second call and replay it first at its third: a
+    # kernel that cannot be captured fails there, after compiling went well. sample.py must then go
+    # on eagerly with one warning, as when compiling fails, not end in a traceback.
+    import gpt.generation as generation
+
+    calls = []
+
+    def fake_compile(fn, **kw):
+        def compiled(*args):
+            calls.append(len(calls) + 1)
+            if len(calls) == 2:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            return fn(*args)
+        return compiled
+
+    monkeypatch.setattr(generation.torch, "compile", fake_compile)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).eval()
+    prompt = torch.randint(0, 256, (2, 5))
+    plain = model.generate(prompt, 20, temperature=0)
+    step = generation.CompiledDecodeStep(model, mode="reduce-overhead")
+    monkeypatch.setattr(generation.torch.compiler, "cudagraph_mark_step_begin", lambda: None)  # no CUDA here
+    with pytest.warns(UserWarning, match=r"the compiled decode step \(call 2\) failed \(RuntimeError: operation "
+                                         r"not permitted when stream is capturing\); continuing in eager mode"):
+        step.warm_up(batch_size=2)
+    assert step.failed and calls == [1, 2]
+    assert torch.equal(model.generate(prompt, 20, temperature=0, decode_step=step), plain)
+    assert calls == [1, 2]  # eager from then on
+
+
 def test_num_samples_share_one_prefill_of_the_prompt():
     torch.manual_seed(0)
     model = GPT(GPTConfig(**TINY)).eval()
