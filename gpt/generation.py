@@ -134,10 +134,11 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
     start = time.perf_counter()
     steps = model.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p,
                                   repetition_penalty=repetition_penalty, use_cache=use_cache, generator=generator,
-                                  vocab_limit=tokenizer.n_vocab, num_samples=num_samples, decode_step=decode_step)
+                                  vocab_limit=tokenizer.n_vocab, num_samples=num_samples, decode_step=decode_step,
+                                  to_host=True)
     try:
         for nxt in steps:
-            ids = nxt[:, 0].tolist()  # waits for the device: the timings below are real
+            ids = nxt[:, 0].tolist()  # on the host: the device has computed it, so the timings below are real
             check_tokens(ids)
             now = time.perf_counter()
             for i, (row, token) in enumerate(zip(rows, ids)):

@@ -457,7 +457,7 @@ class GPT(nn.Module):
                         repetition_penalty: float = 1.0, use_cache: bool = True,
                         generator: torch.Generator | None = None,
                         vocab_limit: int | None = None, num_samples: int = 1,
-                        decode_step: Callable | str | None = "auto",
+                        decode_step: Callable | str | None = "auto", to_host: bool = False,
                         ) -> Iterator[torch.Tensor]:
         """Yield the next token of every sequence, (B, 1), max_new_tokens times. A token equal to
         NON_FINITE (-1) means the logits of that row were NaN or inf: the reader must refuse it
@@ -478,8 +478,11 @@ class GPT(nn.Module):
         function with `decode_token`'s signature, e.g. a `gpt.generation.CompiledDecodeStep`.
         Prefills always run the ordinary forward.
 
-        The device runs one step ahead of the reader: step t + 1 is queued before token t is
-        yielded, so the host's work on token t (streaming, stop strings) overlaps the device's.
+        to_host: yield the tokens on the host, for a reader that looks at every one (streaming,
+        stop strings). The device then runs one step ahead of the reader: token t is copied to
+        pinned memory right behind step t, step t + 1 is queued, and only then does token t wait
+        for its copy, so the host's work on token t overlaps the device's step t + 1. (Reading
+        the device tensor instead would wait for everything queued, step t + 1 included.)
 
         Past block_size: the model sees a window that starts somewhere in the sequence; when the
         window is full it slides forward to keep only its last block_size // 2 tokens, which are
@@ -521,6 +524,7 @@ class GPT(nn.Module):
                 cached_upto = 0  # positions of `seq` already in the cache
                 shared_prompt = num_samples > 1
                 pending = None  # the token computed last, yielded once the next step is queued
+                copy_ready = None  # CUDA with to_host: the event that marks pending's copy to the host
                 for _ in range(max_new_tokens):
                     noise = None if temperature == 0 else sampling_noise(batch, vocab, idx.device, generator)
                     if use_cache and decode_step is not None and seq.size(1) - cached_upto == 1:
@@ -540,15 +544,28 @@ class GPT(nn.Module):
                     if seen is not None:
                         seen.scatter_(1, nxt.clamp_min(0), True)
                     if pending is not None:
-                        yield pending
+                        yield self._on_host(pending, copy_ready) if to_host else pending
                     pending = nxt
+                    if to_host and nxt.is_cuda:  # queued behind this step only (see the docstring)
+                        pending = torch.empty(nxt.shape, dtype=nxt.dtype, pin_memory=True).copy_(nxt, non_blocking=True)
+                        copy_ready = torch.cuda.Event()
+                        copy_ready.record()
                     seq = torch.cat((seq, nxt.clamp_min(0)), dim=1)  # a NON_FINITE row goes on harmlessly
                     if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
                         seq, cached_upto = seq[:, -keep:], 0
                 if pending is not None:
-                    yield pending
+                    yield self._on_host(pending, copy_ready) if to_host else pending
         finally:
             self.train(was_training)
+
+    @staticmethod
+    def _on_host(token: torch.Tensor, copy_ready: torch.cuda.Event | None) -> torch.Tensor:
+        """A token of `generate_tokens(to_host=True)` once it can be read: a pinned copy waits for
+        its own event only (not for the step queued after it); a device tensor is copied over."""
+        if copy_ready is not None:
+            copy_ready.synchronize()
+            return token
+        return token.cpu()
 
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None, **kwargs) -> torch.Tensor:

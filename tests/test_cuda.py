@@ -3,6 +3,7 @@ and identical runs under --deterministic, torchrun, MFU in the metrics, and deco
 step, compiled CUDA-graph step, sampling inside it, non-finite logits), and --fp8. Skipped without a GPU;
 collected by the README's one test command, so a GPU machine runs them with everything else."""
 
+import contextlib
 import json
 import math
 import os
@@ -214,6 +215,48 @@ def test_cached_uncached_static_and_cpu_greedy_tokens_agree_in_fp32(exact_fp32):
     uncached = model.generate(prompt, 70, temperature=0, use_cache=False)
     cpu = model.cpu().generate(prompt.cpu(), 70, temperature=0)
     assert torch.equal(static, dynamic) and torch.equal(static, uncached) and torch.equal(static.cpu(), cpu)
+
+
+def test_tokens_read_on_the_host_one_step_behind_are_the_device_tokens(exact_fp32):
+    # generate_tokens(to_host=True), as sample.py reads its tokens: each comes back through a pinned
+    # copy queued behind its own step, while the next step runs; the same tokens in the same order
+    model = tiny_model()
+    prompt = torch.randint(0, 256, (1, 5), device="cuda")
+    kw = dict(temperature=0.9, top_k=20, num_samples=3, vocab_limit=256)
+    on_device = list(model.generate_tokens(prompt, 50, generator=torch.Generator("cuda").manual_seed(3), **kw))
+    on_host = list(model.generate_tokens(prompt, 50, generator=torch.Generator("cuda").manual_seed(3), to_host=True,
+                                         **kw))
+    assert all(t.device.type == "cuda" for t in on_device) and all(t.device.type == "cpu" for t in on_host)
+    assert len(on_host) == 50 and torch.equal(torch.cat(on_host, 1), torch.cat(on_device, 1).cpu())
+
+
+@pytest.mark.parametrize("backend", ["default", "cudnn", "efficient"])
+def test_bf16_static_step_logits_match_the_ordinary_forward(backend):
+    # In bf16 on sm90 the static step's masked attention over the whole cache runs on cuDNN (the
+    # default backend there); the token tests run fp32, which cuDNN does not take. A wrong mask
+    # would give wrong bf16 tokens without any error: the static step's logits must be the
+    # ordinary cached forward's, at every position of the cache.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "efficient": [SDPBackend.EFFICIENT_ATTENTION]}.get(backend)
+    model = tiny_model(torch.bfloat16)
+    seq = torch.randint(0, 256, (2, 32), device="cuda")
+    with torch.inference_mode():
+        model.setup_kv_cache(2, 32)
+        # (2, 32, V): every position from the ordinary causal forward, which also leaves every
+        # position's keys in the cache, so a step that saw past its mask would see later tokens
+        reference = model(seq, pos=0)[0].float()
+        model.setup_kv_cache(2, 32)  # the same cache, kept
+        model(seq[:, :1], pos=0, last_only=True)  # prefill the first token
+        worst = 0.0
+        for p in range(1, 32):
+            try:
+                with sdpa_kernel(chosen) if chosen else contextlib.nullcontext():
+                    logits = model.decode_step(seq[:, p:p + 1], torch.tensor([p], device="cuda")).float()
+            except RuntimeError as e:  # this GPU's build has no such kernel for these inputs
+                pytest.skip(f"{backend} attention is not available here: {str(e)[:200]}")
+            worst = max(worst, (logits - reference[:, p]).abs().max().item())
+    assert worst < 0.05 * reference.abs().max().item(), worst
 
 
 @pytest.mark.slow
