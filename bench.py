@@ -559,7 +559,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
     import torch
 
-    from gpt.runtime import Dist, pick_device, pick_dtype
+    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, pick_device, pick_dtype
 
     overrides = list(args.overrides)
     # The cost or gain of a flag, in the same run: a row each, the first row's settings with the flag(s)
@@ -569,6 +569,12 @@ def bench_train(args: argparse.Namespace) -> None:
         + (["--log_interval=1"] if args.read_every_step else [])  # the last: a wait for the device at every step
     if len(set(rows)) < len(rows):
         raise SystemExit(f"bench.py train: a flag is timed twice: {' '.join(rows)}")
+    if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+        # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
+        # share this process: it is set before the first row, so every row runs with it alike
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC[0]
+        print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC[0]} for every row (--deterministic needs it "
+              "from the process's first cuBLAS call)", flush=True)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps

@@ -77,10 +77,14 @@ def test_the_gpu_script_names_its_stages_and_refuses_others():
         assert proc.returncode == 2 and "tests-cuda" in proc.stderr and "quality" in proc.stderr
 
 
-def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
+def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monkeypatch):
     # The rows' machinery (issue 9's --deterministic, --read_every_step, and any --with flag), on
     # a tiny CPU model; the figures are only checked to be there and consistent, never timed.
+    import os
     import re
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # unset here, restored after the test
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
 
     from gpt.prepare import prepare
     text = tmp_path / "text"
@@ -106,6 +110,10 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys):
     first = float(re.search(r"^  \S+ \S+: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M).group(1).replace(",", ""))
     for tok_s, ratio in rows.values():  # the ratio is of tokens/s, also where a step holds fewer tokens
         assert float(ratio) == pytest.approx(float(tok_s.replace(",", "")) / first, abs=0.01)
+    # the rows share one process, and PyTorch reads cuBLAS's deterministic workspace once per process:
+    # set before the first row, for every row
+    assert "train: CUBLAS_WORKSPACE_CONFIG=:4096:8 for every row" in out.split("train float32")[0]
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     # the same seed and data: --deterministic and --log_interval=1 change no loss on the CPU
     assert re.search(r"--deterministic=true: .* at most 0\.0000 ", out) and re.search(r"--log_interval=1 .* at most 0\.0000 ", out)
 

@@ -60,6 +60,36 @@ def test_stop_signal_only_sets_a_flag_and_restores_handlers():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_deterministic_refuses_a_cublas_workspace_it_cannot_set(monkeypatch):
+    # PyTorch reads CUBLAS_WORKSPACE_CONFIG once, at a process's first cuBLAS call: once CUDA has
+    # started without it, setting it would not make cuBLAS deterministic, and the first matmul would
+    # raise. One line instead; the CPU needs no cuBLAS.
+    from gpt.errors import ConfigError
+    from gpt.runtime import kernel_settings, set_kernel_settings, use_deterministic
+
+    before = kernel_settings()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    try:
+        for device in ("auto", "cuda"):
+            with pytest.raises(ConfigError, match=r"CUDA already started in this process without "
+                                                  r"CUBLAS_WORKSPACE_CONFIG.*set CUBLAS_WORKSPACE_CONFIG=:4096:8"):
+                use_deterministic(True, device)
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ and not torch.are_deterministic_algorithms_enabled()
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")  # a workspace PyTorch does not take as deterministic
+        with pytest.raises(ConfigError, match=r"CUBLAS_WORKSPACE_CONFIG=:4096:2 is not deterministic; use :4096:8 or :16:8"):
+            use_deterministic(True, "auto")
+        use_deterministic(True, "cpu")  # no cuBLAS on the CPU
+        assert torch.are_deterministic_algorithms_enabled()
+        set_kernel_settings(before)
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # set from the start: fine after CUDA started
+        use_deterministic(True, "cuda")
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        set_kernel_settings(before)
+
+
 def test_deterministic_switches_and_their_restore(monkeypatch):
     from gpt.runtime import kernel_settings, set_kernel_settings, use_deterministic
 
