@@ -215,6 +215,16 @@ def test_fp8_and_lora_are_refused_together():
     assert parse_args(["--fp8=true"])[0].fp8 is True
 
 
+def test_fp8_needs_a_micro_batch_of_a_multiple_of_16_tokens():
+    # the float8 matmul of a weight's gradient runs over the micro-batch's tokens, and CUDA's
+    # torch._scaled_mm needs that inner size to be a multiple of 16: refused before it starts
+    with pytest.raises(ConfigError, match=r"fp8: the weights' gradients are float8 matmuls over the micro-batch's "
+                                          r"batch_size x block_size = 24 tokens, which must be a multiple of 16"):
+        parse_args(["--fp8=true", "--batch_size=3", "--block_size=8"])
+    assert parse_args(["--fp8=true", "--batch_size=2", "--block_size=8"])[0].fp8 is True
+    assert parse_args(["--batch_size=3", "--block_size=8"])[0].batch_size == 3  # without fp8: any size
+
+
 def test_fp8_head_needs_fp8():
     with pytest.raises(ConfigError, match="fp8_head puts the head in float8 beside the blocks: it needs fp8=true"):
         parse_args(["--fp8_head=true"])
