@@ -131,7 +131,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             scaler.load_state_dict(state["scaler"])
         train_batches.load_state_dict(state["loader"])
         if len(state["rng"]) == dist.world_size:
-            set_rng_state(state["rng"][dist.rank])
+            set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:
             print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
                   "random streams are reseeded, so dropout differs from an uninterrupted run")
@@ -182,7 +182,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             print("note:", note)
 
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
-        rngs = gather(rng_state(), dist)  # every rank's streams, so resume is exact per rank
+        rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,

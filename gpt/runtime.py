@@ -256,8 +256,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-def rng_state() -> dict:
-    """Every RNG the run uses, as tensors and plain values (safe for torch.load(weights_only=True))."""
+def rng_state(device: torch.device | None = None) -> dict:
+    """Every RNG the run uses, as tensors and plain values (safe for torch.load(weights_only=True)).
+    device: the run's GPU, whose generator dropout draws from (cuda:1 is not the current device
+    unless torchrun made it so); default: the current one."""
     np_state = np.random.get_state()
     state = {
         "python": random.getstate(),
@@ -266,18 +268,22 @@ def rng_state() -> dict:
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():  # this process's GPU only: a resume may see fewer GPUs
-        state["cuda"] = torch.cuda.get_rng_state()
+        state["cuda"] = torch.cuda.get_rng_state(cuda_or_current(device))
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def cuda_or_current(device: torch.device | None) -> torch.device | str:
+    return device if device is not None and device.type == "cuda" else "cuda"
+
+
+def set_rng_state(state: dict, device: torch.device | None = None) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     n = state["numpy"]
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"], cuda_or_current(device))
 
 
 class StepChecks:

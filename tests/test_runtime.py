@@ -49,6 +49,19 @@ def test_rng_state_round_trips_every_stream_through_weights_only_torch_load(tmp_
     assert torch.equal(torch.rand(3), expected[2])
 
 
+def test_the_cuda_rng_saved_and_restored_is_the_run_devices(monkeypatch):
+    # --device=cuda:1 in one process: dropout draws from cuda:1's generator, which is not the
+    # current device's (cuda:0) unless torchrun set it; saving cuda:0's would break exact resume
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": seen.append(("get", str(device))) or
+                        torch.zeros(8, dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": seen.append(("set", str(device))))
+    set_rng_state(rng_state(torch.device("cuda:1")), torch.device("cuda:1"))
+    set_rng_state(rng_state(torch.device("cpu")), torch.device("cpu"))  # a CPU run: the current GPU's, as before
+    assert seen == [("get", "cuda:1"), ("set", "cuda:1"), ("get", "cuda"), ("set", "cuda")]
+
+
 def test_stop_signal_only_sets_a_flag_and_restores_handlers():
     before = signal.getsignal(signal.SIGTERM)
     stop = StopSignal()
