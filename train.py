@@ -434,8 +434,10 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
 
 @torch.no_grad()
 def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float | None:
-    """Mean loss over the fixed validation windows (all ranks). A failure here (say, out of
-    memory) is reported and returns None: it must never cost the checkpoint that follows."""
+    """Mean loss over the fixed validation windows (all ranks). Running out of memory here is
+    reported and returns None: it must never cost the checkpoint that follows. Other errors are
+    bugs or a broken device (a CUDA error leaves the context unusable, so the save would fail
+    anyway): they propagate."""
     model.eval()
     try:
         total, count = torch.zeros((), device=device), torch.zeros((), device=device)
@@ -452,8 +454,8 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
             if device.type != "cuda":
                 mean /= dist.world_size  # gloo has no AVG
         return mean.item()
-    except (RuntimeError, torch.OutOfMemoryError) as e:
-        print(f"warning: evaluation failed ({e}); saving without it", file=sys.stderr)
+    except torch.OutOfMemoryError as e:
+        print(f"warning: evaluation ran out of memory ({str(e).splitlines()[0]}); saving without it", file=sys.stderr)
         return None
     finally:
         model.train()
