@@ -167,6 +167,8 @@ def decode_rows(args: argparse.Namespace) -> None:
         m = model.to(torch.bfloat16)
         step = compiled_decode_step(m)
         compile_s = step.warm_up(args.batch)  # the first compile (bench_decode): the break-even's cost
+        if step.failed:  # it fell back to the eager step (the warning above): its rows would not be compiled ones
+            raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
         row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
             note=f"  [compiled in {compile_s:.1f} s]")
@@ -229,6 +231,8 @@ def decode_rows(args: argparse.Namespace) -> None:
             for _ in range(runs):
                 tokens, seconds, info = cli(num_samples, extra, new)
                 best = (tokens, seconds, info) if best is None or seconds < best[1] else best
+            if "--compile=true" in extra and not best[2].endswith("compile on"):  # fell back to eager
+                raise SystemExit(f"bench.py decode: sample.py {' '.join(extra)} did not compile: {best[2]}")
             chose = re.search(r"^[^,]*, (\w+)", best[2])
             row(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
 

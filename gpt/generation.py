@@ -291,8 +291,10 @@ class CompiledDecodeStep:
         for block in self.model.transformer.h:
             cache = block.attn.kv_cache
             if not getattr(cache, "static_address", False):  # once per cache (a new batch size makes new ones)
-                torch._dynamo.mark_static_address(cache.k)
-                torch._dynamo.mark_static_address(cache.v)
+                # guard=False (the default in recent torch, not in 2.6): a new model's caches re-record
+                # the graph instead of recompiling, which would reach dynamo's recompile limit
+                torch._dynamo.mark_static_address(cache.k, guard=False)
+                torch._dynamo.mark_static_address(cache.v, guard=False)
                 cache.static_address = True
 
     def __call__(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None,

@@ -309,3 +309,23 @@ def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
         texts.append(json.loads(out)["text"])
         assert torch.backends.cuda.matmul.allow_tf32 == tf32  # sample.py's TF32 is undone for in-process callers
     assert texts[0] == texts[1]
+
+
+@pytest.mark.slow
+def test_bench_decode_stops_when_its_compiled_step_falls_back_to_eager(monkeypatch, capsys):
+    # bench.py decode's compiled rows and break-even must be compiled ones: if compiling or
+    # recording the CUDA graph fails (the step warns and decodes eagerly), it stops and says so
+    import bench
+    import gpt.generation as generation
+
+    def no_compile(fn, **kw):
+        def fails(*args):
+            raise RuntimeError("no compiler here")
+        return fails
+
+    monkeypatch.setattr(generation.torch, "compile", no_compile)
+    with pytest.warns(UserWarning, match="continuing in eager mode"), \
+            pytest.raises(SystemExit, match="the compiled CUDA-graph decode step failed"):
+        bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
+                    "--repeat=1", "--device=cuda", "--cold_tokens=5", "--skip_uncached", "--skip_transformers"])
+    assert "ours, KV cache, bf16 weights" in capsys.readouterr().out  # the eager rows before it printed
