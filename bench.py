@@ -167,6 +167,7 @@ def decode_rows(args: argparse.Namespace) -> None:
         m = model.to(torch.bfloat16)
         step = compiled_decode_step(m)
         compile_s = step.warm_up(args.batch)  # the first compile (bench_decode): the break-even's cost
+        step.warm_up(args.batch, temperature=0.8, top_k=200)  # the sampling row's own graph, untimed
         if step.failed:  # it fell back to the eager step (the warning above): its rows would not be compiled ones
             raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
@@ -576,8 +577,8 @@ def bench_train(args: argparse.Namespace) -> None:
     if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
         # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
         # share this process: it is set before the first row, so every row runs with it alike
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC[0]
-        print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC[0]} for every row (--deterministic needs it "
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
+        print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} for every row (--deterministic needs it "
               "from the process's first cuBLAS call)", flush=True)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides

@@ -43,9 +43,10 @@ from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
-from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, init_distributed, kernel_settings, maybe_compile,
-                         peak_flops, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
-                         set_rng_state, steps_in_budget, use_deterministic, use_fp8)
+from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, check_deterministic_cublas, init_distributed,
+                         kernel_settings, maybe_compile, peak_flops, pick_device, pick_dtype, rng_state,
+                         seed_everything, set_kernel_settings, set_rng_state, steps_in_budget, use_deterministic,
+                         use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
@@ -77,9 +78,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
     if resume:  # the saved run's config, its device included, unless the command line says otherwise
         cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
-    use_deterministic(cfg.deterministic, cfg.device)  # before any CUDA work: cuBLAS reads its setting at start
+    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its setting at start
     dist = init_distributed(cfg.device)
     device = pick_device(cfg.device, dist)
+    check_deterministic_cublas(device)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
@@ -454,11 +456,20 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
             if device.type != "cuda":
                 mean /= dist.world_size  # gloo has no AVG
         return mean.item()
-    except torch.OutOfMemoryError as e:
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        if not out_of_memory(e):
+            raise
         print(f"warning: evaluation ran out of memory ({str(e).splitlines()[0]}); saving without it", file=sys.stderr)
         return None
     finally:
         model.train()
+
+
+def out_of_memory(e: RuntimeError) -> bool:
+    """CUDA's allocator raises torch.OutOfMemoryError; the CPU's and MPS's a plain RuntimeError."""
+    text = str(e)
+    return isinstance(e, torch.OutOfMemoryError) or any(
+        s in text for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:

@@ -157,7 +157,8 @@ class TrainConfig:
             # torch._scaled_mm on CUDA needs its inner size to be a multiple of 16, and the weights'
             # gradient in float8 multiplies over the micro-batch's tokens (the CPU would not notice)
             errors.append(f"fp8: the weights' gradients are float8 matmuls over the micro-batch's batch_size x "
-                          f"block_size = {self.batch_size * self.block_size} tokens, which must be a multiple of 16")
+                          f"block_size = {self.batch_size * self.block_size} tokens, which must be a multiple of 16 "
+                          "(or --fp8=false)")
         if self.fp8 and self.lora_rank:
             errors.append("fp8 speeds up training all the weights; with lora_rank the base weights are frozen: "
                           "use one or the other")

@@ -312,12 +312,15 @@ class CompiledDecodeStep:
         calls = self._calls[key] = self._calls.get(key, 0) + 1
         if calls > 3:
             return fn(idx, pos, noise, seen)
-        # The first call compiles; with CUDA graph trees the second records the graph and the third
-        # is its first replay: a fault in any of them (no compiler, a kernel that cannot be
-        # captured) falls back to the eager step rather than ending the run.
+        # The first call compiles (and runs once without a graph); with CUDA graph trees the second
+        # records the graph and the third replays it: a fault in any of them (no compiler, a
+        # kernel that cannot be captured) falls back to the eager step rather than ending the run.
+        stream = torch.cuda.current_stream() if idx.is_cuda else None
         try:
             return fn(idx, pos, noise, seen)
         except Exception as e:
+            if stream is not None:  # a capture that failed midway may leave its private stream current
+                torch.cuda.set_stream(stream)
             what = "torch.compile of the decode step" if calls == 1 else f"the compiled decode step (call {calls})"
             warnings.warn(f"{what} failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
             self.failed = True

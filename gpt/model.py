@@ -549,7 +549,7 @@ class GPT(nn.Module):
                     if to_host and nxt.is_cuda:  # queued behind this step only (see the docstring)
                         pending = torch.empty(nxt.shape, dtype=nxt.dtype, pin_memory=True).copy_(nxt, non_blocking=True)
                         copy_ready = torch.cuda.Event()
-                        copy_ready.record()
+                        copy_ready.record(torch.cuda.current_stream(nxt.device))  # cuda:1 need not be current
                     seq = torch.cat((seq, nxt.clamp_min(0)), dim=1)  # a NON_FINITE row goes on harmlessly
                     if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
                         seq, cached_upto = seq[:, -keep:], 0

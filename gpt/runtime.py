@@ -204,37 +204,44 @@ def gpu_peak_bf16(name: str) -> float | None:
     return next((peak for key, peak in GPU_PEAK_BF16 if re.search(rf"\b{re.escape(key)}\b", name)), None)
 
 
-# cuBLAS's deterministic workspace settings (PyTorch accepts these two; ":4096:8" is 8 buffers of 4 MiB)
-CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
+# cuBLAS's deterministic workspace (":4096:8": 8 buffers of 4 MiB; PyTorch also takes ":16:8")
+CUBLAS_DETERMINISTIC = ":4096:8"
 
 
-def use_deterministic(on: bool, device: str = "auto") -> None:
+def use_deterministic(on: bool) -> None:
     """--deterministic (issue 9; torchtitan's debug mode has the same switches): kernels that give
     the same bits on every run. torch.use_deterministic_algorithms makes PyTorch pick deterministic
     kernels or raise (embedding and cross-entropy backward without atomics; SDPA leaves out cuDNN
     attention and runs flash / memory-efficient backward deterministically) and puts inductor in
-    its deterministic mode (no autotuning by timing). On the CPU, training is already
-    deterministic; the flag changes nothing there but its checks.
-
-    cuBLAS needs a fixed workspace, CUBLAS_WORKSPACE_CONFIG, and PyTorch reads it once per
-    process, at its first cuBLAS call: call this before any CUDA work. A process that started
-    CUDA without it (an in-process caller such as bench.py running rows one after another) is
-    refused in one line rather than failing at its first matmul: the variable must then be in
-    the environment from the start. device: --device; "cpu" needs no cuBLAS."""
+    its deterministic mode (no autotuning by timing). cuBLAS needs a fixed workspace,
+    CUBLAS_WORKSPACE_CONFIG, which PyTorch reads once per process at its first cuBLAS call: call
+    this before any CUDA work, and `check_deterministic_cublas` once the device is known. On the
+    CPU, training is already deterministic; the flag changes nothing there but its checks."""
     if not on:
         return
-    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    if device != "cpu" and config is None and torch.cuda.is_initialized():
-        raise ConfigError("--deterministic: CUDA already started in this process without CUBLAS_WORKSPACE_CONFIG, "
-                          f"which PyTorch reads once: set CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC[0]} in the "
-                          "environment before the process starts")
-    if device != "cpu" and config is not None and config not in CUBLAS_DETERMINISTIC:
-        raise ConfigError(f"--deterministic: CUBLAS_WORKSPACE_CONFIG={config} is not deterministic; use "
-                          f"{' or '.join(CUBLAS_DETERMINISTIC)} (or leave it unset)")
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC[0])
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+
+
+def check_deterministic_cublas(device: torch.device) -> None:
+    """Under --deterministic on CUDA: one small matmul, so that a process whose cuBLAS started
+    without a deterministic workspace (an in-process caller that had run CUDA matmuls before, or
+    CUBLAS_WORKSPACE_CONFIG set to another value) is refused in one line here, not by PyTorch at
+    the first training step."""
+    if device.type != "cuda" or not torch.are_deterministic_algorithms_enabled():
+        return
+    probe = torch.ones(16, 16, device=device)
+    try:
+        probe @ probe
+    except RuntimeError as e:
+        if "CUBLAS_WORKSPACE_CONFIG" not in str(e):
+            raise
+        raise ConfigError(f"--deterministic: cuBLAS is not deterministic in this process (CUBLAS_WORKSPACE_CONFIG="
+                          f"{os.environ.get('CUBLAS_WORKSPACE_CONFIG', '')!r}; PyTorch reads it once, at the "
+                          f"process's first cuBLAS call): set CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} in the "
+                          "environment before the process starts") from None
 
 
 def kernel_settings() -> tuple[bool, ...]:

@@ -73,32 +73,39 @@ def test_stop_signal_only_sets_a_flag_and_restores_handlers():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_deterministic_refuses_a_cublas_workspace_it_cannot_set(monkeypatch):
-    # PyTorch reads CUBLAS_WORKSPACE_CONFIG once, at a process's first cuBLAS call: once CUDA has
-    # started without it, setting it would not make cuBLAS deterministic, and the first matmul would
-    # raise. One line instead; the CPU needs no cuBLAS.
+def test_deterministic_refuses_a_cublas_that_started_without_its_workspace(monkeypatch):
+    # PyTorch reads CUBLAS_WORKSPACE_CONFIG once, at a process's first cuBLAS call, and then refuses
+    # every matmul under deterministic algorithms: a small matmul right after the device is chosen
+    # turns that into one line. Here a stand-in for the CUDA tensor raises PyTorch's message.
     from gpt.errors import ConfigError
-    from gpt.runtime import kernel_settings, set_kernel_settings, use_deterministic
+    from gpt.runtime import check_deterministic_cublas, kernel_settings, set_kernel_settings
 
+    class Probe:
+        def __init__(self, message):
+            self.message = message
+
+        def __matmul__(self, other):
+            raise RuntimeError(self.message)
+
+    cublas = ("Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
+              "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because it "
+              "uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must set an "
+              "environment variable before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 or "
+              "CUBLAS_WORKSPACE_CONFIG=:16:8.")
     before = kernel_settings()
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")
     try:
-        for device in ("auto", "cuda"):
-            with pytest.raises(ConfigError, match=r"CUDA already started in this process without "
-                                                  r"CUBLAS_WORKSPACE_CONFIG.*set CUBLAS_WORKSPACE_CONFIG=:4096:8"):
-                use_deterministic(True, device)
-        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ and not torch.are_deterministic_algorithms_enabled()
-        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2")  # a workspace PyTorch does not take as deterministic
-        with pytest.raises(ConfigError, match=r"CUBLAS_WORKSPACE_CONFIG=:4096:2 is not deterministic; use :4096:8 or :16:8"):
-            use_deterministic(True, "auto")
-        use_deterministic(True, "cpu")  # no cuBLAS on the CPU
-        assert torch.are_deterministic_algorithms_enabled()
-        set_kernel_settings(before)
-        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # set from the start: fine after CUDA started
-        use_deterministic(True, "cuda")
-        assert torch.are_deterministic_algorithms_enabled()
+        monkeypatch.setattr(torch, "ones", lambda *a, **k: Probe(cublas))
+        check_deterministic_cublas(torch.device("cuda"))  # deterministic algorithms off: nothing to check
+        torch.use_deterministic_algorithms(True)
+        check_deterministic_cublas(torch.device("cpu"))  # no cuBLAS on the CPU
+        with pytest.raises(ConfigError, match=r"--deterministic: cuBLAS is not deterministic in this process "
+                                              r"\(CUBLAS_WORKSPACE_CONFIG=':4096:2'; .*set CUBLAS_WORKSPACE_CONFIG="
+                                              r":4096:8 in the environment before the process starts"):
+            check_deterministic_cublas(torch.device("cuda:1"))
+        monkeypatch.setattr(torch, "ones", lambda *a, **k: Probe("CUDA error: an illegal memory access"))
+        with pytest.raises(RuntimeError, match="illegal memory access"):  # anything else is not ours to rename
+            check_deterministic_cublas(torch.device("cuda"))
     finally:
         set_kernel_settings(before)
 
