@@ -308,8 +308,7 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         if merge_lora:
             merge(model)
     else:
-        with torch.device("meta"):
-            model = GPT(ckpt.model_config)
+        model = GPT.empty(ckpt.model_config)
         weights = ckpt.weights()
         try:
             model.load_weights(weights, assign=True)

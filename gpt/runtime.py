@@ -252,7 +252,8 @@ def kernel_settings() -> tuple[bool, ...]:
 
 
 def set_kernel_settings(state: tuple[bool, ...]) -> None:
-    torch.use_deterministic_algorithms(state[0])
+    if torch.are_deterministic_algorithms_enabled() != state[0]:  # the call imports inductor (~1.4 s, then dynamo)
+        torch.use_deterministic_algorithms(state[0])
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = state[1], state[2]
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = state[3], state[4]
 

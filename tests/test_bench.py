@@ -133,7 +133,7 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
                 "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", f"--sample_wall_out_dir={run}", "--break_even_tokens=20"])
     out = capsys.readouterr().out
-    speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s", out, re.M))
+    speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s  \(", out, re.M))  # the rows: speed, then (seconds
     assert set(speeds) == {
         "ours, KV cache, fp32", "ours, no cache, fp32", "ours, KV cache, bf16 weights",
         "transformers generate, cache, fp32", "sample.py, KV cache, fp32", "sample.py, KV cache, --dtype=auto",

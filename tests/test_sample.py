@@ -86,6 +86,17 @@ def test_greedy_is_deterministic_and_the_argmax_of_the_full_forward_at_every_ste
     assert first[0]["finish_reason"] == ("eot" if new[-1] == BYTE.eot_token else "length")
 
 
+def test_sampling_without_compile_never_imports_the_compiler(run_dir):
+    # Issue 9: `python sample.py` within 3 s of starting, on a GPU. Importing torch._dynamo costs
+    # ~1.4 s on the 2-core CPU, and two innocent calls pulled it in: initialising the weights of
+    # the model built on the meta device, and restoring use_deterministic_algorithms on exit.
+    code = ("import sys, sample; rc = sample.main(sys.argv[1:]); "
+            "print(rc, 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, f"--out_dir={run_dir}", "--max_new_tokens=5", "--device=cpu",
+                           "--compile=auto"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split()[-3:] == ["0", "False", "False"], proc.stdout + proc.stderr
+
+
 def test_top_k_1_equals_greedy(capsys, run_dir):
     greedy = cli_json(capsys, run_dir, "--start=abc", "--temperature=0", "--max_new_tokens=24")
     top1 = cli_json(capsys, run_dir, "--start=abc", "--temperature=1.3", "--top_k=1", "--seed=5", "--max_new_tokens=24")
