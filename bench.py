@@ -94,8 +94,14 @@ def bench_decode(args: argparse.Namespace) -> None:
     """decode_rows, compiling into an empty cache of its own: its first compile of the decode step
     is a first run's, as sample.py's on a fresh machine (the compile break-even's cost), and the
     compiled sample.py rows after it reuse that compilation."""
-    with fresh_compile_cache():
-        decode_rows(args)
+    from gpt.runtime import kernel_settings, set_kernel_settings
+
+    saved = kernel_settings()  # decode_rows turns TF32 on, as sample.py does: undone for in-process callers
+    try:
+        with fresh_compile_cache():
+            decode_rows(args)
+    finally:
+        set_kernel_settings(saved)
 
 
 def decode_rows(args: argparse.Namespace) -> None:
@@ -282,7 +288,8 @@ def decode_rows(args: argparse.Namespace) -> None:
     if compiled and args.batch == 1:
         print(f"  compiled CUDA-graph decode, bf16, batch 1: {compiled:,.0f} tokens/s  (target >= 2,000 on an H100)")
     if args.sample_wall_out_dir:
-        cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300"]
+        cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
+               *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t0

@@ -266,8 +266,9 @@ def seed_everything(seed: int) -> None:
 
 def rng_state(device: torch.device | None = None) -> dict:
     """Every RNG the run uses, as tensors and plain values (safe for torch.load(weights_only=True)).
-    device: the run's GPU, whose generator dropout draws from (cuda:1 is not the current device
-    unless torchrun made it so); default: the current one."""
+    device: the run's device. On a GPU its generator, which dropout draws from (cuda:1 is not the
+    current device unless torchrun made it so); a CPU run keeps no GPU's state, so it starts no
+    CUDA context on a machine that has one. None: the current GPU's, where there is one."""
     np_state = np.random.get_state()
     state = {
         "python": random.getstate(),
@@ -275,13 +276,13 @@ def rng_state(device: torch.device | None = None) -> dict:
                   "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():  # this process's GPU only: a resume may see fewer GPUs
-        state["cuda"] = torch.cuda.get_rng_state(cuda_or_current(device))
+    if uses_cuda(device):  # this process's GPU only: a resume may see fewer GPUs
+        state["cuda"] = torch.cuda.get_rng_state(device or "cuda")
     return state
 
 
-def cuda_or_current(device: torch.device | None) -> torch.device | str:
-    return device if device is not None and device.type == "cuda" else "cuda"
+def uses_cuda(device: torch.device | None) -> bool:
+    return device.type == "cuda" if device is not None else torch.cuda.is_available()
 
 
 def set_rng_state(state: dict, device: torch.device | None = None) -> None:
@@ -290,8 +291,8 @@ def set_rng_state(state: dict, device: torch.device | None = None) -> None:
     n = state["numpy"]
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"], cuda_or_current(device))
+    if "cuda" in state and uses_cuda(device):
+        torch.cuda.set_rng_state(state["cuda"], device or "cuda")
 
 
 class StepChecks:

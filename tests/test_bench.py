@@ -143,7 +143,7 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     assert "greedy tokens equal to transformers': 100.0%" in out
     ratios = re.findall(r"^  (.+?): +([\d.]+)x  \(target", out, re.M)
     assert len(ratios) == 8 and all(float(r) > 0 for _, r in ratios), out
-    assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300: [\d.]+ s wall", out, re.M)
+    assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300 --device=cpu: [\d.]+ s wall", out, re.M)
     # the compile break-even of that run's own model, from two fresh sample.py processes
     even = re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=20 --compile=false / true "
                      r"\(fresh processes; (\d+) / (\d+) tokens made\): compiling (?:pays off from [\d,]+ tokens per "

@@ -58,7 +58,12 @@ def test_the_cuda_rng_saved_and_restored_is_the_run_devices(monkeypatch):
                         torch.zeros(8, dtype=torch.uint8))
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": seen.append(("set", str(device))))
     set_rng_state(rng_state(torch.device("cuda:1")), torch.device("cuda:1"))
-    set_rng_state(rng_state(torch.device("cpu")), torch.device("cpu"))  # a CPU run: the current GPU's, as before
+    assert seen == [("get", "cuda:1"), ("set", "cuda:1")]
+    # a CPU run on a machine with a GPU keeps none of its state (reading it would start a CUDA
+    # context in every CPU run), and a GPU run resumed on the CPU leaves the GPU alone
+    assert "cuda" not in rng_state(torch.device("cpu"))
+    set_rng_state({**rng_state(torch.device("cpu")), "cuda": torch.zeros(8, dtype=torch.uint8)}, torch.device("cpu"))
+    set_rng_state(rng_state(), None)  # no device named: the current GPU's, where there is one
     assert seen == [("get", "cuda:1"), ("set", "cuda:1"), ("get", "cuda"), ("set", "cuda")]
 
 

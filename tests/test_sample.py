@@ -499,13 +499,13 @@ def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert train.returncode == 0, train.stderr[-2000:]
     proc = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--start=To be", "--num_samples=2",
-                           "--max_new_tokens=40", "--stop=\\n", "--json"],  # no --out_dir: the default run, out/
+                           "--max_new_tokens=40", "--stop=\\n", "--json", "--device=cpu"],  # no --out_dir: out/
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     samples = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(samples) == 2 and all(s["prompt"] == "To be" and "\n" not in s["text"] for s in samples)
     assert "step 3" in proc.stderr and "byte tokenizer" in proc.stderr
-    plain = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--max_new_tokens=20"],
+    plain = subprocess.run([sys.executable, str(ROOT / "sample.py"), "--max_new_tokens=20", "--device=cpu"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert plain.returncode == 0 and plain.stdout.endswith(sample.SEPARATOR + "\n")
 
