@@ -161,7 +161,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         out_dir.mkdir(parents=True, exist_ok=True)
         write_config(out_dir, cfg)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {'on' if did_compile else 'off'}"
+        compile_note = ("on (regional)" if cfg.compile == "regional" else "on") if did_compile else "off"
+        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {compile_note}"
               + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
                  if cfg.fp8 else "")
               + (" | deterministic kernels" if cfg.deterministic else ""))

@@ -83,7 +83,9 @@ class TrainConfig:
     # -- system
     device: str = opt("auto", "'auto' (cuda, then mps, then cpu), or e.g. 'cpu', 'cuda', 'cuda:1'")
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
-    compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' or 'false'")
+    compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' (the whole model), 'regional' (one "
+                               "block's graph reused by every block, and the head with its loss: about half the "
+                               "compile time, for short runs) or 'false'")
     seed: int = opt(1337, "random seed (data order, init, dropout)")
     fp8: bool = opt(False, "float8 matmuls in the blocks' Linear layers (torchao's float8 training; a GPU of compute "
                            "capability >= 8.9, e.g. H100, L4, RTX 40xx; runs on the CPU too, slowly); checkpoints stay plain")
@@ -139,7 +141,7 @@ class TrainConfig:
             errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
         choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": POS_ENCODINGS,
                    "activation": ("gelu", "gelu_tanh"), "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
-                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "false")}
+                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "regional", "false")}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
                    for k, v in choices.items() if getattr(self, k) not in v]
         if self.gradient_accumulation_steps % world_size:

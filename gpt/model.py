@@ -277,6 +277,10 @@ def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
 # The model
 
 
+def _run_block(block: Block, x: torch.Tensor, pos: int | None, rotary: Rotary | None) -> torch.Tensor:
+    return block(x, pos, rotary)  # compiled once for every block by GPT.compile_regions
+
+
 class _SkipInit(torch.overrides.TorchFunctionMode):
     """Inside: torch.nn.init's functions (which modules' constructors call) leave their tensor as it is."""
 
@@ -301,6 +305,7 @@ class GPT(nn.Module):
             self.transformer["wpe"] = nn.Embedding(config.block_size, config.n_embd)
         self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # weight tying (Press & Wolf 2017), as GPT-2
+        self.compiled_regions: tuple[Callable, Callable] | None = None  # see compile_regions
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
         # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
@@ -373,21 +378,38 @@ class GPT(nn.Module):
         positions = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T,)
         x, rotary = self.embed(idx, positions)  # (B, T, C)
         x = self.transformer.drop(x)
+        if targets is not None and pos is None and self.compiled_regions:  # training and evaluation
+            run_block, head_and_loss = self.compiled_regions
+            for block in self.transformer.h:
+                x = run_block(block, x, None, rotary)
+            return head_and_loss(x, targets, label_smoothing)
         for block in self.transformer.h:
             x = block(x, pos, rotary)
-        x = self.transformer.ln_f(x)
-
         if targets is not None:
-            logits = self.lm_head(x)  # (B, T, V)
-            # The mean over the targets that count: -1 is ignored (the prompts of instruction data,
-            # issue 12). A batch with none gives 0 and no gradient, not the NaN of an empty mean.
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1,
-                                   reduction="sum",
-                                   label_smoothing=label_smoothing) / (targets != -1).sum().clamp(min=1)
-            return logits, loss
+            return self.head_and_loss(x, targets, label_smoothing)
+        x = self.transformer.ln_f(x)
         if last_only:
             x = x[:, -1:, :]  # generation only needs the last position: skips most of the head's work
         return self.lm_head(x), None
+
+    def head_and_loss(self, x: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0):
+        """The last blocks' output (B, T, C) -> (logits (B, T, V), the loss against targets (B, T))."""
+        logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, V)
+        # The mean over the targets that count: -1 is ignored (the prompts of instruction data,
+        # issue 12). A batch with none gives 0 and no gradient, not the NaN of an empty mean.
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-1,
+                               reduction="sum", label_smoothing=label_smoothing) / (targets != -1).sum().clamp(min=1)
+        return logits, loss
+
+    def compile_regions(self) -> None:
+        """--compile=regional: torch.compile one block's forward, which every block then reuses (the
+        blocks are alike and their weights are the graph's inputs, so dynamo traces one graph for
+        all of them), and the head with its loss. Compiling takes a fraction of the whole model's
+        time (48 s -> 23 s for the GPU preset's 6 x 384 model on the 2-core CPU, at the same step
+        time); torchtitan compiles block by block too. Only the training and evaluation forwards
+        (targets given, no KV cache) run compiled: sampling stays eager, so no position or length
+        ever recompiles. Compilation happens at the first call."""
+        self.compiled_regions = (torch.compile(_run_block), torch.compile(self.head_and_loss))
 
     def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, Rotary | None]:
         """Token embeddings with the positions (T,) added, (B, T, C); and RoPE's angles for the

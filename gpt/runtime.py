@@ -98,7 +98,9 @@ def autocast(device: torch.device, dtype: torch.dtype):
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
                   wrap=lambda m: m) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
     """torch.compile when asked (auto: on CUDA): (the model to evaluate, the model to train: `wrap`
-    of it, compiled; whether it compiled). `wrap` is DDP under torchrun, built once, around the
+    of it, compiled; whether it compiled). "regional" compiles the model's regions in place
+    (`GPT.compile_regions`: one block's graph for all blocks, and the head with its loss), and
+    `wrap` (DDP) wraps the model as it is. `wrap` is DDP under torchrun, built once, around the
     plain model, and compiled as a whole, as torch's DDP documentation asks: then DDP is active
     when dynamo compiles the model's forward, and its DDPOptimizer splits the backward at DDP's
     buckets, so gradients are all-reduced while it runs. Compilation happens at the first call, so
@@ -108,13 +110,17 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     --max_iters=0 charges to every evaluation of the run. The RNG streams are forked so that
     training draws the same numbers either way. If compiling fails, warn once and run eager."""
     wrapped = wrap(model)
-    wanted = setting == "true" or (setting == "auto" and device.type == "cuda")
+    wanted = setting in ("true", "regional") or (setting == "auto" and device.type == "cuda")
     if not wanted:
         return model, wrapped, False
     training = model.training
     try:
-        compiled = torch.compile(model)
-        train_model = compiled if wrapped is model else torch.compile(wrapped)
+        if setting == "regional":
+            model.compile_regions()
+            compiled, train_model = model, wrapped
+        else:
+            compiled = torch.compile(model)
+            train_model = compiled if wrapped is model else torch.compile(wrapped)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
                 with autocast(device, dtype):
@@ -126,6 +132,7 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
+        model.compiled_regions = None
         return model, wrapped, False
     finally:
         model.train(training)

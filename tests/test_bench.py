@@ -60,6 +60,8 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-wide"])  # gpu-muon a size up, nothing else changed
     assert (wide.n_layer, wide.n_head, wide.n_embd) == (8, 8, 512)
     assert {**wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == muon.to_dict()
+    regional, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-regional"])  # gpu-muon compiled by region only
+    assert {**regional.to_dict(), "compile": "auto"} == muon.to_dict() and regional.compile == "regional"
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():

@@ -169,8 +169,9 @@ def test_booleans_in_toml_presets(tmp_path):
     preset.write_text('compile = "False"\nbias = "yes"\neval_only = false\n')
     cfg, _ = parse_args([f"--config={preset}"])
     assert (cfg.compile, cfg.bias, cfg.eval_only) == ("false", True, False)
-    with pytest.raises(ConfigError, match="compile must be one of auto, true, false, got 'maybe'"):
+    with pytest.raises(ConfigError, match="compile must be one of auto, true, regional, false, got 'maybe'"):
         parse_args(["--compile=maybe"])
+    assert parse_args(["--compile=regional"])[0].compile == "regional"  # one block's graph for all blocks
 
 
 def test_config_errors_are_usage_errors_and_value_errors():

@@ -193,6 +193,45 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
         train_model(x, y)[1].backward()  # a training step: no new graph either
 
 
+@pytest.mark.slow
+def test_regional_compile_traces_one_graph_for_every_block_and_leaves_sampling_eager():
+    # --compile=regional: the blocks share one compiled graph (their weights are its inputs), the
+    # head with its loss is another; evaluation compiles up front; decoding never runs compiled
+    from torch._dynamo.utils import counters
+
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import maybe_compile
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=3, n_head=2, n_embd=32, dropout=0.0)).train()
+    x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+    eager_logits, eager_loss = model(x, y)
+    eager_loss.backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled, train_model, did_compile = maybe_compile(model, "regional", torch.device("cpu"), (x, y), torch.float32,
+                                                       wrap=DDPLike)
+    if not did_compile:
+        pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
+    assert compiled is model and isinstance(train_model, DDPLike) and train_model.module is model  # not compiled
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs == 4  # a block and the head, each in training and in evaluation: not one per block
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        logits, loss = train_model(x, y)
+        loss.backward()
+        model.eval()
+        with torch.no_grad():
+            compiled(x, y)
+        model.train()
+    assert torch.allclose(logits, eager_logits, atol=1e-5) and torch.allclose(loss, eager_loss, atol=1e-6)
+    assert all(torch.allclose(p.grad, g, atol=1e-5) for p, g in zip(model.parameters(), eager_grads))
+    model.generate(x[:, :3], 20, temperature=0)  # the KV cache's positions and lengths: eager
+    model.generate(x[:, :3], 20, temperature=0, use_cache=False)
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
 def test_a_failed_compile_runs_eager_with_the_one_wrapper_it_built(monkeypatch):
     # DDP is built once: a second DDP over the same parameters would all-reduce each gradient twice
     from gpt.model import GPT, GPTConfig
