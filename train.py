@@ -149,7 +149,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
 
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype,
-                                                       wrap=ddp)
+                                                       wrap=ddp, label_smoothing=cfg.label_smoothing)
 
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps

@@ -204,8 +204,8 @@ AUTO_BOOL_OPTIONS = ("compile",)
 def parse_auto_bool(text: str) -> str:
     """'auto' or any spelling parse_bool accepts (nanoGPT users type --compile=False) -> "auto",
     "true" or "false"; anything else is returned as is, for the caller's choices check."""
-    if text.lower() == "auto":
-        return "auto"
+    if text.lower() in ("auto", "regional"):  # regional: train.py's --compile only
+        return text.lower()
     if text.lower() in TRUE_WORDS + FALSE_WORDS:
         return str(parse_bool(text)).lower()
     return text

@@ -281,6 +281,10 @@ def _run_block(block: Block, x: torch.Tensor, pos: int | None, rotary: Rotary | 
     return block(x, pos, rotary)  # compiled once for every block by GPT.compile_regions
 
 
+def _head_and_loss(model: GPT, x: torch.Tensor, targets: torch.Tensor, label_smoothing: float):
+    return model.head_and_loss(x, targets, label_smoothing)  # compiled by GPT.compile_regions
+
+
 class _SkipInit(torch.overrides.TorchFunctionMode):
     """Inside: torch.nn.init's functions (which modules' constructors call) leave their tensor as it is."""
 
@@ -382,7 +386,7 @@ class GPT(nn.Module):
             run_block, head_and_loss = self.compiled_regions
             for block in self.transformer.h:
                 x = run_block(block, x, None, rotary)
-            return head_and_loss(x, targets, label_smoothing)
+            return head_and_loss(self, x, targets, label_smoothing)
         for block in self.transformer.h:
             x = block(x, pos, rotary)
         if targets is not None:
@@ -409,7 +413,9 @@ class GPT(nn.Module):
         time); torchtitan compiles block by block too. Only the training and evaluation forwards
         (targets given, no KV cache) run compiled: sampling stays eager, so no position or length
         ever recompiles. Compilation happens at the first call."""
-        self.compiled_regions = (torch.compile(_run_block), torch.compile(self.head_and_loss))
+        # module-level functions, the model an argument: a compiled bound method would hold the
+        # model in a reference cycle (freed only by the collector) and go along into a deepcopy
+        self.compiled_regions = (torch.compile(_run_block), torch.compile(_head_and_loss))
 
     def embed(self, idx: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, Rotary | None]:
         """Token embeddings with the positions (T,) added, (B, T, C); and RoPE's angles for the

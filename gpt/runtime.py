@@ -96,15 +96,18 @@ def autocast(device: torch.device, dtype: torch.dtype):
 
 
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
-                  wrap=lambda m: m) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+                  wrap=lambda m: m, **train_kwargs) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
     """torch.compile when asked (auto: on CUDA): (the model to evaluate, the model to train: `wrap`
     of it, compiled; whether it compiled). "regional" compiles the model's regions in place
     (`GPT.compile_regions`: one block's graph for all blocks, and the head with its loss), and
     `wrap` (DDP) wraps the model as it is. `wrap` is DDP under torchrun, built once, around the
     plain model, and compiled as a whole, as torch's DDP documentation asks: then DDP is active
     when dynamo compiles the model's forward, and its DDPOptimizer splits the backward at DDP's
-    buckets, so gradients are all-reduced while it runs. Compilation happens at the first call, so
-    one forward/backward on `example` (x, y) runs here, through the wrapper (without an all-reduce).
+    buckets, so gradients are all-reduced while it runs. (Regional graphs are per block already, so
+    DDP's split is left out for them: a block's backward hands DDP its gradients anyway, and a block
+    cut at 1 MB buckets would lose fusions.) Compilation happens at the first call, so one
+    forward/backward on `example` (x, y) runs here, through the wrapper (without an all-reduce),
+    with the training loop's `train_kwargs` (label_smoothing: a constant of the graph).
     And one evaluation-mode forward without gradients, which is a graph of its own: compiled
     later, at the step-0 evaluation, it would be timed as that evaluation's cost, which
     --max_iters=0 charges to every evaluation of the run. The RNG streams are forked so that
@@ -121,10 +124,12 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         else:
             compiled = torch.compile(model)
             train_model = compiled if wrapped is model else torch.compile(wrapped)
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        regional_ddp = torch._dynamo.config.patch(optimize_ddp=False) if setting == "regional" else \
+            contextlib.nullcontext()
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), regional_ddp:
             with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
                 with autocast(device, dtype):
-                    _, loss = train_model(*example)
+                    _, loss = train_model(*example, **train_kwargs)
                 loss.backward()
             model.eval()
             with torch.no_grad(), autocast(device, dtype):

@@ -171,7 +171,7 @@ def test_booleans_in_toml_presets(tmp_path):
     assert (cfg.compile, cfg.bias, cfg.eval_only) == ("false", True, False)
     with pytest.raises(ConfigError, match="compile must be one of auto, true, regional, false, got 'maybe'"):
         parse_args(["--compile=maybe"])
-    assert parse_args(["--compile=regional"])[0].compile == "regional"  # one block's graph for all blocks
+    assert parse_args(["--compile=Regional"])[0].compile == "regional"  # one block's graph for all blocks
 
 
 def test_config_errors_are_usage_errors_and_value_errors():
