@@ -585,8 +585,8 @@ def bench_train(args: argparse.Namespace) -> None:
         # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
         # share this process: it is set before the first row, so every row runs with it alike
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
-        print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} for every row (--deterministic needs it "
-              "from the process's first cuBLAS call)", flush=True)
+        print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} for every row (under --deterministic, torch "
+              "2.9 needs it from the process's first cuBLAS call)", flush=True)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps

@@ -78,7 +78,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
     if resume:  # the saved run's config, its device included, unless the command line says otherwise
         cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
-    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its setting at start
+    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     dist = init_distributed(cfg.device)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)

@@ -223,12 +223,15 @@ CUBLAS_DETERMINISTIC = ":4096:8"
 def use_deterministic(on: bool) -> None:
     """--deterministic (issue 9; torchtitan's debug mode has the same switches): kernels that give
     the same bits on every run. torch.use_deterministic_algorithms makes PyTorch pick deterministic
-    kernels or raise (embedding and cross-entropy backward without atomics; SDPA leaves out cuDNN
-    attention and runs flash / memory-efficient backward deterministically) and puts inductor in
-    its deterministic mode (no autotuning by timing). cuBLAS needs a fixed workspace,
-    CUBLAS_WORKSPACE_CONFIG, which PyTorch reads once per process at its first cuBLAS call: call
-    this before any CUDA work, and `check_deterministic_cublas` once the device is known. On the
-    CPU, training is already deterministic; the flag changes nothing there but its checks."""
+    kernels or raise (embedding and cross-entropy backward without atomics, attention's backward
+    pass in its deterministic variant) and puts inductor in its deterministic mode (no autotuning
+    by timing). cuBLAS gets a fixed workspace, CUBLAS_WORKSPACE_CONFIG, which PyTorch reads once
+    per process at its first cuBLAS call: call this before any CUDA work. torch 2.9, the oldest this
+    project allows, refuses every CUDA matmul under deterministic algorithms unless the variable
+    was set then (`check_deterministic_cublas` turns that into one line); torch 2.11 and 2.14 no
+    longer check it (PyTorch PR 161749: cuBLAS workspaces are kept per handle and stream, which is
+    deterministic without it), so there the variable only fixes the workspace's size. On the CPU,
+    training is already deterministic; the flag changes nothing there but its checks."""
     if not on:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
@@ -238,10 +241,11 @@ def use_deterministic(on: bool) -> None:
 
 
 def check_deterministic_cublas(device: torch.device) -> None:
-    """Under --deterministic on CUDA: one small matmul, so that a process whose cuBLAS started
-    without a deterministic workspace (an in-process caller that had run CUDA matmuls before, or
-    CUBLAS_WORKSPACE_CONFIG set to another value) is refused in one line here, not by PyTorch at
-    the first training step."""
+    """Under --deterministic on CUDA: one small matmul, so that where PyTorch refuses a process
+    whose cuBLAS started without a deterministic workspace (torch 2.9; an in-process caller that
+    had run CUDA matmuls before, or CUBLAS_WORKSPACE_CONFIG set to another value), it is refused in
+    one line here, not by PyTorch at the first training step. Newer torch does not refuse it (see
+    `use_deterministic`), and this passes."""
     if device.type != "cuda" or not torch.are_deterministic_algorithms_enabled():
         return
     probe = torch.ones(16, 16, device=device)

@@ -79,9 +79,10 @@ def test_stop_signal_only_sets_a_flag_and_restores_handlers():
 
 
 def test_deterministic_refuses_a_cublas_that_started_without_its_workspace(monkeypatch):
-    # PyTorch reads CUBLAS_WORKSPACE_CONFIG once, at a process's first cuBLAS call, and then refuses
-    # every matmul under deterministic algorithms: a small matmul right after the device is chosen
-    # turns that into one line. Here a stand-in for the CUDA tensor raises PyTorch's message.
+    # PyTorch reads CUBLAS_WORKSPACE_CONFIG once, at a process's first cuBLAS call, and torch 2.9
+    # then refuses every matmul under deterministic algorithms (2.11 and 2.14 no longer check): a
+    # small matmul right after the device is chosen turns that into one line. Here a stand-in for
+    # the CUDA tensor raises torch 2.9's message.
     from gpt.errors import ConfigError
     from gpt.runtime import check_deterministic_cublas, kernel_settings, set_kernel_settings
 
