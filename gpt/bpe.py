@@ -28,6 +28,8 @@ from pathlib import Path
 
 import regex
 
+from gpt.errors import UnreadableFile
+
 # GPT-2's pre-tokenisation regex (the "r50k" pattern in tiktoken): the chunks merges stay inside.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 SHAKESPEARE_BPE_FILE = Path(__file__).resolve().parent / "shakespeare_bpe.tiktoken"
@@ -94,15 +96,19 @@ def write_ranks(ranks: dict[bytes, int], path: str | Path) -> None:
 
 
 def read_ranks(path: str | Path, sha256: str | None = None) -> dict[bytes, int]:
-    """The ranks in a tiktoken-format file; with sha256, a file with other contents is refused."""
+    """The ranks in a tiktoken-format file; with sha256, a file with other contents is refused.
+    A damaged file is UnreadableFile (one line in every script), not a parser's traceback."""
     data = Path(path).read_bytes()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise RuntimeError(f"{path}: sha256 {hashlib.sha256(data).hexdigest()} is not the expected {sha256}; "
-                           "the tokenizer file is corrupted or was changed (git checkout it to restore)")
+        raise UnreadableFile(path, f"sha256 {hashlib.sha256(data).hexdigest()} is not the expected {sha256}; "
+                                   "the tokenizer file is corrupted or was changed (git checkout it to restore)")
     ranks = {}
-    for line in data.decode("ascii").splitlines():
-        token, rank = line.split()
-        ranks[base64.b64decode(token)] = int(rank)
+    for number, line in enumerate(data.splitlines(), 1):
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except ValueError:  # binascii.Error is one: not "<base64 token> <rank>"
+            raise UnreadableFile(path, f"line {number} is not '<base64 token> <rank>' (tiktoken format)") from None
     return ranks
 
 

@@ -7,6 +7,7 @@ import tiktoken
 
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256,
                      read_ranks, text_sha256, train_bpe, write_ranks)
+from gpt.errors import UnreadableFile
 from gpt.prepare import shakespeare_train_texts
 from gpt.tokenizer import SHAKESPEARE_BPE_SHA256, get_tokenizer
 
@@ -44,8 +45,17 @@ def test_trained_ranks_encode_and_round_trip_through_the_file(tmp_path):
 def test_a_changed_tokenizer_file_is_refused(tmp_path):
     copy = tmp_path / "shakespeare_bpe.tiktoken"
     copy.write_bytes(SHAKESPEARE_BPE_FILE.read_bytes().replace(b" 300\n", b" 301\n", 1))
-    with pytest.raises(RuntimeError, match="sha256"):
+    # A user fault (UnreadableFile, a UsageError) so scripts print one line, with the way to restore it.
+    with pytest.raises(UnreadableFile, match=r"sha256 .* \(git checkout it to restore\)"):
         read_ranks(copy, SHAKESPEARE_BPE_SHA256)
+
+
+@pytest.mark.parametrize("line", [b"not-base64! 5\n", b"YQ== x\n", b"YQ==\n", b"YQ== 5 6\n", b"\xff 5\n"])
+def test_a_malformed_unpinned_ranks_file_is_one_unreadable_file_error(tmp_path, line):
+    path = tmp_path / "r.tiktoken"
+    path.write_bytes(b"YQ== 0\n" + line)
+    with pytest.raises(UnreadableFile, match=f"{path}: line 2 is not"):
+        read_ranks(path)
 
 
 def test_shakespeare_bpe_layout_and_compression():
@@ -81,6 +91,7 @@ def test_retraining_on_the_plays_reproduces_the_committed_file(tmp_path):
 def test_bpe_imports_no_other_module_of_the_package():
     # The tokenizer reads bpe.py's file format and data preparation uses the tokenizer, so bpe.py
     # must need neither: the retraining script (data/train_bpe.py) is what ties them together.
+    # gpt.errors (no imports of the package) gives its refusals the user-error class.
     code = "import sys, gpt.bpe; print(sorted(m for m in sys.modules if m.startswith('gpt.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['gpt.bpe']"
+    assert out.strip() == "['gpt.bpe', 'gpt.errors']"

@@ -4,6 +4,8 @@ import random
 import pytest
 import tiktoken
 
+import gpt.tokenizer
+from gpt.errors import UsageError
 from gpt.tokenizer import GPT2_FILE_SHA256, _gpt2_data_dir, get_tokenizer, load_gpt2_ranks
 
 
@@ -64,3 +66,17 @@ def test_byte_tokenizer_layout_and_invalid_utf8():
 def test_unknown_tokenizer_name():
     with pytest.raises(ValueError, match="gpt2"):
         get_tokenizer("sentencepiece")
+
+
+def test_a_damaged_shakespeare_bpe_file_is_a_usage_error(tmp_path, monkeypatch):
+    # train.py's default tokenizer: a truncated file (e.g. train_bpe.py on a full disk) must be one
+    # line in every script, so a UsageError, not a RuntimeError traceback.
+    damaged = tmp_path / "shakespeare_bpe.tiktoken"
+    damaged.write_bytes(gpt.tokenizer.SHAKESPEARE_BPE_FILE.read_bytes()[:4096])
+    monkeypatch.setattr(gpt.tokenizer, "SHAKESPEARE_BPE_FILE", damaged)
+    get_tokenizer.cache_clear()
+    try:
+        with pytest.raises(UsageError, match=f"{damaged}: sha256 .*git checkout it to restore"):
+            get_tokenizer("shakespeare-bpe")
+    finally:
+        get_tokenizer.cache_clear()
