@@ -11,31 +11,48 @@ with train.py --data=data/who-says.jsonl (see README, "Instruction tuning").
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gpt.shards import _atomic_replace  # noqa: E402
 from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
 
 
-def who_says(play: str, min_chars: int, max_pairs: int) -> list[dict]:
-    files = [f for f in shakespeare_files() if play.lower().replace(" ", "-") in f.stem]
+def find_play(play: str) -> Path:
+    """The play whose file name is `play` (spaces as hyphens); else the one whose name contains it.
+    The exact name wins, since some names are inside others (henry-v in henry-viii, richard-ii in richard-iii)."""
+    key = play.lower().replace(" ", "-")
+    every = shakespeare_files()
+    files = [f for f in every if f.stem == key] or [f for f in every if key in f.stem]
     if len(files) != 1:
-        names = ", ".join(f.stem for f in (files or shakespeare_files()))
+        names = ", ".join(f.stem for f in (files or every))
         raise PrepareError(f"--play {play!r} matches {len(files)} plays; choose one of: {names}")
+    return files[0]
+
+
+def who_says(play: str, min_chars: int, max_pairs: int) -> list[dict]:
+    if max_pairs < 1 or min_chars < 0:
+        raise PrepareError(f"--max_pairs must be >= 1 and --min_chars >= 0, got {max_pairs} and {min_chars}")
+    path = find_play(play)
     pairs, seen = [], set()
-    for speaker, lines in shakespeare_speeches(shakespeare_play_text(files[0].read_text(encoding="utf-8"))):
+    for speaker, lines in shakespeare_speeches(shakespeare_play_text(path.read_text(encoding="utf-8"))):
         line = lines[0]
         if len(line) >= min_chars and line not in seen:
             seen.add(line)
             pairs.append({"prompt": f"Who says: {line}", "response": speaker})
+    if not pairs:  # an empty file would only fail later, in data/prepare.py, as "no text found"
+        raise PrepareError(f"no speech in {path.stem} has a first line of at least {min_chars} characters; "
+                           "lower --min_chars")
     return pairs[:max_pairs]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="data/make_pairs.py", description=__doc__.splitlines()[0])
-    p.add_argument("--play", default="hamlet", help="a play's file name or part of it (default: hamlet)")
+    p.add_argument("--play", default="hamlet",
+                   help="a play's file name, or part of one that names a single play (default: hamlet)")
     p.add_argument("--min_chars", type=int, default=20, help="shortest first line to ask about (default: 20)")
     p.add_argument("--max_pairs", type=int, default=1000, help="at most this many pairs (default: 1000)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "who-says.jsonl"),
@@ -46,7 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    Path(args.out).write_text("".join(json.dumps(pair) + "\n" for pair in pairs), encoding="utf-8")
+    # A temp file renamed over --out: a full disk or an interrupt never leaves a cut-off file in
+    # place of an older complete one.
+    out = Path(args.out)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text("".join(json.dumps(pair) + "\n" for pair in pairs), encoding="utf-8")
+        _atomic_replace(tmp, out)
+    except OSError as e:
+        print(f"error: {out}: {e.strerror or e}; nothing was written", file=sys.stderr)
+        return 1
+    finally:
+        tmp.unlink(missing_ok=True)
     speakers = len({pair["response"] for pair in pairs})
     print(f"wrote {len(pairs)} pairs ({speakers} speakers) to {args.out}")
     return 0

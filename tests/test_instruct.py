@@ -4,6 +4,8 @@ bad records named by file and line, and end to end: a tiny model trained on ~30 
 them through sample.py --instruction / --chat, and beats the same model trained on the same pairs
 as plain text on response-token loss."""
 
+import errno
+import importlib.util
 import io
 import json
 import random
@@ -203,6 +205,53 @@ def test_make_pairs_from_the_plays(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "nonesuch", "--out",
                           str(out)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and bad.stderr.startswith("error: --play 'nonesuch' matches 0 plays")
+
+
+
+@pytest.fixture
+def make_pairs():
+    """data/make_pairs.py as a module: its main(argv) runs in-process, a tenth of a second a call."""
+    spec = importlib.util.spec_from_file_location("make_pairs_script", ROOT / "data" / "make_pairs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("play", ["henry-v", "Richard II"])
+def test_make_pairs_an_exact_play_name_wins_over_longer_names_that_contain_it(make_pairs, tmp_path, play):
+    # henry-v is inside henry-vi-part-1..3 and henry-viii, richard-ii inside richard-iii.
+    out = tmp_path / "p.jsonl"
+    assert make_pairs.main(["--play", play, "--max_pairs", "2", "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max_pairs", "0"], "--max_pairs must be >= 1"), (["--max_pairs", "-1"], "--max_pairs must be >= 1"),
+    (["--min_chars", "-1"], "--min_chars >= 0"), (["--min_chars", "100000"], "no speech in hamlet has a first line")])
+def test_make_pairs_refuses_options_that_give_no_or_fewer_pairs_than_asked(make_pairs, tmp_path, capsys, args, message):
+    out = tmp_path / "p.jsonl"
+    assert make_pairs.main(args + ["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs, tmp_path, capsys, monkeypatch):
+    for out, reason in [(tmp_path / "nodir" / "p.jsonl", "No such file or directory"), (tmp_path, "Is a directory")]:
+        assert make_pairs.main(["--max_pairs", "1", "--out", str(out)]) == 1
+        assert capsys.readouterr().err == f"error: {out}: {reason}; nothing was written\n"
+    out = tmp_path / "p.jsonl"
+    out.write_text("an older complete file\n")
+
+    def file_too_large(self, text, *args, **kwargs):  # the first bytes land, then EFBIG (ulimit -f)
+        with open(self, "w") as f:
+            f.write(text[:100])
+        raise OSError(errno.EFBIG, "File too large", str(self))
+
+    monkeypatch.setattr(Path, "write_text", file_too_large)
+    assert make_pairs.main(["--out", str(out)]) == 1
+    assert capsys.readouterr().err == f"error: {out}: File too large; nothing was written\n"
+    assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
 
 
 # ----------------------------------------------------------------------------- end to end
