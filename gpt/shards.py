@@ -69,6 +69,10 @@ class MissingSplit(ShardError, KeyError):
         return Exception.__str__(self)
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is not a count
+
+
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits, else uint32 (little-endian on disk whatever the machine)."""
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
@@ -205,11 +209,15 @@ def open_shard(path, full_check: bool | None = None) -> Shard:
     vocab size when full_check is True (default: for shards of up to 16M tokens), else in 64
     evenly spread samples, which catches a wrong-vocabulary shard without reading 100M tokens."""
     path = Path(path)
-    size = path.stat().st_size
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(_HEADER.size)
+    except OSError as e:  # no read permission, an I/O error: the user's to fix, so one line
+        raise ShardError(path, f"cannot read it ({e.strerror or e})") from None
     if size < HEADER_SIZE:
         raise ShardError(path, f"{size} bytes is shorter than the {HEADER_SIZE}-byte shard header (truncated?)")
-    with open(path, "rb") as f:
-        magic, version, itemsize, count, vocab_size, eot, name = _HEADER.unpack(f.read(_HEADER.size))
+    magic, version, itemsize, count, vocab_size, eot, name = _HEADER.unpack(head)
     if magic != MAGIC:
         raise ShardError(path, f"not a token shard: magic {magic!r}, expected {MAGIC!r}")
     if version not in READ_VERSIONS:
@@ -290,6 +298,48 @@ class DataDir:
             missing = ["splits (an object)"]
         if missing:
             raise ShardError(meta_path, f"meta.json lacks {', '.join(missing)}; rebuild with data/prepare.py --force")
+        # Types and ranges once, here: a hand-edited value would otherwise fail as a traceback far
+        # away, some only at the first evaluation (bits per byte) after steps have run.
+        problems = self._meta_problems()
+        if problems:
+            raise ShardError(meta_path, f"{'; '.join(problems)}; rebuild with data/prepare.py --force")
+
+    def _meta_problems(self) -> list[str]:
+        meta, problems = self.meta, []
+
+        def check(key: str, value, ok: bool, expected: str) -> None:
+            if not ok:
+                problems.append(f"{key} is {json.dumps(value)}, expected {expected}")
+
+        def positive_int(key: str, value) -> None:
+            check(key, value, _is_int(value) and value > 0, "a positive integer")
+
+        check("tokenizer", meta["tokenizer"], isinstance(meta["tokenizer"], str), "a tokenizer name")
+        positive_int("vocab_size", meta["vocab_size"])
+        check("eot_token", meta["eot_token"], _is_int(meta["eot_token"]) and 0 <= meta["eot_token"]
+              and (not _is_int(meta["vocab_size"]) or meta["eot_token"] < meta["vocab_size"]),
+              "an integer in [0, vocab_size)")
+        check("supervised", meta.get("supervised"), isinstance(meta.get("supervised", False), bool), "true or false")
+        counts = ("tokens", "bytes", "target_tokens", "target_bytes") if self.supervised else ("tokens", "bytes")
+        listed: dict[str, str] = {}  # shard name -> the split listing it
+        for name, split in meta["splits"].items():
+            for k in counts:
+                if k not in split:  # only instruction data needs the target counts (bits per byte)
+                    problems.append(f'splits.{name}.{k} is missing, and "supervised" is true')
+                else:
+                    positive_int(f"splits.{name}.{k}", split[k])
+            shards = split["shards"]
+            if not (isinstance(shards, list) and shards and all(isinstance(f, str) and f for f in shards)):
+                check(f"splits.{name}.shards", shards, False, "a list of shard file names")
+                continue
+            # A shard listed twice, or in two splits, would train on the validation text or count it twice.
+            for f in shards:
+                key = os.path.normpath(f)
+                if key in listed:
+                    where = "twice in" if listed[key] == name else f"in splits.{listed[key]}.shards and in"
+                    problems.append(f"{f} is listed {where} splits.{name}.shards")
+                listed.setdefault(key, name)
+        return problems
 
     @property
     def tokenizer_name(self) -> str:
@@ -350,6 +400,13 @@ class DataDir:
             if got != want:
                 raise ShardError(path, f"header says tokenizer/vocab/eot {got}, {META_NAME} says {want}")
             shards.append(shard)
+        # From the headers: a shard swapped in from another data set (same tokenizer) or a
+        # hand-edited count would otherwise train and report bits per byte on the wrong text.
+        got, want = sum(s.num_tokens for s in shards), self.num_tokens(split)
+        if got != want:
+            which = f"its shard {shards[0].path.name} holds" if len(shards) == 1 else f"its {len(shards)} shards hold"
+            raise ShardError(self.path / META_NAME, f"splits.{split}.tokens is {want:,} but {which} {got:,} "
+                             "tokens (a shard replaced, or meta.json edited); rebuild with data/prepare.py --force")
         return shards
 
     def check_compatible(self, tokenizer_name: str, vocab_size: int) -> None:

@@ -353,3 +353,93 @@ def test_meta_json_missing_keys_is_one_clear_error(tmp_path, drop):
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(UsageError, match=rf"meta.json lacks {drop}"):
         DataDir(tmp_path)
+
+
+def edit_meta(root, edit):
+    """meta.json changed by hand: edit(meta) mutates the parsed content."""
+    meta = json.loads((root / "meta.json").read_text())
+    edit(meta)
+    (root / "meta.json").write_text(json.dumps(meta))
+
+
+def test_a_shard_swapped_in_from_other_data_is_refused_by_its_token_count(tmp_path):
+    # Same tokenizer and vocabulary, so the header agrees with meta.json; only the count tells.
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    make_data_dir(tmp_path / "a", {"train": [np.arange(100)], "val": [np.arange(50)]})
+    make_data_dir(tmp_path / "b", {"train": [np.arange(100)], "val": [np.arange(30)]})
+    (tmp_path / "a" / "val_000000.bin").write_bytes((tmp_path / "b" / "val_000000.bin").read_bytes())
+    with pytest.raises(ShardError, match=re.escape(f"{tmp_path / 'a' / 'meta.json'}: splits.val.tokens is 50 but "
+                                                   "its shard val_000000.bin holds 30 tokens")):
+        ValBatches(tmp_path / "a", 1, 8)
+    TrainBatches(tmp_path / "a", 1, 8)  # the untouched split still loads
+
+
+def test_a_hand_edited_token_count_is_refused(tmp_path):
+    make_data_dir(tmp_path, {"train": [np.arange(100), np.arange(60)]})
+    edit_meta(tmp_path, lambda m: m["splits"]["train"].update(tokens=5))
+    with pytest.raises(ShardError, match="splits.train.tokens is 5 but its 2 shards hold 160 tokens"):
+        TrainBatches(tmp_path, 1, 8)
+
+
+@pytest.mark.parametrize("train_shards, message", [
+    (["val_000000.bin"], "val_000000.bin is listed in splits.train.shards and in splits.val.shards"),
+    (["train_000000.bin", "./train_000000.bin"], "./train_000000.bin is listed twice in splits.train.shards")])
+def test_a_shard_listed_twice_or_in_two_splits_is_refused(tmp_path, train_shards, message):
+    # Training on the validation split's text (or counting a shard twice) would pass every other check.
+    make_data_dir(tmp_path, {"train": [np.arange(100)], "val": [np.arange(100)]})
+    edit_meta(tmp_path, lambda m: m["splits"]["train"].update(shards=train_shards))
+    with pytest.raises(ShardError, match=re.escape(f"{tmp_path / 'meta.json'}: {message}")):
+        DataDir(tmp_path)
+
+
+def _set(key, value):
+    def edit(meta):
+        *path, last = key.split(".")
+        for k in path:
+            meta = meta[k]
+        meta[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("splits.val.bytes", 0, "a positive integer"),  # was a ZeroDivisionError at the first evaluation
+    ("splits.val.bytes", "x", "a positive integer"),
+    ("splits.train.tokens", "many", "a positive integer"),
+    ("splits.train.tokens", True, "a positive integer"),
+    ("vocab_size", "257", "a positive integer"),
+    ("eot_token", VOCAB, "an integer in [0, vocab_size)"),
+    ("tokenizer", 7, "a tokenizer name"),
+    ("splits.train.shards", "train_000000.bin", "a list of shard file names"),
+    ("splits.train.shards", [1], "a list of shard file names"),
+    ("supervised", "yes", "true or false")])
+def test_meta_json_values_of_the_wrong_type_or_range_are_one_error_naming_the_key(tmp_path, key, value, expected):
+    make_data_dir(tmp_path, {"train": [np.arange(100)], "val": [np.arange(100)]})
+    edit_meta(tmp_path, _set(key, value))
+    with pytest.raises(ShardError, match=re.escape(f"meta.json: {key} is {json.dumps(value)}, expected {expected}")):
+        DataDir(tmp_path)
+
+
+def test_supervised_meta_json_needs_the_target_counts(tmp_path):
+    # Bits per byte of instruction data divides by them: a KeyError at the first evaluation before.
+    make_data_dir(tmp_path, {"train": [np.arange(100)], "val": [np.arange(100)]})
+    edit_meta(tmp_path, lambda m: m.update(supervised=True))
+    with pytest.raises(ShardError, match='splits.train.target_tokens is missing, and "supervised" is true'):
+        DataDir(tmp_path)
+    edit_meta(tmp_path, lambda m: [s.update(target_tokens=100, target_bytes=0) for s in m["splits"].values()])
+    with pytest.raises(ShardError, match="splits.train.target_bytes is 0, expected a positive integer"):
+        DataDir(tmp_path)
+
+
+def test_an_unreadable_shard_is_one_error_naming_it(tmp_path, monkeypatch):
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100)]})
+    with pytest.raises(ShardError, match=re.escape(f"{tmp_path}: cannot read it (Is a directory)")):
+        open_shard(tmp_path)
+    path = dd.shard_paths("train")[0]
+
+    def refused(file, *args, **kwargs):  # chmod 000 does not stop root, who runs the tests in CI
+        raise PermissionError(13, "Permission denied", str(file))
+
+    monkeypatch.setattr("gpt.shards.open", refused, raising=False)
+    with pytest.raises(ShardError, match=re.escape(f"{path}: cannot read it (Permission denied)")):
+        TrainBatches(dd, 1, 8)
+
