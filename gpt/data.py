@@ -49,10 +49,15 @@ class _Windows:
         self.split, self.block_size, self.window = split, block_size, block_size + 1
         self.device = torch.device(device)
         shards = self.data_dir.open_shards(split)
+        made_with = self.data_dir.shard_tokens
+        # prepare keeps every shard of a split at >= shard_tokens / 2 but a lone one, so shards made
+        # small are what larger shards fix; a lone short shard needs more text.
+        more = (f"prepare with a larger --shard_tokens (these were made with {made_with:,})"
+                if len(shards) > 1 and made_with is not None and made_with < 2 * self.window else "prepare more text")
         for shard in shards:
             if shard.num_tokens < self.window:
                 raise ShardError(shard.path, f"{shard.num_tokens} tokens is shorter than one window of block_size + 1"
-                                             f" = {self.window} tokens; use a smaller block_size or prepare more text")
+                                             f" = {self.window} tokens; use a smaller block_size or {more}")
         self.num_tokens = sum(s.num_tokens for s in shards)
         # Plain ndarray views of the memmaps: slicing them skips np.memmap's per-slice overhead.
         self._tokens = [np.asarray(s.tokens) for s in shards]

@@ -376,6 +376,13 @@ class DataDir:
         return self._split(split)["documents"]
 
     @property
+    def shard_tokens(self) -> int | None:
+        """The --shard_tokens the shards were made with, where meta.json records it."""
+        options = self.meta.get("options")
+        made_with = options.get("shard_tokens") if isinstance(options, dict) else None
+        return made_with if _is_int(made_with) else None
+
+    @property
     def supervised(self) -> bool:
         """Instruction data: only response tokens are targets (gpt/instruct.py)."""
         return bool(self.meta.get("supervised", False))

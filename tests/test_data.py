@@ -443,3 +443,10 @@ def test_an_unreadable_shard_is_one_error_naming_it(tmp_path, monkeypatch):
     with pytest.raises(ShardError, match=re.escape(f"{path}: cannot read it (Permission denied)")):
         TrainBatches(dd, 1, 8)
 
+
+def test_shards_made_too_small_for_a_window_suggest_a_larger_shard_tokens(tmp_path):
+    make_data_dir(tmp_path, {"train": [np.arange(100), np.arange(60)]})
+    edit_meta(tmp_path, lambda m: m.update(options={"shard_tokens": 100}))
+    with pytest.raises(ShardError, match=r"use a smaller block_size or prepare with a larger --shard_tokens "
+                                         r"\(these were made with 100\)"):
+        TrainBatches(tmp_path, 1, 128)
