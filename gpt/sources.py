@@ -127,25 +127,34 @@ def _shakespeare_pieces(files: list[Path], stats: SourceStats) -> Pieces:
 # ----------------------------------------------------------------------------- local files
 
 
+def _directory_files(path: Path) -> list[Path]:
+    """A directory's files, recursively, sorted, skipping hidden names below it."""
+    return [f for f in sorted(path.rglob("*"))
+            if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
-    """Files, directories (recursive, skipping hidden names) and globs -> a de-duplicated list,
-    each directory's and glob's files sorted by path."""
+    """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
+    as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
     files: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[Path] = set()  # resolved paths: b/a.txt, b/../b/a.txt and a symlink to it are one document
     for item in map(str, inputs):
         path = Path(item).expanduser()
         if path.is_file():
             found = [path]
         elif path.is_dir():
-            found = [f for f in sorted(path.rglob("*"))
-                     if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+            found = _directory_files(path)
         elif any(c in item for c in "*?["):
-            found = [f for f in sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True))) if f.is_file()]
+            matches = sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True)))
+            found = [f for m in matches for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
             if not found:
                 raise PrepareError(f"{item}: no file matches")
         else:
             raise PrepareError(f"{item}: no such file or directory")
-        files += [f for f in found if f not in seen and not seen.add(f)]
+        for f in found:
+            if (real := f.resolve()) not in seen:
+                seen.add(real)
+                files.append(f)
     if not files:
         raise PrepareError(f"no input files in {' '.join(map(str, inputs))}")
     return files

@@ -318,3 +318,26 @@ def test_hf_without_network_fails_fast_and_says_so(tmp_path):
     assert r.returncode == 1 and seconds < 30
     assert r.stderr.splitlines() == [r.stderr.splitlines()[0]] and "cannot reach 127.0.0.1:9" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- audit fixes
+
+
+def test_the_same_file_under_two_spellings_or_a_symlink_is_one_document(tmp_path):
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "sub").mkdir()
+    (tmp_path / "in" / "sub" / "alias.txt").symlink_to(tmp_path / "in" / "doc00.txt")
+    a = tmp_path / "in" / "doc00.txt"
+    assert sources.expand_inputs([str(a), str(tmp_path / "in" / ".." / "in" / "doc00.txt")]) == [a]
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)  # no copy in val
+
+
+def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
+    write_docs(tmp_path / "corp" / "part1", 2)
+    write_docs(tmp_path / "corp" / "part2", 2)
+    (tmp_path / "corp" / "top.txt").write_text("top")
+    corp = tmp_path / "corp"
+    assert [str(f.relative_to(corp)) for f in sources.expand_inputs([f"{corp}/part*"])] == \
+        ["part1/doc00.txt", "part1/doc01.txt", "part2/doc00.txt", "part2/doc01.txt"]
+    assert len(sources.expand_inputs([f"{corp}/*"])) == 5
