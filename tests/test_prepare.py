@@ -341,3 +341,34 @@ def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
     assert [str(f.relative_to(corp)) for f in sources.expand_inputs([f"{corp}/part*"])] == \
         ["part1/doc00.txt", "part1/doc01.txt", "part2/doc00.txt", "part2/doc01.txt"]
     assert len(sources.expand_inputs([f"{corp}/*"])) == 5
+
+
+def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "empty.csv").write_text("")
+    (tmp_path / "in" / "empty.parquet").write_bytes(b"")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["empty_documents_skipped"] == 2
+    (tmp_path / "bad.csv").write_text('text,other\n"unterminated\nx,y\n')
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1garbage")
+    for name in ("bad.csv", "bad.parquet"):
+        with pytest.raises(PrepareError, match=rf"{name}: cannot read as {name[4:]} \(.+\)$"):
+            run_prepare([tmp_path / name, tmp_path / "in"], tmp_path / "bad")
+        assert not (tmp_path / "bad").exists()
+
+
+def test_invalid_utf8_in_csv_is_replaced_counted_and_named(tmp_path):
+    write_docs(tmp_path / "in", 2)
+    (tmp_path / "in" / "latin1.csv").write_bytes("text\ncaf\xe9\nworld\n".encode("latin-1"))
+    with pytest.warns(PrepareWarning, match=r"latin1\.csv: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["invalid_utf8_documents"] == 1
+    assert "caf\ufffd" in documents(out, "train") + documents(out, "val")
+
+
+def test_an_input_that_cannot_be_opened_is_named(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    src = sources.make_source("input", inputs=[str(tmp_path / "in")])
+    (tmp_path / "in" / "doc01.txt").unlink()  # gone (or unreadable) between listing and reading
+    with pytest.raises(PrepareError, match=r"doc01\.txt: cannot read it \(No such file or directory\)"):
+        list(src.pieces(sources.SourceStats()))
