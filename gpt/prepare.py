@@ -340,6 +340,45 @@ def _is_up_to_date(out: Path, fingerprint: str) -> bool:
         return False
 
 
+# What prepare itself leaves in a data directory besides meta.json and the shards it lists: the temp
+# files of an interrupted ShardWriter or write_meta (gpt/shards.py).
+_PREPARE_TEMP = re.compile(r"\..+\.bin\.[0-9a-f]{12}\.tmp(\.mask)?|\.meta\.json\.tmp-\d+")
+
+
+def _made_by_prepare(out: Path) -> bool:
+    """An empty directory, or one holding nothing but what prepare writes (see _PREPARE_TEMP) and a
+    meta.json with prepare's own keys. A checkpoint or a folder of JSON inputs has a meta.json too."""
+    try:
+        names = {p.name for p in out.iterdir()}
+        if not names:
+            return True
+        meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+        ours = {META_NAME, *(name for split in meta["splits"].values() for name in split["shards"])}
+        return {"fingerprint", "prepare_version"} <= meta.keys() and \
+            all(name in ours or _PREPARE_TEMP.fullmatch(name) for name in names)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a directory, no or odd meta.json
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Remove the temp build and set-aside directories beside out whose preparation died (SIGKILL,
+    a power cut): nothing else ever would, and a build can be gigabytes."""
+    stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-(\d+)")
+    for path in out.parent.iterdir():
+        if (match := stale.fullmatch(path.name)) and not _alive(int(match[2])):
+            path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
+
+
 def _cpu_count() -> int:
     """The cores this process may use (a container's share, not the machine's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -365,29 +404,37 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if not force and _is_up_to_date(out, fingerprint):
         _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")
         return out
-    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / META_NAME).is_file())):
+    if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
+    if num_proc is not None and num_proc < 1:
+        raise PrepareError(f"--num_proc {num_proc} must be >= 1")
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir()
+    real = out.resolve()  # a symlink's target is replaced (beside it), not the link; and "." gets a name
     started = time.perf_counter()
     try:
-        meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
-                         shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
-        meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
-        write_meta(building, meta)  # last: a directory with meta.json is complete
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        if out.exists():
-            out.rename(old)
-        building.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_builds(real)
+        building = real.with_name(f".{real.name}.tmp-{os.getpid()}")
         shutil.rmtree(building, ignore_errors=True)
-        raise
+        building.mkdir()
+        try:
+            meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
+                             shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
+            meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
+            write_meta(building, meta)  # last: a directory with meta.json is complete
+            old = real.with_name(f".{real.name}.old-{os.getpid()}")
+            if real.exists():
+                real.rename(old)
+            building.rename(real)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+    except OSError as e:  # creating or writing the output (the inputs' errors are PrepareErrors already)
+        reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e
+        raise PrepareError(f"{e.filename or out}: {reason}; nothing was written") from None
     seconds = time.perf_counter() - started
     text_bytes = sum(s["bytes"] for s in meta["splits"].values())
     _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")

@@ -372,3 +372,68 @@ def test_an_input_that_cannot_be_opened_is_named(tmp_path):
     (tmp_path / "in" / "doc01.txt").unlink()  # gone (or unreadable) between listing and reading
     with pytest.raises(PrepareError, match=r"doc01\.txt: cannot read it \(No such file or directory\)"):
         list(src.pieces(sources.SourceStats()))
+
+
+def test_a_directory_with_someone_elses_meta_json_is_not_replaced(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    for name, files in (("proj", {"meta.json": '{"name": "my project"}', "thesis.tex": "precious"}),
+                        ("ckpt-0000002", {"meta.json": '{"step": 2}', "model.safetensors": "weights"})):
+        (tmp_path / name).mkdir()
+        for file, text in files.items():
+            (tmp_path / name / file).write_text(text)
+        with pytest.raises(PrepareError, match="not a data directory made by data/prepare.py"):
+            run_prepare([tmp_path / "in"], tmp_path / name)
+        assert {p.name: p.read_text() for p in (tmp_path / name).iterdir()} == files
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    (out / ".train_000000.bin.0123456789ab.tmp").write_bytes(b"")  # an interrupted write of prepare's own
+    run_prepare([tmp_path / "in"], out, force=True)
+    (out / "notes.txt").write_text("mine")  # a prepared directory the user has put a file in
+    with pytest.raises(PrepareError, match="not a data directory made by data/prepare.py"):
+        run_prepare([tmp_path / "in"], out, force=True)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_an_out_dir_that_is_a_symlink_or_dot_gets_the_data(tmp_path, monkeypatch):
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "big" / "target").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "big" / "target")
+    for force in (False, True):
+        run_prepare([tmp_path / "in"], tmp_path / "link", force=force)
+        assert (tmp_path / "link").is_symlink() and (tmp_path / "big" / "target" / "meta.json").is_file()
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+        assert [p.name for p in (tmp_path / "big").iterdir()] == ["target"]
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    run_prepare([tmp_path / "in"], ".")
+    assert sorted(documents(tmp_path / "here", "train") + documents(tmp_path / "here", "val")) == sorted(texts)
+
+
+def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(PrepareError, match=r"file: not a directory; nothing was written"):
+        run_prepare([tmp_path / "in"], tmp_path / "file" / "out")
+    with pytest.raises(PrepareError, match=r"--num_proc -1 must be >= 1"):
+        run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=-1)
+    # A full disk or a file size limit: write() fails with EFBIG, as with ENOSPC.
+    write_docs(tmp_path / "in", 20)  # ~14 KB of shards
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)); from gpt.prepare import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
+                        str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "1", "--quiet"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and r.stderr == f"error: {tmp_path / 'out'}: File too large; nothing was written\n"
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(dead.stdout)
+    for name in (f".out.tmp-{dead}", f".out.old-{dead}", f".out.tmp-{os.getppid()}", f".other.tmp-{dead}"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train_000000.bin").write_bytes(b"GPTSHARD")
+    run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
+        [f".other.tmp-{dead}", f".out.tmp-{os.getppid()}"]  # another directory's, and a live process's
