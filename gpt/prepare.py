@@ -277,11 +277,13 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
 
 def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
     """Route each encoded piece to its split's shards, in order."""
-    total = 0
+    total, stop = 0, False
     for ends, val, (tokens, lengths, nbytes, loss_mask, target_bytes) in encoded:
-        if max_tokens is not None:  # stop at the end of the document that reaches max_tokens
-            done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total))
-            if len(done):
+        if max_tokens is not None:  # stop at the end of the document that reaches max_tokens, and of the
+            # second document at the earliest, so that both splits get one
+            documents = sum(w.documents for w in writers.values()) + np.cumsum(ends)
+            done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total) & (documents >= 2))
+            if stop := len(done) > 0:  # else a long document goes on into the next chunk
                 n = done[0] + 1
                 ends, val, lengths, nbytes, target_bytes = ends[:n], val[:n], lengths[:n], nbytes[:n], target_bytes[:n]
                 tokens = tokens[: lengths.sum()]
@@ -295,7 +297,7 @@ def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | N
         total += len(tokens)
         bar.update(int(nbytes.sum()))
         bar.set_postfix(docs=sum(w.documents for w in writers.values()), tokens=f"{total:,}", refresh=False)
-        if max_tokens is not None and total >= max_tokens:
+        if stop:
             return
 
 
@@ -508,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     sources.add_argument("--hf_split", metavar="SPLIT", default="train", help="the dataset split to read (train)")
     sources.add_argument("--text_field", metavar="FIELD", default="text", help="the records' text field (text)")
     sources.add_argument("--max_tokens", metavar="N", type=int, help="stop after the document that brings the "
-                         "tokens (train + val) to N")
+                         "tokens (train + val) to N (the second one at the earliest: one for each split)")
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--out_dir", metavar="DIR", help="where the shards go (default: data/<source>-<tokenizer>)")
     p.add_argument("--val_fraction", metavar="F", type=float, default=DEFAULT_VAL_FRACTION, help="share of the "

@@ -437,3 +437,16 @@ def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
     run_prepare([tmp_path / "in"], tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
         [f".other.tmp-{dead}", f".out.tmp-{os.getppid()}"]  # another directory's, and a live process's
+
+
+def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "PIECE_BYTES", 300)  # each document spans several pieces and chunks
+    monkeypatch.setattr(prep, "CHUNK_CHARS", 300)
+    texts = [f"Document {i}. " + STORY * 8 for i in range(4)]
+    (tmp_path / "in").mkdir()
+    for i, text in enumerate(texts):
+        (tmp_path / "in" / f"doc{i}.txt").write_text(text)
+    for max_tokens, n in ((1, 2), (len(texts[0]) + 10, 2), (2 * len(texts[0]) + 30, 3)):
+        out = run_prepare([tmp_path / "in"], tmp_path / f"out{max_tokens}", max_tokens=max_tokens)
+        assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts[:n])  # whole documents
+        assert DataDir(out).num_documents("train") + DataDir(out).num_documents("val") == n
