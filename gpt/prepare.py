@@ -44,6 +44,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt import instruct
+from gpt.errors import UsageError
 from gpt.shards import DataDir, FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     PrepareError,
@@ -153,8 +154,18 @@ def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
     return tokens, lengths, nbytes, None if mask.all() else mask, target_bytes
 
 
-def _ignore_sigint() -> None:
+def _worker_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: one clean stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not main()'s handler: the parent's Pool ends us quietly
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, timeout, docker stop, a scheduler's preemption) in main(): raised in the main
+    thread, it takes Ctrl-C's way out (the temp build removed, the pool ended, one line), status 143."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
 
 
 def _worker_pool(num_proc: int, tokenizer_name: str):
@@ -164,7 +175,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         return contextlib.nullcontext()
     get_tokenizer(tokenizer_name)
     method = "fork" if "fork" in mp.get_all_start_methods() else None
-    return mp.get_context(method).Pool(num_proc, initializer=_ignore_sigint)
+    return mp.get_context(method).Pool(num_proc, initializer=_worker_signals)
 
 
 def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
@@ -304,7 +315,8 @@ def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | N
 def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
     documents = sum(w.documents for w in writers.values())
     if documents == 0:
-        skipped = f" ({stats.empty_documents} empty document(s) skipped)" if stats.empty_documents else ""
+        skipped = "".join(f" ({n} {what} skipped)" for n, what in ((stats.empty_documents, "empty document(s)"),
+                                                                    (len(stats.binary_files), "binary file(s)")) if n)
         raise PrepareError(f"no text found in the input{skipped}")
     if writers["train"].documents == 0 or writers["val"].documents == 0:
         raise PrepareError(f"too little text for a train/val split: {documents} document(s); the split is by "
@@ -524,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     source = "hf" if args.hf else "input" if args.input else "shakespeare"
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
                 text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer, out_dir=args.out_dir,
@@ -532,7 +545,13 @@ def main(argv: list[str] | None = None) -> int:
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
+    except UsageError as e:  # e.g. MissingPackage: a tokenizer's files that fail their hash check
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_status
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)
+        return 143 if terminated else 130  # 128 + the signal's number, the shell's convention
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

