@@ -53,6 +53,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     SourceStats,
     expand_inputs,
     make_source,
+    open_input,
 )
 from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer
 
@@ -468,7 +469,7 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
     key = hashlib.sha256(_fingerprint(options).encode())
     for path in files:
         key.update(f"{path.suffix.lower()}:{path.stat().st_size}:".encode())  # the suffix decides how it is read
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             while block := f.read(1 << 24):
                 key.update(block)
     out = Path(cache_root) / key.hexdigest()[:20]
