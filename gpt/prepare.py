@@ -11,7 +11,9 @@ Tokenizing runs in num_proc worker processes over ~1 MB chunks, at most 2 chunks
 flight, so memory stays bounded however large the input. Empty documents are skipped and
 counted. No text at all, or too little for both splits, is a PrepareError and leaves nothing
 behind: the data directory is built beside out_dir under a temporary name, meta.json last, and
-renamed into place at the end. The same inputs and options again: nothing to do.
+renamed into place at the end (Ctrl-C and SIGTERM included; the temp directories of a killed
+run are removed by the next). An existing out_dir is replaced only if prepare made it. The same
+inputs and options again: nothing to do.
 
 Instruction data (prompt/response, Alpaca or messages records; gpt/instruct.py): each record is
 one document in the template, and the shards carry a loss mask (format version 2, gpt/shards.py)

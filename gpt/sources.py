@@ -5,7 +5,8 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                document, turned into plain play text: a `NAME:` line before each speech, verse
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
-  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs;
+  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs
+               (a matched directory read as a directory), each file once however it is named;
                .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
                messages records for instruction tuning: see gpt/instruct.py); .parquet/.csv
                through the `datasets` package's local loaders. One file or record = one document. Files with NUL bytes
