@@ -378,6 +378,8 @@ def _made_by_prepare(out: Path) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate it there
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -442,9 +444,12 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
             write_meta(building, meta)  # last: a directory with meta.json is complete
             old = real.with_name(f".{real.name}.old-{os.getpid()}")
+            in_it = real == Path.cwd()
             if real.exists():
                 real.rename(old)
             building.rename(real)
+            if in_it:  # --out_dir . : "." would go on naming the directory set aside and removed below
+                os.chdir(real)
             shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)

@@ -404,8 +404,10 @@ def test_an_out_dir_that_is_a_symlink_or_dot_gets_the_data(tmp_path, monkeypatch
         assert [p.name for p in (tmp_path / "big").iterdir()] == ["target"]
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    run_prepare([tmp_path / "in"], ".")
-    assert sorted(documents(tmp_path / "here", "train") + documents(tmp_path / "here", "val")) == sorted(texts)
+    out = run_prepare([tmp_path / "in"], ".")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    run_prepare([tmp_path / "in"], ".", force=True)  # again, from inside it
+    assert Path.cwd() == tmp_path / "here" and (tmp_path / "here" / "meta.json").is_file()
 
 
 def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
