@@ -390,12 +390,32 @@ def set_aside_unloadable(skipped: list, resume) -> None:
               f"{set_aside(path).name}; resuming from {resume.path.name}")
 
 
+def is_shard(path: Path) -> bool:
+    """Whether the file starts as a token shard does (gpt/shards.py)."""
+    from gpt.shards import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:  # unreadable: not taken for a shard; preparing it as text will say why it cannot be read
+        return False
+
+
+class PreparationInterrupted(UsageError):
+    """Ctrl-C while the data was being prepared: prepare() removed its temp build; status 130."""
+
+    exit_status = 130
+
+
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0)."""
     from gpt.prepare import PrepareError, prepare, prepare_cached
 
     if (Path(data) / "meta.json").is_file():
         return Path(data)
+    if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
+        raise UsageError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it again "
+                         "with data/prepare.py")
     path = None
     if dist.is_main:
         try:
@@ -405,10 +425,14 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
                 path = prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)
         except PrepareError as e:
             path = e  # every rank must learn of it, not only this one
+        except KeyboardInterrupt:
+            path = PreparationInterrupted("interrupted while preparing the data: nothing was written")
     if dist.enabled:
         box = [path]
         torch.distributed.broadcast_object_list(box, src=0)
         path = box[0]
+    if isinstance(path, PreparationInterrupted):
+        raise path
     if isinstance(path, Exception):
         raise UsageError(str(path))
     return Path(path)

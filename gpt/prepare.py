@@ -11,7 +11,9 @@ Tokenizing runs in num_proc worker processes over ~1 MB chunks, at most 2 chunks
 flight, so memory stays bounded however large the input. Empty documents are skipped and
 counted. No text at all, or too little for both splits, is a PrepareError and leaves nothing
 behind: the data directory is built beside out_dir under a temporary name, meta.json last, and
-renamed into place at the end. The same inputs and options again: nothing to do.
+renamed into place at the end (Ctrl-C and SIGTERM included; the temp directories of a killed
+run are removed by the next). An existing out_dir is replaced only if prepare made it. The same
+inputs and options again: nothing to do.
 
 Instruction data (prompt/response, Alpaca or messages records; gpt/instruct.py): each record is
 one document in the template, and the shards carry a loss mask (format version 2, gpt/shards.py)
@@ -44,6 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt import instruct
+from gpt.errors import UsageError
 from gpt.shards import DataDir, FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     PrepareError,
@@ -52,6 +55,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     SourceStats,
     expand_inputs,
     make_source,
+    open_input,
 )
 from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer
 
@@ -153,8 +157,18 @@ def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
     return tokens, lengths, nbytes, None if mask.all() else mask, target_bytes
 
 
-def _ignore_sigint() -> None:
+def _worker_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: one clean stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not main()'s handler: the parent's Pool ends us quietly
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, timeout, docker stop, a scheduler's preemption) in main(): raised in the main
+    thread, it takes Ctrl-C's way out (the temp build removed, the pool ended, one line), status 143."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
 
 
 def _worker_pool(num_proc: int, tokenizer_name: str):
@@ -164,7 +178,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         return contextlib.nullcontext()
     get_tokenizer(tokenizer_name)
     method = "fork" if "fork" in mp.get_all_start_methods() else None
-    return mp.get_context(method).Pool(num_proc, initializer=_ignore_sigint)
+    return mp.get_context(method).Pool(num_proc, initializer=_worker_signals)
 
 
 def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
@@ -277,11 +291,13 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
 
 def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
     """Route each encoded piece to its split's shards, in order."""
-    total = 0
+    total, stop = 0, False
     for ends, val, (tokens, lengths, nbytes, loss_mask, target_bytes) in encoded:
-        if max_tokens is not None:  # stop at the end of the document that reaches max_tokens
-            done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total))
-            if len(done):
+        if max_tokens is not None:  # stop at the end of the document that reaches max_tokens, and of the
+            # second document at the earliest, so that both splits get one
+            documents = sum(w.documents for w in writers.values()) + np.cumsum(ends)
+            done = np.flatnonzero(ends & (np.cumsum(lengths) >= max_tokens - total) & (documents >= 2))
+            if stop := len(done) > 0:  # else a long document goes on into the next chunk
                 n = done[0] + 1
                 ends, val, lengths, nbytes, target_bytes = ends[:n], val[:n], lengths[:n], nbytes[:n], target_bytes[:n]
                 tokens = tokens[: lengths.sum()]
@@ -295,14 +311,15 @@ def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | N
         total += len(tokens)
         bar.update(int(nbytes.sum()))
         bar.set_postfix(docs=sum(w.documents for w in writers.values()), tokens=f"{total:,}", refresh=False)
-        if max_tokens is not None and total >= max_tokens:
+        if stop:
             return
 
 
 def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
     documents = sum(w.documents for w in writers.values())
     if documents == 0:
-        skipped = f" ({stats.empty_documents} empty document(s) skipped)" if stats.empty_documents else ""
+        skipped = "".join(f" ({n} {what} skipped)" for n, what in ((stats.empty_documents, "empty document(s)"),
+                                                                    (len(stats.binary_files), "binary file(s)")) if n)
         raise PrepareError(f"no text found in the input{skipped}")
     if writers["train"].documents == 0 or writers["val"].documents == 0:
         raise PrepareError(f"too little text for a train/val split: {documents} document(s); the split is by "
@@ -340,6 +357,47 @@ def _is_up_to_date(out: Path, fingerprint: str) -> bool:
         return False
 
 
+# What prepare itself leaves in a data directory besides meta.json and the shards it lists: the temp
+# files of an interrupted ShardWriter or write_meta (gpt/shards.py).
+_PREPARE_TEMP = re.compile(r"\..+\.bin\.[0-9a-f]{12}\.tmp(\.mask)?|\.meta\.json\.tmp-\d+")
+
+
+def _made_by_prepare(out: Path) -> bool:
+    """An empty directory, or one holding nothing but what prepare writes (see _PREPARE_TEMP) and a
+    meta.json with prepare's own keys. A checkpoint or a folder of JSON inputs has a meta.json too."""
+    try:
+        names = {p.name for p in out.iterdir()}
+        if not names:
+            return True
+        meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+        ours = {META_NAME, *(name for split in meta["splits"].values() for name in split["shards"])}
+        return {"fingerprint", "prepare_version"} <= meta.keys() and \
+            all(name in ours or _PREPARE_TEMP.fullmatch(name) for name in names)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a directory, no or odd meta.json
+        return False
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate it there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Remove the temp build and set-aside directories beside out whose preparation died (SIGKILL,
+    a power cut): nothing else ever would, and a build can be gigabytes."""
+    stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-(\d+)")
+    for path in out.parent.iterdir():
+        if (match := stale.fullmatch(path.name)) and not _alive(int(match[2])):
+            path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
+
+
 def _cpu_count() -> int:
     """The cores this process may use (a container's share, not the machine's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -365,29 +423,40 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if not force and _is_up_to_date(out, fingerprint):
         _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")
         return out
-    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / META_NAME).is_file())):
+    if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
+    if num_proc is not None and num_proc < 1:
+        raise PrepareError(f"--num_proc {num_proc} must be >= 1")
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir()
+    real = out.resolve()  # a symlink's target is replaced (beside it), not the link; and "." gets a name
     started = time.perf_counter()
     try:
-        meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
-                         shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
-        meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
-        write_meta(building, meta)  # last: a directory with meta.json is complete
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        if out.exists():
-            out.rename(old)
-        building.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_builds(real)
+        building = real.with_name(f".{real.name}.tmp-{os.getpid()}")
         shutil.rmtree(building, ignore_errors=True)
-        raise
+        building.mkdir()
+        try:
+            meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
+                             shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
+            meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
+            write_meta(building, meta)  # last: a directory with meta.json is complete
+            old = real.with_name(f".{real.name}.old-{os.getpid()}")
+            in_it = real == Path.cwd()
+            if real.exists():
+                real.rename(old)
+            building.rename(real)
+            if in_it:  # --out_dir . : "." would go on naming the directory set aside and removed below
+                os.chdir(real)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+    except OSError as e:  # creating or writing the output (the inputs' errors are PrepareErrors already)
+        reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e
+        raise PrepareError(f"{e.filename or out}: {reason}; nothing was written") from None
     seconds = time.perf_counter() - started
     text_bytes = sum(s["bytes"] for s in meta["splits"].values())
     _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")
@@ -407,7 +476,7 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
     key = hashlib.sha256(_fingerprint(options).encode())
     for path in files:
         key.update(f"{path.suffix.lower()}:{path.stat().st_size}:".encode())  # the suffix decides how it is read
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             while block := f.read(1 << 24):
                 key.update(block)
     out = Path(cache_root) / key.hexdigest()[:20]
@@ -461,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     sources.add_argument("--hf_split", metavar="SPLIT", default="train", help="the dataset split to read (train)")
     sources.add_argument("--text_field", metavar="FIELD", default="text", help="the records' text field (text)")
     sources.add_argument("--max_tokens", metavar="N", type=int, help="stop after the document that brings the "
-                         "tokens (train + val) to N")
+                         "tokens (train + val) to N (the second one at the earliest: one for each split)")
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--out_dir", metavar="DIR", help="where the shards go (default: data/<source>-<tokenizer>)")
     p.add_argument("--val_fraction", metavar="F", type=float, default=DEFAULT_VAL_FRACTION, help="share of the "
@@ -475,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     source = "hf" if args.hf else "input" if args.input else "shakespeare"
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
                 text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer, out_dir=args.out_dir,
@@ -483,7 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted: nothing was written", file=sys.stderr)
-        return 130
+    except UsageError as e:  # e.g. MissingPackage: a tokenizer's files that fail their hash check
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_status
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)
+        return 143 if terminated else 130  # 128 + the signal's number, the shell's convention
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

@@ -5,7 +5,8 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                document, turned into plain play text: a `NAME:` line before each speech, verse
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
-  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs;
+  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs
+               (a matched directory read as a directory), each file once however it is named;
                .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
                messages records for instruction tuning: see gpt/instruct.py); .parquet/.csv
                through the `datasets` package's local loaders. One file or record = one document. Files with NUL bytes
@@ -20,6 +21,7 @@ affected are counted and a warning names each file.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import html
 import importlib.util
@@ -31,7 +33,7 @@ import urllib.parse
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gpt.errors import install_hint
 from gpt.instruct import RecordError, Segments, is_supervised, segments, to_messages
@@ -62,6 +64,14 @@ class SourceStats:
             self.invalid_utf8_documents += count
             message = f"{path}: invalid UTF-8 in {count} document(s), replaced by U+FFFD"
             warnings.warn(message, PrepareWarning, stacklevel=2)
+
+
+def open_input(path: Path) -> BinaryIO:
+    """An input file opened for reading, or a PrepareError naming it and saying why not."""
+    try:
+        return open(path, "rb")
+    except OSError as e:  # no permission, a file that vanished since it was listed, ...
+        raise PrepareError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 def _decode(data: bytes) -> tuple[str, bool]:
@@ -127,25 +137,34 @@ def _shakespeare_pieces(files: list[Path], stats: SourceStats) -> Pieces:
 # ----------------------------------------------------------------------------- local files
 
 
+def _directory_files(path: Path) -> list[Path]:
+    """A directory's files, recursively, sorted, skipping hidden names below it."""
+    return [f for f in sorted(path.rglob("*"))
+            if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
-    """Files, directories (recursive, skipping hidden names) and globs -> a de-duplicated list,
-    each directory's and glob's files sorted by path."""
+    """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
+    as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
     files: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[Path] = set()  # resolved paths: b/a.txt, b/../b/a.txt and a symlink to it are one document
     for item in map(str, inputs):
         path = Path(item).expanduser()
         if path.is_file():
             found = [path]
         elif path.is_dir():
-            found = [f for f in sorted(path.rglob("*"))
-                     if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+            found = _directory_files(path)
         elif any(c in item for c in "*?["):
-            found = [f for f in sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True))) if f.is_file()]
+            matches = sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True)))
+            found = [f for m in matches for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
             if not found:
                 raise PrepareError(f"{item}: no file matches")
         else:
             raise PrepareError(f"{item}: no such file or directory")
-        files += [f for f in found if f not in seen and not seen.add(f)]
+        for f in found:
+            if (real := f.resolve()) not in seen:
+                seen.add(real)
+                files.append(f)
     if not files:
         raise PrepareError(f"no input files in {' '.join(map(str, inputs))}")
     return files
@@ -178,7 +197,7 @@ def _records(records, text_field: str, where: Callable[[int], str]) -> Pieces:
 
 def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     replaced = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -194,7 +213,8 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
 
 def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     """A .json file is read whole: a list of records (or strings), or one record."""
-    text, replaced = _decode(path.read_bytes())
+    with open_input(path) as f:
+        text, replaced = _decode(f.read())
     stats.replaced(path, int(replaced))
     try:
         data = json.loads(text)
@@ -209,15 +229,56 @@ def _import_datasets():
         import datasets
     except ImportError as e:
         raise PrepareError(f"this input needs the PyPI package 'datasets': {install_hint(e, 'datasets')}") from None
-    datasets.utils.logging.set_verbosity_error()
+    # Its errors reach us as exceptions and are reported as one line; its log would repeat them first.
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     return datasets
 
 
-def _table_pieces(path: Path, text_field: str) -> Pieces:
-    """.parquet and .csv through datasets' local loaders, streamed (row groups, not the whole table)."""
+def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
+    """.parquet and .csv through datasets' local loaders, streamed (row groups, not the whole table).
+    An empty file is skipped like an empty document; invalid UTF-8 in a CSV is replaced by U+FFFD."""
+    if path.stat().st_size == 0:
+        stats.empty_documents += 1
+        return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
-    records = _import_datasets().load_dataset(builder, data_files=str(path), split="train", streaming=True)
-    yield from _records(records, text_field, lambda i: f"{path}: row {i}")
+    options = {"encoding_errors": "replace"} if builder == "csv" else {}
+    load_dataset = _import_datasets().load_dataset
+    records = _library_rows(path, builder, lambda: load_dataset(builder, data_files=str(path), split="train",
+                                                                streaming=True, **options))
+    replaced = 0
+    for piece in _records(records, text_field, lambda i: f"{path}: row {i}"):
+        replaced += builder == "csv" and "\ufffd" in str(piece[0])
+        yield piece
+    if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
+        stats.replaced(path, replaced)
+
+
+def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -> Iterator:
+    """The rows of open_rows(), with whatever the reading library raises about the file as one
+    PrepareError naming it."""
+    rows = None
+    while True:
+        try:
+            rows = iter(open_rows()) if rows is None else rows
+            row = next(rows)
+        except StopIteration:
+            return
+        except Exception as e:  # pandas', pyarrow's and datasets' errors share no base class; only their calls are here
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise PrepareError(f"{path}: cannot read as {builder} ({reason})") from None
+        yield row
+
+
+def _valid_utf8(path: Path) -> bool:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with open_input(path) as f:
+        try:
+            while block := f.read(1 << 20):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return False
+    return True
 
 
 def safe_cut(data: bytes) -> int:
@@ -239,7 +300,7 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
     """A text file as one document in pieces of about PIECE_BYTES; or as two documents, cut at a
     line break near byte split_at."""
     replaced = False
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if b"\0" in data[:8192]:
             stats.binary_files.append(str(path))
@@ -271,7 +332,7 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
         elif suffix == ".json":
             yield from _json_pieces(path, text_field, stats)
         elif suffix in (".parquet", ".csv"):
-            yield from _table_pieces(path, text_field)
+            yield from _table_pieces(path, text_field, stats)
         else:
             single = len(files) == 1
             yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if single else None)

