@@ -430,7 +430,10 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
         raise PrepareError(f"--num_proc {num_proc} must be >= 1")
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
-    real = out.resolve()  # a symlink's target is replaced (beside it), not the link; and "." gets a name
+    real = out.resolve()  # a symlink's target is replaced (beside it), not the link
+    if Path.cwd().resolve().is_relative_to(real):  # the rename would leave this process, and the user's shell,
+        # in the directory set aside and removed
+        raise PrepareError(f"--out_dir {out} is the working directory or holds it; run data/prepare.py from outside it")
     started = time.perf_counter()
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
@@ -444,12 +447,9 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
             write_meta(building, meta)  # last: a directory with meta.json is complete
             old = real.with_name(f".{real.name}.old-{os.getpid()}")
-            in_it = real == Path.cwd()
             if real.exists():
                 real.rename(old)
             building.rename(real)
-            if in_it:  # --out_dir . : "." would go on naming the directory set aside and removed below
-                os.chdir(real)
             shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)

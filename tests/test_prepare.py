@@ -393,7 +393,7 @@ def test_a_directory_with_someone_elses_meta_json_is_not_replaced(tmp_path):
     assert (out / "notes.txt").read_text() == "mine"
 
 
-def test_an_out_dir_that_is_a_symlink_or_dot_gets_the_data(tmp_path, monkeypatch):
+def test_an_out_dir_that_is_a_symlink_gets_the_data_and_the_working_directory_is_refused(tmp_path, monkeypatch):
     texts = write_docs(tmp_path / "in", 3)
     (tmp_path / "big" / "target").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "big" / "target")
@@ -402,12 +402,14 @@ def test_an_out_dir_that_is_a_symlink_or_dot_gets_the_data(tmp_path, monkeypatch
         assert (tmp_path / "link").is_symlink() and (tmp_path / "big" / "target" / "meta.json").is_file()
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
         assert [p.name for p in (tmp_path / "big").iterdir()] == ["target"]
+    assert sorted(documents(tmp_path / "link", "train") + documents(tmp_path / "link", "val")) == sorted(texts)
+    # The output is replaced by a rename, which would leave the process (and a user's shell) in a
+    # removed directory: "." (an empty directory, else it is not prepare's) is refused before anything is written.
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    out = run_prepare([tmp_path / "in"], ".")
-    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
-    run_prepare([tmp_path / "in"], ".", force=True)  # again, from inside it
-    assert Path.cwd() == tmp_path / "here" and (tmp_path / "here" / "meta.json").is_file()
+    with pytest.raises(PrepareError, match="is the working directory or holds it"):
+        run_prepare([tmp_path / "in"], ".")
+    assert list(tmp_path.joinpath("here").iterdir()) == [] and not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
 
 def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
