@@ -535,3 +535,10 @@ def test_prompt_text_that_is_not_utf8_gives_one_line_and_status_1(capsys, run_di
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", *[a.format(bad=bad) for a in args])
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and needle.format(bad=bad) in err, err
+
+
+@pytest.mark.parametrize("seed", [-2**63 - 1, 2**64])
+def test_a_seed_outside_what_torch_takes_is_one_line(capsys, run_dir, seed):
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--seed={seed}")
+    assert rc == 1 and out == "" and err == f"sample.py: error: seed must be in [-2**63, 2**64), got {seed}\n"
+    assert cli_json(capsys, run_dir, f"--seed={-2**63}", "--max_new_tokens=2")[0]["tokens"] == 2
