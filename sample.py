@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -150,9 +151,11 @@ def check_args(args: argparse.Namespace) -> None:
     check_sampling_args(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
     if args.num_samples < 1:
         raise UsageError(f"num_samples must be >= 1, got {args.num_samples}")
+    if not -2**63 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
+        raise UsageError(f"seed must be in [-2**63, 2**64), got {args.seed}")
     if args.max_new_tokens < 0:
         raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
-    args.stop = [_unescape(s) for s in args.stop]
+    args.stop = [_unescape(argv_text(s, "--stop")) for s in args.stop]
     if args.instruction and args.chat:
         raise UsageError("--instruction answers one message, --chat a conversation: give one of them")
     if (args.instruction or args.chat) and args.start:
@@ -208,16 +211,28 @@ def load(args: argparse.Namespace, device: torch.device):
     return model.to(device), tokenizer, source
 
 
-def read_prompt(start: str) -> str:
+def read_prompt(start: str, option: str = "--start") -> str:
+    """The text of --start or --instruction: TEXT, FILE:path or - (stdin), refused unless UTF-8."""
+    from gpt.files import decode_utf8
+
     if start == "-":
-        return sys.stdin.read()
+        return decode_utf8(sys.stdin.buffer.read(), f"stdin ({option}=-)")
     if start.startswith("FILE:"):
         path = Path(start[5:])
         try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            data = path.read_bytes()
+        except OSError as e:
             raise UsageError(f"cannot read the prompt file {path}: {e}") from None
-    return start
+        return decode_utf8(data, f"the prompt file {path}")
+    return argv_text(start, option)
+
+
+def argv_text(value: str, option: str) -> str:
+    """A command-line value, refused unless UTF-8: Python hands undecodable argv bytes over as
+    lone surrogates (PEP 383), which the tokenizers would otherwise turn into U+FFFD."""
+    from gpt.files import decode_utf8
+
+    return decode_utf8(os.fsencode(value), option)
 
 
 # ----------------------------------------------------------------------------- main
@@ -231,7 +246,7 @@ def sample(args: argparse.Namespace) -> int:
     check_args(args)
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
-    instruction = read_prompt(args.instruction).rstrip("\r\n") if args.instruction else ""
+    instruction = read_prompt(args.instruction, "--instruction").rstrip("\r\n") if args.instruction else ""
     model, tok, source = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
     model = model.to(dtype).eval()
@@ -318,7 +333,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
         answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
         return 0
     interactive = sys.stdin.isatty()
-    errors, _ = chat(answerer, sys.stdin, sys.stdout, as_json=args.json, stream=stream,
+    errors, _ = chat(answerer, sys.stdin.buffer, sys.stdout, as_json=args.json, stream=stream,  # bytes: see chat()
                      prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None)
     return 1 if errors else 0
 
@@ -349,6 +364,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly
-        import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

@@ -14,8 +14,8 @@ With --json each line is one JSON object answered on its own, whole conversation
 output or a final assistant message in it is left out, so a training file can be fed back);
 each gets one JSON line back: {"line", "text", "tokens", "finish_reason", "dropped_turns",
 "tokens_per_s", "seconds"}, or {"line", "error"} for a line that is not such a record (the
-others are still answered, and the exit status is then 1).
-"""
+others are still answered, and the exit status is then 1). A line that is not valid UTF-8 gets
+that error record, or in plain mode a warning on stderr; it too makes the exit status 1."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from typing import IO, Callable, Iterable
 
 import torch
 
+from gpt.errors import UsageError
+from gpt.files import decode_utf8
 from gpt.generation import Sample, crop_prompt, generate_samples
 from gpt.instruct import RecordError, prompt_ids, to_messages
 
@@ -104,25 +106,37 @@ def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, o
     return samples
 
 
-def chat(answerer: Answerer, lines: Iterable[str], out: IO[str], *, as_json: bool = False, stream: bool = False,
-         prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
-    """sample.py --chat over lines of input (see the module docstring); prompt() is called before
+def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_json: bool = False,
+         stream: bool = False, prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
+    """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
+    line by line, so that a line of invalid UTF-8 is refused on its own; prompt() is called before
     each line is read (an interactive "> "). Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
+
+    def refuse(message: str) -> None:  # this line only: the next ones are still answered
+        nonlocal errors
+        errors += 1
+        if as_json:
+            out.write(json.dumps({"line": lineno, "error": message}, ensure_ascii=False) + "\n")
+        else:
+            answerer.warn(message)
+
     if prompt:
         prompt()
     for lineno, line in enumerate(lines, 1):
-        text = line.rstrip("\r\n")
+        try:
+            text = (line if isinstance(line, str) else decode_utf8(line, f"line {lineno}")).rstrip("\r\n")
+        except UsageError as e:
+            refuse(str(e))
+            text = ""  # refused: nothing to answer
         if not text.strip():
             pass
         elif as_json:
             try:
                 messages = to_messages(json.loads(text), f"line {lineno}", answered=False)
             except (json.JSONDecodeError, RecordError) as e:
-                message = f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e)
-                out.write(json.dumps({"line": lineno, "error": message}, ensure_ascii=False) + "\n")
-                errors += 1
+                refuse(f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e))
             else:
                 [s], _, dropped = answerer.answer(messages)
                 out.write(_record(s, line=lineno, dropped_turns=dropped))

@@ -144,11 +144,15 @@ class TrainConfig:
                    "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "regional", "false")}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
                    for k, v in choices.items() if getattr(self, k) not in v]
+        if not 0 <= self.seed <= 2**64 - world_size:  # rank r seeds with seed + r; numpy wants it >= 0, torch < 2**64
+            errors.append(f"seed must be in [0, 2**64 - {world_size}], got {self.seed}")
         if self.gradient_accumulation_steps % world_size:
             errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
                           f"the number of processes ({world_size}): each process runs an equal share")
-        if not self.lora_alpha > 0 or not 0 <= self.lora_dropout < 1:  # else LoRAConfig refuses them mid-setup
-            errors.append(f"lora_alpha must be > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, {self.lora_dropout}")
+        if not (0 < self.lora_alpha < float("inf") and 0 <= self.lora_dropout < 1):  # else LoRAConfig refuses
+            # them mid-setup, with a traceback
+            errors.append(f"lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, "
+                          f"{self.lora_dropout}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if self.pos_encoding == "rope" and self.n_head > 0 and (self.n_embd // self.n_head) % 2:

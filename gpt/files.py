@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.errors import UnreadableFile
+from gpt.errors import UnreadableFile, UsageError
 
 
 def safetensors_error() -> type:
@@ -28,6 +28,16 @@ def describe_error(e: BaseException) -> str:
     text = " ".join(str(e).split())
     os_error = re.search(r"I/O error: (.+?) \(os error \d+\)", text)  # safetensors' wording of an OSError
     return os_error[1] if os_error else text or type(e).__name__
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    """Text a user hands us as bytes (a prompt file, stdin, a command-line value, a --chat line),
+    decoded strictly: invalid UTF-8 is one line naming where and the byte, never a tokenizer's
+    traceback or text passed on with replacement characters the user did not write."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:

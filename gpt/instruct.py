@@ -70,10 +70,11 @@ def _text(record: dict, key: str, where: str, *, optional: bool = False) -> str:
     value = record.get(key)
     if value is None and optional:
         return ""
-    if value is None:
+    if key not in record:
         raise RecordError(f"{where}: field {key!r} is missing (the record has: {', '.join(map(str, record))})")
     if not isinstance(value, str):
-        raise RecordError(f"{where}: field {key!r} is a {type(value).__name__}, not text")
+        what = "null" if value is None else f"a {type(value).__name__}"
+        raise RecordError(f"{where}: field {key!r} is {what}, not text")
     if not value.strip() and not optional:
         raise RecordError(f"{where}: field {key!r} is empty")
     return value

@@ -57,7 +57,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     make_source,
     open_input,
 )
-from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer
+from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer, valid_utf8 as _utf8
 
 PREPARE_VERSION = 1  # bump when a source's text changes (e.g. the Markdown conversion): rebuilds stale dirs
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -118,14 +118,6 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
             texts, ends, val, size = [], [], [], 0
     if texts:
         yield texts, np.array(ends), np.array(val)
-
-
-def _utf8(text: str) -> str:
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:  # lone surrogates from JSON "\ud800" escapes
-        return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):

@@ -71,9 +71,13 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
     try:
         device = torch.device(requested)
     except RuntimeError:  # e.g. --device=gpu
-        raise ConfigError(f"unknown device {requested!r}: use auto, cpu, cuda, cuda:N or mps") from None
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):  # xpu, meta...: torch's types, not run here
+        raise ConfigError(f"unknown device {requested!r}: use auto, cpu, cuda, cuda:N or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device is cuda but no CUDA GPU is available (use --device=cpu)")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("device is mps but no Apple MPS GPU is available (use --device=cpu)")
     return device
 
 

@@ -13,8 +13,8 @@ from gpt.errors import ConfigError, NonFiniteLogits
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                         repetition_penalty: float = 1.0) -> None:
     """Raise ValueError naming the first bad value (checked once, before any work)."""
-    if not temperature >= 0:  # also catches NaN
-        raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if not 0 <= temperature < float("inf"):  # also catches NaN; inf would make every logit tie at 0
+        raise ConfigError(f"temperature must be >= 0 (0 = greedy) and finite, got {temperature}")
     if top_k is not None and top_k < 1:
         raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
     if top_p is not None and not 0 < top_p <= 1:
@@ -91,6 +91,9 @@ def draw_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int |
     if temperature == 0:
         ids = torch.argmax(logits, dim=-1, keepdim=True)
     else:
+        # Each row's max subtracted first (softmax, top-k and top-p are shift-invariant): a tiny
+        # temperature then sends the others to -inf, never the max to inf (NaN probabilities, token 0).
+        logits = logits - logits.amax(dim=-1, keepdim=True)
         probs = torch.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)
         ids = torch.argmax(probs / noise, dim=-1, keepdim=True)
     return torch.where(finite, ids, NON_FINITE)

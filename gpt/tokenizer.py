@@ -40,6 +40,24 @@ GPT2_FILE_SHA256 = {
 ENDOFTEXT = "<|endoftext|>"
 
 
+def valid_utf8(text: str) -> str:
+    """text that encodes to UTF-8: a lone surrogate (from a JSON "\\ud800" escape, which json.loads
+    lets through) becomes U+FFFD and a split pair is joined, as tiktoken's encode_ordinary does.
+    Every tokenizer here applies it, so training data and prompts get the same tokens for such text."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _utf8_bytes(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # not checked up front: encoding is the byte tokenizer's whole cost
+        return valid_utf8(text).encode("utf-8")
+
+
 class Tokenizer:
     """The interface shared by every tokenizer here."""
 
@@ -83,7 +101,10 @@ class BPETokenizer(Tokenizer):
     def encode_numpy(self, text: str) -> np.ndarray:
         # The ids of encode_ordinary (no special tokens allowed or refused), without building a
         # Python list first: about 10% faster, which data preparation notices.
-        return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        try:
+            return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        except UnicodeEncodeError:  # lone surrogates, which encode_ordinary replaces itself
+            return self._enc.encode_to_numpy(valid_utf8(text), allowed_special=set(), disallowed_special=())
 
     def decode(self, ids) -> str:
         return self._enc.decode([int(i) for i in ids], errors="replace")
@@ -101,13 +122,13 @@ class ByteTokenizer(Tokenizer):
         self.eot_token = 256
 
     def encode(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
+        return list(_utf8_bytes(text))
 
     def encode_batch(self, texts: list[str], num_threads: int = 8) -> list[list[int]]:
         return [self.encode(t) for t in texts]
 
     def encode_numpy(self, text: str) -> np.ndarray:
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        return np.frombuffer(_utf8_bytes(text), dtype=np.uint8)
 
     def decode_bytes(self, ids) -> bytes:
         return bytes(int(i) for i in ids if int(i) < 256)

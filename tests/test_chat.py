@@ -149,3 +149,32 @@ def test_conflicting_options_give_one_line_and_status_1(capsys, tmp_path, args, 
     rc, out, err = cli(capsys, f"--out_dir={tmp_path}", *args)
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and needle in err, err
+
+
+@pytest.mark.parametrize("name", ["byte", "shakespeare-bpe"])
+def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answered(name):
+    """A JSON "\\ud800" escape reaches the tokenizer as a lone surrogate: it is text like U+FFFD, not a
+    crash that ends the session; a line of invalid bytes gets its error and the next is still answered."""
+    tok = get_tokenizer(name)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    warnings, out = [], []
+
+    class Out:
+        write = out.append
+
+        def flush(self):
+            pass
+
+    answerer = Answerer(model, tok, 4, warn=warnings.append, temperature=0)
+    lines = [b'{"prompt": "\\ud800"}\n', b"\xff\xfe hi\n", b'{"prompt": "\\ufffd"}\n']
+    errors, answers = chat(answerer, lines, Out(), as_json=True)
+    records = [json.loads(line) for line in "".join(out).splitlines()]
+    assert errors == 1 and [r["line"] for r in records] == [1, 2, 3]
+    assert records[1] == {"line": 2, "error": "line 2: not valid UTF-8 (invalid start byte at byte 0)"}
+    assert records[0]["text"] == records[2]["text"]  # the lone surrogate is read as U+FFFD
+
+    out.clear()
+    errors, answers = chat(answerer, [b"\xff\xfe hi\n", "Who says: hi\n".encode()], Out())
+    assert errors == 1 and warnings == ["line 1: not valid UTF-8 (invalid start byte at byte 0)"]
+    assert len(answers) == 1 and "".join(out) == answers[0].text + "\n"

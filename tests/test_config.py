@@ -230,3 +230,20 @@ def test_fp8_head_needs_fp8():
     with pytest.raises(ConfigError, match="fp8_head puts the head in float8 beside the blocks: it needs fp8=true"):
         parse_args(["--fp8_head=true"])
     assert parse_args(["--fp8=true", "--fp8_head=true"])[0].fp8_head is True
+
+
+@pytest.mark.parametrize("arg, needle", [
+    ("--seed=-1", "seed must be in [0, 2**64 - 1], got -1"),  # numpy's data order refused it mid-setup
+    ("--seed=18446744073709551616", "seed must be in [0, 2**64 - 1]"),  # torch's manual_seed: overflow
+    ("--lora_alpha=inf", "lora_alpha must be finite and > 0"),  # LoRAConfig refused it mid-setup
+])
+def test_values_that_failed_mid_setup_are_refused_up_front(arg, needle):
+    with pytest.raises(ConfigError, match=needle.replace("*", r"\*").replace("[", r"\[")):
+        parse_args([arg])
+    assert parse_args(["--seed=18446744073709551615"])[0].seed == 2**64 - 1
+
+
+def test_every_rank_seeds_within_range():  # rank r seeds with seed + r
+    with pytest.raises(ConfigError, match=r"seed must be in \[0, 2\*\*64 - 2\]"):
+        TrainConfig(seed=2**64 - 1, gradient_accumulation_steps=2).validate(world_size=2)
+    TrainConfig(seed=2**64 - 2, gradient_accumulation_steps=2).validate(world_size=2)

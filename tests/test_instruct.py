@@ -373,7 +373,7 @@ def test_chat_json_answers_each_line(capsys, monkeypatch, trained):
              json.dumps({"instruction": seen[1]["prompt"], "input": "", "output": "reference, left out"}),
              "{oops",
              json.dumps({"messages": [{"role": "user", "content": seen[2]["prompt"]}]})]
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(lines) + "\n").encode())))
     rc = sample.main([f"--out_dir={trained['runs']['pairs']}", "--chat", "--json", "--temperature=0",
                       "--device=cpu", "--max_new_tokens=20"])
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -384,3 +384,11 @@ def test_chat_json_answers_each_line(capsys, monkeypatch, trained):
     for o, q in zip([out[0], out[1], out[3]], seen[:3]):
         assert o["text"] == ask(capsys, trained["runs"]["pairs"], q["prompt"])["text"]
         assert o["finish_reason"] == "eot" and o["dropped_turns"] == 0
+
+
+def test_a_null_field_is_named_null_not_missing():
+    with pytest.raises(instruct.RecordError, match=r"^x:1: field 'prompt' is null, not text$"):
+        instruct.to_messages({"prompt": None, "response": "y"}, "x:1")
+    with pytest.raises(instruct.RecordError, match=r"^x:1: field 'prompt' is missing \(the record has: response\)$"):
+        instruct.to_messages({"response": "y"}, "x:1")
+    assert instruct.to_messages({"instruction": "i", "input": None, "output": "o"}, "x:1")[0]["content"] == "i"

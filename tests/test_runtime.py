@@ -338,3 +338,17 @@ def test_fp8_converts_the_blocks_linear_layers_only_and_refuses_what_cannot_run_
     monkeypatch.setitem(sys.modules, "torchao.float8", types.ModuleType("torchao.float8"))
     with pytest.raises(MissingPackage, match=r"torchao \S+ is installed but does not import here \(cannot import name"):
         use_fp8(odd, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("device, needle", [
+    ("xpu", "unknown device 'xpu': use auto, cpu, cuda, cuda:N or mps"),  # torch knows these types
+    ("meta", "unknown device 'meta'"),
+    ("gpu", "unknown device 'gpu'"),
+    ("mps", "device is mps but no Apple MPS GPU is available (use --device=cpu)"),
+])
+def test_devices_that_are_absent_or_not_supported_are_one_line(monkeypatch, device, needle):
+    from gpt.errors import ConfigError
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)  # also on a Mac
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        pick_device(device, Dist())

@@ -338,7 +338,7 @@ def test_long_prompt_keeps_its_last_part_with_a_warning(capsys, run_dir):
 def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatch):
     (tmp_path / "prompt.txt").write_text("ROMEO:\n", encoding="utf-8")
     [from_file] = cli_json(capsys, run_dir, f"--start=FILE:{tmp_path / 'prompt.txt'}", "--max_new_tokens=5")
-    monkeypatch.setattr(sys, "stdin", io.StringIO("ROMEO:\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ROMEO:\n")))  # read as bytes: .buffer
     [from_stdin] = cli_json(capsys, run_dir, "--start=-", "--max_new_tokens=5")
     [inline] = cli_json(capsys, run_dir, "--start=ROMEO:\n", "--max_new_tokens=5")
     assert from_file["prompt"] == from_stdin["prompt"] == "ROMEO:\n"
@@ -517,3 +517,28 @@ def test_a_bug_keeps_its_traceback(monkeypatch, run_dir):
     monkeypatch.setattr(sample, "sample", buggy)
     with pytest.raises(KeyError):  # not turned into a one-line "error:" and status 1
         sample.main([f"--out_dir={run_dir}"])
+
+
+@pytest.mark.parametrize("args, stdin, needle", [
+    (["--start=-"], b"\xff\xfeROMEO", "stdin (--start=-): not valid UTF-8 (invalid start byte at byte 0)"),
+    (["--start=ROMEO\udcff"], b"", "--start: not valid UTF-8 (invalid start byte at byte 5)"),  # argv's PEP 383 form
+    (["--instruction=Who says: \udcff"], b"", "--instruction: not valid UTF-8"),
+    (["--instruction=-"], b"Who says: \xff", "stdin (--instruction=-): not valid UTF-8"),
+    (["--stop=\udcff"], b"", "--stop: not valid UTF-8"),
+    (["--start=FILE:{bad}"], b"", "the prompt file {bad}: not valid UTF-8"),
+])
+def test_prompt_text_that_is_not_utf8_gives_one_line_and_status_1(capsys, run_dir, tmp_path, monkeypatch,
+                                                                    args, stdin, needle):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfeROMEO")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", *[a.format(bad=bad) for a in args])
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and needle.format(bad=bad) in err, err
+
+
+@pytest.mark.parametrize("seed", [-2**63 - 1, 2**64])
+def test_a_seed_outside_what_torch_takes_is_one_line(capsys, run_dir, seed):
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--seed={seed}")
+    assert rc == 1 and out == "" and err == f"sample.py: error: seed must be in [-2**63, 2**64), got {seed}\n"
+    assert cli_json(capsys, run_dir, f"--seed={-2**63}", "--max_new_tokens=2")[0]["tokens"] == 2

@@ -96,3 +96,18 @@ def test_same_seed_same_tokens():
     a = sample_next_token(logits, 0.9, top_k=50, top_p=0.9, generator=torch.Generator().manual_seed(5))
     b = sample_next_token(logits, 0.9, top_k=50, top_p=0.9, generator=torch.Generator().manual_seed(5))
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("top_k, top_p", [(None, None), (2, None), (None, 0.9)])
+def test_a_tiny_temperature_is_greedy_not_token_0(top_k, top_p):
+    """logits / 1e-39 overflowed to inf: NaN probabilities, argmax 0, a token drawn from nothing."""
+    logits = torch.tensor([[1.0, 5.0, 3.0, -2.0], [-1e4, -3e4, 2e4, 0.0]])
+    generator = torch.Generator().manual_seed(0)
+    for temperature in (1e-37, 1e-39, 1e-45):
+        ids = sample_next_token(logits, temperature, top_k, top_p, generator=generator)
+        assert ids.tolist() == [[1], [2]]
+
+
+def test_an_infinite_temperature_is_refused():
+    with pytest.raises(ValueError, match="temperature must be >= 0 .* and finite, got inf"):
+        check_sampling_args(temperature=float("inf"))

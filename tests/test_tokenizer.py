@@ -80,3 +80,13 @@ def test_a_damaged_shakespeare_bpe_file_is_a_usage_error(tmp_path, monkeypatch):
             get_tokenizer("shakespeare-bpe")
     finally:
         get_tokenizer.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["byte", "shakespeare-bpe", "gpt2"])
+def test_lone_surrogates_encode_as_the_replacement_character_in_every_encode_method(name):
+    """json.loads turns a "\\ud800" escape into a lone surrogate, which str.encode("utf-8") and
+    tiktoken's encode_to_numpy refuse; every tokenizer reads it as U+FFFD, as encode_ordinary does."""
+    tok = get_tokenizer(name)
+    expected = tok.encode("a\ufffdb\U0001f600")
+    for text in ("a\ud800b\U0001f600", "a\udcffb\ud83d\ude00"):  # lone; and a pair left split
+        assert tok.encode(text) == tok.encode_numpy(text).tolist() == expected
