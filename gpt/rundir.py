@@ -72,7 +72,10 @@ class RunDirLock:
         if self._fd is None:
             return
         if fcntl is not None:  # unlink while still holding it: a waiting opener then retries (see acquire)
-            self.path.unlink(missing_ok=True)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:  # out_dir turned read-only: the file stays, harmless (close drops the lock), and
+                pass         # raising here would hide why the run ended (a SaveError's status 3, say)
         os.close(self._fd)  # drops the lock
         self._fd = None
         if self._made_dir:

@@ -90,3 +90,23 @@ def test_the_lock_file_is_not_a_checkpoint_or_leftover(tmp_path):
     with RunDirLock(tmp_path):
         assert clean_leftovers(tmp_path) == [] and list_checkpoints(tmp_path) == []
         assert (tmp_path / LOCK_NAME).exists()
+
+
+def test_release_in_a_directory_turned_read_only_does_not_raise_and_frees_the_lock(tmp_path, monkeypatch):
+    # Audit bug 6: unlinking train.lock failed (EACCES) in release(), which raised over the SaveError
+    # that was ending the run. The file may stay; closing it drops the lock all the same.
+    import errno
+    import pathlib
+
+    lock = RunDirLock(tmp_path).acquire()
+    real_unlink = pathlib.Path.unlink
+
+    def refused(self, *args, **kwargs):
+        if self.name == LOCK_NAME:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "unlink", refused)
+    lock.release()
+    monkeypatch.undo()
+    assert (tmp_path / LOCK_NAME).exists()
+    RunDirLock(tmp_path).acquire().release()  # free again

@@ -693,3 +693,34 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
                                                r"copy\); prepare it again"):
         train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_save_refused_for_permission_in_a_read_only_out_dir_is_status_3_and_one_line(byte_data, tmp_path,
+                                                                                       monkeypatch, capsys):
+    # Audit bug 6: out_dir turned read-only mid-run. The save's SaveError (status 3) was hidden by a
+    # second traceback from removing train.lock at exit, and the status was 1.
+    import errno
+    import pathlib
+
+    real_mkdir, real_unlink = pathlib.Path.mkdir, pathlib.Path.unlink
+    saves = []
+
+    def read_only_after_the_first_save(self, *args, **kwargs):
+        if self.name.startswith(".tmp-ckpt-"):
+            saves.append(self)
+            if len(saves) > 1:
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    def unlink(self, *args, **kwargs):
+        if self.name == "train.lock" and len(saves) > 1:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only_after_the_first_save)
+    monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    out = tmp_path / "run"
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"])
+    line = one_line_error(capsys.readouterr().err)
+    assert status == 3
+    assert line.startswith(f"train.py: error: saving checkpoint ckpt-0000004 in {out} failed: Permission denied")
+    assert line.endswith(f"the latest checkpoint is still {out / 'ckpt-0000002'}")
