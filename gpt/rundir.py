@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpt.errors import ReportedByRank0, RunDirBusy, UsageError
+from gpt.files import describe_error
 
 try:
     import fcntl
@@ -44,9 +45,8 @@ class RunDirLock:
 
     def acquire(self) -> "RunDirLock":
         self._made_dir = not self.out_dir.exists()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             if not _try_lock(fd):
                 holder = _read_holder(fd)
                 os.close(fd)
@@ -63,10 +63,23 @@ class RunDirLock:
             os.close(fd)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(record) + "\n").encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(record) + "\n").encode())
+        except OSError:  # a full disk: the record only names us to a refused run, the lock holds without it
+            pass  # (a refused run then reads no pid; release() removes the file as usual)
         self._fd = fd
         return self
+
+    def _open(self) -> int:
+        """The lock file's descriptor, or one line naming out_dir and why it cannot be used."""
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise UsageError(f"out_dir {self.out_dir} is not a directory")
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
+            raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
 
     def release(self) -> None:
         if self._fd is None:

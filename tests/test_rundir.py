@@ -110,3 +110,41 @@ def test_release_in_a_directory_turned_read_only_does_not_raise_and_frees_the_lo
     monkeypatch.undo()
     assert (tmp_path / LOCK_NAME).exists()
     RunDirLock(tmp_path).acquire().release()  # free again
+
+
+def test_an_unusable_out_dir_is_one_usage_error_naming_it(tmp_path, monkeypatch):
+    # Audit bug 5: a file, a path under a file, a directory we may not write: tracebacks from mkdir/open.
+    import errno
+
+    from gpt.errors import UsageError
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UsageError, match=rf"^out_dir {tmp_path / 'afile'} is not a directory$"):
+        RunDirLock(tmp_path / "afile").acquire()
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path / 'afile' / 'sub'}: Not a directory"):
+        RunDirLock(tmp_path / "afile" / "sub").acquire()
+    real_open = os.open
+
+    def refused(path, *args, **kwargs):  # as a read-only directory does (root ignores the mode bits)
+        if str(path).endswith(LOCK_NAME):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, "open", refused)
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path}: Permission denied \(.*{LOCK_NAME}\)$"):
+        RunDirLock(tmp_path).acquire()
+
+
+def test_a_holder_record_that_cannot_be_written_does_not_stop_the_run(tmp_path, monkeypatch):
+    # Audit bug 5: a full disk failed the informational record with a traceback and left an empty
+    # train.lock behind. The lock holds without the record, and release removes the file.
+    import errno
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "write", disk_full)
+    lock = RunDirLock(tmp_path / "run").acquire()
+    monkeypatch.undo()
+    with pytest.raises(RunDirBusy, match="not recorded"):
+        RunDirLock(tmp_path / "run").acquire()
+    lock.release()
+    assert not (tmp_path / "run").exists()  # made by the lock, left empty: removed, train.lock included

@@ -724,3 +724,10 @@ def test_a_save_refused_for_permission_in_a_read_only_out_dir_is_status_3_and_on
     assert status == 3
     assert line.startswith(f"train.py: error: saving checkpoint ckpt-0000004 in {out} failed: Permission denied")
     assert line.endswith(f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+
+
+def test_an_out_dir_that_is_a_file_is_one_line_and_status_1(byte_data, tmp_path, capsys):
+    # Audit bug 5: a FileExistsError traceback from the run directory's lock.
+    (tmp_path / "afile").write_text("")
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'afile'}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == f"train.py: error: out_dir {tmp_path / 'afile'} is not a directory"
