@@ -39,6 +39,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
 from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
 from gpt.errors import UsageError
+from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
@@ -384,10 +385,15 @@ def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
 
 def set_aside_unloadable(skipped: list, resume) -> None:
     """Newer checkpoints that do not load (truncated weights, a refused pickle, bad meta.json) are
-    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later."""
+    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later.
+    A rename that fails is only a warning: the run resumes all the same, and the broken checkpoint
+    stays until a save of its step replaces it or pruning removes it."""
     for path, why in skipped:
-        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); moved it to "
-              f"{set_aside(path).name}; resuming from {resume.path.name}")
+        try:
+            moved = f"moved it to {set_aside(path).name}"
+        except OSError as e:
+            moved = f"could not move it aside ({describe_error(e)})"
+        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); {moved}; resuming from {resume.path.name}")
 
 
 def is_shard(path: Path) -> bool:

@@ -285,8 +285,12 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
 
 def set_aside(ckpt: Path) -> Path:
     """Rename a checkpoint that cannot be loaded to broken-ckpt-*: kept for inspection, but never
-    resumed again and never counted (or pruned) as one of the run's checkpoints."""
-    target = ckpt.with_name(BROKEN_PREFIX + ckpt.name)
+    resumed again and never counted (or pruned) as one of the run's checkpoints. A name already
+    taken (this step was set aside before, then saved again) gets a suffix: broken-ckpt-*.1, .2, ..."""
+    target, n = ckpt.with_name(BROKEN_PREFIX + ckpt.name), 0
+    while target.exists():  # os.replace would fail on a full directory, or replace an empty one
+        n += 1
+        target = ckpt.with_name(f"{BROKEN_PREFIX}{ckpt.name}.{n}")
     os.replace(ckpt, target)
     return target
 

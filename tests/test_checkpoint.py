@@ -244,3 +244,16 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
     with pytest.raises(UnreadableFile, match=r"ckpt-0000001/model\.safetensors: checkpoint does not fit the model: "
                                              r"missing keys \['transformer\.h\.1\."):
         load_model(tmp_path)
+
+
+def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
+    # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
+    from gpt.checkpoint import set_aside
+
+    first = set_aside(save(tmp_path, 3, make_model()))
+    second = set_aside(save(tmp_path, 3, make_model(1)))
+    third = set_aside(save(tmp_path, 3, make_model(2)))
+    assert (first.name, second.name, third.name) == ("broken-ckpt-0000003", "broken-ckpt-0000003.1",
+                                                     "broken-ckpt-0000003.2")
+    assert all((p / "model.safetensors").is_file() for p in (first, second, third))
+    assert list_checkpoints(tmp_path) == []

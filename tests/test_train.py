@@ -731,3 +731,34 @@ def test_an_out_dir_that_is_a_file_is_one_line_and_status_1(byte_data, tmp_path,
     (tmp_path / "afile").write_text("")
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'afile'}"]) == 1
     assert one_line_error(capsys.readouterr().err) == f"train.py: error: out_dir {tmp_path / 'afile'} is not a directory"
+
+
+def test_resume_sets_aside_a_broken_checkpoint_whose_name_was_set_aside_before(byte_data, tmp_path, capsys,
+                                                                               monkeypatch):
+    # Audit bug 11: broken-ckpt-0000004 already there made resume crash with OSError (Directory not
+    # empty); and a rename that fails for another reason must only be a warning.
+    import errno
+
+    from tests.test_checkpoint import corrupt
+
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=4"]) == 0
+    (out / "broken-ckpt-0000004").mkdir()
+    (out / "broken-ckpt-0000004" / "kept").write_text("an earlier broken save")
+    corrupt(out / "ckpt-0000004", "truncated weights")
+    capsys.readouterr()
+    assert train.main([*common, "--init_from=resume", "--max_iters=4"]) == 0
+    assert "moved it to broken-ckpt-0000004.1; resuming from ckpt-0000002" in capsys.readouterr().out
+    assert (out / "broken-ckpt-0000004" / "kept").exists() and (out / "broken-ckpt-0000004.1").is_dir()
+    assert open_checkpoint(out).meta["step"] == 4
+
+    corrupt(out / "ckpt-0000004", "truncated weights")
+
+    def refused(path):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+    monkeypatch.setattr(train, "set_aside", refused)
+    assert train.main([*common, "--init_from=resume", "--max_iters=4"]) == 0
+    assert (f"could not move it aside (Permission denied ({out / 'ckpt-0000004'})); resuming from ckpt-0000002"
+            in capsys.readouterr().out)
+    assert load_model(out)[1].meta["step"] == 4  # saved again over the broken one
