@@ -18,7 +18,8 @@ Failures are reported, not raised as library tracebacks (issue 10): a save that 
 (no room, a file-size limit, permissions) raises SaveError naming the checkpoint still current,
 after removing its `.tmp-*`; a save that cannot fit in the free space is refused before writing.
 A file that cannot be read (truncated or corrupt safetensors, a refused pickle payload, bad JSON)
-raises UnreadableFile naming it; open_resumable() skips such checkpoints for an older one.
+raises UnreadableFile naming it; open_resumable() skips such checkpoints for an older one, and
+those whose meta.json or state.pt lack what resuming reads (RESUME_META, RESUME_STATE).
 """
 
 from __future__ import annotations
@@ -258,6 +259,22 @@ def open_checkpoint(path: str | Path, which: str = "latest") -> Checkpoint:
     return Checkpoint(ckpt, read_meta(ckpt))
 
 
+# What resuming reads from a checkpoint beyond what loading its model needs (read_meta), by type:
+# a checkpoint without one of them is skipped like an unreadable one, never a KeyError half-way.
+RESUME_META = {"config": dict, "tokens_seen": int, "tokenizer": str}
+RESUME_STATE = {"optimizer": dict, "scaler": dict, "rng": list, "loader": dict}
+
+
+def _check_keys(path: Path, found, expected: dict[str, type], what: str) -> None:
+    if not isinstance(found, dict):
+        raise UnreadableFile(path, f"{what} (a {type(found).__name__}, not a dict)")
+    for key, kind in expected.items():
+        if key not in found:
+            raise UnreadableFile(path, f"{what} (no {key!r})")
+        if not isinstance(found[key], kind):
+            raise UnreadableFile(path, f"{what} ({key!r} is {type(found[key]).__name__}, not {kind.__name__})")
+
+
 def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
     """The newest checkpoint of a run whose files all read back, and (path, why) for each newer
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
@@ -274,8 +291,10 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     for path in candidates:
         try:
             ckpt = Checkpoint(path, read_meta(path))
+            _check_keys(path / META, ckpt.meta, RESUME_META, "unreadable checkpoint metadata")
             ckpt.weights()  # read through once: a torn file is found now, not half-way through setup
             ckpt.loaded_state = ckpt.state()
+            _check_keys(path / STATE, ckpt.loaded_state, RESUME_STATE, "not a training state")
         except UnreadableFile as e:
             skipped.append((path, str(e)))
             continue
@@ -332,7 +351,9 @@ def pretrained_tokenizer(init_from: str) -> str:
     """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded."""
     path = Path(init_from)
     if path.is_dir() and not is_hf_gpt2_dir(path):
-        return open_checkpoint(path).meta["tokenizer"]
+        ckpt = open_checkpoint(path)
+        _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
+        return ckpt.meta["tokenizer"]
     return "gpt2"
 
 

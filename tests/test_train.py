@@ -762,3 +762,26 @@ def test_resume_sets_aside_a_broken_checkpoint_whose_name_was_set_aside_before(b
     assert (f"could not move it aside (Permission denied ({out / 'ckpt-0000004'})); resuming from ckpt-0000002"
             in capsys.readouterr().out)
     assert load_model(out)[1].meta["step"] == 4  # saved again over the broken one
+
+
+@pytest.mark.parametrize("file, key", [("meta.json", "tokens_seen"), ("state.pt", "loader")])
+def test_resume_falls_back_past_a_checkpoint_missing_a_key(byte_data, tmp_path, capsys, file, key):
+    # Audit bug 10: a KeyError traceback (train.py reading meta["tokens_seen"], state["loader"]).
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=4"]) == 0
+    path = out / "ckpt-0000004" / file
+    if file == "meta.json":
+        meta = json.loads(path.read_text())
+        del meta[key]
+        path.write_text(json.dumps(meta))
+    else:
+        state = torch.load(path, weights_only=True)
+        del state[key]
+        torch.save(state, path)
+    capsys.readouterr()
+    assert train.main([*common, "--init_from=resume", "--max_iters=6"]) == 0
+    said = capsys.readouterr().out
+    assert f"warning: skipped ckpt-0000004, it cannot be loaded ({path}: " in said and f"(no {key!r})" in said
+    assert "moved it to broken-ckpt-0000004; resuming from ckpt-0000002" in said
+    assert open_checkpoint(out).meta["step"] == 6
