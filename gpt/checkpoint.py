@@ -134,7 +134,7 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         cause = e.__context__ if isinstance(e, RuntimeError) else e
         raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {describe_error(cause)}; "
                         f"{latest_note(out_dir)}") from None
-    prune_checkpoints(out_dir, keep_last)
+    prune_checkpoints(out_dir, keep_last, final)
     return final
 
 
@@ -187,14 +187,23 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
     return target if _is_complete(target) else None
 
 
-def prune_checkpoints(out_dir: Path, keep_last: int) -> None:
-    """Keep the newest `keep_last` complete checkpoints and the best one; remove the rest."""
-    ckpts = list_checkpoints(out_dir)
-    keep = set(ckpts[-keep_last:])
-    best = _pointer(out_dir, "best")
-    if best is not None:
-        keep.add(best)
-    for p in ckpts:
+def _step(ckpt: Path) -> int | None:
+    try:
+        return int(ckpt.name[len(CKPT_PREFIX):])
+    except ValueError:  # not a name save_checkpoint gives: not ours to prune
+        return None
+
+
+def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
+    """After saving `current`: among the complete checkpoints up to its step, keep the `keep_last`
+    newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
+    are left alone: counted as the newest, they pushed out the checkpoint just saved (audit bug 1,
+    another run's), and they are not this run's to remove (it resumed from an older one: a `latest`
+    whose rewrite failed, say); a save of their step replaces them."""
+    now = _step(current)
+    upto = sorted((p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now), key=_step)
+    keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best")}
+    for p in upto:
         if p not in keep:
             shutil.rmtree(p, ignore_errors=True)
 

@@ -20,7 +20,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from gpt.errors import ReportedByRank0, RunDirBusy, UsageError
+from gpt.checkpoint import find_checkpoint, list_checkpoints
+from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, UsageError
 from gpt.files import describe_error
 
 try:
@@ -124,9 +125,27 @@ def _read_holder(fd: int) -> str:
         return "its process id is not recorded yet"
 
 
-def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack) -> None:
-    """Rank 0 locks out_dir until `on_exit` closes; if it cannot, every rank stops (RunDirBusy)."""
-    on_rank0(dist, lambda: on_exit.enter_context(RunDirLock(out_dir)))
+def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False) -> None:
+    """Rank 0 locks out_dir until `on_exit` closes; if it cannot, or if a run that is not `resuming`
+    finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written."""
+    def hold() -> None:
+        on_exit.enter_context(RunDirLock(out_dir))
+        if not resuming:
+            refuse_another_run(Path(out_dir))
+    on_rank0(dist, hold)
+
+
+def refuse_another_run(out_dir: Path) -> None:
+    """A new run (from scratch or from pretrained weights, out_dir itself included) must not start
+    where a run lives: its metrics.jsonl would be cut and config.json replaced, and its checkpoints
+    would be mixed with the new run's in `latest` and pruning (audit bug 1)."""
+    metrics = out_dir / "metrics.jsonl"
+    if list_checkpoints(out_dir):
+        raise RunDirTaken(f"{out_dir} holds a run (latest {find_checkpoint(out_dir).name}): continue it with "
+                          "--init_from=resume, or choose another --out_dir (or remove that one)")
+    if metrics.is_file() and metrics.stat().st_size:  # one that stopped before its first checkpoint
+        raise RunDirTaken(f"{out_dir} holds the metrics.jsonl of a run that saved no checkpoint: choose another "
+                          "--out_dir (or remove that one)")
 
 
 def on_rank0(dist, action: Callable[[], object]) -> None:

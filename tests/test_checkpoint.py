@@ -291,3 +291,19 @@ def test_fine_tuning_from_a_checkpoint_without_a_tokenizer_names_its_meta_json(t
     with pytest.raises(UnreadableFile, match=re.escape(f"{newest / 'meta.json'}: unreadable checkpoint metadata "
                                                        "('tokenizer' is int, not str)")):
         pretrained_tokenizer(str(tmp_path))
+
+
+def test_pruning_never_removes_the_checkpoint_just_saved_for_higher_steps(tmp_path):
+    # Audit bug 1: checkpoints of higher steps (another history in the directory) were counted as the
+    # newest, so pruning deleted the checkpoint just saved, and `latest` named nothing.
+    model = make_model()
+    save(tmp_path, 55, model)
+    save(tmp_path, 60, model)
+    save(tmp_path, 5, model, best=True)
+    for step in (10, 15, 20):
+        path = save(tmp_path, step, model)
+        assert path.is_dir() and find_checkpoint(tmp_path) == path
+    # By step, among those up to 20: the two newest and the best; higher steps are left alone.
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000005", "ckpt-0000015", "ckpt-0000020",
+                                                            "ckpt-0000055", "ckpt-0000060"]
+    assert find_checkpoint(tmp_path, "best").name == "ckpt-0000005"

@@ -148,3 +148,31 @@ def test_a_holder_record_that_cannot_be_written_does_not_stop_the_run(tmp_path, 
         RunDirLock(tmp_path / "run").acquire()
     lock.release()
     assert not (tmp_path / "run").exists()  # made by the lock, left empty: removed, train.lock included
+
+
+def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
+    # Audit bug 1: a new run in a directory holding a run cut its metrics.jsonl, replaced config.json
+    # and mixed its checkpoints with the old ones. Refused before anything is written.
+    from gpt.checkpoint import save_checkpoint
+    from gpt.errors import RunDirTaken
+    from gpt.model import GPT, GPTConfig
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("")  # empty: what a run stopped before logging leaves, nothing to lose
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit)
+    (out / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    with pytest.raises(RunDirTaken, match=rf"^{out} holds the metrics.jsonl of a run that saved no checkpoint: "
+                                          r"choose another --out_dir \(or remove that one\)$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    save_checkpoint(out, 60, model, {}, {"model_config": model.config.to_dict()})
+    with pytest.raises(RunDirTaken, match=rf"^{out} holds a run \(latest ckpt-0000060\): continue it with "
+                                          r"--init_from=resume, or choose another --out_dir \(or remove that one\)$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit)
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000060", "latest", "metrics.jsonl"]  # lock released
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit, resuming=True)

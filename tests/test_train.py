@@ -785,3 +785,22 @@ def test_resume_falls_back_past_a_checkpoint_missing_a_key(byte_data, tmp_path, 
     assert f"warning: skipped ckpt-0000004, it cannot be loaded ({path}: " in said and f"(no {key!r})" in said
     assert "moved it to broken-ckpt-0000004; resuming from ckpt-0000002" in said
     assert open_checkpoint(out).meta["step"] == 6
+
+
+def test_a_new_run_in_an_out_dir_holding_a_run_is_refused_and_changes_nothing(byte_data, tmp_path, capsys):
+    # Audit bug 1: run B in run A's directory cut A's metrics.jsonl, replaced its config.json, and
+    # pruning deleted B's own new checkpoint, so resume and sample.py silently took A's. Fine-tuning
+    # a run into its own directory (--init_from=<out_dir>) is refused the same way.
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for init_from in ("scratch", str(out), str(out / "ckpt-0000004")):
+        assert train.main([f"--data={byte_data}", *TINY, "--n_embd=64", "--max_iters=2", "--eval_interval=2",
+                           f"--init_from={init_from}", f"--out_dir={out}"]) == 1
+        assert one_line_error(capsys.readouterr().err) == (
+            f"train.py: error: {out} holds a run (latest ckpt-0000004): continue it with --init_from=resume, or "
+            "choose another --out_dir (or remove that one)")
+        assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert train.main([f"--data={byte_data}", "--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
+    assert open_checkpoint(out).meta["step"] == 6
