@@ -10,13 +10,14 @@
 Exit status (every failure is one message on stderr; a traceback means a bug):
     0    finished
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
-         model out of reach), or out_dir is in use by another run; nothing was written
+         model out of reach), or out_dir is in use by or holds another run; nothing was written
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps
     3    a checkpoint could not be saved (disk full, file too large, permission); nothing
          half-written is left and the message names the checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
          --init_from=resume continues
-One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock).
+One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock), and
+a new run is refused where another run's checkpoints or metrics are (--init_from=resume continues it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
 from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
 from gpt.errors import UsageError
+from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
@@ -85,7 +87,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
-    hold_run_dir(out_dir, dist, on_exit)  # one run per out_dir: a second one stops here
+    hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
     if skipped and dist.is_main:
         set_aside_unloadable(skipped, resume)
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
@@ -384,10 +386,15 @@ def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
 
 def set_aside_unloadable(skipped: list, resume) -> None:
     """Newer checkpoints that do not load (truncated weights, a refused pickle, bad meta.json) are
-    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later."""
+    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later.
+    A rename that fails is only a warning: the run resumes all the same, and the broken checkpoint
+    stays until a save of its step replaces it or pruning removes it."""
     for path, why in skipped:
-        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); moved it to "
-              f"{set_aside(path).name}; resuming from {resume.path.name}")
+        try:
+            moved = f"moved it to {set_aside(path).name}"
+        except OSError as e:
+            moved = f"could not move it aside ({describe_error(e)})"
+        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); {moved}; resuming from {resume.path.name}")
 
 
 def is_shard(path: Path) -> bool:

@@ -18,7 +18,8 @@ Failures are reported, not raised as library tracebacks (issue 10): a save that 
 (no room, a file-size limit, permissions) raises SaveError naming the checkpoint still current,
 after removing its `.tmp-*`; a save that cannot fit in the free space is refused before writing.
 A file that cannot be read (truncated or corrupt safetensors, a refused pickle payload, bad JSON)
-raises UnreadableFile naming it; open_resumable() skips such checkpoints for an older one.
+raises UnreadableFile naming it; open_resumable() skips such checkpoints for an older one, and
+those whose meta.json or state.pt lack what resuming reads (RESUME_META, RESUME_STATE).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         cause = e.__context__ if isinstance(e, RuntimeError) else e
         raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {describe_error(cause)}; "
                         f"{latest_note(out_dir)}") from None
-    prune_checkpoints(out_dir, keep_last)
+    prune_checkpoints(out_dir, keep_last, final)
     return final
 
 
@@ -186,14 +187,23 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
     return target if _is_complete(target) else None
 
 
-def prune_checkpoints(out_dir: Path, keep_last: int) -> None:
-    """Keep the newest `keep_last` complete checkpoints and the best one; remove the rest."""
-    ckpts = list_checkpoints(out_dir)
-    keep = set(ckpts[-keep_last:])
-    best = _pointer(out_dir, "best")
-    if best is not None:
-        keep.add(best)
-    for p in ckpts:
+def _step(ckpt: Path) -> int | None:
+    try:
+        return int(ckpt.name[len(CKPT_PREFIX):])
+    except ValueError:  # not a name save_checkpoint gives: not ours to prune
+        return None
+
+
+def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
+    """After saving `current`: among the complete checkpoints up to its step, keep the `keep_last`
+    newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
+    are left alone: counted as the newest, they pushed out the checkpoint just saved (audit bug 1,
+    another run's), and they are not this run's to remove (it resumed from an older one: a `latest`
+    whose rewrite failed, say); a save of their step replaces them."""
+    now = _step(current)
+    upto = sorted((p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now), key=_step)
+    keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best")}
+    for p in upto:
         if p not in keep:
             shutil.rmtree(p, ignore_errors=True)
 
@@ -258,6 +268,22 @@ def open_checkpoint(path: str | Path, which: str = "latest") -> Checkpoint:
     return Checkpoint(ckpt, read_meta(ckpt))
 
 
+# What resuming reads from a checkpoint beyond what loading its model needs (read_meta), by type:
+# a checkpoint without one of them is skipped like an unreadable one, never a KeyError half-way.
+RESUME_META = {"config": dict, "tokens_seen": int, "tokenizer": str}
+RESUME_STATE = {"optimizer": dict, "scaler": dict, "rng": list, "loader": dict}
+
+
+def _check_keys(path: Path, found, expected: dict[str, type], what: str) -> None:
+    if not isinstance(found, dict):
+        raise UnreadableFile(path, f"{what} (a {type(found).__name__}, not a dict)")
+    for key, kind in expected.items():
+        if key not in found:
+            raise UnreadableFile(path, f"{what} (no {key!r})")
+        if not isinstance(found[key], kind):
+            raise UnreadableFile(path, f"{what} ({key!r} is {type(found[key]).__name__}, not {kind.__name__})")
+
+
 def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
     """The newest checkpoint of a run whose files all read back, and (path, why) for each newer
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
@@ -274,8 +300,10 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     for path in candidates:
         try:
             ckpt = Checkpoint(path, read_meta(path))
+            _check_keys(path / META, ckpt.meta, RESUME_META, "unreadable checkpoint metadata")
             ckpt.weights()  # read through once: a torn file is found now, not half-way through setup
             ckpt.loaded_state = ckpt.state()
+            _check_keys(path / STATE, ckpt.loaded_state, RESUME_STATE, "not a training state")
         except UnreadableFile as e:
             skipped.append((path, str(e)))
             continue
@@ -285,8 +313,12 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
 
 def set_aside(ckpt: Path) -> Path:
     """Rename a checkpoint that cannot be loaded to broken-ckpt-*: kept for inspection, but never
-    resumed again and never counted (or pruned) as one of the run's checkpoints."""
-    target = ckpt.with_name(BROKEN_PREFIX + ckpt.name)
+    resumed again and never counted (or pruned) as one of the run's checkpoints. A name already
+    taken (this step was set aside before, then saved again) gets a suffix: broken-ckpt-*.1, .2, ..."""
+    target, n = ckpt.with_name(BROKEN_PREFIX + ckpt.name), 0
+    while target.exists():  # os.replace would fail on a full directory, or replace an empty one
+        n += 1
+        target = ckpt.with_name(f"{BROKEN_PREFIX}{ckpt.name}.{n}")
     os.replace(ckpt, target)
     return target
 
@@ -328,7 +360,9 @@ def pretrained_tokenizer(init_from: str) -> str:
     """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded."""
     path = Path(init_from)
     if path.is_dir() and not is_hf_gpt2_dir(path):
-        return open_checkpoint(path).meta["tokenizer"]
+        ckpt = open_checkpoint(path)
+        _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
+        return ckpt.meta["tokenizer"]
     return "gpt2"
 
 

@@ -68,6 +68,10 @@ class RunDirBusy(UsageError):
     """Another training run holds the run directory's lock."""
 
 
+class RunDirTaken(UsageError):
+    """A run that does not continue the one already in its run directory (checkpoints, metrics)."""
+
+
 class SaveError(UsageError):
     """A checkpoint could not be written (disk full, file too large, permission): the previous
     checkpoint is untouched and still the latest."""

@@ -20,7 +20,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from gpt.errors import ReportedByRank0, RunDirBusy, UsageError
+from gpt.checkpoint import find_checkpoint, list_checkpoints
+from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, UsageError
+from gpt.files import describe_error
 
 try:
     import fcntl
@@ -44,9 +46,8 @@ class RunDirLock:
 
     def acquire(self) -> "RunDirLock":
         self._made_dir = not self.out_dir.exists()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             if not _try_lock(fd):
                 holder = _read_holder(fd)
                 os.close(fd)
@@ -63,16 +64,32 @@ class RunDirLock:
             os.close(fd)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(record) + "\n").encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(record) + "\n").encode())
+        except OSError:  # a full disk: the record only names us to a refused run, the lock holds without it
+            pass  # (a refused run then reads no pid; release() removes the file as usual)
         self._fd = fd
         return self
+
+    def _open(self) -> int:
+        """The lock file's descriptor, or one line naming out_dir and why it cannot be used."""
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise UsageError(f"out_dir {self.out_dir} is not a directory")
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
+            raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
 
     def release(self) -> None:
         if self._fd is None:
             return
         if fcntl is not None:  # unlink while still holding it: a waiting opener then retries (see acquire)
-            self.path.unlink(missing_ok=True)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:  # out_dir turned read-only: the file stays, harmless (close drops the lock), and
+                pass         # raising here would hide why the run ended (a SaveError's status 3, say)
         os.close(self._fd)  # drops the lock
         self._fd = None
         if self._made_dir:
@@ -108,9 +125,27 @@ def _read_holder(fd: int) -> str:
         return "its process id is not recorded yet"
 
 
-def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack) -> None:
-    """Rank 0 locks out_dir until `on_exit` closes; if it cannot, every rank stops (RunDirBusy)."""
-    on_rank0(dist, lambda: on_exit.enter_context(RunDirLock(out_dir)))
+def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False) -> None:
+    """Rank 0 locks out_dir until `on_exit` closes; if it cannot, or if a run that is not `resuming`
+    finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written."""
+    def hold() -> None:
+        on_exit.enter_context(RunDirLock(out_dir))
+        if not resuming:
+            refuse_another_run(Path(out_dir))
+    on_rank0(dist, hold)
+
+
+def refuse_another_run(out_dir: Path) -> None:
+    """A new run (from scratch or from pretrained weights, out_dir itself included) must not start
+    where a run lives: its metrics.jsonl would be cut and config.json replaced, and its checkpoints
+    would be mixed with the new run's in `latest` and pruning (audit bug 1)."""
+    metrics = out_dir / "metrics.jsonl"
+    if list_checkpoints(out_dir):
+        raise RunDirTaken(f"{out_dir} holds a run (latest {find_checkpoint(out_dir).name}): continue it with "
+                          "--init_from=resume, or choose another --out_dir (or remove that one)")
+    if metrics.is_file() and metrics.stat().st_size:  # one that stopped before its first checkpoint
+        raise RunDirTaken(f"{out_dir} holds the metrics.jsonl of a run that saved no checkpoint: choose another "
+                          "--out_dir (or remove that one)")
 
 
 def on_rank0(dist, action: Callable[[], object]) -> None:

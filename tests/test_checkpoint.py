@@ -24,9 +24,11 @@ def make_model(seed=0):
     return GPT(CFG)
 
 
-def save(out, step, model, best=False, **meta):
-    return save_checkpoint(out, step, model, {"optimizer": {}, "note": torch.arange(3)},
-                           {"model_config": CFG.to_dict(), "tokenizer": "byte", **meta}, keep_last=2, is_best=best)
+def save(out, step, model, best=False, **meta):  # what train.py saves, so that open_resumable takes it
+    state = {"optimizer": {}, "scaler": {}, "rng": [], "loader": {}, "note": torch.arange(3)}
+    return save_checkpoint(out, step, model, state,
+                           {"model_config": CFG.to_dict(), "tokenizer": "byte", "config": {}, "tokens_seen": 0, **meta},
+                           keep_last=2, is_best=best)
 
 
 def test_round_trip_plain_keys_tied_head_once(tmp_path):
@@ -244,3 +246,64 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
     with pytest.raises(UnreadableFile, match=r"ckpt-0000001/model\.safetensors: checkpoint does not fit the model: "
                                              r"missing keys \['transformer\.h\.1\."):
         load_model(tmp_path)
+
+
+def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
+    # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
+    from gpt.checkpoint import set_aside
+
+    first = set_aside(save(tmp_path, 3, make_model()))
+    second = set_aside(save(tmp_path, 3, make_model(1)))
+    third = set_aside(save(tmp_path, 3, make_model(2)))
+    assert (first.name, second.name, third.name) == ("broken-ckpt-0000003", "broken-ckpt-0000003.1",
+                                                     "broken-ckpt-0000003.2")
+    assert all((p / "model.safetensors").is_file() for p in (first, second, third))
+    assert list_checkpoints(tmp_path) == []
+
+
+@pytest.mark.parametrize("file, key", [("meta.json", "config"), ("meta.json", "tokens_seen"), ("meta.json", "tokenizer"),
+                                       ("state.pt", "optimizer"), ("state.pt", "scaler"), ("state.pt", "rng"),
+                                       ("state.pt", "loader"), ("state.pt", None)])
+def test_resume_skips_a_checkpoint_missing_what_resuming_reads(tmp_path, file, key):
+    # Audit bug 10: such a checkpoint loaded, then resume crashed with a KeyError in train.py.
+    from gpt.checkpoint import open_resumable
+
+    save(tmp_path, 2, make_model(2))
+    newest = save(tmp_path, 3, make_model(3))
+    if file == "meta.json":
+        meta = json.loads((newest / file).read_text())
+        del meta[key]
+        (newest / file).write_text(json.dumps(meta))
+        reason = f"unreadable checkpoint metadata (no {key!r})"
+    else:
+        state = torch.load(newest / file, weights_only=True)
+        torch.save([] if key is None else {k: v for k, v in state.items() if k != key}, newest / file)
+        reason = "not a training state (a list, not a dict)" if key is None else f"not a training state (no {key!r})"
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path.name == "ckpt-0000002"
+    assert [(p.name, why) for p, why in skipped] == [("ckpt-0000003", f"{newest / file}: {reason}")]
+
+
+def test_fine_tuning_from_a_checkpoint_without_a_tokenizer_names_its_meta_json(tmp_path):
+    from gpt.checkpoint import pretrained_tokenizer
+
+    newest = save(tmp_path, 1, make_model(), tokenizer=3)
+    with pytest.raises(UnreadableFile, match=re.escape(f"{newest / 'meta.json'}: unreadable checkpoint metadata "
+                                                       "('tokenizer' is int, not str)")):
+        pretrained_tokenizer(str(tmp_path))
+
+
+def test_pruning_never_removes_the_checkpoint_just_saved_for_higher_steps(tmp_path):
+    # Audit bug 1: checkpoints of higher steps (another history in the directory) were counted as the
+    # newest, so pruning deleted the checkpoint just saved, and `latest` named nothing.
+    model = make_model()
+    save(tmp_path, 55, model)
+    save(tmp_path, 60, model)
+    save(tmp_path, 5, model, best=True)
+    for step in (10, 15, 20):
+        path = save(tmp_path, step, model)
+        assert path.is_dir() and find_checkpoint(tmp_path) == path
+    # By step, among those up to 20: the two newest and the best; higher steps are left alone.
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000005", "ckpt-0000015", "ckpt-0000020",
+                                                            "ckpt-0000055", "ckpt-0000060"]
+    assert find_checkpoint(tmp_path, "best").name == "ckpt-0000005"

@@ -90,3 +90,89 @@ def test_the_lock_file_is_not_a_checkpoint_or_leftover(tmp_path):
     with RunDirLock(tmp_path):
         assert clean_leftovers(tmp_path) == [] and list_checkpoints(tmp_path) == []
         assert (tmp_path / LOCK_NAME).exists()
+
+
+def test_release_in_a_directory_turned_read_only_does_not_raise_and_frees_the_lock(tmp_path, monkeypatch):
+    # Audit bug 6: unlinking train.lock failed (EACCES) in release(), which raised over the SaveError
+    # that was ending the run. The file may stay; closing it drops the lock all the same.
+    import errno
+    import pathlib
+
+    lock = RunDirLock(tmp_path).acquire()
+    real_unlink = pathlib.Path.unlink
+
+    def refused(self, *args, **kwargs):
+        if self.name == LOCK_NAME:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "unlink", refused)
+    lock.release()
+    monkeypatch.undo()
+    assert (tmp_path / LOCK_NAME).exists()
+    RunDirLock(tmp_path).acquire().release()  # free again
+
+
+def test_an_unusable_out_dir_is_one_usage_error_naming_it(tmp_path, monkeypatch):
+    # Audit bug 5: a file, a path under a file, a directory we may not write: tracebacks from mkdir/open.
+    import errno
+
+    from gpt.errors import UsageError
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UsageError, match=rf"^out_dir {tmp_path / 'afile'} is not a directory$"):
+        RunDirLock(tmp_path / "afile").acquire()
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path / 'afile' / 'sub'}: Not a directory"):
+        RunDirLock(tmp_path / "afile" / "sub").acquire()
+    real_open = os.open
+
+    def refused(path, *args, **kwargs):  # as a read-only directory does (root ignores the mode bits)
+        if str(path).endswith(LOCK_NAME):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, "open", refused)
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path}: Permission denied \(.*{LOCK_NAME}\)$"):
+        RunDirLock(tmp_path).acquire()
+
+
+def test_a_holder_record_that_cannot_be_written_does_not_stop_the_run(tmp_path, monkeypatch):
+    # Audit bug 5: a full disk failed the informational record with a traceback and left an empty
+    # train.lock behind. The lock holds without the record, and release removes the file.
+    import errno
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "write", disk_full)
+    lock = RunDirLock(tmp_path / "run").acquire()
+    monkeypatch.undo()
+    with pytest.raises(RunDirBusy, match="not recorded"):
+        RunDirLock(tmp_path / "run").acquire()
+    lock.release()
+    assert not (tmp_path / "run").exists()  # made by the lock, left empty: removed, train.lock included
+
+
+def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
+    # Audit bug 1: a new run in a directory holding a run cut its metrics.jsonl, replaced config.json
+    # and mixed its checkpoints with the old ones. Refused before anything is written.
+    from gpt.checkpoint import save_checkpoint
+    from gpt.errors import RunDirTaken
+    from gpt.model import GPT, GPTConfig
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("")  # empty: what a run stopped before logging leaves, nothing to lose
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit)
+    (out / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    with pytest.raises(RunDirTaken, match=rf"^{out} holds the metrics.jsonl of a run that saved no checkpoint: "
+                                          r"choose another --out_dir \(or remove that one\)$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    save_checkpoint(out, 60, model, {}, {"model_config": model.config.to_dict()})
+    with pytest.raises(RunDirTaken, match=rf"^{out} holds a run \(latest ckpt-0000060\): continue it with "
+                                          r"--init_from=resume, or choose another --out_dir \(or remove that one\)$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit)
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000060", "latest", "metrics.jsonl"]  # lock released
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit, resuming=True)

@@ -693,3 +693,114 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
                                                r"copy\); prepare it again"):
         train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_save_refused_for_permission_in_a_read_only_out_dir_is_status_3_and_one_line(byte_data, tmp_path,
+                                                                                       monkeypatch, capsys):
+    # Audit bug 6: out_dir turned read-only mid-run. The save's SaveError (status 3) was hidden by a
+    # second traceback from removing train.lock at exit, and the status was 1.
+    import errno
+    import pathlib
+
+    real_mkdir, real_unlink = pathlib.Path.mkdir, pathlib.Path.unlink
+    saves = []
+
+    def read_only_after_the_first_save(self, *args, **kwargs):
+        if self.name.startswith(".tmp-ckpt-"):
+            saves.append(self)
+            if len(saves) > 1:
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    def unlink(self, *args, **kwargs):
+        if self.name == "train.lock" and len(saves) > 1:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only_after_the_first_save)
+    monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    out = tmp_path / "run"
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"])
+    line = one_line_error(capsys.readouterr().err)
+    assert status == 3
+    assert line.startswith(f"train.py: error: saving checkpoint ckpt-0000004 in {out} failed: Permission denied")
+    assert line.endswith(f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+
+
+def test_an_out_dir_that_is_a_file_is_one_line_and_status_1(byte_data, tmp_path, capsys):
+    # Audit bug 5: a FileExistsError traceback from the run directory's lock.
+    (tmp_path / "afile").write_text("")
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'afile'}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == f"train.py: error: out_dir {tmp_path / 'afile'} is not a directory"
+
+
+def test_resume_sets_aside_a_broken_checkpoint_whose_name_was_set_aside_before(byte_data, tmp_path, capsys,
+                                                                               monkeypatch):
+    # Audit bug 11: broken-ckpt-0000004 already there made resume crash with OSError (Directory not
+    # empty); and a rename that fails for another reason must only be a warning.
+    import errno
+
+    from tests.test_checkpoint import corrupt
+
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=4"]) == 0
+    (out / "broken-ckpt-0000004").mkdir()
+    (out / "broken-ckpt-0000004" / "kept").write_text("an earlier broken save")
+    corrupt(out / "ckpt-0000004", "truncated weights")
+    capsys.readouterr()
+    assert train.main([*common, "--init_from=resume", "--max_iters=4"]) == 0
+    assert "moved it to broken-ckpt-0000004.1; resuming from ckpt-0000002" in capsys.readouterr().out
+    assert (out / "broken-ckpt-0000004" / "kept").exists() and (out / "broken-ckpt-0000004.1").is_dir()
+    assert open_checkpoint(out).meta["step"] == 4
+
+    corrupt(out / "ckpt-0000004", "truncated weights")
+
+    def refused(path):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+    monkeypatch.setattr(train, "set_aside", refused)
+    assert train.main([*common, "--init_from=resume", "--max_iters=4"]) == 0
+    assert (f"could not move it aside (Permission denied ({out / 'ckpt-0000004'})); resuming from ckpt-0000002"
+            in capsys.readouterr().out)
+    assert load_model(out)[1].meta["step"] == 4  # saved again over the broken one
+
+
+@pytest.mark.parametrize("file, key", [("meta.json", "tokens_seen"), ("state.pt", "loader")])
+def test_resume_falls_back_past_a_checkpoint_missing_a_key(byte_data, tmp_path, capsys, file, key):
+    # Audit bug 10: a KeyError traceback (train.py reading meta["tokens_seen"], state["loader"]).
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=4"]) == 0
+    path = out / "ckpt-0000004" / file
+    if file == "meta.json":
+        meta = json.loads(path.read_text())
+        del meta[key]
+        path.write_text(json.dumps(meta))
+    else:
+        state = torch.load(path, weights_only=True)
+        del state[key]
+        torch.save(state, path)
+    capsys.readouterr()
+    assert train.main([*common, "--init_from=resume", "--max_iters=6"]) == 0
+    said = capsys.readouterr().out
+    assert f"warning: skipped ckpt-0000004, it cannot be loaded ({path}: " in said and f"(no {key!r})" in said
+    assert "moved it to broken-ckpt-0000004; resuming from ckpt-0000002" in said
+    assert open_checkpoint(out).meta["step"] == 6
+
+
+def test_a_new_run_in_an_out_dir_holding_a_run_is_refused_and_changes_nothing(byte_data, tmp_path, capsys):
+    # Audit bug 1: run B in run A's directory cut A's metrics.jsonl, replaced its config.json, and
+    # pruning deleted B's own new checkpoint, so resume and sample.py silently took A's. Fine-tuning
+    # a run into its own directory (--init_from=<out_dir>) is refused the same way.
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for init_from in ("scratch", str(out), str(out / "ckpt-0000004")):
+        assert train.main([f"--data={byte_data}", *TINY, "--n_embd=64", "--max_iters=2", "--eval_interval=2",
+                           f"--init_from={init_from}", f"--out_dir={out}"]) == 1
+        assert one_line_error(capsys.readouterr().err) == (
+            f"train.py: error: {out} holds a run (latest ckpt-0000004): continue it with --init_from=resume, or "
+            "choose another --out_dir (or remove that one)")
+        assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert train.main([f"--data={byte_data}", "--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
+    assert open_checkpoint(out).meta["step"] == 6
