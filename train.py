@@ -11,7 +11,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
     0    finished
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
          model out of reach), or out_dir is in use by another run; nothing was written
-    2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps
+    2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
+         weights became non-finite (nothing of them is saved)
     3    a checkpoint could not be saved (disk full, file too large, permission); nothing
          half-written is left and the message names the checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.errors import MissingFile, SaveError, UnreadableFile
+from gpt.errors import Diverged, MissingFile, SaveError, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import TIED_KEY, GPT, GPTConfig
 
@@ -86,7 +86,8 @@ def weights_to_save(model: GPT) -> dict[str, torch.Tensor]:
     out = {k: v.detach().cpu().contiguous() for k, v in sd.items() if k != TIED_KEY}
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
-        raise FloatingPointError(f"refusing to save non-finite weights: {bad[:5]}{' ...' if len(bad) > 5 else ''}")
+        raise Diverged(f"the model diverged: refusing to save non-finite weights "
+                       f"({', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''})")
     return out
 
 
@@ -99,7 +100,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
     name = f"{CKPT_PREFIX}{step:07d}"
     final, tmp = out_dir / name, out_dir / f"{TMP_PREFIX}{name}.{os.getpid()}"
     old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
-    weights = weights_to_save(model)
+    try:
+        weights = weights_to_save(model)
+    except Diverged as e:  # said with what is still on disk, as the other failed saves are
+        raise Diverged(f"{e}; {latest_note(out_dir)}. Try a lower learning_rate.") from None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         check_free_space(out_dir, name, tensor_bytes(weights) + tensor_bytes(state))

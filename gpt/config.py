@@ -8,6 +8,7 @@ No config file is ever executed.
 from __future__ import annotations
 
 import difflib
+import math
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -232,13 +233,19 @@ def _convert(key: str, value, kind: type):
             except ValueError:
                 pass
     elif kind is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None:
+            # nan and inf pass every `x < 0` check (all False for nan) and end in tracebacks later
+            if not math.isfinite(number):
+                raise ConfigError(f"--{key} must be a finite number, got {value!r}")
+            return number
     elif kind is str:
         if isinstance(value, str):
             return parse_auto_bool(value) if key in AUTO_BOOL_OPTIONS else value

@@ -64,6 +64,13 @@ class NonFiniteLogits(UsageError, FloatingPointError):
     """The model produced NaN or inf logits: refused, never turned into a token."""
 
 
+class Diverged(UsageError, FloatingPointError):
+    """Training made the weights non-finite (a learning rate far too high, say): refused, never
+    saved over a good checkpoint. Exit status 2, as for max_bad_steps non-finite steps in a row."""
+
+    exit_status = 2
+
+
 class RunDirBusy(UsageError):
     """Another training run holds the run directory's lock."""
 

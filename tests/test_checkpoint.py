@@ -244,3 +244,18 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
     with pytest.raises(UnreadableFile, match=r"ckpt-0000001/model\.safetensors: checkpoint does not fit the model: "
                                              r"missing keys \['transformer\.h\.1\."):
         load_model(tmp_path)
+
+
+def test_non_finite_weights_are_a_one_line_divergence_with_status_2(tmp_path):
+    from gpt.errors import Diverged
+
+    model = make_model()
+    save(tmp_path, 1, model)
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.weight[0, 0] = float("inf")
+    with pytest.raises(Diverged) as e:
+        save(tmp_path, 2, model)
+    assert e.value.exit_status == 2 and "\n" not in str(e.value)
+    assert str(e.value) == ("the model diverged: refusing to save non-finite weights (transformer.h.0.mlp.c_fc.weight); "
+                            f"the latest checkpoint is still {tmp_path / 'ckpt-0000001'}. Try a lower learning_rate.")
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]

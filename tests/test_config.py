@@ -230,3 +230,20 @@ def test_fp8_head_needs_fp8():
     with pytest.raises(ConfigError, match="fp8_head puts the head in float8 beside the blocks: it needs fp8=true"):
         parse_args(["--fp8_head=true"])
     assert parse_args(["--fp8=true", "--fp8_head=true"])[0].fp8_head is True
+
+
+@pytest.mark.parametrize("arg", ["--time_budget=nan", "--time_budget=inf", "--min_lr=nan", "--learning_rate=inf",
+                                 "--muon_learning_rate=-inf", "--grad_clip=nan", "--weight_decay=NaN",
+                                 "--qk_scale=inf"])
+def test_non_finite_floats_are_refused_naming_the_option(arg):
+    # nan passes every `x < 0` check, and both ended in tracebacks mid-run (int(nan), non-finite weights)
+    key, _, value = arg[2:].partition("=")
+    with pytest.raises(ConfigError, match=rf"^--{key} must be a finite number, got '{value}'$"):
+        parse_args(["--max_iters=5", arg])
+
+
+def test_non_finite_floats_in_a_toml_preset_are_refused(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text("time_budget = inf\n")
+    with pytest.raises(ConfigError, match="--time_budget must be a finite number, got inf"):
+        parse_args([f"--config={preset}"])

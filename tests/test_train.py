@@ -693,3 +693,20 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
                                                r"copy\); prepare it again"):
         train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
+
+
+def test_weights_that_became_non_finite_stop_the_run_in_one_line_with_status_2(byte_data, tmp_path, monkeypatch,
+                                                                              capsys):
+    # e.g. --min_lr=nan before options were checked for finiteness: a FloatingPointError traceback at the save
+    step_unless = train.step_unless
+
+    def poisoning(optimizer, scaler, skip):
+        step_unless(optimizer, scaler, skip)
+        with torch.no_grad():
+            optimizer.param_groups[0]["params"][0].fill_(float("nan"))
+    monkeypatch.setattr(train, "step_unless", poisoning)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("train.py: error: the model diverged: refusing to save non-finite weights (")
+    assert f"no checkpoint has been saved in {out}. Try a lower learning_rate.\n" in err and len(err.splitlines()) == 1
