@@ -111,6 +111,10 @@ class TrainConfig:
         errors += [f"{k} must be >= 0, got {getattr(self, k)}" for k in
                    ("max_iters", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip", "sample_tokens",
                     "lora_rank", "min_lr") if getattr(self, k) < 0]
+        # Path("") is the current directory: --out_dir= would write (and prune) there, --init_from= fine-tune
+        # whatever run is there, --data= prepare all of it
+        errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")
+                   if not getattr(self, k).strip()]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         if self.max_iters == 0 and not self.eval_only:

@@ -247,3 +247,12 @@ def test_non_finite_floats_in_a_toml_preset_are_refused(tmp_path):
     preset.write_text("time_budget = inf\n")
     with pytest.raises(ConfigError, match="--time_budget must be a finite number, got inf"):
         parse_args([f"--config={preset}"])
+
+
+@pytest.mark.parametrize("key", ["out_dir", "init_from", "data", "data_cache"])  # (--tokenizer=: not a choice)
+def test_empty_paths_and_names_are_refused(key):
+    # an empty path is the current directory: --out_dir= trained into it, --init_from= fine-tuned its run
+    with pytest.raises(ConfigError, match=rf"\n  {key} must not be empty"):
+        parse_args([f"--{key}="])
+    with pytest.raises(ConfigError, match=rf"\n  {key} must not be empty"):
+        parse_args([f"--{key}= "])
