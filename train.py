@@ -38,7 +38,8 @@ import torch
 
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, open_resumable,
                             pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
-from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
+from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
+                        resume_config)
 from gpt.errors import UsageError
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
@@ -113,10 +114,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     model, base = build_model(cfg, data, resume, device)
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
-    block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
-        else model.config.block_size
-    if block_size > model.config.block_size:
-        raise UsageError(f"block_size {block_size} exceeds the model's context of {model.config.block_size}")
+    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
+                                     "block_size" in command_line_keys(argv))
+    if block_note and dist.is_main:
+        print("note:", block_note)
+    block_size = cfg.block_size
     train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed,
                                  rank=dist.rank, world_size=dist.world_size, device=device)
     val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,

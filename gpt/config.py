@@ -331,6 +331,27 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
     return replace(cfg, gradient_accumulation_steps=fitted), note
 
 
+def fit_block_size(cfg: TrainConfig, context: int, preset_set: bool, user_set: bool) -> tuple[TrainConfig, str | None]:
+    """The training window, as cfg.block_size (so config.json and the checkpoints record the one
+    used), for a model of context `context`. From scratch or resumed it is cfg's (the model was
+    built with it). From pretrained weights: a --block_size given on the command line (`user_set`),
+    refused above the context; a preset's (finetune's 256, instruct's 512: `preset_set`), capped at
+    the context with a note; with neither, the pretrained context itself."""
+    note = None
+    if cfg.init_from in ("scratch", "resume") or user_set:
+        fitted = cfg.block_size
+    elif not preset_set:
+        fitted = context
+    else:
+        fitted = min(cfg.block_size, context)
+        if fitted < cfg.block_size:
+            note = (f"block_size {cfg.block_size} (the preset's) -> {context}, the context of {cfg.init_from}; "
+                    "set --block_size to choose")
+    if fitted > context:
+        raise ConfigError(f"block_size {fitted} exceeds the model's context of {context}")
+    return replace(cfg, block_size=fitted), note
+
+
 # What a resumed run may not change: the weights, the optimizer state and the data position
 # would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
 RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "qk_norm",

@@ -710,3 +710,26 @@ def test_weights_that_became_non_finite_stop_the_run_in_one_line_with_status_2(b
     err = capsys.readouterr().err
     assert err.startswith("train.py: error: the model diverged: refusing to save non-finite weights (")
     assert f"no checkpoint has been saved in {out}. Try a lower learning_rate.\n" in err and len(err.splitlines()) == 1
+
+
+def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byte_data, tmp_path, capsys):
+    # README: python train.py --config=finetune --init_from=out --data=more_plays/ on a run of context
+    # 128 (the CPU default) was refused, "block_size 256 exceeds the model's context of 128": the
+    # preset's block_size counted as the user's
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=100", f"--out_dir={base}"]) == 0
+    out = tmp_path / "ft"
+    small = ["--max_iters=1", "--eval_interval=100", "--eval_iters=1", "--batch_size=2",
+             "--gradient_accumulation_steps=1", "--compile=false", "--device=cpu"]
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small,
+                       f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert f"note: block_size 256 (the preset's) -> 32, the context of {base}; set --block_size to choose" in said
+    assert open_checkpoint(out).meta["config"]["block_size"] == 32  # what was trained, so resume repeats it
+    # a value typed on the command line is the user's: shorter is taken, longer refused
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
+                       f"--out_dir={tmp_path / 'ft16'}"]) == 0
+    assert open_checkpoint(tmp_path / "ft16").meta["config"]["block_size"] == 16
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=64",
+                       f"--out_dir={tmp_path / 'ft64'}"]) == 1
+    assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
