@@ -733,3 +733,21 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=64",
                        f"--out_dir={tmp_path / 'ft64'}"]) == 1
     assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
+
+
+def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, capsys):
+    # it said "choose one with --text_field", which train.py refuses as an unknown option
+    from gpt.prepare import main as prepare_main
+
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(json.dumps({"body": " ".join(WORDS[i:] + WORDS[:i])}) + "\n" for i in range(20)))
+    args = [f"--data={notes}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte", *TINY, "--max_iters=1",
+            "--eval_interval=100"]
+    assert train.main([*args, f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert ("no field 'text' (has: body); choose one with data/prepare.py --input FILE --text_field FIELD "
+            "--out_dir DIR (then train.py --data=DIR)") in err
+    # and that command works
+    assert prepare_main(["--input", str(notes), "--text_field", "body", "--tokenizer", "byte",
+                         "--out_dir", str(tmp_path / "notes")]) == 0
+    assert train.main([*args, f"--data={tmp_path / 'notes'}", f"--out_dir={tmp_path / 'run'}"]) == 0
