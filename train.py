@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, open_resumable,
+from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, open_resumable,
                             pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
@@ -174,7 +174,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                   "their own; torchao's float8 is meant to be compiled): use --compile=true")
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
-              + (f" (from {base})" if base else ""))
+              + (f" (from {base['base']})" if base else ""))
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
               f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
               f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
@@ -195,7 +195,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "bad_steps_total": checks.total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
-                meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
+                meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
                      "loader": train_batches.state_dict()}
         # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays.
@@ -441,12 +441,13 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
     return Path(path)
 
 
-def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, str | None]:
-    """(model on device, the pretrained weights it started from)."""
+def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:
+    """(model on device, the pretrained weights it started from as gpt.checkpoint.lora_base records them)."""
     if resume:
         model, _ = load_model(resume.path, device=device, merge_lora=False)
         model.set_dropout(cfg.dropout)
-        return model.train(), (resume.meta.get("lora") or {}).get("base")
+        lora = resume.meta.get("lora")
+        return model.train(), {k: v for k, v in lora.items() if k != "config"} if lora else None
     if cfg.init_from == "scratch":
         vocab = data.vocab_size
         if device.type == "cuda" or cfg.fp8_head:  # (float8 matmuls need multiples of 16)
@@ -455,11 +456,12 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
         return GPT(config).to(device).train(), None
-    model = load_base_model(cfg.init_from, dropout=cfg.dropout)
+    base = lora_base(cfg.init_from)  # resolved once: the weights loaded are the ones recorded
+    model = load_base_model(base["base"], dropout=cfg.dropout)
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
-    return model.to(device).train(), cfg.init_from
+    return model.to(device).train(), base
 
 
 @torch.no_grad()

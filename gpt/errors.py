@@ -37,6 +37,10 @@ class MissingFile(UsageError, FileNotFoundError):
     """A file, directory or checkpoint that is not where it was asked for."""
 
 
+class ChangedBase(MissingFile):
+    """A LoRA checkpoint's base model is gone, or no longer the weights its adapters were trained on."""
+
+
 class HubUnreachable(UsageError, RuntimeError):
     """Pretrained weights named on the hub, neither cached nor downloadable (e.g. offline)."""
 

@@ -751,3 +751,23 @@ def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, ca
     assert prepare_main(["--input", str(notes), "--text_field", "body", "--tokenizer", "byte",
                          "--out_dir", str(tmp_path / "notes")]) == 0
     assert train.main([*args, f"--data={tmp_path / 'notes'}", f"--out_dir={tmp_path / 'run'}"]) == 0
+
+
+def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, tmp_path, capsys):
+    # it recorded the base run directory, so its adapters went onto whatever that run's latest checkpoint was later
+    import shutil
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    recorded = open_checkpoint(lora).meta["lora"]
+    assert recorded["base"] == str(base / "ckpt-0000001") and recorded["base_step"] == 1 and recorded["base_weights"]
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={base}"]) == 0  # the base goes on
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    assert open_checkpoint(lora).meta["lora"] == recorded  # still trained on step 1's weights
+    shutil.rmtree(base / "ckpt-0000001")
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: LoRA checkpoint {lora / 'ckpt-0000002'} was trained on base "
+                                       f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
