@@ -223,6 +223,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
     train_s, eval_s = 0.0, None
+    # The first step allocates the activations, gradients and optimizer state: as much as any step.
+    first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
+                              f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
+                              "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
+                              "step), --block_size, --n_embd or --n_layer")
     timing_from = logged = (step, train_s)
     t_last = time.perf_counter()
     while True:
@@ -280,26 +285,27 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
                    cfg.decay_fraction)
         set_lr(optimizer, lr)
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(accum):
-            x, y = train_batches.next_batch()
-            last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
-            with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
-                with autocast(device, dtype):
-                    _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
-                scaler.scale(loss / accum).backward()
-            loss_sum += loss.detach() / accum
-        if dist.enabled:  # the global mean, so every rank logs and decides alike
-            torch.distributed.all_reduce(loss_sum)
-            loss_sum /= dist.world_size
-        scaler.unscale_(optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-        # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
-        # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
-        # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
-        finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
-        step_unless(optimizer, scaler, ~finite)
-        scaler.update()
+        with first_step if step == start_step else contextlib.nullcontext():
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(accum):
+                x, y = train_batches.next_batch()
+                last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
+                with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
+                    with autocast(device, dtype):
+                        _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
+                    scaler.scale(loss / accum).backward()
+                loss_sum += loss.detach() / accum
+            if dist.enabled:  # the global mean, so every rank logs and decides alike
+                torch.distributed.all_reduce(loss_sum)
+                loss_sum /= dist.world_size
+            scaler.unscale_(optimizer)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
+            # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
+            # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
+            finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
+            step_unless(optimizer, scaler, ~finite)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
@@ -455,9 +461,12 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
-        return GPT(config).to(device).train(), None
+        size = f"{GPT.empty(config).num_params(False) / 1e6:,.2f}M parameters"
+        with reported_oom(f"building the model ({size})", "choose a smaller --n_embd or --n_layer"):
+            return GPT(config).to(device).train(), None
     base = lora_base(cfg.init_from)  # resolved once: the weights loaded are the ones recorded
-    model = load_base_model(base["base"], dropout=cfg.dropout)
+    with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
+        model = load_base_model(base["base"], dropout=cfg.dropout)
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
@@ -493,6 +502,17 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
         return None
     finally:
         model.train()
+
+
+@contextlib.contextmanager
+def reported_oom(doing: str, hint: str):
+    """Running out of memory while `doing` is one line with `hint`, not the allocator's traceback."""
+    try:
+        yield
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        if not out_of_memory(e):
+            raise
+        raise UsageError(f"out of memory {doing}: {str(e).splitlines()[0]}; {hint}") from None
 
 
 def out_of_memory(e: RuntimeError) -> bool:

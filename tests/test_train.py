@@ -771,3 +771,29 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
     assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}"]) == 1
     assert capsys.readouterr().err == (f"train.py: error: LoRA checkpoint {lora / 'ckpt-0000002'} was trained on base "
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
+
+
+def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
+    # it was the allocator's RuntimeError traceback from nn.Linear's __init__ (480 GB asked for, refused at once)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--n_embd=200000", "--n_head=1",
+                       "--pos_encoding=learned", f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("train.py: error: out of memory building the model (960,", ) and len(err.splitlines()) == 1
+    assert "M parameters): " in err and err.endswith("; choose a smaller --n_embd or --n_layer\n")
+
+
+def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_data, tmp_path, monkeypatch, capsys):
+    original = GPT.forward
+
+    def forward(self, idx, targets=None, **kw):  # training steps only (the evaluation at step 0 has its own report)
+        if self.training:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.")
+        return original(self, idx, targets, **kw)
+    monkeypatch.setattr(GPT, "forward", forward)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=100",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == (
+        "train.py: error: out of memory in the first training step (0.03M parameters, micro-batches of 4 x 32 tokens): "
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.; choose a smaller "
+        "--batch_size (more --gradient_accumulation_steps keep the tokens per step), --block_size, --n_embd or "
+        "--n_layer\n")
