@@ -37,7 +37,7 @@ import torch
 
 from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
 
 CKPT_PREFIX = "ckpt-"
 TMP_PREFIX = ".tmp-"
@@ -405,10 +405,14 @@ def checked_base(ckpt: Path, lora: dict) -> str:
 
 
 def pretrained_tokenizer(init_from: str) -> str:
-    """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded."""
+    """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded.
+    A hub model is fetched now (then loaded from the hub cache), so that a typo'd name or an
+    unreachable hub is said before the data is prepared for it, not after (minutes on large data)."""
     path = Path(init_from)
     if path.is_dir() and not is_hf_gpt2_dir(path):
         return open_checkpoint(path).meta["tokenizer"]
+    if not path.is_dir():
+        hub_gpt2(init_from)
     return "gpt2"
 
 

@@ -656,10 +656,7 @@ class GPT(nn.Module):
         model.safetensors (or pytorch_model.bin)."""
         path = Path(name_or_path)
         if not path.is_dir():
-            if name_or_path not in GPT2_HUB_CONFIGS:
-                raise MissingFile(
-                    f"{name_or_path!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
-            path = _download_gpt2(name_or_path)
+            path = hub_gpt2(name_or_path)
         try:
             hf = json.loads((path / "config.json").read_text())
             if not isinstance(hf, dict):
@@ -749,6 +746,13 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
 # timeout, so a proxy or captive portal that accepts connections and never answers hung the run
 # without a word; a slow download of gpt2-xl's 6 GB goes on as long as bytes keep arriving.
 HUB_STALL_S = 30.0
+
+
+def hub_gpt2(name: str) -> Path:
+    """The local directory of a hub model (gpt2, ...): from the hub cache, or downloaded into it."""
+    if name not in GPT2_HUB_CONFIGS:
+        raise MissingFile(f"{name!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
+    return _download_gpt2(name)
 
 
 def _download_gpt2(name: str) -> Path:

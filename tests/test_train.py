@@ -797,3 +797,23 @@ def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_
         "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.; choose a smaller "
         "--batch_size (more --gradient_accumulation_steps keep the tokens per step), --block_size, --n_embd or "
         "--n_layer\n")
+
+
+def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
+    # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
+    import gpt.model
+    from gpt.errors import HubUnreachable
+
+    text = write_corpus(tmp_path / "text", docs=4, words=50)
+    args = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--max_iters=1", "--compile=false",
+            "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main(["--init_from=gpt-2", *args]) == 1
+    assert "'gpt-2' is neither a directory nor one of gpt2, " in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+
+    def offline(name):
+        raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network)")
+    monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
+    assert train.main(["--init_from=gpt2", *args]) == 1
+    assert "could not download 'gpt2'" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
