@@ -11,7 +11,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
     0    finished
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
          model out of reach), or out_dir is in use by or holds another run; nothing was written
-    2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps
+    2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
+         weights became non-finite (nothing of them is saved)
     3    a checkpoint could not be saved (disk full, file too large, permission); nothing
          half-written is left and the message names the checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
@@ -36,9 +37,10 @@ from pathlib import Path
 
 import torch
 
-from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, open_resumable,
+from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, open_resumable,
                             pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
-from gpt.config import TrainConfig, command_line_keys, describe_options, fit_accumulation, parse_args, resume_config
+from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
+                        resume_config)
 from gpt.errors import UsageError
 from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
@@ -114,10 +116,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     model, base = build_model(cfg, data, resume, device)
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
-    block_size = cfg.block_size if "block_size" in user_keys or cfg.init_from == "scratch" or resume \
-        else model.config.block_size
-    if block_size > model.config.block_size:
-        raise UsageError(f"block_size {block_size} exceeds the model's context of {model.config.block_size}")
+    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
+                                     "block_size" in command_line_keys(argv))
+    if block_note and dist.is_main:
+        print("note:", block_note)
+    block_size = cfg.block_size
     train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed,
                                  rank=dist.rank, world_size=dist.world_size, device=device)
     val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
@@ -173,7 +176,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                   "their own; torchao's float8 is meant to be compiled): use --compile=true")
         print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
               f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
-              + (f" (from {base})" if base else ""))
+              + (f" (from {base['base']})" if base else ""))
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
               f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
               f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
@@ -194,7 +197,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "bad_steps_total": checks.total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
-                meta["lora"] = {"base": base, "config": model.lora_config.to_dict()}
+                meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
                      "loader": train_batches.state_dict()}
         # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays.
@@ -222,6 +225,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
     train_s, eval_s = 0.0, None
+    # The first step allocates the activations, gradients and optimizer state: as much as any step.
+    first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
+                              f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
+                              "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
+                              "step), --block_size, --n_embd or --n_layer")
     timing_from = logged = (step, train_s)
     t_last = time.perf_counter()
     while True:
@@ -279,26 +287,27 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
                    cfg.decay_fraction)
         set_lr(optimizer, lr)
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(accum):
-            x, y = train_batches.next_batch()
-            last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
-            with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
-                with autocast(device, dtype):
-                    _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
-                scaler.scale(loss / accum).backward()
-            loss_sum += loss.detach() / accum
-        if dist.enabled:  # the global mean, so every rank logs and decides alike
-            torch.distributed.all_reduce(loss_sum)
-            loss_sum /= dist.world_size
-        scaler.unscale_(optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-        # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
-        # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
-        # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
-        finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
-        step_unless(optimizer, scaler, ~finite)
-        scaler.update()
+        with first_step if step == start_step else contextlib.nullcontext():
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(accum):
+                x, y = train_batches.next_batch()
+                last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
+                with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
+                    with autocast(device, dtype):
+                        _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
+                    scaler.scale(loss / accum).backward()
+                loss_sum += loss.detach() / accum
+            if dist.enabled:  # the global mean, so every rank logs and decides alike
+                torch.distributed.all_reduce(loss_sum)
+                loss_sum /= dist.world_size
+            scaler.unscale_(optimizer)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
+            # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
+            # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
+            finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
+            step_unless(optimizer, scaler, ~finite)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
@@ -445,12 +454,13 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
     return Path(path)
 
 
-def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, str | None]:
-    """(model on device, the pretrained weights it started from)."""
+def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:
+    """(model on device, the pretrained weights it started from as gpt.checkpoint.lora_base records them)."""
     if resume:
         model, _ = load_model(resume.path, device=device, merge_lora=False)
         model.set_dropout(cfg.dropout)
-        return model.train(), (resume.meta.get("lora") or {}).get("base")
+        lora = resume.meta.get("lora")
+        return model.train(), {k: v for k, v in lora.items() if k != "config"} if lora else None
     if cfg.init_from == "scratch":
         vocab = data.vocab_size
         if device.type == "cuda" or cfg.fp8_head:  # (float8 matmuls need multiples of 16)
@@ -458,12 +468,16 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
-        return GPT(config).to(device).train(), None
-    model = load_base_model(cfg.init_from, dropout=cfg.dropout)
+        size = f"{GPT.empty(config).num_params(False) / 1e6:,.2f}M parameters"
+        with reported_oom(f"building the model ({size})", "choose a smaller --n_embd or --n_layer"):
+            return GPT(config).to(device).train(), None
+    base = lora_base(cfg.init_from)  # resolved once: the weights loaded are the ones recorded
+    with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
+        model = load_base_model(base["base"], dropout=cfg.dropout)
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
-    return model.to(device).train(), cfg.init_from
+    return model.to(device).train(), base
 
 
 @torch.no_grad()
@@ -495,6 +509,17 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
         return None
     finally:
         model.train()
+
+
+@contextlib.contextmanager
+def reported_oom(doing: str, hint: str):
+    """Running out of memory while `doing` is one line with `hint`, not the allocator's traceback."""
+    try:
+        yield
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        if not out_of_memory(e):
+            raise
+        raise UsageError(f"out of memory {doing}: {str(e).splitlines()[0]}; {hint}") from None
 
 
 def out_of_memory(e: RuntimeError) -> bool:

@@ -7,6 +7,7 @@ A run directory holds complete checkpoints, each a directory `ckpt-0001000/` wit
                         containers only, read with torch.load(weights_only=True)
     meta.json           readable facts: config, model config, step, tokens seen, best
                         validation loss, tokenizer, versions, the base model of a LoRA run
+                        (lora_base: the exact checkpoint or directory, with a fingerprint)
 and two pointer files, `latest` and `best`, naming a checkpoint directory.
 
 A save writes everything into `.tmp-*` beside the final name, fsyncs the files and the directory,
@@ -24,18 +25,20 @@ those whose meta.json or state.pt lack what resuming reads (RESUME_META, RESUME_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from gpt.errors import MissingFile, SaveError, UnreadableFile
+from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import TIED_KEY, GPT, GPTConfig
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
 
 CKPT_PREFIX = "ckpt-"
 TMP_PREFIX = ".tmp-"
@@ -87,7 +90,8 @@ def weights_to_save(model: GPT) -> dict[str, torch.Tensor]:
     out = {k: v.detach().cpu().contiguous() for k, v in sd.items() if k != TIED_KEY}
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
-        raise FloatingPointError(f"refusing to save non-finite weights: {bad[:5]}{' ...' if len(bad) > 5 else ''}")
+        raise Diverged(f"the model diverged: refusing to save non-finite weights "
+                       f"({', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''})")
     return out
 
 
@@ -100,7 +104,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
     name = f"{CKPT_PREFIX}{step:07d}"
     final, tmp = out_dir / name, out_dir / f"{TMP_PREFIX}{name}.{os.getpid()}"
     old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
-    weights = weights_to_save(model)
+    try:
+        weights = weights_to_save(model)
+    except Diverged as e:  # said with what is still on disk, as the other failed saves are
+        raise Diverged(f"{e}; {latest_note(out_dir)}. Try a lower learning_rate.") from None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         check_free_space(out_dir, name, tensor_bytes(weights) + tensor_bytes(state))
@@ -256,11 +263,25 @@ def read_meta(ckpt: Path) -> dict:
             raise ValueError("no integer 'step'")
         if not meta.get("lora"):
             GPTConfig.from_dict(meta["model_config"])
+        else:
+            check_lora_block(meta["lora"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError, KeyError, TypeError) as e:
-        # KeyError, TypeError: meta["model_config"] missing or not a dict; ValueError: GPTConfig's checks
+        # KeyError, TypeError: meta["model_config"] or meta["lora"]["config"] missing or not a dict;
+        # ValueError: GPTConfig's or LoRAConfig's checks
         reason = f"no {e}" if isinstance(e, KeyError) else describe_error(e)
         raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ({reason})") from None
     return meta
+
+
+def check_lora_block(lora) -> None:
+    """A LoRA checkpoint's meta["lora"]: its base (see lora_base) and LoRAConfig, or ValueError."""
+    from gpt.lora import LoRAConfig
+
+    if not isinstance(lora, dict) or not isinstance(lora.get("base"), str) or not lora["base"]:
+        raise ValueError("a 'lora' block without its 'base'")
+    if not isinstance(lora.get("base_step", 0), int) or not isinstance(lora.get("base_weights", ""), str):
+        raise ValueError("a 'lora' block with a 'base_step' that is not an integer or 'base_weights' not text")
+    LoRAConfig.from_dict(lora["config"])
 
 
 def open_checkpoint(path: str | Path, which: str = "latest") -> Checkpoint:
@@ -334,9 +355,13 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         from gpt.lora import LoRAConfig, apply_lora, load_lora_state_dict
         from gpt.lora import merge_lora as merge
 
-        model = load_base_model(lora["base"], dropout=0.0)
-        apply_lora(model, LoRAConfig.from_dict(lora["config"]))
-        load_lora_state_dict(model, ckpt.weights())
+        model = load_base_model(checked_base(ckpt.path, lora), dropout=0.0)
+        apply_lora(model, LoRAConfig.from_dict(lora["config"]))  # (checked by read_meta)
+        try:
+            load_lora_state_dict(model, ckpt.weights())
+        except (KeyError, ValueError) as e:  # its own reports: adapters that do not fit the base's shapes
+            raise ChangedBase(f"LoRA checkpoint {ckpt.path} does not fit its base {lora['base']}, which must have "
+                              f"changed: {e.args[0] if isinstance(e, KeyError) else e}") from None
         if merge_lora:
             merge(model)
     else:
@@ -356,13 +381,72 @@ def is_hf_gpt2_dir(path: str | Path) -> bool:
     return (path / "config.json").is_file() and any((path / f).is_file() for f in ("model.safetensors", "pytorch_model.bin"))
 
 
+def weights_fingerprint(path: Path) -> str:
+    """A cheap identity of a weights file, recorded for a LoRA run's base: its size and the sha256
+    of 16 slices of 64 KiB spread over it. It reads 1 MiB whatever the size, where hashing GPT-2 xl's
+    6 GB at each load would take seconds; weights trained further differ in every slice, weights
+    of another shape in size."""
+    size, digest = path.stat().st_size, hashlib.sha256()
+    with open(path, "rb") as f:
+        for i in range(16):
+            f.seek(size * i // 16)
+            digest.update(f.read(1 << 16))
+    return f"{size}:{digest.hexdigest()[:32]}"
+
+
+def _hf_weights(path: Path) -> Path:
+    return path / "model.safetensors" if (path / "model.safetensors").is_file() else path / "pytorch_model.bin"
+
+
+def lora_base(init_from: str) -> dict:
+    """What a run started from `init_from` records of it, so that its LoRA adapters only ever load
+    onto those very weights (and not onto whatever a base run's latest checkpoint is later): the
+    concrete checkpoint (absolute) with its step for one of our runs, the absolute directory of a
+    Hugging Face one, each with weights_fingerprint; the name of a hub model."""
+    path = Path(init_from)
+    if not path.is_dir():
+        return {"base": init_from}
+    if is_hf_gpt2_dir(path):
+        return {"base": str(path.resolve()), "base_weights": weights_fingerprint(_hf_weights(path))}
+    ckpt = open_checkpoint(path)
+    return {"base": str(ckpt.path.resolve()), "base_step": ckpt.meta["step"],
+            "base_weights": weights_fingerprint(ckpt.path / WEIGHTS)}
+
+
+def checked_base(ckpt: Path, lora: dict) -> str:
+    """The base a LoRA checkpoint's adapters load onto: the one recorded, refused if it is missing or
+    its weights changed. Checkpoints saved before the base was recorded exactly name a run
+    directory: its latest checkpoint is used, as then, with a warning."""
+    base = lora["base"]
+    if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
+        if not Path(base).is_dir():
+            relative = "" if Path(base).is_absolute() else " (a relative path, taken from the current directory)"
+            raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}")
+        print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version): "
+              "its adapters are applied to that base as it is now", file=sys.stderr)
+    if "base_weights" not in lora:
+        return base
+    step = lora.get("base_step")
+    what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
+    weights = Path(base) / WEIGHTS if step is not None else _hf_weights(Path(base))
+    if not weights.is_file():
+        raise ChangedBase(f"{what}, which is missing")
+    if weights_fingerprint(weights) != lora["base_weights"]:
+        raise ChangedBase(f"{what}, which has changed since")
+    return base
+
+
 def pretrained_tokenizer(init_from: str) -> str:
-    """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded."""
+    """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded.
+    A hub model is fetched now (then loaded from the hub cache), so that a typo'd name or an
+    unreachable hub is said before the data is prepared for it, not after (minutes on large data)."""
     path = Path(init_from)
     if path.is_dir() and not is_hf_gpt2_dir(path):
         ckpt = open_checkpoint(path)
         _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
         return ckpt.meta["tokenizer"]
+    if not path.is_dir():
+        hub_gpt2(init_from)
     return "gpt2"
 
 

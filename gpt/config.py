@@ -8,6 +8,7 @@ No config file is ever executed.
 from __future__ import annotations
 
 import difflib
+import math
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -110,6 +111,10 @@ class TrainConfig:
         errors += [f"{k} must be >= 0, got {getattr(self, k)}" for k in
                    ("max_iters", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip", "sample_tokens",
                     "lora_rank", "min_lr") if getattr(self, k) < 0]
+        # Path("") is the current directory: --out_dir= would write (and prune) there, --init_from= fine-tune
+        # whatever run is there, --data= prepare all of it
+        errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")
+                   if not getattr(self, k).strip()]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         if self.max_iters == 0 and not self.eval_only:
@@ -236,13 +241,19 @@ def _convert(key: str, value, kind: type):
             except ValueError:
                 pass
     elif kind is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None:
+            # nan and inf pass every `x < 0` check (all False for nan) and end in tracebacks later
+            if not math.isfinite(number):
+                raise ConfigError(f"--{key} must be a finite number, got {value!r}")
+            return number
     elif kind is str:
         if isinstance(value, str):
             return parse_auto_bool(value) if key in AUTO_BOOL_OPTIONS else value
@@ -322,6 +333,27 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
             f"(one share each): tokens per step {tokens * steps:,} -> {tokens * fitted:,}; "
             "set --gradient_accumulation_steps to choose")
     return replace(cfg, gradient_accumulation_steps=fitted), note
+
+
+def fit_block_size(cfg: TrainConfig, context: int, preset_set: bool, user_set: bool) -> tuple[TrainConfig, str | None]:
+    """The training window, as cfg.block_size (so config.json and the checkpoints record the one
+    used), for a model of context `context`. From scratch or resumed it is cfg's (the model was
+    built with it). From pretrained weights: a --block_size given on the command line (`user_set`),
+    refused above the context; a preset's (finetune's 256, instruct's 512: `preset_set`), capped at
+    the context with a note; with neither, the pretrained context itself."""
+    note = None
+    if cfg.init_from in ("scratch", "resume") or user_set:
+        fitted = cfg.block_size
+    elif not preset_set:
+        fitted = context
+    else:
+        fitted = min(cfg.block_size, context)
+        if fitted < cfg.block_size:
+            note = (f"block_size {cfg.block_size} (the preset's) -> {context}, the context of {cfg.init_from}; "
+                    "set --block_size to choose")
+    if fitted > context:
+        raise ConfigError(f"block_size {fitted} exceeds the model's context of {context}")
+    return replace(cfg, block_size=fitted), note
 
 
 # What a resumed run may not change: the weights, the optimizer state and the data position

@@ -37,6 +37,10 @@ class MissingFile(UsageError, FileNotFoundError):
     """A file, directory or checkpoint that is not where it was asked for."""
 
 
+class ChangedBase(MissingFile):
+    """A LoRA checkpoint's base model is gone, or no longer the weights its adapters were trained on."""
+
+
 class HubUnreachable(UsageError, RuntimeError):
     """Pretrained weights named on the hub, neither cached nor downloadable (e.g. offline)."""
 
@@ -62,6 +66,13 @@ def install_hint(e: ImportError, package: str, module: str | None = None) -> str
 
 class NonFiniteLogits(UsageError, FloatingPointError):
     """The model produced NaN or inf logits: refused, never turned into a token."""
+
+
+class Diverged(UsageError, FloatingPointError):
+    """Training made the weights non-finite (a learning rate far too high, say): refused, never
+    saved over a good checkpoint. Exit status 2, as for max_bad_steps non-finite steps in a row."""
+
+    exit_status = 2
 
 
 class RunDirBusy(UsageError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterator
@@ -655,10 +656,7 @@ class GPT(nn.Module):
         model.safetensors (or pytorch_model.bin)."""
         path = Path(name_or_path)
         if not path.is_dir():
-            if name_or_path not in GPT2_HUB_CONFIGS:
-                raise MissingFile(
-                    f"{name_or_path!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
-            path = _download_gpt2(name_or_path)
+            path = hub_gpt2(name_or_path)
         try:
             hf = json.loads((path / "config.json").read_text())
             if not isinstance(hf, dict):
@@ -743,10 +741,24 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     return out
 
 
+# Seconds the hub may go without sending anything (an answer, or bytes of the weights arriving in
+# the hub cache) before it is taken as out of reach. The hub client waits for answers without a
+# timeout, so a proxy or captive portal that accepts connections and never answers hung the run
+# without a word; a slow download of gpt2-xl's 6 GB goes on as long as bytes keep arriving.
+HUB_STALL_S = 30.0
+
+
+def hub_gpt2(name: str) -> Path:
+    """The local directory of a hub model (gpt2, ...): from the hub cache, or downloaded into it."""
+    if name not in GPT2_HUB_CONFIGS:
+        raise MissingFile(f"{name!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
+    return _download_gpt2(name)
+
+
 def _download_gpt2(name: str) -> Path:
     """Fetch config.json + model.safetensors from the hub cache, or the hub itself."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants, snapshot_download
     except ImportError:
         raise HubUnreachable("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from None
     patterns = ["config.json", "model.safetensors"]
@@ -754,9 +766,39 @@ def _download_gpt2(name: str) -> Path:
         return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
     except Exception:
         pass  # not cached yet
-    try:
-        return Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10))
-    except Exception as e:  # the hub client's many error types; whatever it is, the model is out of reach
+    outcome = []
+
+    def download():
+        try:
+            outcome.append(Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10)))
+        except Exception as e:  # the hub client's many error types; whatever it is, the model is out of reach
+            outcome.append(e)
+
+    thread = threading.Thread(target=download, daemon=True)  # left behind if it stalls: it ends with the process
+    cache = Path(constants.HF_HUB_CACHE) / f"models--{name}"
+    received = _bytes_in(cache)
+    thread.start()
+    thread.join(HUB_STALL_S)
+    while thread.is_alive():
+        now = _bytes_in(cache)
+        if now == received:
+            raise HubUnreachable(f"no answer from the hub in {HUB_STALL_S:g} s for {name!r} (a proxy or network that "
+                                 "accepts connections but does not answer?). Without a network, pass a local "
+                                 "directory holding config.json and model.safetensors.")
+        received = now
+        thread.join(HUB_STALL_S)
+    if isinstance(outcome[0], Exception):
+        e = outcome[0]
         raise HubUnreachable(
             f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
-            "Without a network, pass a local directory holding config.json and model.safetensors.") from None
+            "Without a network, pass a local directory holding config.json and model.safetensors.")
+    return outcome[0]
+
+
+def _bytes_in(folder: Path) -> int:
+    """The bytes of the files under `folder` (0 if absent): how far a download into it has come."""
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):  # renamed or removed meanwhile (a finished .incomplete)
+            total += path.lstat().st_size
+    return total

@@ -182,7 +182,9 @@ def _record_text(record, text_field: str, where: str) -> str | Segments:
             raise PrepareError(str(e)) from None
     if not isinstance(record, dict) or text_field not in record:
         fields = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
-        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with --text_field, "
+        # (train.py has no --text_field: the message names the command that has one, for both)
+        raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with data/prepare.py "
+                           "--input FILE --text_field FIELD --out_dir DIR (then train.py --data=DIR), "
                            "or give prompt/response, instruction/output or messages records (instruction tuning)")
     text = record[text_field]
     if text is not None and not isinstance(text, str):

@@ -307,3 +307,18 @@ def test_pruning_never_removes_the_checkpoint_just_saved_for_higher_steps(tmp_pa
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000005", "ckpt-0000015", "ckpt-0000020",
                                                             "ckpt-0000055", "ckpt-0000060"]
     assert find_checkpoint(tmp_path, "best").name == "ckpt-0000005"
+
+
+def test_non_finite_weights_are_a_one_line_divergence_with_status_2(tmp_path):
+    from gpt.errors import Diverged
+
+    model = make_model()
+    save(tmp_path, 1, model)
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.weight[0, 0] = float("inf")
+    with pytest.raises(Diverged) as e:
+        save(tmp_path, 2, model)
+    assert e.value.exit_status == 2 and "\n" not in str(e.value)
+    assert str(e.value) == ("the model diverged: refusing to save non-finite weights (transformer.h.0.mlp.c_fc.weight); "
+                            f"the latest checkpoint is still {tmp_path / 'ckpt-0000001'}. Try a lower learning_rate.")
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]

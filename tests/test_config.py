@@ -247,3 +247,29 @@ def test_every_rank_seeds_within_range():  # rank r seeds with seed + r
     with pytest.raises(ConfigError, match=r"seed must be in \[0, 2\*\*64 - 2\]"):
         TrainConfig(seed=2**64 - 1, gradient_accumulation_steps=2).validate(world_size=2)
     TrainConfig(seed=2**64 - 2, gradient_accumulation_steps=2).validate(world_size=2)
+
+
+@pytest.mark.parametrize("arg", ["--time_budget=nan", "--time_budget=inf", "--min_lr=nan", "--learning_rate=inf",
+                                 "--muon_learning_rate=-inf", "--grad_clip=nan", "--weight_decay=NaN",
+                                 "--qk_scale=inf"])
+def test_non_finite_floats_are_refused_naming_the_option(arg):
+    # nan passes every `x < 0` check, and both ended in tracebacks mid-run (int(nan), non-finite weights)
+    key, _, value = arg[2:].partition("=")
+    with pytest.raises(ConfigError, match=rf"^--{key} must be a finite number, got '{value}'$"):
+        parse_args(["--max_iters=5", arg])
+
+
+def test_non_finite_floats_in_a_toml_preset_are_refused(tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text("time_budget = inf\n")
+    with pytest.raises(ConfigError, match="--time_budget must be a finite number, got inf"):
+        parse_args([f"--config={preset}"])
+
+
+@pytest.mark.parametrize("key", ["out_dir", "init_from", "data", "data_cache"])  # (--tokenizer=: not a choice)
+def test_empty_paths_and_names_are_refused(key):
+    # an empty path is the current directory: --out_dir= trained into it, --init_from= fine-tuned its run
+    with pytest.raises(ConfigError, match=rf"\n  {key} must not be empty"):
+        parse_args([f"--{key}="])
+    with pytest.raises(ConfigError, match=rf"\n  {key} must not be empty"):
+        parse_args([f"--{key}= "])

@@ -229,3 +229,113 @@ def test_config_round_trips_through_json_and_rejects_unknown_keys():
     assert LoRAConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     with pytest.raises(ValueError, match="lora_rank"):
         LoRAConfig.from_dict({**cfg.to_dict(), "lora_rank": 3})
+
+
+# -- a LoRA checkpoint's base: recorded exactly, refused when missing or changed ---------------
+
+
+def save_run(out_dir, step, model, meta=None):
+    from gpt.checkpoint import save_checkpoint
+
+    return save_checkpoint(out_dir, step, model, state={}, meta={"config": {}, "model_config": model.config.to_dict(),
+                                                                 **(meta or {})})
+
+
+def save_lora_run(out_dir, model, base_record, step=3):
+    return save_run(out_dir, step, model, {"lora": {**base_record, "config": model.lora_config.to_dict()}})
+
+
+def test_a_lora_checkpoint_loads_onto_the_base_checkpoint_it_was_trained_on(trained, tmp_path, monkeypatch):
+    from gpt.checkpoint import load_model, lora_base
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    monkeypatch.chdir(tmp_path)
+    record = lora_base("base")  # relative, as typed: recorded absolute, the checkpoint itself
+    assert record["base"] == str(tmp_path / "base" / "ckpt-0000005") and record["base_step"] == 5
+    save_lora_run(tmp_path / "lora", model, record)
+    x, _ = batch()
+    expected = logits(model, x)
+    # the base run goes on: its latest checkpoint is no longer the one the adapters were trained on
+    save_run(tmp_path / "base", 10, tiny_model(seed=7))
+    monkeypatch.chdir("/")
+    loaded, _ = load_model(tmp_path / "lora")
+    assert torch.allclose(logits(loaded, x), expected, atol=1e-5)
+
+
+def test_a_missing_or_changed_base_is_refused_in_one_line(trained, tmp_path):
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "base")))
+    lora_ckpt, base_ckpt = tmp_path / "lora" / "ckpt-0000003", tmp_path / "base" / "ckpt-0000005"
+    save_run(tmp_path / "base", 5, tiny_model(seed=7))  # the same step saved again, other weights
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora")
+    assert str(e.value) == (f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), "
+                            "which has changed since")
+    shutil.rmtree(tmp_path / "base")
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora")
+    assert str(e.value) == f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), which is missing"
+
+
+def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, tmp_path, monkeypatch):
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    base.save_pretrained(tmp_path / "hf")
+    monkeypatch.chdir(tmp_path)
+    record = lora_base("hf")
+    assert record["base"] == str(tmp_path / "hf") and "base_step" not in record and record["base_weights"]
+    assert lora_base("gpt2") == {"base": "gpt2"}  # a hub name is its own record (nothing is downloaded)
+    save_lora_run(tmp_path / "lora", model, record)
+    x, _ = batch()
+    assert torch.allclose(logits(load_model(tmp_path / "lora")[0], x), logits(model, x), atol=1e-5)
+    tiny_model(seed=7).save_pretrained(tmp_path / "hf")
+    with pytest.raises(ChangedBase, match=r"was trained on base .*hf, which has changed since$"):
+        load_model(tmp_path / "lora")
+
+
+def test_old_lora_checkpoints_naming_a_run_directory_still_load_with_a_warning(trained, tmp_path, capsys):
+    from gpt.checkpoint import load_model
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, {"base": str(tmp_path / "base")})  # as saved before the fingerprint
+    x, _ = batch()
+    assert torch.allclose(logits(load_model(tmp_path / "lora")[0], x), logits(model, x), atol=1e-5)
+    assert f"names its base only as {tmp_path / 'base'} (saved by an older version)" in capsys.readouterr().err
+    # re-created with another shape: one line, not load_lora_state_dict's ValueError traceback
+    save_run(tmp_path / "base", 6, tiny_model(n_embd=16))
+    with pytest.raises(ChangedBase, match=r"does not fit its base .*, which must have changed: LoRA checkpoint shapes"):
+        load_model(tmp_path / "lora")
+    # a relative base, read from another directory
+    save_lora_run(tmp_path / "rel", model, {"base": "../somewhere/base"})
+    with pytest.raises(ChangedBase, match=r"trained on base \.\./somewhere/base, which is missing \(a relative path"):
+        load_model(tmp_path / "rel")
+
+
+@pytest.mark.parametrize("damage", [{"config": {"rank": 0}}, {"base": None}, {"config": None}, {"base_step": "5"}])
+def test_a_damaged_lora_block_makes_the_checkpoint_unreadable_and_resume_skips_it(trained, tmp_path, damage):
+    from gpt.checkpoint import load_model, open_resumable
+    from gpt.errors import UnreadableFile
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    record = {"base": str(tmp_path / "base" / "ckpt-0000005")}
+    save_lora_run(tmp_path / "lora", model, record, step=3)
+    damaged = save_lora_run(tmp_path / "lora", model, record, step=4)
+    meta = json.loads((damaged / "meta.json").read_text())
+    meta["lora"].update(damage)
+    (damaged / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UnreadableFile, match="unreadable checkpoint metadata"):
+        load_model(tmp_path / "lora")
+    ckpt, skipped = open_resumable(tmp_path / "lora")
+    assert ckpt.meta["step"] == 3 and [p for p, _ in skipped] == [damaged]

@@ -424,3 +424,40 @@ def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():
     fp32 = tiny_model()
     with fp32.cpu_bf16_packed(batch_size=1):
         assert fp32.lm_head.packed_weight is None
+
+
+def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited_for(tmp_path, monkeypatch):
+    # a stalled proxy or captive portal: --init_from=gpt2 hung without a word (the hub client has no timeout)
+    import contextlib
+    import socket
+    import threading
+    import time
+
+    import huggingface_hub.constants
+
+    import gpt.model
+    from gpt.errors import HubUnreachable
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted = []
+
+    def accept():  # and never answer
+        with contextlib.suppress(OSError):  # the server closed at the end
+            while True:
+                accepted.append(server.accept()[0])
+    threading.Thread(target=accept, daemon=True).start()
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(gpt.model, "HUB_STALL_S", 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(HubUnreachable, match=r"^no answer from the hub in 1 s for 'gpt2' \(a proxy"):
+            GPT.from_pretrained("gpt2")
+        assert time.monotonic() - started < 10 and accepted  # it did connect, and got no answer
+    finally:
+        for conn in accepted:
+            conn.close()
+        server.close()

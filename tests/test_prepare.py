@@ -82,7 +82,7 @@ def test_jsonl_and_json_records(tmp_path):
     (tmp_path / "in" / "b.json").write_text(json.dumps([json.loads(line) for line in lines[5:]]))
     out = run_prepare([tmp_path / "in"], tmp_path / "out", text_field="body")
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
-    with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with --text_f"):
+    with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with data/prepare\.py --input FILE --text_f"):
         run_prepare([tmp_path / "in" / "a.jsonl"], tmp_path / "out2")
 
 

@@ -804,3 +804,127 @@ def test_a_new_run_in_an_out_dir_holding_a_run_is_refused_and_changes_nothing(by
         assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert train.main([f"--data={byte_data}", "--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
     assert open_checkpoint(out).meta["step"] == 6
+
+
+def test_weights_that_became_non_finite_stop_the_run_in_one_line_with_status_2(byte_data, tmp_path, monkeypatch,
+                                                                              capsys):
+    # e.g. --min_lr=nan before options were checked for finiteness: a FloatingPointError traceback at the save
+    step_unless = train.step_unless
+
+    def poisoning(optimizer, scaler, skip):
+        step_unless(optimizer, scaler, skip)
+        with torch.no_grad():
+            optimizer.param_groups[0]["params"][0].fill_(float("nan"))
+    monkeypatch.setattr(train, "step_unless", poisoning)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("train.py: error: the model diverged: refusing to save non-finite weights (")
+    assert f"no checkpoint has been saved in {out}. Try a lower learning_rate.\n" in err and len(err.splitlines()) == 1
+
+
+def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byte_data, tmp_path, capsys):
+    # README: python train.py --config=finetune --init_from=out --data=more_plays/ on a run of context
+    # 128 (the CPU default) was refused, "block_size 256 exceeds the model's context of 128": the
+    # preset's block_size counted as the user's
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=100", f"--out_dir={base}"]) == 0
+    out = tmp_path / "ft"
+    small = ["--max_iters=1", "--eval_interval=100", "--eval_iters=1", "--batch_size=2",
+             "--gradient_accumulation_steps=1", "--compile=false", "--device=cpu"]
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small,
+                       f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert f"note: block_size 256 (the preset's) -> 32, the context of {base}; set --block_size to choose" in said
+    assert open_checkpoint(out).meta["config"]["block_size"] == 32  # what was trained, so resume repeats it
+    # a value typed on the command line is the user's: shorter is taken, longer refused
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
+                       f"--out_dir={tmp_path / 'ft16'}"]) == 0
+    assert open_checkpoint(tmp_path / "ft16").meta["config"]["block_size"] == 16
+    assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=64",
+                       f"--out_dir={tmp_path / 'ft64'}"]) == 1
+    assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
+
+
+def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, capsys):
+    # it said "choose one with --text_field", which train.py refuses as an unknown option
+    from gpt.prepare import main as prepare_main
+
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(json.dumps({"body": " ".join(WORDS[i:] + WORDS[:i])}) + "\n" for i in range(20)))
+    args = [f"--data={notes}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte", *TINY, "--max_iters=1",
+            "--eval_interval=100"]
+    assert train.main([*args, f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert ("no field 'text' (has: body); choose one with data/prepare.py --input FILE --text_field FIELD "
+            "--out_dir DIR (then train.py --data=DIR)") in err
+    # and that command works
+    assert prepare_main(["--input", str(notes), "--text_field", "body", "--tokenizer", "byte",
+                         "--out_dir", str(tmp_path / "notes")]) == 0
+    assert train.main([*args, f"--data={tmp_path / 'notes'}", f"--out_dir={tmp_path / 'run'}"]) == 0
+
+
+def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, tmp_path, capsys):
+    # it recorded the base run directory, so its adapters went onto whatever that run's latest checkpoint was later
+    import shutil
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    recorded = open_checkpoint(lora).meta["lora"]
+    assert recorded["base"] == str(base / "ckpt-0000001") and recorded["base_step"] == 1 and recorded["base_weights"]
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={base}"]) == 0  # the base goes on
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    assert open_checkpoint(lora).meta["lora"] == recorded  # still trained on step 1's weights
+    shutil.rmtree(base / "ckpt-0000001")
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: LoRA checkpoint {lora / 'ckpt-0000002'} was trained on base "
+                                       f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
+
+
+def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
+    # it was the allocator's RuntimeError traceback from nn.Linear's __init__ (480 GB asked for, refused at once)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--n_embd=200000", "--n_head=1",
+                       "--pos_encoding=learned", f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("train.py: error: out of memory building the model (960,", ) and len(err.splitlines()) == 1
+    assert "M parameters): " in err and err.endswith("; choose a smaller --n_embd or --n_layer\n")
+
+
+def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_data, tmp_path, monkeypatch, capsys):
+    original = GPT.forward
+
+    def forward(self, idx, targets=None, **kw):  # training steps only (the evaluation at step 0 has its own report)
+        if self.training:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.")
+        return original(self, idx, targets, **kw)
+    monkeypatch.setattr(GPT, "forward", forward)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=100",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == (
+        "train.py: error: out of memory in the first training step (0.03M parameters, micro-batches of 4 x 32 tokens): "
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.; choose a smaller "
+        "--batch_size (more --gradient_accumulation_steps keep the tokens per step), --block_size, --n_embd or "
+        "--n_layer\n")
+
+
+def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
+    # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
+    import gpt.model
+    from gpt.errors import HubUnreachable
+
+    text = write_corpus(tmp_path / "text", docs=4, words=50)
+    args = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--max_iters=1", "--compile=false",
+            "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main(["--init_from=gpt-2", *args]) == 1
+    assert "'gpt-2' is neither a directory nor one of gpt2, " in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+
+    def offline(name):
+        raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network)")
+    monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
+    assert train.main(["--init_from=gpt2", *args]) == 1
+    assert "could not download 'gpt2'" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
