@@ -235,12 +235,17 @@ def test_fp8_head_needs_fp8():
 @pytest.mark.parametrize("arg, needle", [
     ("--seed=-1", "seed must be in [0, 2**64 - 1], got -1"),  # numpy's data order refused it mid-setup
     ("--seed=18446744073709551616", "seed must be in [0, 2**64 - 1]"),  # torch's manual_seed: overflow
-    ("--lora_alpha=inf", "lora_alpha must be finite and > 0"),  # LoRAConfig refused it mid-setup
+    ("--lora_alpha=inf", "--lora_alpha must be a finite number"),  # LoRAConfig refused it mid-setup
 ])
 def test_values_that_failed_mid_setup_are_refused_up_front(arg, needle):
     with pytest.raises(ConfigError, match=needle.replace("*", r"\*").replace("[", r"\[")):
         parse_args([arg])
     assert parse_args(["--seed=18446744073709551615"])[0].seed == 2**64 - 1
+
+
+def test_an_infinite_lora_alpha_given_in_python_is_refused_by_validate():  # not only on the command line
+    with pytest.raises(ConfigError, match="lora_alpha must be finite and > 0"):
+        TrainConfig(lora_alpha=float("inf")).validate()
 
 
 def test_every_rank_seeds_within_range():  # rank r seeds with seed + r
