@@ -234,11 +234,13 @@ def test_config_round_trips_through_json_and_rejects_unknown_keys():
 # -- a LoRA checkpoint's base: recorded exactly, refused when missing or changed ---------------
 
 
-def save_run(out_dir, step, model, meta=None):
+def save_run(out_dir, step, model, meta=None):  # the keys train.py saves, so that open_resumable takes it
     from gpt.checkpoint import save_checkpoint
 
-    return save_checkpoint(out_dir, step, model, state={}, meta={"config": {}, "model_config": model.config.to_dict(),
-                                                                 **(meta or {})})
+    state = {"optimizer": {}, "scaler": {}, "rng": [], "loader": {}}
+    return save_checkpoint(out_dir, step, model, state=state,
+                           meta={"config": {}, "model_config": model.config.to_dict(), "tokenizer": "byte",
+                                 "tokens_seen": 0, **(meta or {})})
 
 
 def save_lora_run(out_dir, model, base_record, step=3):
