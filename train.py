@@ -12,8 +12,9 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
          model out of reach), or out_dir is in use by another run; nothing was written
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps
-    3    a checkpoint could not be saved (disk full, file too large, permission); nothing
-         half-written is left and the message names the checkpoint that is still the latest
+    3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
+         large, permission); no half-written checkpoint is left and the message names the
+         checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
          --init_from=resume continues
 One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock).
@@ -347,7 +348,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
 def write_config(out_dir: Path, cfg: TrainConfig) -> None:
     """out_dir/config.json, replaced whole: a budgeted run rewrites it with its fixed step count."""
-    write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    from gpt.checkpoint import write_failed
+
+    try:
+        write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    except OSError as e:
+        raise write_failed(out_dir / "config.json", e) from None
 
 
 # What --max_iters=0 keeps of its time budget for the end of the run, past the last evaluation

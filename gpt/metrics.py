@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpt.checkpoint import write_text_atomic
+from gpt.checkpoint import write_failed, write_text_atomic
 
 
 class Metrics:
@@ -25,13 +25,16 @@ class Metrics:
         if not enabled:
             return
         out_dir.mkdir(parents=True, exist_ok=True)
-        if resume_step is None:
-            self.path.unlink(missing_ok=True)
-        else:  # drop records written after the checkpoint we resume from: they are about to be redone
-            # (and a torn last line, which records() skips: the next record starts on a line of its own)
-            kept = [r for r in self.records() if r["step"] <= resume_step]
-            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        self._file = open(self.path, "a")
+        try:
+            if resume_step is None:
+                self.path.unlink(missing_ok=True)
+            else:  # drop records written after the checkpoint we resume from: they are about to be redone
+                # (and a torn last line, which records() skips: the next record starts on a line of its own)
+                kept = [r for r in self.records() if r["step"] <= resume_step]
+                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            self._file = open(self.path, "a")
+        except OSError as e:
+            raise write_failed(self.path, e) from None
         pyplot()  # imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses
         if wandb_project:
             try:
@@ -73,8 +76,11 @@ class Metrics:
     def log(self, record: dict) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        try:  # on a filling disk this append is what meets ENOSPC first (every log_interval steps)
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        except OSError as e:
+            raise write_failed(self.path, e) from None
         if "val_loss" in record:  # a new evaluation: refresh the picture
             self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}

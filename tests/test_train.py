@@ -693,3 +693,44 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
                                                r"copy\); prepare it again"):
         train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data, tmp_path, monkeypatch, capsys):
+    # On a filling disk the per-step append to metrics.jsonl is what meets ENOSPC first (audit bug 7).
+    import builtins
+    import errno
+    import gpt.metrics
+    from gpt.config import TrainConfig
+    from gpt.errors import SaveError
+
+    class FillingDisk:  # metrics.jsonl on a disk that is full from its 6th record on
+        def __init__(self, f):
+            self.f, self.writes = f, 0
+
+        def write(self, text):
+            self.writes += 1
+            if self.writes > 5:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(gpt.metrics, "open", lambda *a, **k: FillingDisk(builtins.open(*a, **k)), raising=False)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--max_iters=8", "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main(common) == 3  # records: step 1, 2, val 2 (then ckpt-2), 3, 4, val 4: full
+    line = one_line_error(capsys.readouterr().err)
+    assert line == (f"train.py: error: writing {out / 'metrics.jsonl'} failed: No space left on device; "
+                    f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+    monkeypatch.undo()
+    assert not (out / "train.lock").exists()
+    assert train.main([*common, "--init_from=resume"]) == 0 and sorted(losses(out)) == list(range(1, 9))
+
+    def disk_full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", disk_full)  # config.json: its temp file written, the rename refused
+    (tmp_path / "new").mkdir()
+    with pytest.raises(SaveError, match=rf"^writing {tmp_path / 'new' / 'config.json'} failed: No space left on "
+                                        rf"device; no checkpoint has been saved in {tmp_path / 'new'}$"):
+        train.write_config(tmp_path / "new", TrainConfig())
+    assert list((tmp_path / "new").iterdir()) == []  # no .tmp-config.json left behind
