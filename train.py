@@ -26,11 +26,17 @@ import time
 
 STARTED = time.monotonic()  # --time_budget counts from here: the imports below (torch's ~2 s) are in it
 
+import sys
+
+INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
+if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
+    sys.excepthook = lambda kind, e, tb: (print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+                                          if issubclass(kind, KeyboardInterrupt) else sys.__excepthook__(kind, e, tb))
+
 import contextlib
 import gc
 import json
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,6 +74,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         if str(e):  # empty on the other ranks of a torchrun job when rank 0 reported it
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
+    except KeyboardInterrupt:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
+        print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+        return 130  # 128 + SIGINT, as for a stop during training
     finally:
         set_kernel_settings(saved_kernel_settings)
 
@@ -202,7 +211,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(), 0
-    on_exit.callback(stop.restore)  # also when a failure ends the run early (in-process callers keep Ctrl-C)
+    # Put back at exit, however the run ends (in-process callers keep Ctrl-C); not before, so that a
+    # KeyboardInterrupt (main) always comes from before the loop, when nothing has been saved.
+    on_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
@@ -325,7 +336,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                  **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
         progress.update(1)
 
-    stop.restore()
     progress.close()
     note = metrics.close()
     if dist.is_main:

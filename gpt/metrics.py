@@ -24,6 +24,9 @@ class Metrics:
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
         if not enabled:
             return
+        # Imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses; and
+        # before the log is touched, so that Ctrl-C during the import leaves metrics.jsonl as it was.
+        pyplot()
         out_dir.mkdir(parents=True, exist_ok=True)
         try:
             if resume_step is None:
@@ -35,7 +38,6 @@ class Metrics:
             self._file = open(self.path, "a")
         except OSError as e:
             raise write_failed(self.path, e) from None
-        pyplot()  # imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses
         if wandb_project:
             try:
                 import wandb

@@ -734,3 +734,36 @@ def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data
                                         rf"device; no checkpoint has been saved in {tmp_path / 'new'}$"):
         train.write_config(tmp_path / "new", TrainConfig())
     assert list((tmp_path / "new").iterdir()) == []  # no .tmp-config.json left behind
+
+
+def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
+                                                                               capsys):
+    import gpt.metrics
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+    line = "train.py: error: interrupted before training started; nothing was saved\n"
+    for where in (train, "build_model"), (gpt.metrics, "pyplot"):  # the model's build; matplotlib's import
+        out = tmp_path / where[1]
+        with monkeypatch.context() as patch:
+            patch.setattr(*where, ctrl_c)
+            try:
+                status = train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"])
+            except KeyboardInterrupt:
+                pytest.fail("the KeyboardInterrupt escaped train.main (a traceback)")
+        assert status == 130 and capsys.readouterr().err == line
+        assert not out.exists() or not list(out.iterdir())  # no empty metrics.jsonl, config.json or lock
+
+    # Ctrl-C during train.py's own imports (torch's take seconds): the same line, and the shell's 130
+    code = f"""import builtins, runpy, sys
+real_import = builtins.__import__
+def ctrl_c_at_the_metrics(name, *args, **kwargs):
+    if name == "gpt.metrics":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = ctrl_c_at_the_metrics
+sys.argv, sys.path[0] = ["train.py", "--max_iters=2"], {str(ROOT)!r}
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
