@@ -160,6 +160,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
+    if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
+        val_loss = evaluate(compiled, val_batches, device, dtype, dist)
+        if val_loss is None:
+            raise UsageError("the evaluation ran out of memory: try a smaller --batch_size")
+        if dist.is_main:
+            print(val_line(step, val_loss, data))
+        return 0
 
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
@@ -262,12 +269,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
                 metrics.log(record)
-                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte"
-                    + (" (response tokens only)" if data.supervised else ""))
+                say(val_line(step, val_loss, data))
                 if cfg.sample_tokens and dist.is_main:
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
-            if cfg.eval_only:
-                break
             # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
             # evaluation, the loss plot and the checkpoint after it, and the save must be timed to count.
             if step > start_step or (not cfg.max_iters and not resume):
@@ -504,6 +508,11 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
         return None
     finally:
         model.train()
+
+
+def val_line(step: int, val_loss: float, data: DataDir) -> str:
+    return (f"step {step}: val loss {val_loss:.4f}, {data.bits_per_byte(val_loss, 'val'):.4f} bits per byte"
+            + (" (response tokens only)" if data.supervised else ""))
 
 
 def out_of_memory(e: RuntimeError) -> bool:

@@ -767,3 +767,20 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
+
+
+def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
+    ref, other = tmp_path / "ref", tmp_path / "other"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
+    val = {r["step"]: r["val_loss"] for r in map(json.loads, (ref / "metrics.jsonl").read_text().splitlines())
+           if "val_loss" in r}
+    before = {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    # a larger max_iters must not make it train up to the next evaluation first
+    assert train.main(["--init_from=resume", f"--out_dir={ref}", "--eval_only=true", "--max_iters=10"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 3: val loss {val[3]:.4f}, ")
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={other}",
+                       "--eval_only=true"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
+    assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
+    assert not other.exists()
