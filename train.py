@@ -154,6 +154,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
     start_step = step
+    # A checkpoint saved without its step's evaluation (a signal landed on an evaluation step or on the
+    # last step; the evaluation ran out of memory) gets it now: metrics.jsonl, `best` and the
+    # checkpoints kept are then those of an uninterrupted run.
+    evaluation_missing = bool(resume) and resume.meta.get("val_loss") is None and (
+        step % cfg.eval_interval == 0 or bool(cfg.max_iters) and step >= cfg.max_iters)
+    if resume and cfg.max_iters and step >= cfg.max_iters and not evaluation_missing and not cfg.eval_only:
+        if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
+            print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
+                  "(continue it with a larger --max_iters)")
+        return 0
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
@@ -258,7 +268,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         signum = largest(stop.signum or 0, dist) if not dist.enabled or not checks.unread else 0
         stopping = signum > 0
         at_end = bool(cfg.max_iters) and step >= cfg.max_iters
-        if stopping or at_end or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+        if stopping or at_end or (step % cfg.eval_interval == 0
+                                  and (step > start_step or not resume or evaluation_missing)):
             checks.read()  # (one process, a signal between reads) so that bad_steps_total is exact
             if too_many_bad_steps():
                 exit_status = 2
@@ -274,7 +285,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
             # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
             # evaluation, the loss plot and the checkpoint after it, and the save must be timed to count.
-            if step > start_step or (not cfg.max_iters and not resume):
+            # A resumed run saves its start step again when it did the evaluation that was missing there.
+            if step > start_step or (evaluation_missing and val_loss is not None) or (not cfg.max_iters and not resume):
                 is_best = val_loss is not None and val_loss < best_val
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)

@@ -784,3 +784,47 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
     assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
     assert not other.exists()
+
+
+@pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
+def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
+                                                                                 stop_at):
+    # The stop's checkpoint is saved without the evaluation (it must be quick); the resume does it.
+    from gpt.runtime import StepChecks
+
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=2", "--max_iters=6"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train.main([*common, f"--out_dir={straight}"]) == 0
+    add = StepChecks.add
+
+    def add_then_signal(self, step, loss, grad_norm):
+        add(self, step, loss, grad_norm)
+        if step + 1 == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+    with monkeypatch.context() as patch:
+        patch.setattr(StepChecks, "add", add_then_signal)
+        assert train.main([*common, f"--out_dir={split}"]) == 143
+    assert open_checkpoint(split).meta["step"] == stop_at and open_checkpoint(split).meta["val_loss"] is None
+    assert train.main([*common, "--init_from=resume", f"--out_dir={split}"]) == 0
+
+    def evaluations(out):
+        return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r]
+    assert [r["step"] for r in evaluations(straight)] == [0, 2, 4, 6]
+    assert evaluations(split) == evaluations(straight)  # exact floats: val_loss, val_bpb, tokens_seen
+    assert losses(split) == losses(straight)
+    assert [p.name for p in list_checkpoints(split)] == [p.name for p in list_checkpoints(straight)]
+    for which in ("best", "latest"):
+        a, b = open_checkpoint(straight, which), open_checkpoint(split, which)
+        assert a.path.name == b.path.name and a.meta["val_loss"] == b.meta["val_loss"]
+        assert a.meta["best_val_loss"] == b.meta["best_val_loss"]
+
+
+def test_resuming_a_finished_run_says_so_and_changes_nothing(byte_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    assert capsys.readouterr().out == (f"{out} is already finished: step 2, max_iters 2; nothing to do (continue it "
+                                       "with a larger --max_iters)\n")
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no second final evaluation
