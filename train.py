@@ -13,8 +13,9 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          model out of reach), or out_dir is in use by or holds another run; nothing was written
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
          weights became non-finite (nothing of them is saved)
-    3    a checkpoint could not be saved (disk full, file too large, permission); nothing
-         half-written is left and the message names the checkpoint that is still the latest
+    3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
+         large, permission); no half-written checkpoint is left and the message names the
+         checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
          --init_from=resume continues
 One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock), and
@@ -27,11 +28,17 @@ import time
 
 STARTED = time.monotonic()  # --time_budget counts from here: the imports below (torch's ~2 s) are in it
 
+import sys
+
+INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
+if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
+    sys.excepthook = lambda kind, e, tb: (print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+                                          if issubclass(kind, KeyboardInterrupt) else sys.__excepthook__(kind, e, tb))
+
 import contextlib
 import gc
 import json
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +78,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         if str(e):  # empty on the other ranks of a torchrun job when rank 0 reported it
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
+    except KeyboardInterrupt:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
+        print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+        return 130  # 128 + SIGINT, as for a stop during training
     finally:
         set_kernel_settings(saved_kernel_settings)
 
@@ -149,12 +159,29 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
     start_step = step
+    # A checkpoint saved without its step's evaluation (a signal landed on an evaluation step or on the
+    # last step; the evaluation ran out of memory) gets it now: metrics.jsonl, `best` and the
+    # checkpoints kept are then those of an uninterrupted run.
+    evaluation_missing = bool(resume) and resume.meta.get("val_loss") is None and (
+        step % cfg.eval_interval == 0 or bool(cfg.max_iters) and step >= cfg.max_iters)
+    if resume and cfg.max_iters and step >= cfg.max_iters and not evaluation_missing and not cfg.eval_only:
+        if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
+            print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
+                  "(continue it with a larger --max_iters)")
+        return 0
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
 
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
+    if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
+        val_loss = evaluate(compiled, val_batches, device, dtype, dist)
+        if val_loss is None:
+            raise UsageError("the evaluation ran out of memory: try a smaller --batch_size")
+        if dist.is_main:
+            print(val_line(step, val_loss, data))
+        return 0
 
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
@@ -206,7 +233,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(), 0
-    on_exit.callback(stop.restore)  # also when a failure ends the run early (in-process callers keep Ctrl-C)
+    # Put back at exit, however the run ends (in-process callers keep Ctrl-C); not before, so that a
+    # KeyboardInterrupt (main) always comes from before the loop, when nothing has been saved.
+    on_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
@@ -249,7 +278,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         signum = largest(stop.signum or 0, dist) if not dist.enabled or not checks.unread else 0
         stopping = signum > 0
         at_end = bool(cfg.max_iters) and step >= cfg.max_iters
-        if stopping or at_end or (step % cfg.eval_interval == 0 and not (resume and step == start_step)):
+        if stopping or at_end or (step % cfg.eval_interval == 0
+                                  and (step > start_step or not resume or evaluation_missing)):
             checks.read()  # (one process, a signal between reads) so that bad_steps_total is exact
             if too_many_bad_steps():
                 exit_status = 2
@@ -260,15 +290,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
                 metrics.log(record)
-                say(f"step {step}: val loss {val_loss:.4f}, {record['val_bpb']:.4f} bits per byte"
-                    + (" (response tokens only)" if data.supervised else ""))
+                say(val_line(step, val_loss, data))
                 if cfg.sample_tokens and dist.is_main:
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
-            if cfg.eval_only:
-                break
             # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
             # evaluation, the loss plot and the checkpoint after it, and the save must be timed to count.
-            if step > start_step or (not cfg.max_iters and not resume):
+            # A resumed run saves its start step again when it did the evaluation that was missing there.
+            if step > start_step or (evaluation_missing and val_loss is not None) or (not cfg.max_iters and not resume):
                 is_best = val_loss is not None and val_loss < best_val
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)
@@ -335,7 +363,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                  **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
         progress.update(1)
 
-    stop.restore()
     progress.close()
     note = metrics.close()
     if dist.is_main:
@@ -358,7 +385,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
 def write_config(out_dir: Path, cfg: TrainConfig) -> None:
     """out_dir/config.json, replaced whole: a budgeted run rewrites it with its fixed step count."""
-    write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    from gpt.checkpoint import write_failed
+
+    try:
+        write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    except OSError as e:
+        raise write_failed(out_dir / "config.json", e) from None
 
 
 # What --max_iters=0 keeps of its time budget for the end of the run, past the last evaluation
@@ -520,6 +552,11 @@ def reported_oom(doing: str, hint: str):
         if not out_of_memory(e):
             raise
         raise UsageError(f"out of memory {doing}: {str(e).splitlines()[0]}; {hint}") from None
+
+
+def val_line(step: int, val_loss: float, data: DataDir) -> str:
+    return (f"step {step}: val loss {val_loss:.4f}, {data.bits_per_byte(val_loss, 'val'):.4f} bits per byte"
+            + (" (response tokens only)" if data.supervised else ""))
 
 
 def out_of_memory(e: RuntimeError) -> bool:

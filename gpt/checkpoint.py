@@ -67,12 +67,23 @@ def _fsync_file(path: Path) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` all at once: readers see the old or the new, never half."""
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:  # e.g. a full disk: no half-written file left behind
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
+
+
+def write_failed(path: Path, e: OSError) -> SaveError:
+    """What a run's other files (metrics.jsonl, config.json) meet when they cannot be written (a full
+    disk, a permission): the run stops as a failed checkpoint save does, status 3, naming the
+    checkpoint that is still the latest, not with a traceback."""
+    return SaveError(f"writing {path} failed: {describe_error(e)}; {latest_note(path.parent)}")
 
 
 def versions() -> dict:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
-from gpt.checkpoint import write_text_atomic
+from gpt.checkpoint import write_failed, write_text_atomic
 
 
 class Metrics:
@@ -20,16 +21,23 @@ class Metrics:
         self.notes: list[str] = []
         self._wandb = self._tb = None
         self.plot_note: str | None = None
+        self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
         if not enabled:
             return
+        # Imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses; and
+        # before the log is touched, so that Ctrl-C during the import leaves metrics.jsonl as it was.
+        pyplot()
         out_dir.mkdir(parents=True, exist_ok=True)
-        if resume_step is None:
-            self.path.unlink(missing_ok=True)
-        else:  # drop records written after the checkpoint we resume from: they are about to be redone
-            kept = [r for r in self.records() if r["step"] <= resume_step]
-            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        self._file = open(self.path, "a")
-        pyplot()  # imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses
+        try:
+            if resume_step is None:
+                self.path.unlink(missing_ok=True)
+            else:  # drop records written after the checkpoint we resume from: they are about to be redone
+                # (and a torn last line, which records() skips: the next record starts on a line of its own)
+                kept = [r for r in self.records() if r["step"] <= resume_step]
+                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            self._file = open(self.path, "a")
+        except OSError as e:
+            raise write_failed(self.path, e) from None
         if wandb_project:
             try:
                 import wandb
@@ -44,15 +52,37 @@ class Metrics:
                 self.notes.append("tensorboard is set but not installed (pip install tensorboard): not logging there")
 
     def records(self) -> list[dict]:
+        """The records of metrics.jsonl. A line that is not a JSON record with a step is skipped and
+        counted, with one warning: what a write cut short leaves (a full disk, a host crash; the file
+        is not fsynced), which must not stop a resume or the plot."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        records, bad = [], 0
+        for line in self.path.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict) and isinstance(record.get("step"), int):
+                records.append(record)
+            else:
+                bad += 1
+        if bad and not self.unreadable_lines:
+            print(f"warning: {self.path}: skipped {bad} line(s) that are not a JSON record with a step "
+                  "(a write cut short, e.g. by a full disk or a crash)", file=sys.stderr)
+        self.unreadable_lines = max(self.unreadable_lines, bad)
+        return records
 
     def log(self, record: dict) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        try:  # on a filling disk this append is what meets ENOSPC first (every log_interval steps)
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        except OSError as e:
+            raise write_failed(self.path, e) from None
         if "val_loss" in record:  # a new evaluation: refresh the picture
             self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}

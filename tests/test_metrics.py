@@ -88,3 +88,26 @@ def test_missing_optional_loggers_become_notes(tmp_path, monkeypatch):
     m = Metrics(tmp_path, enabled=True, wandb_project="proj")
     assert any("wandb" in n for n in m.notes)
     m.close()
+
+
+def test_a_torn_or_foreign_line_is_skipped_with_one_warning_and_resume_drops_it(tmp_path, capsys):
+    # A write cut short (a full disk, a crash) leaves a partial last line; resume and the plot go on.
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 4.0}\nnot json\n{"loss": 3.5}\n{"step": 2, "loss": 3.0}\n'
+                    '{"step": 3, "lo')
+    m = Metrics(tmp_path, enabled=True, resume_step=2)
+    assert capsys.readouterr().err.count("warning:") == 1
+    m.log({"step": 3, "loss": 2.0})
+    m.log({"step": 3, "val_loss": 2.5, "val_bpb": 1.9})  # redraws loss.png from records()
+    assert m.close() is None and (tmp_path / "loss.png").exists()
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [  # every line parses again
+        {"step": 1, "loss": 4.0}, {"step": 2, "loss": 3.0}, {"step": 3, "loss": 2.0},
+        {"step": 3, "val_loss": 2.5, "val_bpb": 1.9}]
+    assert "warning" not in capsys.readouterr().err
+
+    path.write_text('{"step": 1, "loss": 4.0}\n{"step": 2, "lo')
+    fresh = Metrics(tmp_path, enabled=False)
+    assert fresh.records() == [{"step": 1, "loss": 4.0}] and fresh.records() == [{"step": 1, "loss": 4.0}]
+    assert fresh.unreadable_lines == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"warning: {path}: skipped 1 line(s)" in err

@@ -928,3 +928,138 @@ def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp
     assert train.main(["--init_from=gpt2", *args]) == 1
     assert "could not download 'gpt2'" in capsys.readouterr().err
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data, tmp_path, monkeypatch, capsys):
+    # On a filling disk the per-step append to metrics.jsonl is what meets ENOSPC first (audit bug 7).
+    import builtins
+    import errno
+    import gpt.metrics
+    from gpt.config import TrainConfig
+    from gpt.errors import SaveError
+
+    class FillingDisk:  # metrics.jsonl on a disk that is full from its 6th record on
+        def __init__(self, f):
+            self.f, self.writes = f, 0
+
+        def write(self, text):
+            self.writes += 1
+            if self.writes > 5:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(gpt.metrics, "open", lambda *a, **k: FillingDisk(builtins.open(*a, **k)), raising=False)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--max_iters=8", "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main(common) == 3  # records: step 1, 2, val 2 (then ckpt-2), 3, 4, val 4: full
+    line = one_line_error(capsys.readouterr().err)
+    assert line == (f"train.py: error: writing {out / 'metrics.jsonl'} failed: No space left on device; "
+                    f"the latest checkpoint is still {out / 'ckpt-0000002'}")
+    monkeypatch.undo()
+    assert not (out / "train.lock").exists()
+    assert train.main([*common, "--init_from=resume"]) == 0 and sorted(losses(out)) == list(range(1, 9))
+
+    def disk_full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", disk_full)  # config.json: its temp file written, the rename refused
+    (tmp_path / "new").mkdir()
+    with pytest.raises(SaveError, match=rf"^writing {tmp_path / 'new' / 'config.json'} failed: No space left on "
+                                        rf"device; no checkpoint has been saved in {tmp_path / 'new'}$"):
+        train.write_config(tmp_path / "new", TrainConfig())
+    assert list((tmp_path / "new").iterdir()) == []  # no .tmp-config.json left behind
+
+
+def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
+                                                                               capsys):
+    import gpt.metrics
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+    line = "train.py: error: interrupted before training started; nothing was saved\n"
+    for where in (train, "build_model"), (gpt.metrics, "pyplot"):  # the model's build; matplotlib's import
+        out = tmp_path / where[1]
+        with monkeypatch.context() as patch:
+            patch.setattr(*where, ctrl_c)
+            try:
+                status = train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"])
+            except KeyboardInterrupt:
+                pytest.fail("the KeyboardInterrupt escaped train.main (a traceback)")
+        assert status == 130 and capsys.readouterr().err == line
+        assert not out.exists() or not list(out.iterdir())  # no empty metrics.jsonl, config.json or lock
+
+    # Ctrl-C during train.py's own imports (torch's take seconds): the same line, and the shell's 130
+    code = f"""import builtins, runpy, sys
+real_import = builtins.__import__
+def ctrl_c_at_the_metrics(name, *args, **kwargs):
+    if name == "gpt.metrics":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = ctrl_c_at_the_metrics
+sys.argv, sys.path[0] = ["train.py", "--max_iters=2"], {str(ROOT)!r}
+runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
+
+
+def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
+    ref, other = tmp_path / "ref", tmp_path / "other"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
+    val = {r["step"]: r["val_loss"] for r in map(json.loads, (ref / "metrics.jsonl").read_text().splitlines())
+           if "val_loss" in r}
+    before = {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    # a larger max_iters must not make it train up to the next evaluation first
+    assert train.main(["--init_from=resume", f"--out_dir={ref}", "--eval_only=true", "--max_iters=10"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 3: val loss {val[3]:.4f}, ")
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={other}",
+                       "--eval_only=true"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
+    assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
+    assert not other.exists()
+
+
+@pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
+def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
+                                                                                 stop_at):
+    # The stop's checkpoint is saved without the evaluation (it must be quick); the resume does it.
+    from gpt.runtime import StepChecks
+
+    common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=2", "--max_iters=6"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train.main([*common, f"--out_dir={straight}"]) == 0
+    add = StepChecks.add
+
+    def add_then_signal(self, step, loss, grad_norm):
+        add(self, step, loss, grad_norm)
+        if step + 1 == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+    with monkeypatch.context() as patch:
+        patch.setattr(StepChecks, "add", add_then_signal)
+        assert train.main([*common, f"--out_dir={split}"]) == 143
+    assert open_checkpoint(split).meta["step"] == stop_at and open_checkpoint(split).meta["val_loss"] is None
+    assert train.main([*common, "--init_from=resume", f"--out_dir={split}"]) == 0
+
+    def evaluations(out):
+        return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r]
+    assert [r["step"] for r in evaluations(straight)] == [0, 2, 4, 6]
+    assert evaluations(split) == evaluations(straight)  # exact floats: val_loss, val_bpb, tokens_seen
+    assert losses(split) == losses(straight)
+    assert [p.name for p in list_checkpoints(split)] == [p.name for p in list_checkpoints(straight)]
+    for which in ("best", "latest"):
+        a, b = open_checkpoint(straight, which), open_checkpoint(split, which)
+        assert a.path.name == b.path.name and a.meta["val_loss"] == b.meta["val_loss"]
+        assert a.meta["best_val_loss"] == b.meta["best_val_loss"]
+
+
+def test_resuming_a_finished_run_says_so_and_changes_nothing(byte_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    assert capsys.readouterr().out == (f"{out} is already finished: step 2, max_iters 2; nothing to do (continue it "
+                                       "with a larger --max_iters)\n")
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no second final evaluation
