@@ -99,8 +99,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     out_dir = Path(cfg.out_dir)
-    hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
-    if skipped and dist.is_main:
+    if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
+        hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
+    if skipped and dist.is_main and not cfg.eval_only:
         set_aside_unloadable(skipped, resume)
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
@@ -114,7 +115,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
         torch.backends.cudnn.allow_tf32 = True
-    if dist.is_main:
+    if dist.is_main and not cfg.eval_only:
         for leftover in clean_leftovers(out_dir):
             print(f"removed {leftover.name}, left by a save that was interrupted")
 

@@ -1017,6 +1017,9 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={other}",
                        "--eval_only=true"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
+    # in place: a new run there would be refused (it holds a run), an evaluation that writes nothing is not
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={ref}", "--eval_only=true"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
     assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
     assert not other.exists()
 
