@@ -44,8 +44,9 @@ from pathlib import Path
 
 import torch
 
+from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, open_resumable,
-                            pretrained_tokenizer, save_checkpoint, set_aside, write_text_atomic)
+                            pretrained_tokenizer, save_checkpoint, set_aside)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
 from gpt.errors import UsageError

@@ -11,13 +11,12 @@ with train.py --data=data/who-says.jsonl (see README, "Instruction tuning").
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpt.shards import _atomic_replace  # noqa: E402
+from gpt.atomic import write_text_atomic  # noqa: E402
 from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
 
 
@@ -63,18 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    # A temp file renamed over --out: a full disk or an interrupt never leaves a cut-off file in
-    # place of an older complete one.
-    out = Path(args.out)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    try:
-        tmp.write_text("".join(json.dumps(pair) + "\n" for pair in pairs), encoding="utf-8")
-        _atomic_replace(tmp, out)
+    try:  # all at once: a full disk or an interrupt never leaves a cut-off file in place of an older one
+        write_text_atomic(Path(args.out), "".join(json.dumps(pair) + "\n" for pair in pairs))
     except OSError as e:
-        print(f"error: {out}: {e.strerror or e}; nothing was written", file=sys.stderr)
+        print(f"error: {args.out}: {e.strerror or e}; nothing was written", file=sys.stderr)
         return 1
-    finally:
-        tmp.unlink(missing_ok=True)
     speakers = len({pair["response"] for pair in pairs})
     print(f"wrote {len(pairs)} pairs ({speakers} speakers) to {args.out}")
     return 0

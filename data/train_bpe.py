@@ -8,16 +8,15 @@ trained on anything else must get a new tokenizer name.
 """
 
 import hashlib
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, text_sha256, train_bpe, write_ranks  # noqa: E402
+from gpt.atomic import write_text_atomic  # noqa: E402
+from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe  # noqa: E402
 from gpt.errors import UsageError  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
-from gpt.shards import _atomic_replace  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
 
 
@@ -31,17 +30,12 @@ def main() -> int:
         print(f"error: preparing the plays' train split: {e.strerror or e}", file=sys.stderr)
         return 1
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
-    # Written beside the pinned file and renamed over it: a full disk or an interrupt must never
-    # leave it truncated, which would stop every script that uses the default tokenizer.
-    tmp = SHAKESPEARE_BPE_FILE.with_name(f".{SHAKESPEARE_BPE_FILE.name}.tmp-{os.getpid()}")
-    try:
-        write_ranks(ranks, tmp)
-        _atomic_replace(tmp, SHAKESPEARE_BPE_FILE)
+    try:  # all at once: a full disk or an interrupt must never leave the pinned file truncated, which
+        # would stop every script that uses the default tokenizer
+        write_text_atomic(SHAKESPEARE_BPE_FILE, ranks_text(ranks))
     except OSError as e:
-        print(f"error: {e.filename or tmp}: {e.strerror or e}; {SHAKESPEARE_BPE_FILE} is unchanged", file=sys.stderr)
+        print(f"error: {SHAKESPEARE_BPE_FILE}: {e.strerror or e}; it is unchanged", file=sys.stderr)
         return 1
-    finally:
-        tmp.unlink(missing_ok=True)
     digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
     print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
           f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")

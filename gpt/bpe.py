@@ -90,9 +90,13 @@ def train_bpe(texts, vocab_size: int, pattern: str) -> dict[bytes, int]:
     return ranks
 
 
+def ranks_text(ranks: dict[bytes, int]) -> str:
+    """The ranks in tiktoken's file format: one '<base64 token> <rank>' line each, by rank."""
+    return "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))
+
+
 def write_ranks(ranks: dict[bytes, int], path: str | Path) -> None:
-    lines = [f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1])]
-    Path(path).write_text("".join(lines), encoding="ascii")
+    Path(path).write_text(ranks_text(ranks), encoding="ascii")
 
 
 def read_ranks(path: str | Path, sha256: str | None = None) -> dict[bytes, int]:

@@ -36,12 +36,12 @@ from pathlib import Path
 
 import torch
 
+from gpt.atomic import TMP_PREFIX, fsync_dir, write_text_atomic
 from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
 
 CKPT_PREFIX = "ckpt-"
-TMP_PREFIX = ".tmp-"
 BROKEN_PREFIX = "broken-"  # a checkpoint resume skipped as unreadable, set aside (never resumed, never pruned)
 WEIGHTS, STATE, META = "model.safetensors", "state.pt", "meta.json"
 SPACE_MARGIN = 1.02, 1 << 20  # needed = 2% + 1 MiB over the tensors' bytes: headers, meta.json, zip padding
@@ -51,32 +51,9 @@ class NoCheckpoint(MissingFile):
     """No complete checkpoint where one was asked for."""
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_file(path: Path) -> None:
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` all at once: readers see the old or the new, never half."""
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:  # e.g. a full disk: no half-written file left behind
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def write_failed(path: Path, e: OSError) -> SaveError:
@@ -130,14 +107,14 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
         for f in (WEIGHTS, STATE, META):
             _fsync_file(tmp / f)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         if final.exists():  # the same step saved again (e.g. a resumed run stopped at once): swap it out
             os.replace(final, old)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
-        _fsync_dir(out_dir)
+        fsync_dir(out_dir)
         if is_best:
             write_text_atomic(out_dir / "best", name + "\n")
         write_text_atomic(out_dir / "latest", name + "\n")  # last: only now is the new checkpoint current

@@ -10,7 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from gpt.checkpoint import write_failed, write_text_atomic
+from gpt.atomic import write_text_atomic
+from gpt.checkpoint import write_failed
 
 
 class Metrics:

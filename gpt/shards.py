@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt.atomic import replace_file
+
 from gpt.errors import UsageError
 
 MAGIC = b"GPTSHARD"
@@ -76,13 +78,6 @@ def _is_int(value) -> bool:
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits, else uint32 (little-endian on disk whatever the machine)."""
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
-
-
-def _atomic_replace(tmp: Path, path: Path) -> None:
-    """Make a finished temp file durable, then give it its real name in one step."""
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class ShardWriter:
@@ -163,7 +158,7 @@ class ShardWriter:
                 shutil.copyfileobj(mask, self._file, 1 << 24)
             self.mask_path.unlink()
         self._file.close()
-        _atomic_replace(self.tmp_path, self.path)
+        replace_file(self.tmp_path, self.path)
         return self.path
 
     def abort(self) -> None:
@@ -437,4 +432,4 @@ def write_meta(directory, meta: dict) -> None:
     path = Path(directory) / META_NAME
     tmp = path.with_name(f".{META_NAME}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    _atomic_replace(tmp, path)
+    replace_file(tmp, path)

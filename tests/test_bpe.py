@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import tiktoken
 
+import gpt.atomic
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256,
                      read_ranks, text_sha256, train_bpe, write_ranks)
 from gpt.errors import UnreadableFile
@@ -121,18 +122,26 @@ def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_
     assert len(read_ranks(target)) > 256 and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
+def full_disk_open(path, mode="r", **kwargs):
+    """open() for gpt/atomic.py's writes on a full filesystem: the first 4 KB land, then ENOSPC."""
+    f = open(path, mode, **kwargs)
+    write = f.write
+
+    def fill(text):
+        write(text[:4096])
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    f.write = fill
+    return f
+
+
 def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(monkeypatch, tmp_path, capsys):
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
 
-    def full_disk(ranks, path):  # the first 4 KB land, then ENOSPC, as on a full filesystem
-        Path(path).write_bytes(b"YQ== 0\n" * 600)
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    monkeypatch.setattr(script, "write_ranks", full_disk)
+    monkeypatch.setattr(gpt.atomic, "open", full_disk_open, raising=False)
     assert script.main() == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
-    assert "No space left on device" in err and f"{target} is unchanged" in err
+    assert err == f"error: {target}: No space left on device; it is unchanged\n"
     assert target.read_bytes() == b"YQ== 0\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+import gpt.atomic
 import sample
 import train
 from gpt import instruct
@@ -243,12 +244,18 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
     out = tmp_path / "p.jsonl"
     out.write_text("an older complete file\n")
 
-    def file_too_large(self, text, *args, **kwargs):  # the first bytes land, then EFBIG (ulimit -f)
-        with open(self, "w") as f:
-            f.write(text[:100])
-        raise OSError(errno.EFBIG, "File too large", str(self))
+    def file_too_large(path, mode="r", **kwargs):  # gpt/atomic.py's open: the first bytes land, then EFBIG (ulimit -f)
+        f = open(path, mode, **kwargs)
+        write = f.write
 
-    monkeypatch.setattr(Path, "write_text", file_too_large)
+        def cut(text):
+            write(text[:100])
+            raise OSError(errno.EFBIG, "File too large", str(path))
+
+        f.write = cut
+        return f
+
+    monkeypatch.setattr(gpt.atomic, "open", file_too_large, raising=False)
     assert make_pairs.main(["--out", str(out)]) == 1
     assert capsys.readouterr().err == f"error: {out}: File too large; nothing was written\n"
     assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]

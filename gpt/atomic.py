@@ -1,0 +1,44 @@
+"""Files replaced all at once: a reader, or the machine after a crash, sees the old contents or the
+new, never half of them. Light on purpose (no torch, no numpy), so that the data scripts use the
+same helpers as checkpoints and shards."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TMP_PREFIX = ".tmp-"  # checkpoint.clean_leftovers removes what an interrupted writer left under it
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (POSIX: the directory entry is data of the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_file(tmp: Path, path: Path) -> None:
+    """Make a finished temp file durable, then give it its real name in one step."""
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8) all at once. On an OSError (a full disk, a size limit, a
+    permission) the temp file is removed and `path` is as it was."""
+    path = Path(path)
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
