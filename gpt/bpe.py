@@ -95,10 +95,6 @@ def ranks_text(ranks: dict[bytes, int]) -> str:
     return "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))
 
 
-def write_ranks(ranks: dict[bytes, int], path: str | Path) -> None:
-    Path(path).write_text(ranks_text(ranks), encoding="ascii")
-
-
 def read_ranks(path: str | Path, sha256: str | None = None) -> dict[bytes, int]:
     """The ranks in a tiktoken-format file; with sha256, a file with other contents is refused.
     A damaged file is UnreadableFile (one line in every script), not a parser's traceback."""

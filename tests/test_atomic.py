@@ -2,7 +2,6 @@ import errno
 
 import pytest
 
-import gpt.atomic
 from gpt.atomic import replace_file, write_text_atomic
 
 
@@ -13,22 +12,10 @@ def test_write_text_atomic_replaces_the_file_as_utf8_and_leaves_nothing_else(tmp
     assert path.read_bytes() == "new — ✓\n".encode("utf-8") and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
 
 
-def test_a_write_that_fails_half_way_keeps_the_old_file_and_removes_its_temp(tmp_path, monkeypatch):
+def test_a_write_that_fails_half_way_keeps_the_old_file_and_removes_its_temp(tmp_path, fail_writes):
     path = tmp_path / "f.txt"
     path.write_text("old\n")
-
-    def full_disk_open(name, mode="r", **kwargs):  # the first bytes land, then ENOSPC
-        f = open(name, mode, **kwargs)
-        write = f.write
-
-        def fill(text):
-            write(text[:3])
-            raise OSError(errno.ENOSPC, "No space left on device", str(name))
-
-        f.write = fill
-        return f
-
-    monkeypatch.setattr(gpt.atomic, "open", full_disk_open, raising=False)
+    fail_writes(errno.ENOSPC, keep=3)
     with pytest.raises(OSError, match="No space left"):
         write_text_atomic(path, "a much longer new text\n")
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]

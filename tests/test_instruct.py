@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import torch
 
-import gpt.atomic
 import sample
 import train
 from gpt import instruct
@@ -237,25 +236,14 @@ def test_make_pairs_refuses_options_that_give_no_or_fewer_pairs_than_asked(make_
     assert not out.exists()
 
 
-def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs, tmp_path, capsys, monkeypatch):
+def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs, tmp_path, capsys, fail_writes):
     for out, reason in [(tmp_path / "nodir" / "p.jsonl", "No such file or directory"), (tmp_path, "Is a directory")]:
         assert make_pairs.main(["--max_pairs", "1", "--out", str(out)]) == 1
         assert capsys.readouterr().err == f"error: {out}: {reason}; nothing was written\n"
     out = tmp_path / "p.jsonl"
     out.write_text("an older complete file\n")
 
-    def file_too_large(path, mode="r", **kwargs):  # gpt/atomic.py's open: the first bytes land, then EFBIG (ulimit -f)
-        f = open(path, mode, **kwargs)
-        write = f.write
-
-        def cut(text):
-            write(text[:100])
-            raise OSError(errno.EFBIG, "File too large", str(path))
-
-        f.write = cut
-        return f
-
-    monkeypatch.setattr(gpt.atomic, "open", file_too_large, raising=False)
+    fail_writes(errno.EFBIG, keep=100)  # the first bytes land (ulimit -f)
     assert make_pairs.main(["--out", str(out)]) == 1
     assert capsys.readouterr().err == f"error: {out}: File too large; nothing was written\n"
     assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
