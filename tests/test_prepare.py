@@ -241,13 +241,17 @@ def test_empty_files_are_skipped_and_no_text_is_an_error(tmp_path):
     assert no_leftovers(tmp_path, tmp_path / "none")
 
 
-def test_invalid_utf8_is_replaced_counted_and_named(tmp_path):
+@pytest.mark.parametrize("name, text, repaired", [
+    ("latin1.txt", "café au lait, s'il vous plaît", "caf\ufffd au lait, s'il vous pla\ufffdt"),
+    ("latin1.csv", "text\ncafé\nworld\n", "caf\ufffd"),  # read by the datasets package's CSV loader
+])
+def test_invalid_utf8_is_replaced_counted_and_named(tmp_path, name, text, repaired):
     write_docs(tmp_path / "in", 3)
-    (tmp_path / "in" / "latin1.txt").write_bytes("café au lait, s'il vous plaît".encode("latin-1"))
-    with pytest.warns(PrepareWarning, match=r"latin1\.txt: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
+    (tmp_path / "in" / name).write_bytes(text.encode("latin-1"))
+    with pytest.warns(PrepareWarning, match=rf"{name}: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
         out = run_prepare([tmp_path / "in"], tmp_path / "out")
     assert DataDir(out).meta["invalid_utf8_documents"] == 1
-    assert "caf\ufffd au lait, s'il vous pla\ufffdt" in documents(out, "train") + documents(out, "val")
+    assert repaired in documents(out, "train") + documents(out, "val")
 
 
 def test_a_single_text_file_is_cut_in_two_at_a_line_break(tmp_path, monkeypatch):
@@ -355,15 +359,6 @@ def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp
         with pytest.raises(PrepareError, match=rf"{name}: cannot read as {name[4:]} \(.+\)$"):
             run_prepare([tmp_path / name, tmp_path / "in"], tmp_path / "bad")
         assert not (tmp_path / "bad").exists()
-
-
-def test_invalid_utf8_in_csv_is_replaced_counted_and_named(tmp_path):
-    write_docs(tmp_path / "in", 2)
-    (tmp_path / "in" / "latin1.csv").write_bytes("text\ncaf\xe9\nworld\n".encode("latin-1"))
-    with pytest.warns(PrepareWarning, match=r"latin1\.csv: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
-        out = run_prepare([tmp_path / "in"], tmp_path / "out")
-    assert DataDir(out).meta["invalid_utf8_documents"] == 1
-    assert "caf\ufffd" in documents(out, "train") + documents(out, "val")
 
 
 def test_an_input_that_cannot_be_opened_is_named(tmp_path):
