@@ -49,7 +49,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             pretrained_tokenizer, save_checkpoint, set_aside)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
-from gpt.errors import UsageError
+from gpt.errors import PreparationInterrupted, UsageError
 from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
@@ -440,26 +440,10 @@ def set_aside_unloadable(skipped: list, resume) -> None:
         print(f"warning: skipped {path.name}, it cannot be loaded ({why}); {moved}; resuming from {resume.path.name}")
 
 
-def is_shard(path: Path) -> bool:
-    """Whether the file starts as a token shard does (gpt/shards.py)."""
-    from gpt.shards import MAGIC
-
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except OSError:  # unreadable: not taken for a shard; preparing it as text will say why it cannot be read
-        return False
-
-
-class PreparationInterrupted(UsageError):
-    """Ctrl-C while the data was being prepared: prepare() removed its temp build; status 130."""
-
-    exit_status = 130
-
-
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0)."""
     from gpt.prepare import PrepareError, prepare, prepare_cached
+    from gpt.shards import is_shard
 
     if (Path(data) / "meta.json").is_file():
         return Path(data)

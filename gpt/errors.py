@@ -90,6 +90,12 @@ class SaveError(UsageError):
     exit_status = 3
 
 
+class PreparationInterrupted(UsageError):
+    """Ctrl-C while train.py prepared its data: prepare() removed its temp build; status 130 (128 + SIGINT)."""
+
+    exit_status = 130
+
+
 class ReportedByRank0(UsageError):
     """On the other ranks of a torchrun job: rank 0 met `exit_status` and printed why."""
 

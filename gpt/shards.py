@@ -199,6 +199,15 @@ class Shard:
         return self.num_tokens
 
 
+def is_shard(path) -> bool:
+    """Whether the file starts as a token shard does (its magic); an unreadable one is not taken for one."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:  # preparing it as text will say why it cannot be read
+        return False
+
+
 def open_shard(path, full_check: bool | None = None) -> Shard:
     """Open a shard and check its header against the file. Token ids are all checked against the
     vocab size when full_check is True (default: for shards of up to 16M tokens), else in 64
