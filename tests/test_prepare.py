@@ -78,8 +78,9 @@ def test_folder_of_text_files(tmp_path):
 def test_jsonl_and_json_records(tmp_path):
     (tmp_path / "in").mkdir()
     lines = [json.dumps({"body": f"record {i} " + STORY, "id": i}) for i in range(8)]
-    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:5]) + "\n\n")
-    (tmp_path / "in" / "b.json").write_text(json.dumps([json.loads(line) for line in lines[5:]]))
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:5]) + "\n\n", encoding="utf-8-sig")  # with a BOM,
+    (tmp_path / "in" / "b.json").write_text(json.dumps([json.loads(line) for line in lines[5:]]),  # as Windows
+                                            encoding="utf-8-sig")  # editors save them
     out = run_prepare([tmp_path / "in"], tmp_path / "out", text_field="body")
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
     with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with data/prepare\.py --input FILE --text_f"):
