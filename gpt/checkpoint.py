@@ -166,12 +166,20 @@ def _is_complete(path: Path) -> bool:
     return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, STATE, META))
 
 
+def _step(ckpt: Path) -> int | None:
+    try:
+        return int(ckpt.name[len(CKPT_PREFIX):])
+    except ValueError:  # not a name save_checkpoint gives: not ours to prune
+        return None
+
+
 def list_checkpoints(out_dir: str | Path) -> list[Path]:
     """Complete checkpoints, oldest first."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return []
-    return sorted(p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _is_complete(p))
+    return sorted((p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _is_complete(p)),
+                  key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))  # by step: ckpt-10000000 after ckpt-9999999
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:
@@ -182,13 +190,6 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
     return target if _is_complete(target) else None
 
 
-def _step(ckpt: Path) -> int | None:
-    try:
-        return int(ckpt.name[len(CKPT_PREFIX):])
-    except ValueError:  # not a name save_checkpoint gives: not ours to prune
-        return None
-
-
 def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
     """After saving `current`: among the complete checkpoints up to its step, keep the `keep_last`
     newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
@@ -196,7 +197,7 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
     another run's), and they are not this run's to remove (it resumed from an older one: a `latest`
     whose rewrite failed, say); a save of their step replaces them."""
     now = _step(current)
-    upto = sorted((p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now), key=_step)
+    upto = [p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now]  # by step
     keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best")}
     for p in upto:
         if p not in keep:
@@ -218,12 +219,13 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     if _is_complete(path):
         return path
     found = _pointer(path, which)
-    if found is None:  # pointer missing or stale: fall back to the newest complete checkpoint
-        ckpts = list_checkpoints(path)
-        found = ckpts[-1] if ckpts else None
-    if found is None:
+    ckpts = list_checkpoints(path) if found is None else [found]
+    if not ckpts:
         raise NoCheckpoint(f"no complete checkpoint in {path}")
-    return found
+    if found is None and which == "best":  # the newest is not the best: say so rather than stand in for it
+        raise NoCheckpoint(f"no best checkpoint in {path}: no evaluation has recorded one (it ran out of memory or "
+                           f"was not finite); choose --ckpt=latest or a checkpoint, e.g. --ckpt={ckpts[-1]}")
+    return ckpts[-1]  # a `latest` pointer missing or stale: the newest complete checkpoint
 
 
 @dataclass

@@ -322,3 +322,23 @@ def test_non_finite_weights_are_a_one_line_divergence_with_status_2(tmp_path):
     assert str(e.value) == ("the model diverged: refusing to save non-finite weights (transformer.h.0.mlp.c_fc.weight); "
                             f"the latest checkpoint is still {tmp_path / 'ckpt-0000001'}. Try a lower learning_rate.")
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]
+
+
+def test_checkpoints_are_ordered_by_step_past_seven_digits(tmp_path):
+    # Names are zero-padded to 7 digits, so ckpt-10000000 sorts before ckpt-9999999 by name.
+    model = make_model()
+    for step in (9_999_999, 10_000_000):
+        save(tmp_path, step, model)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-9999999", "ckpt-10000000"]
+    (tmp_path / "latest").unlink()  # the fallback without a pointer is the newest by step too
+    assert find_checkpoint(tmp_path).name == "ckpt-10000000"
+
+
+def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tmp_path):
+    from gpt.checkpoint import NoCheckpoint
+
+    save(tmp_path, 5, make_model())  # saved without an evaluation that made it the best
+    with pytest.raises(NoCheckpoint, match=rf"no best checkpoint in {tmp_path}: no evaluation has recorded one .*"
+                                           rf"--ckpt={tmp_path / 'ckpt-0000005'}$"):
+        find_checkpoint(tmp_path, "best")
+    assert find_checkpoint(tmp_path, "latest").name == "ckpt-0000005"
