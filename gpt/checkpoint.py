@@ -307,7 +307,10 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
         candidates.insert(0, latest)
     if not candidates:
         raise NoCheckpoint(f"no complete checkpoint in {out_dir}")
-    skipped = []
+    # A save renames a finished directory into place, so a ckpt-* that lacks a file lost it afterwards
+    # (by hand, a sync tool): it is said and set aside like an unreadable one, not passed over in silence.
+    skipped = [(p, f"{p}: incomplete, without {', '.join(f for f in (WEIGHTS, STATE, META) if not (p / f).is_file())}")
+               for p in sorted(out_dir.glob(f"{CKPT_PREFIX}*")) if p.is_dir() and not _is_complete(p)]
     for path in candidates:
         try:
             ckpt = Checkpoint(path, read_meta(path))

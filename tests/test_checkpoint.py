@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpt.checkpoint import (clean_leftovers, find_checkpoint, list_checkpoints, load_model, open_checkpoint,
-                            save_checkpoint)
+                            open_resumable, save_checkpoint)
 from gpt.errors import SaveError, UnreadableFile
 from gpt.model import GPT, GPTConfig
 
@@ -342,3 +342,13 @@ def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tm
                                            rf"--ckpt={tmp_path / 'ckpt-0000005'}$"):
         find_checkpoint(tmp_path, "best")
     assert find_checkpoint(tmp_path, "latest").name == "ckpt-0000005"
+
+
+def test_resume_names_a_checkpoint_directory_that_lost_a_file_instead_of_passing_it_over(tmp_path):
+    model = make_model()
+    save(tmp_path, 3, model)
+    newer = save(tmp_path, 6, model)
+    (newer / "meta.json").unlink()
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path.name == "ckpt-0000003"
+    assert skipped == [(newer, f"{newer}: incomplete, without meta.json")]
