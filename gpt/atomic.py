@@ -42,3 +42,12 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def with_default_mode(path: Path) -> None:
+    """Give a file the permissions the process's umask gives new files (0644 under the usual 022).
+    safetensors' save_file creates its file 0600, so a run directory shared with a group or another
+    user had weights nobody else could sample or fine-tune from, beside a readable state.pt."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)

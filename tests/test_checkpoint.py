@@ -352,3 +352,12 @@ def test_resume_names_a_checkpoint_directory_that_lost_a_file_instead_of_passing
     ckpt, skipped = open_resumable(tmp_path)
     assert ckpt.path.name == "ckpt-0000003"
     assert skipped == [(newer, f"{newer}: incomplete, without meta.json")]
+
+
+def test_the_weights_file_gets_the_umask_mode_as_the_others_do(tmp_path):
+    # safetensors creates its file 0600: a run directory shared with a group had weights only its owner could read.
+    import stat
+
+    ckpt = save(tmp_path, 1, make_model())
+    modes = {f: stat.S_IMODE((ckpt / f).stat().st_mode) for f in ("model.safetensors", "state.pt", "meta.json")}
+    assert len(set(modes.values())) == 1, modes

@@ -359,6 +359,8 @@ def test_from_pretrained_matches_transformers_logits(hf_gpt2):
 def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path):
     transformers, hf, path = hf_gpt2
     GPT.from_pretrained(str(path)).save_pretrained(tmp_path)
+    # readable by whoever may read config.json (safetensors alone would create it 0600)
+    assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "config.json").stat().st_mode
     back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     idx = torch.randint(0, 211, (2, 30))
     with torch.no_grad():
