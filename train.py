@@ -121,7 +121,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             print(f"removed {leftover.name}, left by a save that was interrupted")
 
     # ---------------------------------------------------------------- data
-    tokenizer = tokenizer_of(cfg, resume)
+    tokenizer = tokenizer_of(cfg, resume, "tokenizer" in command_line_keys(argv))
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist))
 
     # ---------------------------------------------------------------- model
@@ -417,13 +417,18 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
     return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S), step_s
 
 
-def tokenizer_of(cfg: TrainConfig, resume) -> str | None:
+def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
     """The tokenizer the data must use: the checkpoint's or pretrained model's, else cfg.tokenizer.
-    None for a prepared shard directory, which brings its own."""
+    None for a prepared shard directory, which brings its own. A --tokenizer `asked` for on the
+    command line that the weights do not use is refused, not silently replaced by theirs."""
     if resume:
         return resume.meta["tokenizer"]
     if cfg.init_from != "scratch":
-        return pretrained_tokenizer(cfg.init_from)
+        theirs = pretrained_tokenizer(cfg.init_from)
+        if asked and cfg.tokenizer != theirs:
+            raise UsageError(f"--tokenizer={cfg.tokenizer}, but the weights of {cfg.init_from} read {theirs} tokens: "
+                             "the data is prepared with their tokenizer; leave --tokenizer out")
+        return theirs
     return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
 
 

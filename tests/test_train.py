@@ -1066,3 +1066,17 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(byte_data, tmp_path
     assert capsys.readouterr().out == (f"{out} is already finished: step 2, max_iters 2; nothing to do (continue it "
                                        "with a larger --max_iters)\n")
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no second final evaluation
+
+
+def test_a_tokenizer_asked_for_that_the_weights_do_not_use_is_refused_when_fine_tuning(byte_data, tmp_path, capsys):
+    # The data is prepared with the weights' tokenizer; a --tokenizer typed beside it was dropped silently.
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={base}"]) == 0
+    capsys.readouterr()
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--tokenizer=gpt2", "--max_iters=3",
+                       f"--out_dir={tmp_path / 'ft'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: --tokenizer=gpt2, but the weights of {base} read byte tokens: "
+                                       "the data is prepared with their tokenizer; leave --tokenizer out\n")
+    assert not (tmp_path / "ft" / "metrics.jsonl").exists()
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--tokenizer=byte", "--max_iters=3",
+                       f"--out_dir={tmp_path / 'ft'}"]) == 0  # the same one, said again: fine
