@@ -46,7 +46,7 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, open_resumable,
-                            pretrained_tokenizer, save_checkpoint, set_aside)
+                            pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
 from gpt.errors import PreparationInterrupted, UsageError
@@ -191,9 +191,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     peak = peak_flops(device)
     metrics = Metrics(out_dir, dist.is_main, resume_step=step if resume else None,
                       wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=cfg.to_dict())
+    # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
+    on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, cfg)))
     if dist.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_config(out_dir, cfg)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         compile_note = ("on (regional)" if cfg.compile == "regional" else "on") if did_compile else "off"
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {compile_note}"
@@ -229,9 +229,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
                      "loader": train_batches.state_dict()}
-        # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays.
-        on_rank0(dist, lambda: save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
-                                               is_best=is_best))
+        # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays. So
+        # does a metrics.jsonl write that failed since the last save (Metrics keeps it until here), and
+        # before this save: a resume from the previous checkpoint redoes the records that were lost.
+        on_rank0(dist, lambda: (metrics.check(), save_checkpoint(out_dir, step, model, state, meta,
+                                                                 keep_last=cfg.keep_last, is_best=is_best)))
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(), 0
@@ -269,8 +271,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
+            on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
             if dist.is_main:
-                write_config(out_dir, cfg)  # the fixed count: --max_iters=N repeats this run
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run")
@@ -387,8 +389,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
 def write_config(out_dir: Path, cfg: TrainConfig) -> None:
     """out_dir/config.json, replaced whole: a budgeted run rewrites it with its fixed step count."""
-    from gpt.checkpoint import write_failed
-
     try:
         write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
     except OSError as e:

@@ -4,6 +4,7 @@ every evaluation and at the end (issue 10: users would rather look at it than re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,13 +24,17 @@ class Metrics:
         self._wandb = self._tb = None
         self.plot_note: str | None = None
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
+        # A write that failed (a full disk, a permission): kept, not raised here, since only rank 0
+        # writes and every rank must stop alike; train.py raises it through on_rank0 (check()).
+        self.failure: Exception | None = None
+        self._file = None
         if not enabled:
             return
         # Imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses; and
         # before the log is touched, so that Ctrl-C during the import leaves metrics.jsonl as it was.
         pyplot()
-        out_dir.mkdir(parents=True, exist_ok=True)
         try:
+            out_dir.mkdir(parents=True, exist_ok=True)
             if resume_step is None:
                 self.path.unlink(missing_ok=True)
             else:  # drop records written after the checkpoint we resume from: they are about to be redone
@@ -38,7 +43,7 @@ class Metrics:
                 write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
             self._file = open(self.path, "a")
         except OSError as e:
-            raise write_failed(self.path, e) from None
+            self.failure = write_failed(self.path, e)
         if wandb_project:
             try:
                 import wandb
@@ -76,14 +81,23 @@ class Metrics:
         self.unreadable_lines = max(self.unreadable_lines, bad)
         return records
 
+    def check(self) -> None:
+        """Raise the SaveError (status 3) of a write that failed, if one did."""
+        if self.failure is not None:
+            raise self.failure
+
     def log(self, record: dict) -> None:
-        if not self.enabled:
+        if self._file is None:  # not rank 0, or a write failed (check() reports it)
             return
         try:  # on a filling disk this append is what meets ENOSPC first (every log_interval steps)
             self._file.write(json.dumps(record) + "\n")
             self._file.flush()
         except OSError as e:
-            raise write_failed(self.path, e) from None
+            self.failure = write_failed(self.path, e)
+            with contextlib.suppress(OSError):  # closing flushes the buffer again, which fails the same way
+                self._file.close()
+            self._file = None
+            return
         if "val_loss" in record:  # a new evaluation: refresh the picture
             self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
@@ -97,7 +111,8 @@ class Metrics:
         """Close the logs and draw loss.png; returns a note when the plot was skipped."""
         if not self.enabled:
             return None
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
         if self._wandb is not None:
             self._wandb.finish()
         if self._tb is not None:

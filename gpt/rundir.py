@@ -138,14 +138,12 @@ def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool =
 def refuse_another_run(out_dir: Path) -> None:
     """A new run (from scratch or from pretrained weights, out_dir itself included) must not start
     where a run lives: its metrics.jsonl would be cut and config.json replaced, and its checkpoints
-    would be mixed with the new run's in `latest` and pruning (audit bug 1)."""
-    metrics = out_dir / "metrics.jsonl"
+    would be mixed with the new run's in `latest` and pruning (audit bug 1). A run that saved no
+    checkpoint (diverged, out of memory, stopped early) cannot be resumed: the same command again,
+    with what its error advised, starts over there."""
     if list_checkpoints(out_dir):
         raise RunDirTaken(f"{out_dir} holds a run (latest {find_checkpoint(out_dir).name}): continue it with "
                           "--init_from=resume, or choose another --out_dir (or remove that one)")
-    if metrics.is_file() and metrics.stat().st_size:  # one that stopped before its first checkpoint
-        raise RunDirTaken(f"{out_dir} holds the metrics.jsonl of a run that saved no checkpoint: choose another "
-                          "--out_dir (or remove that one)")
 
 
 def on_rank0(dist, action: Callable[[], object]) -> None:

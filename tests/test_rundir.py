@@ -159,14 +159,11 @@ def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
 
     out = tmp_path / "run"
     out.mkdir()
-    (out / "metrics.jsonl").write_text("")  # empty: what a run stopped before logging leaves, nothing to lose
+    # A run that saved no checkpoint (it diverged, ran out of memory): nothing to resume, so the
+    # command its error advised may start over there.
+    (out / "metrics.jsonl").write_text('{"step": 0, "val_loss": 5.0}\n{"step": 1, "loss": 5.0}\n')
     with ExitStack() as on_exit:
         hold_run_dir(out, Dist(), on_exit)
-    (out / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
-    with pytest.raises(RunDirTaken, match=rf"^{out} holds the metrics.jsonl of a run that saved no checkpoint: "
-                                          r"choose another --out_dir \(or remove that one\)$"):
-        with ExitStack() as on_exit:
-            hold_run_dir(out, Dist(), on_exit)
     model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
     save_checkpoint(out, 60, model, {}, {"model_config": model.config.to_dict()})
     with pytest.raises(RunDirTaken, match=rf"^{out} holds a run \(latest ckpt-0000060\): continue it with "

@@ -1080,3 +1080,14 @@ def test_a_tokenizer_asked_for_that_the_weights_do_not_use_is_refused_when_fine_
     assert not (tmp_path / "ft" / "metrics.jsonl").exists()
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--tokenizer=byte", "--max_iters=3",
                        f"--out_dir={tmp_path / 'ft'}"]) == 0  # the same one, said again: fine
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
+    # Its error says what to change ("Try a lower learning_rate"); the same command with that change
+    # must not be refused as a new run over another one: there is no checkpoint to continue.
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={out}"]
+    assert train.main([*common, "--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0"]) == 2
+    assert not list(out.glob("ckpt-*")) and (out / "metrics.jsonl").stat().st_size  # it logged, saved nothing
+    assert train.main(common) == 0
+    assert sorted(losses(out)) == list(range(1, 7))
