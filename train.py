@@ -102,8 +102,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     out_dir = Path(cfg.out_dir)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
         hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
-    if skipped and dist.is_main and not cfg.eval_only:
-        set_aside_unloadable(skipped, resume)
+    if skipped and dist.is_main:
+        set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
@@ -432,17 +432,19 @@ def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
     return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
 
 
-def set_aside_unloadable(skipped: list, resume) -> None:
+def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
     """Newer checkpoints that do not load (truncated weights, a refused pickle, bad meta.json) are
-    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later.
-    A rename that fails is only a warning: the run resumes all the same, and the broken checkpoint
-    stays until a save of its step replaces it or pruning removes it."""
+    named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later
+    (not with move=False: --eval_only writes nothing). A rename that fails is only a warning: the run
+    resumes all the same, and the broken checkpoint stays until a save of its step replaces it or
+    pruning removes it."""
     for path, why in skipped:
         try:
-            moved = f"moved it to {set_aside(path).name}"
+            moved = f"; moved it to {set_aside(path).name}" if move else ""
         except OSError as e:
-            moved = f"could not move it aside ({describe_error(e)})"
-        print(f"warning: skipped {path.name}, it cannot be loaded ({why}); {moved}; resuming from {resume.path.name}")
+            moved = f"; could not move it aside ({describe_error(e)})"
+        print(f"warning: skipped {path.name}, it cannot be loaded ({why}){moved}; "
+              f"{'resuming from' if move else 'evaluating'} {resume.path.name}")
 
 
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:

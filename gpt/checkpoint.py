@@ -224,8 +224,12 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     if not ckpts:
         raise NoCheckpoint(f"no complete checkpoint in {path}")
     if found is None and which == "best":  # the newest is not the best: say so rather than stand in for it
-        raise NoCheckpoint(f"no best checkpoint in {path}: no evaluation has recorded one (it ran out of memory or "
-                           f"was not finite); choose --ckpt=latest or a checkpoint, e.g. --ckpt={ckpts[-1]}")
+        try:
+            why = f"`best` names {(path / 'best').read_text().strip()}, which is gone or incomplete"
+        except OSError:
+            why = "no evaluation has recorded one (it ran out of memory or was not finite)"
+        raise NoCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "
+                           f"e.g. --ckpt={ckpts[-1]}")
     return ckpts[-1]  # a `latest` pointer missing or stale: the newest complete checkpoint
 
 

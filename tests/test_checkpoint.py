@@ -342,6 +342,10 @@ def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tm
                                            rf"--ckpt={tmp_path / 'ckpt-0000005'}$"):
         find_checkpoint(tmp_path, "best")
     assert find_checkpoint(tmp_path, "latest").name == "ckpt-0000005"
+    (tmp_path / "best").write_text("ckpt-0000003\n")  # set aside as broken, or removed by hand
+    with pytest.raises(NoCheckpoint, match=rf"no best checkpoint in {tmp_path}: `best` names ckpt-0000003, which is "
+                                           "gone or incomplete; choose --ckpt=latest"):
+        find_checkpoint(tmp_path, "best")
 
 
 def test_resume_names_a_checkpoint_directory_that_lost_a_file_instead_of_passing_it_over(tmp_path):

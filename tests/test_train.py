@@ -1022,6 +1022,13 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
     assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
     assert not other.exists()
+    # a newest checkpoint that does not load is named (not passed over in silence) and left where it is
+    torn = ref / "ckpt-0000003" / "model.safetensors"
+    torn.write_bytes(torn.read_bytes()[:100])
+    assert train.main(["--init_from=resume", f"--out_dir={ref}", "--eval_only=true"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("warning: skipped ckpt-0000003, it cannot be loaded (") and out[0].endswith(
+        "; evaluating ckpt-0000002") and out[-1].startswith(f"step 2: val loss {val[2]:.4f}, ") and torn.exists()
 
 
 @pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
