@@ -17,7 +17,7 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          large, permission); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
-         --init_from=resume continues
+         --init_from=resume continues; 130 also for Ctrl-C before training started (nothing saved)
 One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock), and
 a new run is refused where another run's checkpoints or metrics are (--init_from=resume continues it).
 """

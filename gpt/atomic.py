@@ -5,6 +5,7 @@ same helpers as checkpoints and shards."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 TMP_PREFIX = ".tmp-"  # checkpoint.clean_leftovers removes what an interrupted writer left under it
@@ -44,10 +45,9 @@ def write_text_atomic(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
-def with_default_mode(path: Path) -> None:
-    """Give a file the permissions the process's umask gives new files (0644 under the usual 022).
-    safetensors' save_file creates its file 0600, so a run directory shared with a group or another
-    user had weights nobody else could sample or fine-tune from, beside a readable state.pt."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+def same_mode_as(path: Path, sibling: Path) -> None:
+    """Give `path` the permissions of `sibling`, a file open() just created (the umask's: 0644 under
+    the usual 022). safetensors' save_file creates its file 0600, so a run directory shared with a
+    group or another user had weights nobody else could sample or fine-tune from. (Reading the umask
+    itself means setting it for a moment, which would race other threads' new files.)"""
+    os.chmod(path, stat.S_IMODE(os.stat(sibling).st_mode))

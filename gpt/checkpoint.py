@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.atomic import TMP_PREFIX, fsync_dir, with_default_mode, write_text_atomic
+from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
@@ -102,9 +102,9 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         save_file(weights, str(tmp / WEIGHTS), metadata={"format": "pt"})
-        with_default_mode(tmp / WEIGHTS)
         with open(tmp / STATE, "wb") as f:  # through a Python file, so a failed write surfaces as its OSError
             torch.save(state, f)
+        same_mode_as(tmp / WEIGHTS, tmp / STATE)
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
         for f in (WEIGHTS, STATE, META):
             _fsync_file(tmp / f)

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.atomic import with_default_mode
+from gpt.atomic import same_mode_as
 from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
@@ -692,8 +692,8 @@ class GPT(nn.Module):
             v = v.detach().cpu()
             tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
         save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-        with_default_mode(out_dir / "model.safetensors")
         (out_dir / "config.json").write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n")
+        same_mode_as(out_dir / "model.safetensors", out_dir / "config.json")
 
 
 def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:

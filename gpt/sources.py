@@ -74,10 +74,6 @@ def open_input(path: Path) -> BinaryIO:
         raise PrepareError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
-# JSON and JSON lines files saved by Windows editors start with a UTF-8 byte order mark, which
-# json.loads refuses ("Unexpected UTF-8 BOM"): it is dropped, as the file's first bytes only.
-
-
 def _decode(data: bytes) -> tuple[str, bool]:
     """UTF-8 text, and whether invalid bytes had to be replaced by U+FFFD."""
     try:
@@ -207,6 +203,7 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            # a byte order mark (Windows editors) is refused by json.loads: dropped, as the file's first bytes only
             text, bad = _decode(line.removeprefix(codecs.BOM_UTF8) if lineno == 1 else line)
             replaced += bad
             try:
@@ -220,7 +217,7 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
 def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     """A .json file is read whole: a list of records (or strings), or one record."""
     with open_input(path) as f:
-        text, replaced = _decode(f.read().removeprefix(codecs.BOM_UTF8))
+        text, replaced = _decode(f.read().removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
     stats.replaced(path, int(replaced))
     try:
         data = json.loads(text)

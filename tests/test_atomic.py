@@ -27,3 +27,18 @@ def test_replace_file_gives_a_finished_temp_its_name(tmp_path):
     tmp.write_bytes(b"new")
     replace_file(tmp, path)
     assert path.read_bytes() == b"new" and not tmp.exists()
+
+
+def test_same_mode_as_copies_a_siblings_permissions(tmp_path):
+    import os
+    import stat
+
+    from gpt.atomic import same_mode_as
+
+    made, sibling = tmp_path / "weights", tmp_path / "config"
+    made.write_bytes(b"w")
+    os.chmod(made, 0o600)  # as safetensors creates its files
+    sibling.write_bytes(b"c")
+    os.chmod(sibling, 0o640)
+    same_mode_as(made, sibling)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o640
