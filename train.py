@@ -36,7 +36,6 @@ if __name__ == "__main__":  # Ctrl-C during the imports below is that one line t
                                           if issubclass(kind, KeyboardInterrupt) else sys.__excepthook__(kind, e, tb))
 
 import contextlib
-import gc
 import json
 import math
 from dataclasses import replace
@@ -56,9 +55,9 @@ from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, check_deterministic_cublas, init_distributed,
-                         kernel_settings, maybe_compile, peak_flops, pick_device, pick_dtype, rng_state,
-                         seed_everything, set_kernel_settings, set_rng_state, steps_in_budget, use_deterministic,
-                         use_fp8)
+                         kernel_settings, leave_distributed, maybe_compile, peak_flops, pick_device, pick_dtype,
+                         rng_state, seed_everything, set_kernel_settings, set_rng_state, steps_in_budget,
+                         use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
@@ -95,6 +94,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
     use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     dist = init_distributed(cfg.device)
+    if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
+        on_exit.callback(leave_distributed)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
@@ -373,14 +374,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         print(note or f"loss curve: {out_dir / 'loss.png'}")
         if exit_status == 0:
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
-    if dist.enabled:
-        # DDP lives in reference cycles that only the garbage collector frees, and its reducer holds
-        # the process group. Left to the collector at interpreter exit, the group's teardown can
-        # abort the process (gloo's threads, "terminate called without an active exception": seen
-        # once in CI). Freed here, the group ends while the interpreter is whole.
-        del train_model
-        gc.collect()
-        torch.distributed.destroy_process_group()
     return exit_status
 
 
