@@ -232,7 +232,11 @@ def argv_text(value: str, option: str) -> str:
     lone surrogates (PEP 383), which the tokenizers would otherwise turn into U+FFFD."""
     from gpt.files import decode_utf8
 
-    return decode_utf8(os.fsencode(value), option)
+    try:
+        value.encode("utf-8")  # text the locale decoded is fine whatever the locale (Latin-1 too)
+        return value
+    except UnicodeEncodeError:  # the bytes Python could not decode: refused, naming where
+        return decode_utf8(os.fsencode(value), option)
 
 
 # ----------------------------------------------------------------------------- main

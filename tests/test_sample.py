@@ -542,3 +542,17 @@ def test_a_seed_outside_what_torch_takes_is_one_line(capsys, run_dir, seed):
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--seed={seed}")
     assert rc == 1 and out == "" and err == f"sample.py: error: seed must be in [-2**63, 2**64), got {seed}\n"
     assert cli_json(capsys, run_dir, f"--seed={-2**63}", "--max_new_tokens=2")[0]["tokens"] == 2
+
+
+def test_a_command_line_value_decoded_by_a_latin1_locale_is_not_refused(monkeypatch):
+    # Under an ISO-8859-1 locale argv is decoded as Latin-1: "café" arrives as proper text, and
+    # encoding it back with the locale's codec gives bytes that are not UTF-8.
+    import os
+
+    import sample
+    from gpt.errors import UsageError
+
+    monkeypatch.setattr(os, "fsencode", lambda value: value.encode("latin-1", "surrogateescape"))
+    assert sample.argv_text("café", "--start") == "café"
+    with pytest.raises(UsageError, match=r"^--start: not valid UTF-8"):
+        sample.argv_text("caf\udce9", "--start")  # an undecodable byte, as PEP 383 hands it over
