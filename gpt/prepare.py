@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -381,10 +382,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _build_name(out: Path, kind: str) -> Path:
+    """Beside out: `.NAME.tmp-HOST-PID` (the build) or `.NAME.old-HOST-PID` (the replaced directory).
+    The host, because a process id says whether a build is alive only on its own machine (a data
+    directory on a shared filesystem)."""
+    return out.with_name(f".{out.name}.{kind}-{socket.gethostname()}-{os.getpid()}")
+
+
 def _remove_stale_builds(out: Path) -> None:
-    """Remove the temp build and set-aside directories beside out whose preparation died (SIGKILL,
-    a power cut): nothing else ever would, and a build can be gigabytes."""
-    stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-(\d+)")
+    """Remove the temp build and set-aside directories beside out whose preparation, on this
+    machine, died (SIGKILL, a power cut): nothing else ever would, and a build can be gigabytes."""
+    stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-{re.escape(socket.gethostname())}-(\d+)")
     for path in out.parent.iterdir():
         if (match := stale.fullmatch(path.name)) and not _alive(int(match[2])):
             path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
@@ -430,7 +438,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_builds(real)
-        building = real.with_name(f".{real.name}.tmp-{os.getpid()}")
+        building = _build_name(real, "tmp")
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir()
         try:
@@ -438,7 +446,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                              shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
             write_meta(building, meta)  # last: a directory with meta.json is complete
-            old = real.with_name(f".{real.name}.old-{os.getpid()}")
+            old = _build_name(real, "old")
             if real.exists():
                 real.rename(old)
             building.rename(real)

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -431,12 +432,14 @@ def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
     write_docs(tmp_path / "in", 3)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(dead.stdout)
-    for name in (f".out.tmp-{dead}", f".out.old-{dead}", f".out.tmp-{os.getppid()}", f".other.tmp-{dead}"):
+    host = socket.gethostname()
+    left = [f".other.tmp-{host}-{dead}", f".out.tmp-{host}-{os.getppid()}",  # another directory's; a live process's
+            f".out.tmp-another-host-{dead}"]  # a process id that says nothing here (a shared filesystem)
+    for name in (f".out.tmp-{host}-{dead}", f".out.old-{host}-{dead}", *left):
         (tmp_path / name).mkdir()
         (tmp_path / name / "train_000000.bin").write_bytes(b"GPTSHARD")
     run_prepare([tmp_path / "in"], tmp_path / "out")
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
-        [f".other.tmp-{dead}", f".out.tmp-{os.getppid()}"]  # another directory's, and a live process's
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(left)
 
 
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
