@@ -38,6 +38,8 @@ if __name__ == "__main__":  # Ctrl-C during the imports below is that one line t
 import contextlib
 import json
 import math
+import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,7 +50,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
-from gpt.errors import PreparationInterrupted, UsageError
+from gpt.errors import ConfigError, PreparationInterrupted, ReportedByRank0, UsageError
 from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         with contextlib.ExitStack() as on_exit:  # releases out_dir's lock however train() ends
             return train(argv, on_exit, started)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
-        if str(e):  # empty on the other ranks of a torchrun job when rank 0 reported it
+        # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
+        # process (bad data: see prepare_data). Any other failure is said by the rank that met it.
+        if str(e) and (os.environ.get("RANK", "0") == "0" or not isinstance(e, ConfigError)):
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
@@ -441,35 +445,40 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
 
 
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
-    """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0)."""
+    """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
+    decides for every rank, so that ranks that see the files differently (another node's disk) never
+    wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
     from gpt.prepare import PrepareError, prepare, prepare_cached
     from gpt.shards import is_shard
 
-    if (Path(data) / "meta.json").is_file():
-        return Path(data)
-    if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
-        raise UsageError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it again "
-                         "with data/prepare.py")
+    def prepared() -> Path:
+        if (Path(data) / "meta.json").is_file():
+            return Path(data)
+        if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
+            raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
+                               "again with data/prepare.py")
+        if data == "shakespeare":
+            return prepare(source="shakespeare", tokenizer=tokenizer)
+        return prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)
+
     path = None
     if dist.is_main:
         try:
-            if data == "shakespeare":
-                path = prepare(source="shakespeare", tokenizer=tokenizer)
-            else:
-                path = prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)
+            path = prepared()
         except PrepareError as e:
-            path = e  # every rank must learn of it, not only this one
+            path = UsageError(str(e))  # every rank must learn of it, not only this one
         except KeyboardInterrupt:
             path = PreparationInterrupted("interrupted while preparing the data: nothing was written")
     if dist.enabled:
         box = [path]
         torch.distributed.broadcast_object_list(box, src=0)
         path = box[0]
-    if isinstance(path, PreparationInterrupted):
-        raise path
-    if isinstance(path, Exception):
-        raise UsageError(str(path))
-    return Path(path)
+    if isinstance(path, UsageError):  # said once, by rank 0
+        raise path if dist.is_main else ReportedByRank0(path.exit_status)
+    if not (path / "meta.json").is_file():  # rank 0 has it, this process does not see it
+        raise UsageError(f"{path}: not found on {socket.gethostname()} (rank {dist.rank}), where rank 0 has it: "
+                         "put the data on a filesystem every node shares, or prepare it on every node")
+    return path
 
 
 def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:

@@ -5,6 +5,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -1098,3 +1099,20 @@ def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_ou
     assert not list(out.glob("ckpt-*")) and (out / "metrics.jsonl").stat().st_size  # it logged, saved nothing
     assert train.main(common) == 0
     assert sorted(losses(out)) == list(range(1, 7))
+
+
+@pytest.mark.slow
+def test_torchrun_where_a_node_lacks_the_data_stops_in_one_line_instead_of_hanging(byte_data, tmp_path):
+    # Rank 1 runs where the relative --data path names nothing, as a second node without the files:
+    # each rank used to decide alone whether the data was prepared, and they waited in different collectives.
+    (tmp_path / "node1").mkdir()
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(tmp_path / 'node1')!r} if os.environ["RANK"] == "1" else {str(byte_data.parent)!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={byte_data.name}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run'}")
+    assert proc.returncode != 0
+    assert (f"train.py: error: {byte_data.name}: not found on {socket.gethostname()} (rank 1), where rank 0 has it"
+            in proc.stderr), proc.stderr[-3000:]
