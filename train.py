@@ -157,8 +157,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:
+            # Validation takes eval_iters batches of batch_size windows on each process: another count of
+            # processes is another set of windows (not fixed yet: it would change the eval batch's shape).
             print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
-                  "random streams are reseeded, so dropout differs from an uninterrupted run")
+                  "random streams are reseeded, so dropout differs from an uninterrupted run, and validation "
+                  "averages another set of windows, so its losses (and `best`) compare only roughly with the "
+                  "saved run's")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
         if not cfg.max_iters and step >= cfg.warmup_iters:
             raise UsageError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
