@@ -123,7 +123,9 @@ def decode_rows(args: argparse.Namespace) -> None:
 
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True  # as sample.py sets it: every row alike
-    device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
+    from gpt.runtime import Dist, pick_device
+
+    device = pick_device(args.device if args.device != "auto" or torch.cuda.is_available() else "cpu", Dist())
     model, tok = random_gpt2(args.n_layer, args.n_head, args.n_embd)
     config = model.config
     words = "the quick brown fox jumps over the lazy dog".split()
@@ -341,23 +343,38 @@ def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
           f"{break_even(float(took[1]), eager, compiled)}")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: bad values are argparse's one-line error, not a traceback in the middle of a run."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 and finite, got {text}")
+    return value
+
+
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample_wall_out_dir", default="", help="also time `python sample.py --out_dir=THIS "
                                                             "--max_new_tokens=300` end to end (e.g. out, after the "
                                                             "default GPU run)")
-    p.add_argument("--break_even_tokens", type=int, default=1000,
+    p.add_argument("--break_even_tokens", type=positive_int, default=1000,
                    help="with --sample_wall_out_dir: tokens of its compile-off and compile-on sample.py runs, "
                         "whose speeds and compile time give the compile break-even of that model (default: 1000)")
-    p.add_argument("--n_layer", type=int, default=12)
-    p.add_argument("--n_head", type=int, default=12)
-    p.add_argument("--n_embd", type=int, default=768)
-    p.add_argument("--batch", type=int, default=1, help="batch of the model.generate rows (default: 1)")
-    p.add_argument("--num_samples", type=int, default=8, help="the command line's batched rows (default: 8)")
-    p.add_argument("--prompt_len", type=int, default=64)
-    p.add_argument("--new_tokens", type=int, default=256)
-    p.add_argument("--cold_tokens", type=int, default=200,
+    p.add_argument("--n_layer", type=positive_int, default=12)
+    p.add_argument("--n_head", type=positive_int, default=12)
+    p.add_argument("--n_embd", type=positive_int, default=768)
+    p.add_argument("--batch", type=positive_int, default=1, help="batch of the model.generate rows (default: 1)")
+    p.add_argument("--num_samples", type=positive_int, default=8, help="the command line's batched rows (default: 8)")
+    p.add_argument("--prompt_len", type=positive_int, default=64)
+    p.add_argument("--new_tokens", type=positive_int, default=256)
+    p.add_argument("--cold_tokens", type=positive_int, default=200,
                    help="tokens of the cold and warm generate calls in a fresh process (default: 200, issue 9's)")
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--repeat", type=positive_int, default=3,
                    help="time every row this many times and report the fastest (default: 3); uncached rows run once")
     p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     p.add_argument("--skip_uncached", action="store_true", help="skip the slow uncached baselines")
@@ -450,14 +467,14 @@ def bench_prepare(args: argparse.Namespace) -> None:
 
 
 def add_prepare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mb", type=float, default=100, help="MB of text to prepare (default: 100)")
+    p.add_argument("--mb", type=positive_float, default=100, help="MB of text to prepare (default: 100)")
     from gpt.tokenizer import TOKENIZER_NAMES
 
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--num_proc", type=int, default=None, help="prepare's processes (default: all cores)")
-    p.add_argument("--seconds", type=float, default=3.0, help="time per single-process / loader measurement")
-    p.add_argument("--batch_size", type=int, default=64, help="loader batch size (default: 64)")
-    p.add_argument("--block_size", type=int, default=1024, help="loader block size (default: 1024)")
+    p.add_argument("--seconds", type=positive_float, default=3.0, help="time per single-process / loader measurement")
+    p.add_argument("--batch_size", type=positive_int, default=64, help="loader batch size (default: 64)")
+    p.add_argument("--block_size", type=positive_int, default=1024, help="loader block size (default: 1024)")
 
 
 # ----------------------------------------------------------------------------- train
@@ -609,6 +626,9 @@ def bench_train(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as out:
             print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
             status = train.main([*argv, f"--out_dir={out}"])
+            if status in (130, 143):  # it saved a checkpoint for a resume, in a directory about to be removed
+                print(f"bench.py train: interrupted (train.py {what})", file=sys.stderr)
+                raise SystemExit(status)
             if status != 0:
                 raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
             return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], json.load(open(f"{out}/config.json"))
@@ -676,7 +696,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
-    p.add_argument("--steps", type=int, default=30, help="timed steps")
+    p.add_argument("--steps", type=positive_int, default=30, help="timed steps")
     p.add_argument("--warmup", type=int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean")
@@ -688,7 +708,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizers", default="auto",
                    help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: the --config's "
                         f"optimizer, else {TrainConfig.optimizer})")
-    p.add_argument("--rounds", type=int, default=1, help="runs of every variant, alternating (default: 1)")
+    p.add_argument("--rounds", type=positive_int, default=1, help="runs of every variant, alternating (default: 1)")
     p.add_argument("--nanogpt_cpu", action="store_true", help="nanoGPT's CPU recipe shape, compared with its 33 ms/iter")
     p.add_argument("--nanogpt_gpu", action="store_true", help="also time a stand-in for nanoGPT's GPT-2 124M step on "
                                                               "the GPU (compiled, bf16), for a same-run tokens/s ratio")
@@ -772,9 +792,6 @@ def bench_quality(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"bench.py quality: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
-    if args.rounds < 1 or args.time_budget <= 0:
-        raise SystemExit(f"bench.py quality: --rounds must be >= 1 and --time_budget > 0, got {args.rounds} and "
-                         f"{args.time_budget:g}")
     root = Path(__file__).resolve().parent
     final_bpb = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
@@ -817,12 +834,12 @@ def bench_quality(args: argparse.Namespace) -> None:
 def add_quality_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options for every recipe (after --)")
     cpu, gpu = QUALITY_DEFAULTS["cpu"], QUALITY_DEFAULTS["gpu"]
-    p.add_argument("--time_budget", type=float, default=None,
+    p.add_argument("--time_budget", type=positive_float, default=None,
                    help=f"seconds per run, start-up included (default: {cpu[1]:g} on the CPU, {gpu[1]:g} on a GPU)")
     p.add_argument("--recipes", default=None,
                    help=f"comma-separated, from {', '.join(QUALITY_RECIPES)}; the first is the one the others are "
                         f"compared with (default: {cpu[0]} on the CPU, {gpu[0]} on a GPU)")
-    p.add_argument("--rounds", type=int, default=1, help="runs of every recipe, alternating (default: 1)")
+    p.add_argument("--rounds", type=positive_int, default=1, help="runs of every recipe, alternating (default: 1)")
 
 
 # ----------------------------------------------------------------------------- main
@@ -837,12 +854,21 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
-    COMMANDS[args.command][0](args)
+    from gpt.errors import UsageError
+
+    try:
+        COMMANDS[args.command][0](args)
+    except UsageError as e:  # a bad value found past argparse (a device, a shape): one line, as the scripts do
+        raise SystemExit(f"bench.py {args.command}: error: {e}") from None
+    except KeyboardInterrupt:
+        print(f"bench.py {args.command}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

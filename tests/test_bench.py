@@ -35,10 +35,22 @@ def test_quality_refuses_an_unknown_recipe():
         bench.main(["quality", "--recipes=default,nanogtp"])
 
 
-@pytest.mark.parametrize("flag", ["--rounds=0", "--time_budget=0"])
-def test_quality_refuses_no_rounds_or_no_time(flag):
-    with pytest.raises(SystemExit, match="--rounds must be >= 1 and --time_budget > 0"):
-        bench.main(["quality", flag])
+@pytest.mark.parametrize("command, flag, message", [
+    ("quality", "--rounds=0", "argument --rounds: must be >= 1, got 0"),
+    ("quality", "--time_budget=0", "argument --time_budget: must be > 0 and finite, got 0"),
+    ("train", "--steps=0", "argument --steps: must be >= 1, got 0"),  # was statistics' 'no median for empty data'
+    ("decode", "--repeat=0", "argument --repeat: must be >= 1, got 0"),  # was a TypeError in _timed
+    ("prepare", "--seconds=0", "argument --seconds: must be > 0 and finite, got 0"),  # was a ZeroDivisionError
+])
+def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main([command, flag])
+    assert e.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"bench.py {command}: error: {message}"
+
+
+def test_a_device_that_is_not_there_is_one_line(capsys):
+    with pytest.raises(SystemExit, match=r"^bench.py decode: error: unknown device 'gpu': use auto, cpu, cuda"):
+        bench.main(["decode", "--device=gpu", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_uncached"])
 
 
 def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_gpu_preset():
