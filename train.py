@@ -12,7 +12,7 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
          model out of reach), or out_dir is in use by or holds another run; nothing was written
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
-         weights became non-finite (nothing of them is saved)
+         weights or the validation loss became non-finite (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
          large, permission); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
@@ -299,6 +299,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 break
             t_eval = time.perf_counter()
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
+            if val_loss is not None and not math.isfinite(val_loss):  # (the same mean on every rank)
+                # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`.
+                say(f"train.py: error: the validation loss is {val_loss} at step {step}: the model diverged; "
+                    f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+                exit_status = 2
+                break
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}

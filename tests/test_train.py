@@ -1116,3 +1116,14 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert proc.returncode != 0
     assert (f"train.py: error: {byte_data.name}: not found on {socket.gethostname()} (rank 1), where rank 0 has it"
             in proc.stderr), proc.stderr[-3000:]
+
+
+def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys):
+    # Weights that stay finite can still give NaN losses (every update skipped as non-finite, fewer
+    # than max_bad_steps of them): such a run ended "done" with status 0 and a NaN-evaluated `latest`.
+    out = tmp_path / "run"
+    rc = train.main([f"--data={byte_data}", *TINY, "--optimizer=adamw", "--learning_rate=1e30", "--max_iters=6",
+                     "--eval_interval=3", "--max_bad_steps=10", f"--out_dir={out}"])
+    assert rc == 2 and not list(out.glob("ckpt-*"))
+    assert not [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+                if "val_loss" in r and not math.isfinite(r["val_loss"])]  # no NaN record logged either
