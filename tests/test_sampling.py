@@ -30,6 +30,19 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert torch.isfinite(out).tolist() == [[True, False, False, False]]  # the top token always stays
 
 
+def test_the_nucleus_compiles_in_one_graph_with_the_eager_result_on_a_gpt2_wide_row():
+    # its cumulative sum is an op that inductor leaves to ATen (gpt.sampling.cumsum_rows): torch 2.11's
+    # inductor failed to generate its own scan for 50,257 columns on an H100, and the compiled decode
+    # step fell back to eager whenever top_p was set (issue 9)
+    logits = torch.randn(3, 50304, generator=torch.Generator().manual_seed(0))
+    compiled = torch.compile(filter_logits, fullgraph=True, backend="inductor")
+    for top_k, top_p in ((20, 0.9), (None, 0.5)):
+        expected = filter_logits(logits, top_k=top_k, top_p=top_p)
+        assert torch.equal(compiled(logits, top_k=top_k, top_p=top_p), expected)
+        assert 0 < torch.isfinite(expected).sum() < logits.numel()
+    assert torch.equal(torch.ops.gpt.cumsum_rows(logits), torch.cumsum(logits, dim=-1))
+
+
 def test_sampled_tokens_stay_inside_the_nucleus():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]])).expand(500, 4)
     ids = sample_next_token(logits, 1.0, top_p=0.85, generator=torch.Generator().manual_seed(0))
