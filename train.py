@@ -56,9 +56,9 @@ from gpt.data import TrainBatches, ValBatches
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
-from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, check_deterministic_cublas, init_distributed,
-                         kernel_settings, leave_distributed, maybe_compile, peak_flops, pick_device, pick_dtype,
-                         rng_state, seed_everything, set_kernel_settings, set_rng_state, steps_in_budget,
+from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, check_deterministic_cublas, check_fits,
+                         init_distributed, kernel_settings, leave_distributed, maybe_compile, peak_flops, pick_device,
+                         pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state, steps_in_budget,
                          use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
@@ -505,8 +505,10 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
-        size = f"{GPT.empty(config).num_params(False) / 1e6:,.2f}M parameters"
-        with reported_oom(f"building the model ({size})", "choose a smaller --n_embd or --n_layer"):
+        params = GPT.empty(config).num_params(False)
+        with reported_oom(f"building the model ({params / 1e6:,.2f}M parameters)", "choose a smaller --n_embd or --n_layer"):
+            for where in dict.fromkeys([torch.device("cpu"), device]):  # built in float32 on the CPU, then moved
+                check_fits(4 * params, where, "its float32 weights alone")
             return GPT(config).to(device).train(), None
     base = lora_base(cfg.init_from)  # resolved once: the weights loaded are the ones recorded
     with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
@@ -553,8 +555,8 @@ def reported_oom(doing: str, hint: str):
     """Running out of memory while `doing` is one line with `hint`, not the allocator's traceback."""
     try:
         yield
-    except RuntimeError as e:  # torch.OutOfMemoryError is one
-        if not out_of_memory(e):
+    except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError; check_fits raises MemoryError
+        if isinstance(e, RuntimeError) and not out_of_memory(e):
             raise
         raise UsageError(f"out of memory {doing}: {str(e).splitlines()[0]}; {hint}") from None
 

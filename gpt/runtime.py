@@ -197,6 +197,33 @@ def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) ->
     return sum(isinstance(m, Float8Linear) for m in model.modules())
 
 
+def memory_available(device: torch.device) -> int | None:
+    """Bytes that an allocation on `device` can still get, or None where that is not known. CUDA:
+    the free memory the driver reports. CPU (Linux): MemAvailable plus SwapFree. Where the kernel
+    overcommits memory (vm.overcommit_memory = 1, as on some cloud GPU machines), an allocation
+    larger than the machine is granted and the process is killed without a word once it is
+    written to; comparing first is what turns that into one line (seen on an H100 machine, issue 9)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return sum(int(info[key].split()[0]) * 1024 for key in ("MemAvailable", "SwapFree"))
+    except (OSError, KeyError, ValueError):  # not Linux, or an unusual meminfo: not known
+        return None
+
+
+def check_fits(need: int, device: torch.device, what: str) -> None:
+    """Raise MemoryError (which `reported_oom` callers report in one line) when `need` bytes on
+    `device` cannot be had: no allocation is tried, and none is killed half-way."""
+    have = memory_available(device)
+    if have is not None and need > have:
+        raise MemoryError(f"{what} need {need / 2**20:,.1f} MiB, and {device.type} has {have / 2**20:,.1f} MiB "
+                          "available")
+
+
 def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float, eval_s: float,
                     eval_interval: int, reserve_s: float) -> int:
     """--max_iters=0: the step count that fits a run in `budget_s` seconds of wall-clock. At `step`,

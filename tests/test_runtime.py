@@ -352,3 +352,17 @@ def test_devices_that_are_absent_or_not_supported_are_one_line(monkeypatch, devi
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)  # also on a Mac
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         pick_device(device, Dist())
+
+
+def test_memory_available_is_known_on_a_linux_cpu_and_check_fits_compares_with_it(monkeypatch):
+    from gpt import runtime
+
+    have = runtime.memory_available(torch.device("cpu"))
+    if sys.platform == "linux":
+        assert isinstance(have, int) and 0 < have < 2**50
+    monkeypatch.setattr(runtime, "memory_available", lambda device: 3 * 2**20)
+    runtime.check_fits(3 * 2**20, torch.device("cpu"), "the weights")  # exactly what is left: fits
+    with pytest.raises(MemoryError, match=r"^the weights need 3.0 MiB, and cpu has 3.0 MiB available$"):
+        runtime.check_fits(3 * 2**20 + 1, torch.device("cpu"), "the weights")
+    monkeypatch.setattr(runtime, "memory_available", lambda device: None)  # not known: nothing is refused
+    runtime.check_fits(2**60, torch.device("cpu"), "the weights")

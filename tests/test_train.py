@@ -897,6 +897,24 @@ def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_p
     assert "M parameters): " in err and err.endswith("; choose a smaller --n_embd or --n_layer\n")
 
 
+def test_a_model_larger_than_the_memory_left_is_refused_before_any_allocation(byte_data, tmp_path, monkeypatch, capsys):
+    # where the kernel overcommits (an H100 machine of issue 9: vm.overcommit_memory = 1), the 480 GB
+    # above were granted and the process was killed without a word when the weights were initialised
+    import gpt.runtime
+
+    monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 0)  # nothing left
+    original = GPT.__init__
+
+    def init(self, *args, **kw):  # GPT.empty's model, on the meta device, holds no memory
+        assert torch.get_default_device().type == "meta", "the model was allocated"
+        original(self, *args, **kw)
+    monkeypatch.setattr(GPT, "__init__", init)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("train.py: error: out of memory building the model (0.03M parameters): its float32 weights alone "
+                   "need 0.1 MiB, and cpu has 0.0 MiB available; choose a smaller --n_embd or --n_layer\n")
+
+
 def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_data, tmp_path, monkeypatch, capsys):
     original = GPT.forward
 
