@@ -749,18 +749,18 @@ QUALITY_RECIPES = {
                    "--warmup_iters=100", "--optimizer=adamw", "--pos_encoding=learned", "--qk_norm=false",
                    "--qk_scale=1"],
     # The candidate: that preset with the optimizer, positions and attention issue 11 chose on the
-    # CPU (the CPU default's Muon, rotary positions, QK-norm and learning rates). Not measured on a
-    # GPU yet; `bench.py quality --recipes=gpu-muon,gpu-before` on one measures it.
+    # CPU (the CPU default's Muon, rotary positions, QK-norm and learning rates). H100: README
+    # "On a GPU".
     "gpu-muon": ["--config=shakespeare-gpu", "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                  "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015"],
     # The same, a size up (8 x 512, 2.4x the blocks' parameters): the preset sees Shakespeare's
     # ~5M bytes some 15 times in 90 s on an H100, where a larger model with dropout may fit better
-    # in fewer passes. Not measured on a GPU yet.
+    # in fewer passes (H100: README "On a GPU").
     "gpu-muon-wide": ["--config=shakespeare-gpu", "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                       "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015",
                       "--n_layer=8", "--n_head=8", "--n_embd=512"],
     # gpu-muon compiling one block's graph for all blocks (--compile=regional): the compile is part
-    # of the 90 s, and took half the time on the CPU at the same step time. Not measured on a GPU yet.
+    # of the 90 s, and took half the time on the CPU at the same step time (H100: README "On a GPU").
     "gpu-muon-regional": ["--config=shakespeare-gpu", "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                           "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015",
                           "--compile=regional"],

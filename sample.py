@@ -114,7 +114,7 @@ def make_parser() -> _Parser:
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
     a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
-           "auto: on CUDA when num_samples x max_new_tokens >= 4,000, where compiling pays for itself")
+           "auto: on CUDA when num_samples x max_new_tokens >= 6,500, where compiling pays for itself")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "

@@ -220,13 +220,11 @@ def native_cpu_bf16() -> bool:
 
 # --compile=auto compiles the decode step (CUDA only) when a call asks for at least this many
 # tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
-# is compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s). From issue 9's H100 figures,
-# taken before the eager step had static shapes: GPT-2 124M, batch 1, 242 tokens/s eager (fp32)
-# vs 847 compiled, ~9.4 s to compile -> ~3,200 tokens; the 10.8M default model, ~360 warm eager
-# vs ~500 compiled -> ~12,000. 4,000 favours the large models that gain most. Not re-measured:
-# `python bench.py decode --sample_wall_out_dir=RUN` measures all three terms in one run and prints
-# the break-even, for GPT-2 124M and for RUN's model.
-COMPILE_MIN_TOKENS = 4000
+# is compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s). Measured on an H100 (torch
+# 2.11, bf16, batch 1, sample.py's sampling; README "On a GPU"): the 10.8M GPU default run, in fresh
+# sample.py processes, 6,539 tokens (17.6 s to compile, 277 tokens/s eager, 1,089 compiled);
+# GPT-2 124M with sample.py's own speeds, ~7,400 (24.1 s, 261 eager, 1,755 compiled).
+COMPILE_MIN_TOKENS = 6500
 
 
 def compile_pays_off(setting: str, device: torch.device, tokens: int) -> bool:
