@@ -73,20 +73,27 @@ def random_gpt2(n_layer: int, n_head: int, n_embd: int):
 
 
 def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int], tokens: int, device: str,
-                           repeat: int) -> tuple[float, float]:
+                           repeat: int, graphed: bool = False) -> tuple[float, float]:
     """Seconds of the first model.generate of `tokens` tokens after loading, and of the fastest of
     `repeat` later ones: bf16 weights, sample.py's default sampling (temperature 0.8, top-k 200).
     bench_decode runs it in a fresh process, so the first call is a user's first call: no kernel
-    choices, attention plans or library handles left from other rows (issue 9: within 1.5x)."""
+    choices, attention plans or library handles left from other rows (issue 9: within 1.5x).
+    graphed: the decode step replayed from a CUDA graph (`GraphedDecodeStep`), its capture in the cold call."""
     import torch
+
+    from gpt.generation import GraphedDecodeStep
 
     model, _ = random_gpt2(n_layer, n_head, n_embd)
     model.to(device=device, dtype=torch.bfloat16)
     prompt = torch.tensor([ids], device=device)
     generator = torch.Generator(device).manual_seed(0)
-    run = lambda: model.generate(prompt, tokens, temperature=0.8, top_k=200, generator=generator)  # noqa: E731
+    step = GraphedDecodeStep(model) if graphed else "auto"
+    run = lambda: model.generate(prompt, tokens, temperature=0.8, top_k=200, generator=generator,  # noqa: E731
+                                 decode_step=step)
     cold, _ = _timed(run)
     warm, _ = _timed(run, repeat)
+    if graphed and step.failed:
+        raise SystemExit("the CUDA-graph capture of the decode step failed (see the warning above)")
     return cold, warm
 
 
@@ -161,14 +168,29 @@ def decode_rows(args: argparse.Namespace) -> None:
     spec = dict(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, ids=ids, tokens=args.cold_tokens,
                 device=str(device), repeat=repeat)
     code = "import bench, json, sys; print(json.dumps(bench.cold_and_warm_generate(**json.loads(sys.argv[1]))))"
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.abspath(__file__)))
-    if proc.returncode:
-        raise SystemExit(f"bench.py decode: the fresh-process generate failed:\n{proc.stderr[-3000:]}")
-    cold, warm = json.loads(proc.stdout.splitlines()[-1])
-    print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens: "
-          f"{cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x)")
-    ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
+    for graphed in (False, True) if device.type == "cuda" else (False,):
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps({**spec, "graphed": graphed})],
+                              capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        if proc.returncode:
+            raise SystemExit(f"bench.py decode: the fresh-process generate failed:\n{proc.stderr[-3000:]}")
+        cold, warm = json.loads(proc.stdout.splitlines()[-1])
+        print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens"
+              f"{', CUDA graph of the eager step' if graphed else ''}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x"
+              f"  (target <= 1.5x)")
+    tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
+    if device.type == "cuda":  # the eager step replayed from a CUDA graph: no compile
+        from gpt.generation import GraphedDecodeStep
+
+        m = model.to(torch.bfloat16)
+        graphed_step = GraphedDecodeStep(m)
+        capture_s, _ = _timed(lambda: m.generate(prompt, 4, temperature=0, decode_step=graphed_step))
+        if graphed_step.failed:
+            raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see the warning above)")
+        seconds, tokens_graphed = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step),
+                                         repeat)
+        row("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,
+            note=f"  [a first 4-token generate, capture included: {capture_s:.2f} s]")
+        print(f"  its greedy tokens equal to the eager step's: {(tokens_graphed == tokens_bf16).float().mean().item():.1%}")
     if device.type == "cuda":  # the CUDA-graph step, sampling inside, and when compiling it pays off
         from gpt.generation import compiled_decode_step
 
@@ -229,6 +251,8 @@ def decode_rows(args: argparse.Namespace) -> None:
                 status = sample.main(argv)
             if status:
                 raise SystemExit(f"sample.py {' '.join(argv[1:])} failed:\n{err.getvalue()}")
+            if "CUDA graph failed" in err.getvalue():  # it warned and decoded eagerly: not the row it says
+                raise SystemExit(f"bench.py decode: sample.py {' '.join(argv[1:])}:\n{err.getvalue()[-2000:]}")
             samples = [json.loads(line) for line in out.getvalue().splitlines()]
             assert all(s["tokens"] == max_new for s in samples), "a sample ended early"
             info = next((line for line in err.getvalue().splitlines() if " | " in line), "")
@@ -253,6 +277,7 @@ def decode_rows(args: argparse.Namespace) -> None:
             cli_row("sample.py, no cache, fp32", 1, [*plain, "--dtype=float32", "--use_cache=false"], 1)
         if device.type == "cuda":
             cli_row("sample.py, compiled static cache (CUDA graphs)", 1, ["--compile=true", "--dtype=auto"], repeat)
+            cli_row("sample.py, CUDA graph of the eager step", 1, [*plain, "--cuda_graph=true", "--dtype=auto"], repeat)
         if hf is not None:
             print("  (transformers at batch 1: the model.generate section's row)")
         print(f"sample.py --num_samples={ns} (one shared prefill):")
@@ -264,6 +289,8 @@ def decode_rows(args: argparse.Namespace) -> None:
             print(f"  sample.py x{ns}, no cache: skipped (about {ns}x the batch-1 uncached time; --uncached_samples runs it)")
         if device.type == "cuda":
             cli_row(f"sample.py x{ns}, compiled static cache (CUDA graphs)", ns, ["--compile=true", "--dtype=auto"], repeat)
+            cli_row(f"sample.py x{ns}, CUDA graph of the eager step", ns, [*plain, "--cuda_graph=true", "--dtype=auto"],
+                    repeat)
         if hf is not None:
             transformers_row(f"transformers generate x{ns}, cache, fp32", prompt[:1].expand(ns, -1).contiguous())
 
@@ -290,14 +317,15 @@ def decode_rows(args: argparse.Namespace) -> None:
     if compiled and args.batch == 1:
         print(f"  compiled CUDA-graph decode, bf16, batch 1: {compiled:,.0f} tokens/s  (target >= 2,000 on an H100)")
     if args.sample_wall_out_dir:
-        cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
-               *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        if proc.returncode:
-            raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-        print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
+        for extra in ([], ["--cuda_graph=true"]) if device.type == "cuda" else ([],):
+            cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
+                   *extra, *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            if proc.returncode or "CUDA graph failed" in proc.stderr:
+                raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+            print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
         sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
 
 

@@ -115,6 +115,9 @@ def make_parser() -> _Parser:
     a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
            "auto: on CUDA when num_samples x max_new_tokens >= 6,500, where compiling pays for itself")
+    a("--cuda_graph", type=_bool, default=False,
+      help="on CUDA, when the step is not compiled: replay the eager decode step from a CUDA graph (one launch "
+           "per token, captured in one step, no compile); not yet measured on a GPU, so off (default: false)")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
@@ -243,8 +246,8 @@ def argv_text(value: str, option: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> int:
-    from gpt.generation import (compile_pays_off, compiled_decode_step, crop_prompt, generate_samples,
-                                pick_inference_dtype)
+    from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, crop_prompt,
+                                generate_samples, pick_inference_dtype)
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
@@ -274,11 +277,14 @@ def sample(args: argparse.Namespace) -> int:
         if not step.failed:
             decode_step, compiled = step, True
             print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
+    graphed = args.cuda_graph and not compiled and args.use_cache and device.type == "cuda"
+    if graphed:
+        decode_step = GraphedDecodeStep(model)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
-          f"compile {'on' if compiled else 'off'}", file=sys.stderr)
+          f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)
     if args.instruction or args.chat:
         return answer(args, instruction, model, tok, decode_step, device)
 

@@ -325,6 +325,72 @@ class CompiledDecodeStep:
             return self.model.decode_token(idx, pos, noise, seen, **sampling)
 
 
+class GraphedDecodeStep:
+    """`GPT.decode_token` as it is, not compiled, captured in a CUDA graph: one graph launch per
+    token instead of a launch from Python for each of its hundreds of kernels, for a capture that
+    costs one eager step rather than a compile (vLLM and SGLang replay captured decode steps the
+    same way). The graph runs the very kernels of the eager step, so it gives its tokens.
+
+    A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
+    each replay, its output is the graph's own buffer (`generate_tokens` clones it before the next
+    replay), and the KV caches are written in place. One graph per sampling setting, batch size,
+    set of caches and weights (a new batch size makes new caches; `model.to()` new weights), made
+    at the first call that needs it. Elsewhere than on CUDA, or once a capture has failed (a
+    warning says why), the eager step runs."""
+
+    def __init__(self, model: GPT):
+        self.model = model
+        self._graphs: dict[tuple, tuple] = {}  # see _key -> (graph, input buffers, output buffer)
+        self.failed = False
+
+    def _key(self, idx: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None, sampling: dict) -> tuple:
+        caches = tuple(t.data_ptr() for block in self.model.transformer.h for t in (block.attn.kv_cache.k,
+                                                                                  block.attn.kv_cache.v))
+        weights = self.model.transformer.wte.weight
+        return (tuple(sorted(sampling.items())), tuple(idx.shape), None if noise is None else tuple(noise.shape),
+                seen is None, caches, weights.data_ptr(), weights.dtype)
+
+    def _capture(self, idx, pos, noise, seen, sampling: dict) -> tuple:
+        step = functools.partial(self.model.decode_token, **sampling)
+        buffers = tuple(None if x is None else x.clone() for x in (idx, pos, noise, seen))
+        # One eager step on a side stream first: cuBLAS and cuDNN make their handles, workspaces and
+        # attention plans there, which they may not do inside a capture (PyTorch's CUDA-graph recipe).
+        # It writes the caches at `pos` exactly as the replay that follows will.
+        device = idx.device
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            step(*buffers)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # a memory pool of its own: no graph can overwrite another's output
+            out = step(*buffers)
+        return graph, buffers, out
+
+    def __call__(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None,
+                 **sampling) -> torch.Tensor:
+        if self.failed or not idx.is_cuda:
+            return self.model.decode_token(idx, pos, noise, seen, **sampling)
+        key = self._key(idx, noise, seen, sampling)
+        entry = self._graphs.get(key)
+        if entry is None:
+            stream = torch.cuda.current_stream(idx.device)
+            try:
+                entry = self._graphs[key] = self._capture(idx, pos, noise, seen, sampling)
+            except RuntimeError as e:  # a kernel that cannot be captured: the eager step, said once
+                torch.cuda.set_stream(stream)
+                warnings.warn(f"capturing the decode step in a CUDA graph failed ({type(e).__name__}: "
+                              f"{str(e)[:300]}); continuing with the eager step")
+                self.failed = True
+                return self.model.decode_token(idx, pos, noise, seen, **sampling)
+        graph, buffers, out = entry
+        for buffer, x in zip(buffers, (idx, pos, noise, seen)):
+            if buffer is not None:
+                buffer.copy_(x)
+        graph.replay()
+        return out
+
+
 def compiled_decode_step(model: GPT) -> CompiledDecodeStep:
     """CUDA graphs on CUDA ("reduce-overhead"), inductor's default mode elsewhere."""
     device = model.transformer.wte.weight.device

@@ -1,6 +1,7 @@
 """Every CUDA path (issue 9): bf16 and fp16 + GradScaler steps, compile on and off, exact resume
 and identical runs under --deterministic, torchrun, MFU in the metrics, and decoding (eager static
-step, compiled CUDA-graph step, sampling inside it, non-finite logits), and --fp8. Skipped without a GPU;
+step, compiled CUDA-graph step, sampling inside it, the eager step replayed from a CUDA graph,
+non-finite logits), and --fp8. Skipped without a GPU;
 collected by the README's one test command, so a GPU machine runs them with everything else."""
 
 import contextlib
@@ -286,6 +287,47 @@ def test_compiled_cuda_graph_step_gives_the_eager_tokens_sampling_included(dtype
     # logits differ by about a bf16 ulp and near-ties of a random model's sampling may flip.
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_eager_step_replayed_from_a_cuda_graph_gives_its_tokens(dtype, exact_fp32):
+    # the graph runs the eager step's own kernels: the same tokens in bf16 too, sampling, the
+    # repetition penalty and a slide past block_size (60 tokens, block 32) included
+    from gpt.generation import GraphedDecodeStep
+
+    model = tiny_model(dtype)
+    prompt = torch.randint(0, 250, (1, 5), device="cuda")
+    kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.2, vocab_limit=250, num_samples=3)
+    step = GraphedDecodeStep(model)
+    for seed in (1, 2):  # the second call replays the graph the first one captured
+        eager = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(seed), **kw)
+        graphed = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(seed), decode_step=step, **kw)
+        assert not step.failed and len(step._graphs) == 1
+        assert torch.equal(eager, graphed)
+    greedy = model.generate(prompt, 40, temperature=0)
+    assert torch.equal(model.generate(prompt, 40, temperature=0, decode_step=step), greedy)
+    assert len(step._graphs) == 2  # greedy is another setting (and another batch size): its own graph
+
+
+def test_a_decode_step_that_cannot_be_captured_warns_and_runs_eagerly():
+    from gpt.generation import GraphedDecodeStep
+
+    model = tiny_model()
+    prompt = torch.randint(0, 250, (1, 5), device="cuda")
+    expected = model.generate(prompt, 10, temperature=0)
+    original = model.decode_token
+
+    def waits_for_the_device(*args, **kw):  # a host sync: not allowed while a stream is being captured
+        out = original(*args, **kw)
+        out.sum().item()
+        return out
+    model.decode_token = waits_for_the_device
+    step = GraphedDecodeStep(model)
+    with pytest.warns(UserWarning, match="capturing the decode step in a CUDA graph failed"):
+        got = model.generate(prompt, 10, temperature=0, decode_step=step)
+    assert step.failed and torch.equal(got, expected)
+    del model.decode_token
+    assert torch.equal(model.generate(prompt, 10, temperature=0), expected)  # the device still works
+
+
 def test_non_finite_logits_are_refused_on_the_gpu():
     model = tiny_model()
     with torch.no_grad():
@@ -303,15 +345,18 @@ def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
     save_checkpoint(tmp_path / "out", 1, model, state={},
                     meta={"model_config": model.config.to_dict(), "tokenizer": "byte", "vocab_size": 257, "config": {}})
     texts, tf32 = [], torch.backends.cuda.matmul.allow_tf32
-    for compile in ("false", "true"):
+    for compile, graph in (("false", "false"), ("true", "false"), ("false", "true")):
         rc = sample.main([f"--out_dir={tmp_path / 'out'}", "--device=cuda", "--dtype=float32", "--temperature=0",
-                          "--max_new_tokens=40", "--json", f"--compile={compile}", "--start=Hello"])
+                          "--max_new_tokens=40", "--json", f"--compile={compile}", f"--cuda_graph={graph}",
+                          "--start=Hello"])
         out, err = capsys.readouterr()
         assert rc == 0, err
-        assert f"compile {'on' if compile == 'true' else 'off'}" in err
+        info = next(line for line in err.splitlines() if " | " in line)
+        assert info.endswith(f"compile {'on' if compile == 'true' else 'off'}{', CUDA graph' if graph == 'true' else ''}")
+        assert "failed" not in err
         texts.append(json.loads(out)["text"])
         assert torch.backends.cuda.matmul.allow_tf32 == tf32  # sample.py's TF32 is undone for in-process callers
-    assert texts[0] == texts[1]
+    assert texts[0] == texts[1] == texts[2]
 
 
 @pytest.mark.slow

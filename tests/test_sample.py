@@ -556,3 +556,25 @@ def test_a_command_line_value_decoded_by_a_latin1_locale_is_not_refused(monkeypa
     assert sample.argv_text("café", "--start") == "café"
     with pytest.raises(UsageError, match=r"^--start: not valid UTF-8"):
         sample.argv_text("caf\udce9", "--start")  # an undecodable byte, as PEP 383 hands it over
+
+
+def test_the_cuda_graph_step_runs_the_eager_step_off_cuda(capsys, run_dir):
+    # --cuda_graph=true on a CPU: the eager decode step, the same samples, and no claim of a graph
+    from gpt.generation import GraphedDecodeStep
+
+    model, _ = load_model(run_dir, device="cpu")
+    prompt = torch.tensor([[5, 6, 7]])
+    step = GraphedDecodeStep(model)
+    kw = dict(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.2, num_samples=3)
+    expected = model.generate(prompt, 40, generator=torch.Generator().manual_seed(1), decode_step="static", **kw)
+    got = model.generate(prompt, 40, generator=torch.Generator().manual_seed(1), decode_step=step, **kw)
+    assert torch.equal(got, expected) and not step._graphs and not step.failed
+    samples = []
+    for graph in ("false", "true"):
+        rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--json", "--device=cpu", "--dtype=float32", "--start=To be",
+                           "--max_new_tokens=30", "--num_samples=2", f"--cuda_graph={graph}")
+        assert rc == 0, err
+        assert next(line for line in err.splitlines() if " | " in line).endswith("compile off")
+        samples.append([{k: v for k, v in json.loads(line).items() if k not in ("seconds", "tokens_per_s")}
+                        for line in out.splitlines()])
+    assert samples[0] == samples[1] and len(samples[0]) == 2
