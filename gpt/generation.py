@@ -315,7 +315,11 @@ class CompiledDecodeStep:
         # kernel that cannot be captured) falls back to the eager step rather than ending the run.
         stream = torch.cuda.current_stream() if idx.is_cuda else None
         try:
-            return fn(idx, pos, noise, seen)
+            with warnings.catch_warnings():
+                # inductor's note that it split the softmax over a GPT-2-sized vocabulary (seen on an
+                # H100, issue 9): eight lines on every compile, about its own kernel choice
+                warnings.filterwarnings("ignore", message=r"\s*Online softmax is disabled", category=UserWarning)
+                return fn(idx, pos, noise, seen)
         except Exception as e:
             if stream is not None:  # a capture that failed midway may leave its private stream current
                 torch.cuda.set_stream(stream)
