@@ -72,16 +72,35 @@ def random_gpt2(n_layer: int, n_head: int, n_embd: int):
     return model, tok
 
 
+@contextlib.contextmanager
+def cudnn_attention_off():
+    """scaled_dot_product_attention without its cuDNN backend while inside (flash, memory-efficient
+    or math instead): cuDNN attention is the default for bf16 on an H100 and builds a plan per shape."""
+    import torch
+
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int], tokens: int, device: str,
-                           repeat: int, graphed: bool = False) -> tuple[float, float]:
+                           repeat: int, graphed: bool = False, cudnn_attention: bool = True) -> tuple[float, float]:
     """Seconds of the first model.generate of `tokens` tokens after loading, and of the fastest of
     `repeat` later ones: bf16 weights, sample.py's default sampling (temperature 0.8, top-k 200).
     bench_decode runs it in a fresh process, so the first call is a user's first call: no kernel
     choices, attention plans or library handles left from other rows (issue 9: within 1.5x).
-    graphed: the decode step replayed from a CUDA graph (`GraphedDecodeStep`), its capture in the cold call."""
+    graphed: the decode step replayed from a CUDA graph (`GraphedDecodeStep`), its capture in the cold call.
+    cudnn_attention False: scaled_dot_product_attention may not use cuDNN (which loads its library
+    and builds a plan per shape at first use)."""
     import torch
 
     from gpt.generation import GraphedDecodeStep
+
+    if not cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
 
     model, _ = random_gpt2(n_layer, n_head, n_embd)
     model.to(device=device, dtype=torch.bfloat16)
@@ -168,15 +187,19 @@ def decode_rows(args: argparse.Namespace) -> None:
     spec = dict(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, ids=ids, tokens=args.cold_tokens,
                 device=str(device), repeat=repeat)
     code = "import bench, json, sys; print(json.dumps(bench.cold_and_warm_generate(**json.loads(sys.argv[1]))))"
-    for graphed in (False, True) if device.type == "cuda" else (False,):
-        proc = subprocess.run([sys.executable, "-c", code, json.dumps({**spec, "graphed": graphed})],
+    variants = [(False, True)]  # (graphed, cuDNN attention allowed)
+    if device.type == "cuda":
+        variants += [(True, True), (False, False), (True, False)]
+    for graphed, cudnn in variants:
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps({**spec, "graphed": graphed,
+                                                                        "cudnn_attention": cudnn})],
                               capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
         if proc.returncode:
             raise SystemExit(f"bench.py decode: the fresh-process generate failed:\n{proc.stderr[-3000:]}")
         cold, warm = json.loads(proc.stdout.splitlines()[-1])
+        how = "".join([", CUDA graph of the eager step" if graphed else "", "" if cudnn else ", no cuDNN attention"])
         print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens"
-              f"{', CUDA graph of the eager step' if graphed else ''}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x"
-              f"  (target <= 1.5x)")
+              f"{how}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x)")
     tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     if device.type == "cuda":  # the eager step replayed from a CUDA graph: no compile
         from gpt.generation import GraphedDecodeStep
@@ -207,6 +230,26 @@ def decode_rows(args: argparse.Namespace) -> None:
         sampled, _ = _timed(lambda: m.generate(prompt, new, temperature=0.8, top_k=200, decode_step=step,
                                                generator=torch.Generator(device).manual_seed(0)), repeat)
         row("ours, compiled, bf16, top-k 200 sampling", args.batch * new, sampled, repeat)
+    if device.type == "cuda":  # issue 9: choose the attention backend of decoding by measurement
+        from gpt.generation import GraphedDecodeStep, compiled_decode_step
+
+        torch._dynamo.reset()  # compile again: the backend is chosen when the graph is traced
+        with cudnn_attention_off():
+            ours("ours, KV cache, bf16, no cuDNN attention", torch.bfloat16, True, repeat)
+            m = model.to(torch.bfloat16)
+            graphed_step = GraphedDecodeStep(m)
+            m.generate(prompt, 4, temperature=0, decode_step=graphed_step)  # captures
+            seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step), repeat)
+            if graphed_step.failed:
+                raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see above)")
+            row("ours, CUDA graph of the eager step, bf16, no cuDNN attention", args.batch * new, seconds, repeat)
+            step = compiled_decode_step(m)
+            compile_s = step.warm_up(args.batch)
+            if step.failed:
+                raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
+            seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
+            row("ours, compiled CUDA graph step, bf16, no cuDNN attention", args.batch * new, seconds, repeat,
+                note=f"  [compiled in {compile_s:.1f} s]")
     model.to(torch.float32)
 
     hf, hf_tokens = None, None
