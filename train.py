@@ -558,7 +558,8 @@ def reported_oom(doing: str, hint: str):
     except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError; check_fits raises MemoryError
         if isinstance(e, RuntimeError) and not out_of_memory(e):
             raise
-        raise UsageError(f"out of memory {doing}: {str(e).splitlines()[0]}; {hint}") from None
+        said = (str(e).splitlines() or [type(e).__name__])[0]  # Python's own MemoryError has no message
+        raise UsageError(f"out of memory {doing}: {said}; {hint}") from None
 
 
 def val_line(step: int, val_loss: float, data: DataDir) -> str:

@@ -339,8 +339,9 @@ class GraphedDecodeStep:
     each replay, its output is the graph's own buffer (`generate_tokens` clones it before the next
     replay), and the KV caches are written in place. One graph per sampling setting, batch size,
     set of caches and weights (a new batch size makes new caches; `model.to()` new weights), made
-    at the first call that needs it. Elsewhere than on CUDA, or once a capture has failed (a
-    warning says why), the eager step runs."""
+    at the first call that needs it; after moving the model's weights (`model.to()`), make a new
+    GraphedDecodeStep: only the embedding's address is checked. Elsewhere than on CUDA, or once a
+    capture has failed (a warning says why), the eager step runs."""
 
     def __init__(self, model: GPT):
         self.model = model
@@ -357,18 +358,28 @@ class GraphedDecodeStep:
     def _capture(self, idx, pos, noise, seen, sampling: dict) -> tuple:
         step = functools.partial(self.model.decode_token, **sampling)
         buffers = tuple(None if x is None else x.clone() for x in (idx, pos, noise, seen))
-        # One eager step on a side stream first: cuBLAS and cuDNN make their handles, workspaces and
-        # attention plans there, which they may not do inside a capture (PyTorch's CUDA-graph recipe).
-        # It writes the caches at `pos` exactly as the replay that follows will.
         device = idx.device
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            step(*buffers)
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # a memory pool of its own: no graph can overwrite another's output
-            out = step(*buffers)
+        with torch.cuda.device(device):  # cuda:1 too: the capture stream must be on the tensors' device
+            # One eager step on a side stream first: cuBLAS and cuDNN make their handles, workspaces
+            # and attention plans there, which they may not do inside a capture (PyTorch's CUDA-graph
+            # recipe). It writes the caches at `pos` exactly as the replay that follows will. A host
+            # sync in it is an error here, before capturing: a sync inside a capture invalidates it,
+            # and torch's caching allocator stays in capture mode after that, so every later capture
+            # or torch.compile'd CUDA graph in the process would fail too.
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            sync_mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                with torch.cuda.stream(side):
+                    step(*buffers)
+            finally:
+                torch.cuda.set_sync_debug_mode(sync_mode)
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            # a memory pool of its own: no graph can overwrite another's output
+            with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
+                out = step(*buffers)
         return graph, buffers, out
 
     def __call__(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None,
@@ -381,8 +392,8 @@ class GraphedDecodeStep:
             stream = torch.cuda.current_stream(idx.device)
             try:
                 entry = self._graphs[key] = self._capture(idx, pos, noise, seen, sampling)
-            except RuntimeError as e:  # a kernel that cannot be captured: the eager step, said once
-                torch.cuda.set_stream(stream)
+            except RuntimeError as e:  # a sync or a kernel that cannot be captured: the eager step, said once
+                torch.cuda.set_stream(stream)  # a failed capture may leave its own stream current
                 warnings.warn(f"capturing the decode step in a CUDA graph failed ({type(e).__name__}: "
                               f"{str(e)[:300]}); continuing with the eager step")
                 self.failed = True

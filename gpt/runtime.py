@@ -203,16 +203,39 @@ def memory_available(device: torch.device) -> int | None:
     overcommits memory (vm.overcommit_memory = 1, as on some cloud GPU machines), an allocation
     larger than the machine is granted and the process is killed without a word once it is
     written to; comparing first is what turns that into one line (seen on an H100 machine, issue 9)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "cuda":  # what the driver has free, and what this process holds cached but unused
+        return (torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+                - torch.cuda.memory_allocated(device))
     if device.type != "cpu":
         return None
     try:
         with open("/proc/meminfo") as f:
             info = dict(line.split(":", 1) for line in f)
-        return sum(int(info[key].split()[0]) * 1024 for key in ("MemAvailable", "SwapFree"))
+        have = sum(int(info[key].split()[0]) * 1024 for key in ("MemAvailable", "SwapFree"))
     except (OSError, KeyError, ValueError):  # not Linux, or an unusual meminfo: not known
         return None
+    limit = cgroup_memory_limit()
+    return have if limit is None else min(have, limit)
+
+
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
+
+
+def cgroup_memory_limit() -> int | None:
+    """The memory limit of this process's container (cgroup v2's memory.max, v1's
+    memory.limit_in_bytes), None where there is none. /proc/meminfo shows the host's memory inside a
+    container; the limit alone (not the limit minus the usage, which counts reclaimable page cache)
+    is what no allocation can exceed."""
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**62:  # "max" (v2) or a huge number (v1): no limit
+            return int(text)
+        return None
+    return None
 
 
 def check_fits(need: int, device: torch.device, what: str) -> None:

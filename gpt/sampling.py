@@ -37,7 +37,7 @@ def cumsum_rows(x: torch.Tensor) -> torch.Tensor:
 
 @cumsum_rows.register_fake
 def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)  # contiguous, as torch.cumsum's result (empty_like keeps x's strides)
 
 
 def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:

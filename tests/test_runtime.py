@@ -366,3 +366,22 @@ def test_memory_available_is_known_on_a_linux_cpu_and_check_fits_compares_with_i
         runtime.check_fits(3 * 2**20 + 1, torch.device("cpu"), "the weights")
     monkeypatch.setattr(runtime, "memory_available", lambda device: None)  # not known: nothing is refused
     runtime.check_fits(2**60, torch.device("cpu"), "the weights")
+
+
+def test_a_container_memory_limit_caps_the_memory_available(tmp_path, monkeypatch):
+    # /proc/meminfo shows the host's memory inside a container: its cgroup limit is the real bound
+    from gpt import runtime
+
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    monkeypatch.setattr(runtime, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1)))
+    assert runtime.cgroup_memory_limit() is None  # neither file: no container limit
+    v1.write_text("9223372036854771712\n")  # v1's "unlimited"
+    assert runtime.cgroup_memory_limit() is None
+    v1.write_text("2147483648\n")
+    assert runtime.cgroup_memory_limit() == 2**31
+    v2.write_text("max\n")  # v2 is read first
+    assert runtime.cgroup_memory_limit() is None
+    v2.write_text("1048576\n")
+    assert runtime.cgroup_memory_limit() == 2**20
+    if sys.platform == "linux":
+        assert runtime.memory_available(torch.device("cpu")) == 2**20

@@ -43,6 +43,17 @@ def test_the_nucleus_compiles_in_one_graph_with_the_eager_result_on_a_gpt2_wide_
     assert torch.equal(torch.ops.gpt.cumsum_rows(logits), torch.cumsum(logits, dim=-1))
 
 
+def test_the_cumulative_sum_op_is_registered_right_for_any_layout():
+    # its fake (meta) kernel must give the layout of the real result: a contiguous tensor, whatever
+    # the input's strides (empty_like kept a transposed input's, and the compiled call failed)
+    from gpt.sampling import cumsum_rows
+
+    x = torch.randn(8, 5).t()  # (5, 8), not contiguous
+    torch.library.opcheck(cumsum_rows, (x,), test_utils=("test_schema", "test_faketensor"))
+    compiled = torch.compile(lambda t: cumsum_rows(t) * 2, fullgraph=True)
+    assert torch.equal(compiled(x), torch.cumsum(x, dim=-1) * 2)
+
+
 def test_sampled_tokens_stay_inside_the_nucleus():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]])).expand(500, 4)
     ids = sample_next_token(logits, 1.0, top_p=0.85, generator=torch.Generator().manual_seed(0))

@@ -915,6 +915,13 @@ def test_a_model_larger_than_the_memory_left_is_refused_before_any_allocation(by
                    "need 0.1 MiB, and cpu has 0.0 MiB available; choose a smaller --n_embd or --n_layer\n")
 
 
+def test_pythons_own_memory_error_is_one_line_too():
+    # a MemoryError (unpickling a huge checkpoint, numpy) has no message: it was an IndexError traceback
+    with pytest.raises(train.UsageError, match=r"^out of memory loading x: MemoryError; it needs more$"):
+        with train.reported_oom("loading x", "it needs more"):
+            raise MemoryError()
+
+
 def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_data, tmp_path, monkeypatch, capsys):
     original = GPT.forward
 
