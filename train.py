@@ -46,13 +46,14 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, open_resumable,
-                            pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
+from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
+                            open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
 from gpt.errors import ConfigError, PreparationInterrupted, ReportedByRank0, UsageError
 from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
+from gpt.lora import is_lora
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
@@ -131,6 +132,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
+    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
+        warning = mark_lora_base(Path(base["base"]), out_dir)  # so that the base run's pruning keeps it
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,

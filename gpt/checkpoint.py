@@ -196,13 +196,35 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
     newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
     are left alone: counted as the newest, they pushed out the checkpoint just saved (audit bug 1,
     another run's), and they are not this run's to remove (it resumed from an older one: a `latest`
-    whose rewrite failed, say); a save of their step replaces them."""
+    whose rewrite failed, say); a save of their step replaces them. A checkpoint that LoRA runs were
+    trained on stays too (`mark_lora_base`)."""
     now = _step(current)
     upto = [p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now]  # by step
-    keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best")}
+    keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best"),
+            *(p for p in upto if (p / LORA_BASE_MARK).exists())}  # LoRA runs' bases: see mark_lora_base
     for p in upto:
         if p not in keep:
             shutil.rmtree(p, ignore_errors=True)
+
+
+LORA_BASE_MARK = "lora-runs.txt"  # in a checkpoint that LoRA adapters load onto: pruning keeps it
+
+
+def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
+    """Keep checkpoint `base` from its own run's pruning, since the LoRA run in `lora_out_dir` loads
+    its adapters onto those weights: a file in it lists such runs, one per line (deleting the file
+    lets pruning remove the checkpoint again). Without it, a base run that trained on pruned the
+    base away and the adapters could not be loaded any more. Returns a warning when the file cannot
+    be written (a read-only base), else None."""
+    mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
+    try:
+        runs = mark.read_text().splitlines() if mark.exists() else []
+        if run not in runs:
+            write_text_atomic(mark, "".join(f"{r}\n" for r in [*runs, run]))
+    except OSError as e:
+        return (f"could not mark {base} as the base of this LoRA run ({describe_error(e)}); if its run prunes "
+                "it, these adapters will not load: keep a copy of it")
+    return None
 
 
 def clean_leftovers(out_dir: str | Path) -> list[Path]:

@@ -888,6 +888,33 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
 
 
+def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, tmp_path):
+    # with keep_last=1 the base run's next save pruned it, and the adapters could never be loaded again
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--keep_last=2"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    assert train.main([*tiny, "--max_iters=4", "--eval_interval=1", "--init_from=resume", f"--out_dir={base}"]) == 0
+    assert sorted(p.name for p in base.glob("ckpt-*")) == ["ckpt-0000001", "ckpt-0000003", "ckpt-0000004"]
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"  # listed once
+    load_model(lora, device="cpu")  # its adapters load onto the base they were trained on
+
+
+def test_a_lora_base_that_cannot_be_marked_is_a_warning(tmp_path):
+    from gpt.checkpoint import mark_lora_base
+
+    assert "could not mark " in mark_lora_base(tmp_path / "gone", tmp_path / "lora")  # no such checkpoint
+    (tmp_path / "ckpt").mkdir()
+    assert mark_lora_base(tmp_path / "ckpt", tmp_path / "a") is None
+    assert mark_lora_base(tmp_path / "ckpt", tmp_path / "b") is None
+    assert mark_lora_base(tmp_path / "ckpt", tmp_path / "a") is None
+    assert (tmp_path / "ckpt" / "lora-runs.txt").read_text() == f"{tmp_path / 'a'}\n{tmp_path / 'b'}\n"
+
+
 def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
     # it was the allocator's RuntimeError traceback from nn.Linear's __init__ (480 GB asked for, refused at once)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--n_embd=200000", "--n_head=1",
