@@ -208,7 +208,8 @@ def decode_rows(args: argparse.Namespace) -> None:
         graphed_step = GraphedDecodeStep(m)
         capture_s, _ = _timed(lambda: m.generate(prompt, 4, temperature=0, decode_step=graphed_step))
         if graphed_step.failed:
-            raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see the warning above)")
+            raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see the warning "
+                             "above)")
         seconds, tokens_graphed = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step),
                                          repeat)
         row("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,

@@ -57,7 +57,7 @@ from gpt.lora import is_lora
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
-from gpt.runtime import (Dist, StepChecks, StopSignal, autocast, check_deterministic_cublas, check_fits,
+from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, peak_flops, pick_device,
                          pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state, steps_in_budget,
                          use_deterministic, use_fp8)
@@ -260,6 +260,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
     checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say)
+    profiler = StepProfiler(cfg.profile, start_step, out_dir, device) if cfg.profile and dist.is_main else None
 
     def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
         if checks.too_many:
@@ -339,6 +340,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
                    cfg.decay_fraction)
         set_lr(optimizer, lr)
+        if profiler:
+            profiler.before_step(step)
         with first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
             for micro in range(accum):
@@ -363,6 +366,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
+        if profiler and (where := profiler.after_step(step)):
+            say(where)
         logging = step % cfg.log_interval == 0 or step == cfg.max_iters
         # (the same steps on every rank)
         if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps \
@@ -388,6 +393,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         progress.update(1)
 
     progress.close()
+    if profiler and (where := profiler.close()):  # the run ended inside the recorded steps: what they were
+        print(where)
     note = metrics.close()
     if dist.is_main:
         print(note or f"loss curve: {out_dir / 'loss.png'}")
@@ -511,7 +518,8 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
         params = GPT.empty(config).num_params(False)
-        with reported_oom(f"building the model ({params / 1e6:,.2f}M parameters)", "choose a smaller --n_embd or --n_layer"):
+        with reported_oom(f"building the model ({params / 1e6:,.2f}M parameters)",
+                          "choose a smaller --n_embd or --n_layer"):
             for where in dict.fromkeys([torch.device("cpu"), device]):  # built in float32 on the CPU, then moved
                 check_fits(4 * params, where, "its float32 weights alone")
             return GPT(config).to(device).train(), None

@@ -81,6 +81,9 @@ class TrainConfig:
     sample_tokens: int = opt(0, "tokens of a sample printed at each evaluation (0 = none)")
     wandb_project: str = opt("", "log to this Weights & Biases project (needs wandb installed)")
     tensorboard: bool = opt(False, "also write TensorBoard events to out_dir/tb (needs tensorboard)")
+    profile: int = opt(0, "record this many training steps with torch.profiler, from the run's 11th step: the "
+                          "costliest operators and kernels in out_dir/profile.txt, a trace in out_dir/profile.json "
+                          "(0 = off)")
     # -- system
     device: str = opt("auto", "'auto' (cuda, then mps, then cpu), or e.g. 'cpu', 'cuda', 'cuda:1'")
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
@@ -110,7 +113,7 @@ class TrainConfig:
         errors += [f"{k} must be > 0, got {getattr(self, k)}" for k in positive if getattr(self, k) <= 0]
         errors += [f"{k} must be >= 0, got {getattr(self, k)}" for k in
                    ("max_iters", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip", "sample_tokens",
-                    "lora_rank", "min_lr") if getattr(self, k) < 0]
+                    "lora_rank", "min_lr", "profile") if getattr(self, k) < 0]
         # Path("") is the current directory: --out_dir= would write (and prune) there, --init_from= fine-tune
         # whatever run is there, --data= prepare all of it
         errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")

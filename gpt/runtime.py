@@ -376,6 +376,54 @@ def set_rng_state(state: dict, device: torch.device | None = None) -> None:
         torch.cuda.set_rng_state(state["cuda"], device or "cuda")
 
 
+class StepProfiler:
+    """--profile=N: torch.profiler over N training steps of one process (rank 0 under torchrun),
+    from the run's 11th step on, its first ten compiling and warming the allocator. At the end it
+    writes out_dir/profile.txt, the operators and kernels by their own time (on a GPU, the GPU's),
+    and out_dir/profile.json, a trace for Perfetto or chrome://tracing (torchtitan and nanochat
+    profile the same way). The recorded steps run slower than the others."""
+
+    SKIP = 10
+
+    def __init__(self, steps: int, start_step: int, out_dir, device: torch.device):
+        self.first, self.last = start_step + self.SKIP, start_step + self.SKIP + steps
+        self.out_dir, self.device = out_dir, device
+        self.profiler, self.done = None, start_step
+
+    def before_step(self, step: int) -> None:
+        if step == self.first:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.profiler = torch.profiler.profile(activities=activities)
+            self.profiler.__enter__()
+
+    def after_step(self, step: int) -> str | None:
+        """`step`: the steps done. Past the last recorded one, writes the files and says where."""
+        self.done = step
+        return self.close() if step == self.last else None
+
+    def close(self) -> str | None:
+        """Write what was recorded (the run may end or stop before the last step); None if nothing was."""
+        if self.profiler is None:
+            return None
+        from gpt.atomic import TMP_PREFIX, write_text_atomic
+
+        profiler, self.profiler = self.profiler, None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        profiler.__exit__(None, None, None)
+        # "cuda" in a sort key is read as the device's time (torch 2.11), and is the name older torch knows
+        order = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+        text, trace = self.out_dir / "profile.txt", self.out_dir / "profile.json"
+        write_text_atomic(text, profiler.key_averages().table(sort_by=order, row_limit=40) + "\n")
+        partial = trace.with_name(f"{TMP_PREFIX}{trace.name}")  # whole or absent, as every file of a run
+        profiler.export_chrome_trace(str(partial))
+        os.replace(partial, trace)
+        steps = f"step {self.done}" if self.done == self.first + 1 else f"steps {self.first + 1}-{self.done}"
+        return f"profile of {steps}: {text} (by {order}), trace {trace}"
+
+
 class StepChecks:
     """Which training steps had a non-finite loss or gradient norm (their updates were skipped),
     from values that stay on the device until `read`: reading waits for the device, and a GPU

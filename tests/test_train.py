@@ -915,6 +915,23 @@ def test_a_lora_base_that_cannot_be_marked_is_a_warning(tmp_path):
     assert (tmp_path / "ckpt" / "lora-runs.txt").read_text() == f"{tmp_path / 'a'}\n{tmp_path / 'b'}\n"
 
 
+def test_profile_records_steps_after_the_first_ten_and_writes_a_table_and_a_trace(byte_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=14", "--eval_interval=100", "--profile=2",
+                       f"--out_dir={out}"]) == 0
+    assert f"profile of steps 11-12: {out / 'profile.txt'} (by self_cpu_time_total), trace {out / 'profile.json'}" \
+        in capsys.readouterr().out
+    table = (out / "profile.txt").read_text()
+    assert "aten::mm" in table and "Self CPU" in table  # the blocks' matmuls, by the process's own time
+    trace = json.loads((out / "profile.json").read_text())
+    steps = [e for e in trace["traceEvents"] if e.get("name") == "aten::mm"]
+    assert steps and not list(out.glob(".tmp-*"))
+    # a run that ends inside the recorded steps writes what it recorded
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=11", "--eval_interval=100", "--profile=5",
+                       f"--out_dir={tmp_path / 'short'}"]) == 0
+    assert "profile of step 11: " in capsys.readouterr().out and (tmp_path / "short" / "profile.txt").is_file()
+
+
 def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
     # it was the allocator's RuntimeError traceback from nn.Linear's __init__ (480 GB asked for, refused at once)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--n_embd=200000", "--n_head=1",
