@@ -337,11 +337,11 @@ class GraphedDecodeStep:
 
     A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
     each replay, its output is the graph's own buffer (`generate_tokens` clones it before the next
-    replay), and the KV caches are written in place. One graph per sampling setting, batch size,
-    set of caches and weights (a new batch size makes new caches; `model.to()` new weights), made
-    at the first call that needs it; after moving the model's weights (`model.to()`), make a new
-    GraphedDecodeStep: only the embedding's address is checked. Elsewhere than on CUDA, or once a
-    capture has failed (a warning says why), the eager step runs."""
+    replay), and the KV caches are written in place. One graph per sampling setting, batch size and
+    set of caches (a new batch size makes new caches), made at the first call that needs it. After
+    moving the model's weights (`model.to()`), make a new GraphedDecodeStep: of the weights, only
+    the embedding's address and dtype are checked. Elsewhere than on CUDA, or once a capture has
+    failed (a warning says why), the eager step runs."""
 
     def __init__(self, model: GPT):
         self.model = model

@@ -199,7 +199,8 @@ def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) ->
 
 def memory_available(device: torch.device) -> int | None:
     """Bytes that an allocation on `device` can still get, or None where that is not known. CUDA:
-    the free memory the driver reports. CPU (Linux): MemAvailable plus SwapFree. Where the kernel
+    the free memory the driver reports, plus what this process's allocator holds unused. CPU
+    (Linux): MemAvailable plus SwapFree, at most the container's limit. Where the kernel
     overcommits memory (vm.overcommit_memory = 1, as on some cloud GPU machines), an allocation
     larger than the machine is granted and the process is killed without a word once it is
     written to; comparing first is what turns that into one line (seen on an H100 machine, issue 9)."""
@@ -416,10 +417,15 @@ class StepProfiler:
         # "cuda" in a sort key is read as the device's time (torch 2.11), and is the name older torch knows
         order = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         text, trace = self.out_dir / "profile.txt", self.out_dir / "profile.json"
-        write_text_atomic(text, profiler.key_averages().table(sort_by=order, row_limit=40) + "\n")
-        partial = trace.with_name(f"{TMP_PREFIX}{trace.name}")  # whole or absent, as every file of a run
-        profiler.export_chrome_trace(str(partial))
-        os.replace(partial, trace)
+        try:  # a diagnosis: a full disk here is a warning, not the end of the run
+            write_text_atomic(text, profiler.key_averages().table(sort_by=order, row_limit=40) + "\n")
+            partial = trace.with_name(f"{TMP_PREFIX}{trace.name}")  # whole or absent, as every file of a run
+            profiler.export_chrome_trace(str(partial))
+            os.replace(partial, trace)
+        except OSError as e:
+            from gpt.files import describe_error
+
+            return f"warning: the profile could not be written in {self.out_dir}: {describe_error(e)}"
         steps = f"step {self.done}" if self.done == self.first + 1 else f"steps {self.first + 1}-{self.done}"
         return f"profile of {steps}: {text} (by {order}), trace {trace}"
 

@@ -385,3 +385,23 @@ def test_a_container_memory_limit_caps_the_memory_available(tmp_path, monkeypatc
     assert runtime.cgroup_memory_limit() == 2**20
     if sys.platform == "linux":
         assert runtime.memory_available(torch.device("cpu")) == 2**20
+
+
+def test_a_profile_that_cannot_be_written_is_a_warning_not_the_end_of_the_run(tmp_path, monkeypatch):
+    import errno
+
+    import gpt.atomic
+    from gpt.runtime import StepProfiler
+
+    profiler = StepProfiler(1, 0, tmp_path, torch.device("cpu"))
+    profiler.before_step(9)
+    assert profiler.profiler is None  # the first ten steps are not recorded
+    profiler.before_step(10)
+    torch.ones(8, 8) @ torch.ones(8, 8)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(gpt.atomic, "write_text_atomic", full)
+    said = profiler.after_step(11)
+    assert said.startswith(f"warning: the profile could not be written in {tmp_path}: ") and "space" in said
+    assert not list(tmp_path.iterdir()) and profiler.close() is None
