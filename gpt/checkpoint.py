@@ -191,6 +191,9 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
     return target if _is_complete(target) else None
 
 
+LORA_BASE_MARK = "lora-runs.txt"  # in a checkpoint that LoRA adapters load onto: pruning keeps it
+
+
 def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
     """After saving `current`: among the complete checkpoints up to its step, keep the `keep_last`
     newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
@@ -207,14 +210,11 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-LORA_BASE_MARK = "lora-runs.txt"  # in a checkpoint that LoRA adapters load onto: pruning keeps it
-
-
 def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     """Keep checkpoint `base` from its own run's pruning, since the LoRA run in `lora_out_dir` loads
     its adapters onto those weights: a file in it lists such runs, one per line (deleting the file
-    lets pruning remove the checkpoint again). Without it, a base run that trained on pruned the
-    base away and the adapters could not be loaded any more. Returns a warning when the file cannot
+    lets pruning remove the checkpoint again). Without it, a base run that went on training
+    pruned the base away and the adapters could not be loaded any more. Returns a warning when the file cannot
     be written (a read-only base), else None."""
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
