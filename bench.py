@@ -55,6 +55,12 @@ def _timed(fn, repeat: int = 1) -> tuple[float, object]:
     return best
 
 
+def first_difference(same) -> str:
+    """', the first difference at new token N' for a (B, T) bool tensor of equal tokens, or ''."""
+    differ = (~same).any(dim=0).nonzero()
+    return f", the first difference at new token {int(differ[0]) + 1}" if len(differ) else ""
+
+
 def random_gpt2(n_layer: int, n_head: int, n_embd: int):
     """(the GPT-2-shaped model every decode row times, random weights from seed 0, its tokenizer).
     Speed does not depend on the weights' values; end-of-text never wins, so every row runs its
@@ -215,7 +221,7 @@ def decode_rows(args: argparse.Namespace) -> None:
         row("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,
             note=f"  [a first 4-token generate, capture included: {capture_s:.2f} s]")
         same = tokens_graphed[:, args.prompt_len:] == tokens_bf16[:, args.prompt_len:]  # the new tokens only
-        print(f"  its greedy tokens equal to the eager step's: {same.float().mean().item():.1%}")
+        print(f"  its greedy tokens equal to the eager step's: {same.float().mean().item():.1%}{first_difference(same)}")
     if device.type == "cuda":  # the CUDA-graph step, sampling inside, and when compiling it pays off
         from gpt.generation import compiled_decode_step
 
@@ -228,7 +234,9 @@ def decode_rows(args: argparse.Namespace) -> None:
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
         row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
             note=f"  [compiled in {compile_s:.1f} s]")
-        print(f"  {break_even(compile_s, speeds['ours, KV cache, bf16 weights'], speeds['ours, compiled CUDA graph step, bf16'])}")
+        for what, uncompiled in (("eager", "ours, KV cache, bf16 weights"),
+                                 ("graphed", "ours, CUDA graph of the eager step, bf16")):
+            print(f"  {break_even(compile_s, speeds[uncompiled], speeds['ours, compiled CUDA graph step, bf16'], what)}")
         sampled, _ = _timed(lambda: m.generate(prompt, new, temperature=0.8, top_k=200, decode_step=step,
                                                generator=torch.Generator(device).manual_seed(0)), repeat)
         row("ours, compiled, bf16, top-k 200 sampling", args.batch * new, sampled, repeat)
@@ -314,7 +322,8 @@ def decode_rows(args: argparse.Namespace) -> None:
             chose = re.search(r"^[^,]*, (\w+)", best[2])
             row(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
 
-        plain = ["--compile=false"]
+        plain = ["--compile=false", "--cuda_graph=false"]  # the eager step (sample.py's default on a CPU)
+        graph = ["--compile=false", "--cuda_graph=true"]  # sample.py's default on CUDA
         print("sample.py (the command line), batch 1:")
         cli_row("sample.py, KV cache, fp32", 1, [*plain, "--dtype=float32"], repeat)
         cli_row("sample.py, KV cache, --dtype=auto", 1, [*plain, "--dtype=auto"], repeat)
@@ -323,7 +332,7 @@ def decode_rows(args: argparse.Namespace) -> None:
         if device.type == "cuda":
             cli_row("sample.py, compiled static cache (CUDA graphs)", 1, ["--compile=true", "--dtype=auto"], repeat)
             # sample.py captures at the first token: unlike a compile, the capture is in the row's time
-            cli_row("sample.py, CUDA graph of the eager step", 1, [*plain, "--cuda_graph=true", "--dtype=auto"], repeat)
+            cli_row("sample.py, CUDA graph of the eager step", 1, [*graph, "--dtype=auto"], repeat)
         if hf is not None:
             print("  (transformers at batch 1: the model.generate section's row)")
         print(f"sample.py --num_samples={ns} (one shared prefill):")
@@ -335,8 +344,7 @@ def decode_rows(args: argparse.Namespace) -> None:
             print(f"  sample.py x{ns}, no cache: skipped (about {ns}x the batch-1 uncached time; --uncached_samples runs it)")
         if device.type == "cuda":
             cli_row(f"sample.py x{ns}, compiled static cache (CUDA graphs)", ns, ["--compile=true", "--dtype=auto"], repeat)
-            cli_row(f"sample.py x{ns}, CUDA graph of the eager step", ns, [*plain, "--cuda_graph=true", "--dtype=auto"],
-                    repeat)
+            cli_row(f"sample.py x{ns}, CUDA graph of the eager step", ns, [*graph, "--dtype=auto"], repeat)
         if hf is not None:
             transformers_row(f"transformers generate x{ns}, cache, fp32", prompt[:1].expand(ns, -1).contiguous())
 
@@ -364,7 +372,7 @@ def decode_rows(args: argparse.Namespace) -> None:
     if compiled and args.batch == 1:
         print(f"  compiled CUDA-graph decode, bf16, batch 1: {compiled:,.0f} tokens/s  (target >= 2,000 on an H100)")
     if args.sample_wall_out_dir:
-        for extra in ([], ["--cuda_graph=true"]) if device.type == "cuda" else ([],):
+        for extra in ([], ["--cuda_graph=false"]) if device.type == "cuda" else ([],):  # the default: a graph on CUDA
             cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
                    *extra, *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
             t0 = time.perf_counter()
@@ -376,24 +384,25 @@ def decode_rows(args: argparse.Namespace) -> None:
         sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
 
 
-def break_even(compile_s: float, eager: float, compiled: float) -> str:
+def break_even(compile_s: float, eager: float, compiled: float, what: str = "eager") -> str:
     """From how many tokens per call compiling the decode step pays for its compile time:
-    compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s), against sample.py's rule."""
+    compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), against sample.py's rule;
+    `what` names the uncompiled step (eager, graphed)."""
     from gpt.generation import COMPILE_MIN_TOKENS
 
     rule = f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})"
     if compiled <= eager:
-        return f"compiling never pays off: compiled {compiled:,.0f} <= eager {eager:,.0f} tokens/s {rule}"
+        return f"compiling never pays off: compiled {compiled:,.0f} <= {what} {eager:,.0f} tokens/s {rule}"
     return (f"compiling pays off from {compile_s / (1 / eager - 1 / compiled):,.0f} tokens per call: "
-            f"{compile_s:.1f} s to compile, {eager:,.0f} tokens/s eager, {compiled:,.0f} compiled {rule}")
+            f"{compile_s:.1f} s to compile, {eager:,.0f} tokens/s {what}, {compiled:,.0f} compiled {rule}")
 
 
 def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
     """The compile break-even of a trained run's own model (issue 9: the 10.8M GPU default, not only
     GPT-2 124M): `sample.py --max_new_tokens=TOKENS --json` with --compile=false and =true, each in
-    a fresh process, with sample.py's default sampling; the compiling one from an empty compile
-    cache, as a first run on a fresh machine. The speeds are sample.py's own (--json), the compile
-    time the one it prints."""
+    a fresh process, with sample.py's default sampling (and --cuda_graph's: the uncompiled step is
+    the graphed one on CUDA); the compiling one from an empty compile cache, as a first run on a
+    fresh machine. The speeds are sample.py's own (--json), the compile time the one it prints."""
     import json
     import re
     import subprocess
@@ -415,7 +424,7 @@ def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
         raise SystemExit(f"sample.py --out_dir={out_dir} --compile=true did not compile:\n{err[-3000:]}")
     print(f"  sample.py --out_dir={out_dir} --max_new_tokens={tokens} --compile=false / true (fresh processes; "
           f"{made_eager} / {made_compiled} tokens made): "
-          f"{break_even(float(took[1]), eager, compiled)}")
+          f"{break_even(float(took[1]), eager, compiled, 'uncompiled')}")
 
 
 def positive_int(text: str) -> int:

@@ -47,6 +47,7 @@ import torch
 
 from gpt.config import parse_auto_bool, parse_bool, parse_int
 from gpt.errors import UsageError
+from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
@@ -114,10 +115,12 @@ def make_parser() -> _Parser:
            "computes bf16 natively (measured faster there), else fp32 (default: auto)")
     a("--compile", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="torch.compile the per-token decode step, sampling included (static KV cache; CUDA graphs on CUDA); "
-           "auto: on CUDA when num_samples x max_new_tokens >= 6,500, where compiling pays for itself")
-    a("--cuda_graph", type=_bool, default=False,
+           f"auto: on CUDA when num_samples x max_new_tokens >= {COMPILE_MIN_TOKENS:,}, where compiling pays for "
+           "itself against --cuda_graph")
+    a("--cuda_graph", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
       help="on CUDA, when the step is not compiled: replay the eager decode step from a CUDA graph (one launch "
-           "per token, captured in one step, no compile); not yet measured on a GPU, so off (default: false)")
+           "per token, captured in one step, no compile; 4x the eager step's tokens/s for GPT-2 124M on an "
+           "H100); auto: on CUDA (default: auto)")
     a("--use_cache", type=_bool, default=True, help="KV cache (default: true); false recomputes the whole context "
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
@@ -277,7 +280,7 @@ def sample(args: argparse.Namespace) -> int:
         if not step.failed:
             decode_step, compiled = step, True
             print(f"sample.py: compiled the decode step in {seconds:.1f} s", file=sys.stderr)
-    graphed = args.cuda_graph and not compiled and args.use_cache and device.type == "cuda"
+    graphed = args.cuda_graph != "false" and not compiled and args.use_cache and device.type == "cuda"
     if graphed:
         decode_step = GraphedDecodeStep(model)
     cfg = model.config

@@ -220,11 +220,14 @@ def native_cpu_bf16() -> bool:
 
 # --compile=auto compiles the decode step (CUDA only) when a call asks for at least this many
 # tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
-# is compile seconds / (1 / eager tokens/s - 1 / compiled tokens/s). Measured on an H100 (torch
-# 2.11, bf16, batch 1, sample.py's sampling; README "On a GPU"): the 10.8M GPU default run, in fresh
-# sample.py processes, 6,539 tokens (17.6 s to compile, 277 tokens/s eager, 1,089 compiled);
-# GPT-2 124M with sample.py's own speeds, ~7,400 (24.1 s, 261 eager, 1,755 compiled).
-COMPILE_MIN_TOKENS = 6500
+# is compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), and the uncompiled step on
+# CUDA is the eager step replayed from a CUDA graph (sample.py's --cuda_graph=auto). Measured on an
+# H100 (torch 2.11, bf16, batch 1, issue 9, README "On a GPU"): GPT-2 124M in sample.py, 69,500
+# tokens (15.0 s to compile, 1,284 tokens/s graphed, 1,777 compiled). For the 10.8M GPU default
+# run's model only a lower bound is measured, 12,165 (13.1 s to compile, 1,690 tokens/s compiled,
+# and at least 599 graphed: 300 tokens in 0.50 s, the capture included). Against the eager step,
+# without a graph, the break-evens were 5,947-7,400.
+COMPILE_MIN_TOKENS = 70_000
 
 
 def compile_pays_off(setting: str, device: torch.device, tokens: int) -> bool:
@@ -239,17 +242,20 @@ class CompiledDecodeStep:
     """`GPT.decode_token` (the static decode step and the choice of the next token) under
     torch.compile, for `generate_tokens(decode_step=...)`.
 
-    On CUDA, mode "reduce-overhead" captures the whole per-token step, sampling included, in a
-    CUDA graph: one launch instead of hundreds, and no host sync, so a small model is no longer
-    bound by kernel-launch overhead. The caches are marked as static addresses (they are written
-    in place, never reallocated while the batch size stays the same), so the graph is reused
-    across steps and calls. Sampling settings are constants of the graph: one compiled function
-    per setting. If compiling fails (no compiler, unsupported platform), it warns once and runs
-    the eager step."""
+    cuda_graphs (CUDA): inductor's CUDA graphs (mode "reduce-overhead") capture the whole per-token
+    step, sampling included: one launch instead of hundreds, and no host sync, so a small model is
+    no longer bound by kernel-launch overhead. Inductor's combo kernels are on with them: they
+    launch independent small kernels (the key and value cache writes, say) as one, which took GPT-2
+    124M's bf16 batch-1 step from 1,812 to 1,905 tokens/s on an H100 (its greedy tokens unchanged;
+    max-autotune, measured beside it, made it slower: 1,557). The caches are marked as static
+    addresses (they are written in place, never reallocated while the batch size stays the same),
+    so the graph is reused across steps and calls. Sampling settings are constants of the graph: one
+    compiled function per setting. If compiling fails (no compiler, unsupported platform), it warns
+    once and runs the eager step."""
 
-    def __init__(self, model: GPT, mode: str | None = None):
+    def __init__(self, model: GPT, cuda_graphs: bool = False):
         self.model = model
-        self.mode = mode
+        self.cuda_graphs = cuda_graphs
         self._compiled: dict[tuple, Callable] = {}  # sampling settings -> compiled step
         self._calls: dict[tuple, int] = {}  # sampling settings -> calls so far (the first ones compile and record)
         self.failed = False
@@ -303,9 +309,11 @@ class CompiledDecodeStep:
         key = tuple(sorted(sampling.items()))
         fn = self._compiled.get(key)
         if fn is None:
+            # {"triton.cudagraphs": True} is what mode="reduce-overhead" sets (a mode and options exclude each other)
+            options = {"triton.cudagraphs": True, "combo_kernels": True} if self.cuda_graphs else None
             fn = self._compiled[key] = torch.compile(functools.partial(self.model.decode_token, **sampling),
-                                                     mode=self.mode, fullgraph=True, dynamic=False)
-        if self.mode == "reduce-overhead":
+                                                     options=options, fullgraph=True, dynamic=False)
+        if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer needed
         calls = self._calls[key] = self._calls.get(key, 0) + 1
         if calls > 3:
@@ -333,7 +341,11 @@ class GraphedDecodeStep:
     """`GPT.decode_token` as it is, not compiled, captured in a CUDA graph: one graph launch per
     token instead of a launch from Python for each of its hundreds of kernels, for a capture that
     costs one eager step rather than a compile (vLLM and SGLang replay captured decode steps the
-    same way). The graph runs the very kernels of the eager step, so it gives its tokens.
+    same way). The graph replays the kernels the eager step launched while it was captured: the
+    same tokens in `tests/test_cuda.py` (fp32 and bf16, sampling included) and for GPT-2 124M's
+    first 64 greedy bf16 tokens on an H100, but 73.8% of 256 there (random weights, whose near-ties
+    flip at the smallest difference); why they part there is not known yet. On an H100 it ran GPT-2 124M at 1,355 tokens/s (eager: 326) and sample.py's
+    300 tokens of the GPU default run in 0.5 s instead of 1.0-1.3 (issue 9).
 
     A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
     each replay, its output is the graph's own buffer (`generate_tokens` clones it before the next
@@ -369,7 +381,10 @@ class GraphedDecodeStep:
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
             sync_mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode("error")
+            with warnings.catch_warnings():  # torch's note that the mode is a prototype, on every sample.py run
+                warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype",
+                                        category=UserWarning)
+                torch.cuda.set_sync_debug_mode("error")
             try:
                 with torch.cuda.stream(side):
                     step(*buffers)
@@ -407,6 +422,5 @@ class GraphedDecodeStep:
 
 
 def compiled_decode_step(model: GPT) -> CompiledDecodeStep:
-    """CUDA graphs on CUDA ("reduce-overhead"), inductor's default mode elsewhere."""
-    device = model.transformer.wte.weight.device
-    return CompiledDecodeStep(model, mode="reduce-overhead" if device.type == "cuda" else None)
+    """CUDA graphs (and combo kernels) on CUDA, inductor's default settings elsewhere."""
+    return CompiledDecodeStep(model, cuda_graphs=model.transformer.wte.weight.device.type == "cuda")

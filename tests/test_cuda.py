@@ -276,7 +276,7 @@ def test_compiled_cuda_graph_step_gives_the_eager_tokens_sampling_included(dtype
     skips = counters["inductor"]["cudagraph_skips"]
     step = compiled_decode_step(model)
     step.warm_up(3, **{k: v for k, v in kw.items() if k != "num_samples"})
-    assert not step.failed and step.mode == "reduce-overhead"
+    assert not step.failed and step.cuda_graphs
     eager = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(1), **kw)
     fused = model.generate(prompt, 60, generator=torch.Generator("cuda").manual_seed(1), decode_step=step, **kw)
     assert counters["inductor"]["cudagraph_skips"] == skips  # captured in a CUDA graph, not run without one
@@ -348,18 +348,19 @@ def test_sample_cli_on_the_gpu_eager_and_compiled(tmp_path, capsys):
     save_checkpoint(tmp_path / "out", 1, model, state={},
                     meta={"model_config": model.config.to_dict(), "tokenizer": "byte", "vocab_size": 257, "config": {}})
     texts, tf32 = [], torch.backends.cuda.matmul.allow_tf32
-    for compile, graph in (("false", "false"), ("true", "false"), ("false", "true")):
+    # --cuda_graph=auto (the default) replays a graph on CUDA, unless the step is compiled
+    for compile, graph in (("false", "false"), ("true", "false"), ("false", "true"), ("auto", "auto")):
         rc = sample.main([f"--out_dir={tmp_path / 'out'}", "--device=cuda", "--dtype=float32", "--temperature=0",
                           "--max_new_tokens=40", "--json", f"--compile={compile}", f"--cuda_graph={graph}",
                           "--start=Hello"])
         out, err = capsys.readouterr()
         assert rc == 0, err
         info = next(line for line in err.splitlines() if " | " in line)
-        assert info.endswith(f"compile {'on' if compile == 'true' else 'off'}{', CUDA graph' if graph == 'true' else ''}")
+        assert info.endswith(f"compile {'on' if compile == 'true' else 'off'}{', CUDA graph' if graph != 'false' else ''}")
         assert "failed" not in err
         texts.append(json.loads(out)["text"])
         assert torch.backends.cuda.matmul.allow_tf32 == tf32  # sample.py's TF32 is undone for in-process callers
-    assert texts[0] == texts[1] == texts[2]
+    assert texts[0] == texts[1] == texts[2] == texts[3]
 
 
 @pytest.mark.slow

@@ -209,7 +209,7 @@ def test_a_compiled_decode_step_that_fails_while_recording_falls_back_to_eager(m
     model = GPT(GPTConfig(**TINY)).eval()
     prompt = torch.randint(0, 256, (2, 5))
     plain = model.generate(prompt, 20, temperature=0)
-    step = generation.CompiledDecodeStep(model, mode="reduce-overhead")
+    step = generation.CompiledDecodeStep(model, cuda_graphs=True)
     monkeypatch.setattr(generation.torch.compiler, "cudagraph_mark_step_begin", lambda: None)  # no CUDA here
     with pytest.warns(UserWarning, match=r"the compiled decode step \(call 2\) failed \(RuntimeError: operation "
                                          r"not permitted when stream is capturing\); continuing in eager mode"):
@@ -405,9 +405,21 @@ def test_boolean_options_take_any_spelling(capsys, run_dir):
     args = sample.parse_args(["--compile=False", "--stream=No", "--use_cache=TRUE", "--json=0"])
     assert (args.compile, args.stream, args.use_cache, args.json) == ("false", "false", True, False)
     assert sample.parse_args(["--compile=Auto"]).compile == "auto"
+    assert sample.parse_args(["--cuda_graph=No"]).cuda_graph == "false" and sample.parse_args([]).cuda_graph == "auto"
     assert cli_json(capsys, run_dir, "--compile=False", "--max_new_tokens=2")[0]["tokens"] == 2
     rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--compile=sometimes")
     assert rc == 1 and err.count("\n") == 1 and "invalid choice: 'sometimes'" in err
+
+
+def test_compile_auto_compiles_on_cuda_only_from_the_measured_break_even():
+    from gpt.generation import COMPILE_MIN_TOKENS, compile_pays_off
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")  # devices as names: no GPU needed
+    assert not compile_pays_off("auto", cuda, COMPILE_MIN_TOKENS - 1) and compile_pays_off("auto", cuda, COMPILE_MIN_TOKENS)
+    assert not compile_pays_off("auto", cpu, 10 * COMPILE_MIN_TOKENS)
+    assert compile_pays_off("true", cpu, 1) and not compile_pays_off("false", cuda, 10 * COMPILE_MIN_TOKENS)
+    # a sample.py call of the usual size (8 samples of a 1,024-token context) decodes uncompiled on CUDA
+    assert not compile_pays_off("auto", cuda, 8 * 1024)
 
 
 def test_a_checkpoint_with_torn_meta_names_the_file(capsys, tmp_path):
@@ -559,7 +571,8 @@ def test_a_command_line_value_decoded_by_a_latin1_locale_is_not_refused(monkeypa
 
 
 def test_the_cuda_graph_step_runs_the_eager_step_off_cuda(capsys, run_dir):
-    # --cuda_graph=true on a CPU: the eager decode step, the same samples, and no claim of a graph
+    # --cuda_graph=true or auto (the default) on a CPU: the eager decode step, the same samples, and
+    # no claim of a graph
     from gpt.generation import GraphedDecodeStep
 
     model, _ = load_model(run_dir, device="cpu")
@@ -570,11 +583,11 @@ def test_the_cuda_graph_step_runs_the_eager_step_off_cuda(capsys, run_dir):
     got = model.generate(prompt, 40, generator=torch.Generator().manual_seed(1), decode_step=step, **kw)
     assert torch.equal(got, expected) and not step._graphs and not step.failed
     samples = []
-    for graph in ("false", "true"):
+    for graph in ("false", "true", "auto"):
         rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--json", "--device=cpu", "--dtype=float32", "--start=To be",
                            "--max_new_tokens=30", "--num_samples=2", f"--cuda_graph={graph}")
         assert rc == 0, err
         assert next(line for line in err.splitlines() if " | " in line).endswith("compile off")
         samples.append([{k: v for k, v in json.loads(line).items() if k not in ("seconds", "tokens_per_s")}
                         for line in out.splitlines()])
-    assert samples[0] == samples[1] and len(samples[0]) == 2
+    assert samples[0] == samples[1] == samples[2] and len(samples[0]) == 2
