@@ -258,6 +258,7 @@ class CompiledDecodeStep:
         self.cuda_graphs = cuda_graphs
         self._compiled: dict[tuple, Callable] = {}  # sampling settings -> compiled step
         self._calls: dict[tuple, int] = {}  # sampling settings -> calls so far (the first ones compile and record)
+        self._marked_inputs: tuple | None = None  # the model's decode_inputs last marked as static addresses
         self.failed = False
 
     @torch.inference_mode()
@@ -277,8 +278,9 @@ class CompiledDecodeStep:
         try:
             with model.cpu_bf16_packed(batch_size):
                 model.setup_kv_cache(batch_size, model.config.block_size)
-                idx = torch.zeros(batch_size, 1, dtype=torch.long, device=device)
-                pos = torch.zeros(1, dtype=torch.long, device=device)
+                idx, pos = model.decode_inputs  # the tensors generate_tokens passes: graphed as static inputs
+                idx.zero_()
+                pos.zero_()
                 noise = None if temperature == 0 else torch.ones(batch_size, vocab, device=device)
                 seen = None if repetition_penalty == 1.0 else torch.zeros(batch_size, vocab, dtype=torch.bool,
                                                                           device=device)
@@ -292,6 +294,11 @@ class CompiledDecodeStep:
         return time.perf_counter() - start
 
     def _mark_caches(self) -> None:
+        inputs = self.model.decode_inputs
+        if inputs is not None and inputs is not self._marked_inputs:  # generate_tokens refills them in place:
+            for t in inputs:  # the graph reads them where they are, without copying them in at every replay
+                torch._dynamo.mark_static_address(t, guard=False)
+            self._marked_inputs = inputs
         for block in self.model.transformer.h:
             cache = block.attn.kv_cache
             if not getattr(cache, "static_address", False):  # once per cache (a new batch size makes new ones)
@@ -348,7 +355,7 @@ class GraphedDecodeStep:
     300 tokens of the GPU default run in 0.5 s instead of 1.0-1.3 (issue 9).
 
     A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
-    each replay, its output is the graph's own buffer (`generate_tokens` clones it before the next
+    each replay (but the model's `decode_inputs`, which it reads where they are), its output is the graph's own buffer (`generate_tokens` clones it before the next
     replay), and the KV caches are written in place. One graph per sampling setting, batch size and
     set of caches (a new batch size makes new caches), made at the first call that needs it. After
     moving the model's weights (`model.to()`), make a new GraphedDecodeStep: of the weights, only
@@ -365,11 +372,18 @@ class GraphedDecodeStep:
                                                                                   block.attn.kv_cache.v))
         weights = self.model.transformer.wte.weight
         return (tuple(sorted(sampling.items())), tuple(idx.shape), None if noise is None else tuple(noise.shape),
-                seen is None, caches, weights.data_ptr(), weights.dtype)
+                seen is None, caches, weights.data_ptr(), weights.dtype, self._direct(idx, pos) and idx.data_ptr())
+
+    def _direct(self, idx: torch.Tensor, pos: torch.Tensor) -> bool:
+        """Whether idx and pos are the model's decode_inputs, which generate_tokens refills in place
+        and which live as long as the caches: the graph then reads them where they are."""
+        inputs = self.model.decode_inputs
+        return inputs is not None and idx is inputs[0] and pos is inputs[1]
 
     def _capture(self, idx, pos, noise, seen, sampling: dict) -> tuple:
         step = functools.partial(self.model.decode_token, **sampling)
-        buffers = tuple(None if x is None else x.clone() for x in (idx, pos, noise, seen))
+        direct = self._direct(idx, pos)
+        buffers = tuple(x if x is None or (direct and i < 2) else x.clone() for i, x in enumerate((idx, pos, noise, seen)))
         device = idx.device
         with torch.cuda.device(device):  # cuda:1 too: the capture stream must be on the tensors' device
             # One eager step on a side stream first: cuBLAS and cuDNN make their handles, workspaces
@@ -415,7 +429,7 @@ class GraphedDecodeStep:
                 return self.model.decode_token(idx, pos, noise, seen, **sampling)
         graph, buffers, out = entry
         for buffer, x in zip(buffers, (idx, pos, noise, seen)):
-            if buffer is not None:
+            if buffer is not None and buffer is not x:
                 buffer.copy_(x)
         graph.replay()
         return out

@@ -312,6 +312,9 @@ class GPT(nn.Module):
         self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # weight tying (Press & Wolf 2017), as GPT-2
         self.compiled_regions: tuple[Callable, Callable] | None = None  # see compile_regions
+        # The inputs of the static decode step, (B, 1) token and (1,) position, made with the KV
+        # caches (setup_kv_cache): fixed addresses that a CUDA graph of the step reads directly.
+        self.decode_inputs: tuple[torch.Tensor, torch.Tensor] | None = None
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
         # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
@@ -459,7 +462,8 @@ class GPT(nn.Module):
     # -- KV cache and generation -----------------------------------------------
 
     def setup_kv_cache(self, batch_size: int, max_len: int | None = None) -> None:
-        """Preallocate every layer's cache, on the model's device and in its dtype."""
+        """Preallocate every layer's cache, on the model's device and in its dtype, and the
+        inputs of the static decode step (`decode_inputs`)."""
         max_len = max_len or self.config.block_size
         if max_len > self.config.block_size:
             raise ValueError(f"KV cache length {max_len} exceeds block_size {self.config.block_size}")
@@ -470,11 +474,16 @@ class GPT(nn.Module):
             if cache is None or cache.k.shape[0] != batch_size or cache.k.shape[2] < max_len \
                     or cache.k.dtype != ref.dtype or cache.k.device != ref.device:
                 attn.kv_cache = KVCache(batch_size, attn.n_head, max_len, attn.head_dim, ref.dtype, ref.device)
+        tok = self.decode_inputs[0] if self.decode_inputs is not None else None
+        if tok is None or tok.shape[0] != batch_size or tok.device != ref.device:
+            self.decode_inputs = (torch.zeros(batch_size, 1, dtype=torch.long, device=ref.device),
+                                  torch.zeros(1, dtype=torch.long, device=ref.device))
 
     def clear_kv_cache(self) -> None:
         """Free the caches' memory."""
         for block in self.transformer.h:
             block.attn.kv_cache = None
+        self.decode_inputs = None
 
     @contextlib.contextmanager
     def cpu_bf16_packed(self, batch_size: int):
@@ -567,31 +576,37 @@ class GPT(nn.Module):
             with self.cpu_bf16_packed(batch):
                 if use_cache:
                     self.setup_kv_cache(batch, block)
-                if decode_step is not None:  # its inputs: the same two tensors at every step, refilled
-                    pos_t = torch.zeros(1, dtype=torch.long, device=idx.device)
-                    tok_t = torch.zeros(batch, 1, dtype=torch.long, device=idx.device)
-                cached_upto = 0  # positions of `seq` already in the cache
+                # The window's newest token, clamped (a NON_FINITE row goes on as a valid id): the
+                # decode step's input. With the cache it is the model's own input buffer, written in
+                # place, so a CUDA graph of the step reads it where it was captured (no copy per token).
+                last, pos_t = self.decode_inputs if use_cache else (
+                    torch.empty(batch, 1, dtype=torch.long, device=idx.device), None)
+                last.copy_(seq[:, -1:])
+                tail: list[torch.Tensor] = []  # tokens made since `seq` was put together: joined only
+                window = seq.size(1)  # when a forward pass needs the window (a prefill, a slide, no cache)
+                cached_upto = 0  # positions of the window already in the cache
                 shared_prompt = num_samples > 1
                 pending = None  # the token computed last, yielded once the next step is queued
                 copy_ready = None  # CUDA with to_host: the event that marks pending's copy to the host
                 for _ in range(max_new_tokens):
                     noise = None if temperature == 0 else sampling_noise(batch, vocab, idx.device, generator)
-                    if use_cache and decode_step is not None and seq.size(1) - cached_upto == 1:
-                        nxt = decode_step(tok_t.copy_(seq[:, -1:]), pos_t.fill_(cached_upto), noise, seen, **sampling,
-                                          vocab_limit=vocab)
-                        cached_upto = seq.size(1)
+                    if use_cache and decode_step is not None and window - cached_upto == 1:
+                        nxt = decode_step(last, pos_t.fill_(cached_upto), noise, seen, **sampling, vocab_limit=vocab)
                     else:
+                        if tail:
+                            seq, tail = torch.cat((seq, *tail), dim=1).clamp_min(0), []
                         rows = seq[:1] if shared_prompt else seq  # the shared prompt: computed once for all rows
                         if use_cache:
                             logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
-                            cached_upto = seq.size(1)
                         else:
                             logits = self(rows, last_only=True)[0][:, -1]
                         shared_prompt = False
                         nxt = draw_next_token(logits[:, :vocab].expand(batch, -1), **sampling, noise=noise, seen=seen)
+                    cached_upto = window
                     nxt = nxt.clone()  # a CUDA graph's output is overwritten by its next replay
+                    torch.clamp_min(nxt, 0, out=last)
                     if seen is not None:
-                        seen.scatter_(1, nxt.clamp_min(0), True)
+                        seen.scatter_(1, last, True)
                     if pending is not None:
                         yield self._on_host(pending, copy_ready) if to_host else pending
                     pending = nxt
@@ -599,9 +614,11 @@ class GPT(nn.Module):
                         pending = torch.empty(nxt.shape, dtype=nxt.dtype, pin_memory=True).copy_(nxt, non_blocking=True)
                         copy_ready = torch.cuda.Event()
                         copy_ready.record(torch.cuda.current_stream(nxt.device))  # cuda:1 need not be current
-                    seq = torch.cat((seq, nxt.clamp_min(0)), dim=1)  # a NON_FINITE row goes on harmlessly
-                    if seq.size(1) > block:  # window full: slide, and re-prefill what is kept
-                        seq, cached_upto = seq[:, -keep:], 0
+                    tail.append(nxt)
+                    window += 1
+                    if window > block:  # window full: slide, and re-prefill what is kept
+                        seq, tail = torch.cat((seq, *tail), dim=1).clamp_min(0)[:, -keep:], []
+                        window, cached_upto = keep, 0
                 if pending is not None:
                     yield self._on_host(pending, copy_ready) if to_host else pending
         finally:
