@@ -367,7 +367,8 @@ class GraphedDecodeStep:
         self._graphs: dict[tuple, tuple] = {}  # see _key -> (graph, input buffers, output buffer)
         self.failed = False
 
-    def _key(self, idx: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None, sampling: dict) -> tuple:
+    def _key(self, idx: torch.Tensor, pos: torch.Tensor, noise: torch.Tensor | None, seen: torch.Tensor | None,
+             sampling: dict) -> tuple:
         caches = tuple(t.data_ptr() for block in self.model.transformer.h for t in (block.attn.kv_cache.k,
                                                                                   block.attn.kv_cache.v))
         weights = self.model.transformer.wte.weight
@@ -415,7 +416,7 @@ class GraphedDecodeStep:
                  **sampling) -> torch.Tensor:
         if self.failed or not idx.is_cuda:
             return self.model.decode_token(idx, pos, noise, seen, **sampling)
-        key = self._key(idx, noise, seen, sampling)
+        key = self._key(idx, pos, noise, seen, sampling)
         entry = self._graphs.get(key)
         if entry is None:
             stream = torch.cuda.current_stream(idx.device)

@@ -582,6 +582,12 @@ def test_the_cuda_graph_step_runs_the_eager_step_off_cuda(capsys, run_dir):
     expected = model.generate(prompt, 40, generator=torch.Generator().manual_seed(1), decode_step="static", **kw)
     got = model.generate(prompt, 40, generator=torch.Generator().manual_seed(1), decode_step=step, **kw)
     assert torch.equal(got, expected) and not step._graphs and not step.failed
+    # On CUDA a graph reads the model's decode inputs where they are, and copies other tensors in
+    # (its key and that choice are plain Python: checked here, where the capture cannot run)
+    tok, pos = model.decode_inputs
+    kw = dict(temperature=0.9, top_k=20, top_p=None, repetition_penalty=1.0)
+    assert step._direct(tok, pos) and not step._direct(tok.clone(), pos)
+    assert step._key(tok, pos, None, None, kw)[-1] == tok.data_ptr() and step._key(tok.clone(), pos, None, None, kw)[-1] is False
     samples = []
     for graph in ("false", "true", "auto"):
         rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--json", "--device=cpu", "--dtype=float32", "--start=To be",
