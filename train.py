@@ -161,13 +161,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         train_batches.load_state_dict(state["loader"])
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
-        elif dist.is_main:
-            # Validation takes eval_iters batches of batch_size windows on each process: another count of
-            # processes is another set of windows (not fixed yet: it would change the eval batch's shape).
+        elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)
             print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
-                  "random streams are reseeded, so dropout differs from an uninterrupted run, and validation "
-                  "averages another set of windows, so its losses (and `best`) compare only roughly with the "
-                  "saved run's")
+                  "random streams are reseeded, so dropout differs from an uninterrupted run")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
         if not cfg.max_iters and step >= cfg.warmup_iters:
             raise UsageError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
@@ -189,7 +185,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
 
-    compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, next(iter(val_batches)), dtype,
+    compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
         val_loss = evaluate(compiled, val_batches, device, dtype, dist)
@@ -534,7 +530,9 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
 
 @torch.no_grad()
 def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float | None:
-    """Mean loss over the fixed validation windows (all ranks). Running out of memory here is
+    """Mean loss over the fixed validation windows, whose batches the ranks share: each sums its
+    batches' losses, weighted by their counted targets, and the sums are added over the ranks (a
+    rank may have one batch more than another, or none). Running out of memory here is
     reported and returns None: it must never cost the checkpoint that follows. Other errors are
     bugs or a broken device (a CUDA error leaves the context unusable, so the save would fail
     anyway): they propagate."""
@@ -547,13 +545,10 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
             n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data
             total += loss.float() * n
             count += n
-        mean = total / count.clamp(min=1)
+        sums = torch.stack((total, count.to(total.dtype)))
         if dist.enabled:
-            torch.distributed.all_reduce(mean, op=torch.distributed.ReduceOp.AVG if device.type == "cuda"
-                                         else torch.distributed.ReduceOp.SUM)
-            if device.type != "cuda":
-                mean /= dist.world_size  # gloo has no AVG
-        return mean.item()
+            torch.distributed.all_reduce(sums, op=torch.distributed.ReduceOp.SUM)
+        return (sums[0] / sums[1].clamp(min=1)).item()
     except RuntimeError as e:  # torch.OutOfMemoryError is one
         if not out_of_memory(e):
             raise

@@ -74,7 +74,7 @@ class TrainConfig:
                                       "per byte stay plain cross-entropy, so runs compare")
     # -- evaluation, logging, checkpoints
     eval_interval: int = opt(500, "steps between evaluations (and checkpoints)")
-    eval_iters: int = opt(20, "validation batches per evaluation")
+    eval_iters: int = opt(20, "validation batches of batch_size windows per evaluation, shared among processes")
     eval_only: bool = opt(False, "evaluate once and exit")
     log_interval: int = opt(10, "steps between metric records")
     keep_last: int = opt(2, "complete checkpoints kept besides the best one (>= 2)")

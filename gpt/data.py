@@ -178,24 +178,30 @@ class TrainBatches:
 
 
 class ValBatches:
-    """A fixed set of evaluation batches, the same at every evaluation: windows evenly spread over
-    the whole split (so the estimate covers all of it), rank r taking its own part of each batch."""
+    """A fixed set of evaluation batches, the same at every evaluation and whatever the number of
+    processes: max_batches batches of batch_size windows, evenly spread over the whole split (so the
+    estimate covers all of it). Rank r of world_size evaluates whole batches r, r + world_size, ...:
+    every batch keeps the training micro-batch's shape (no new compiled graph), and a rank may hold
+    one batch more than another, or none (`evaluate` sums losses and counts over the ranks)."""
 
     def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "val",
                  max_batches: int | None = None, rank: int = 0, world_size: int = 1, device="cpu"):
         _check_rank(batch_size, block_size, rank, world_size)
         self._windows = _Windows(data_dir, split, block_size, device)
-        global_batch = batch_size * world_size
-        n = self._windows.total // global_batch
+        n = self._windows.total // batch_size
         if max_batches is not None:
             n = min(n, max_batches)
         if n < 1:
             raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} windows of "
-                             f"{block_size + 1} tokens, fewer than one batch of {batch_size} x {world_size}; use a "
-                             "smaller batch or block size, or prepare with a larger --val_fraction")
-        count = n * global_batch
-        ids = np.arange(count, dtype=np.int64) * self._windows.total // count
-        self._ids = ids.reshape(n, world_size, batch_size)[:, rank]
+                             f"{block_size + 1} tokens, fewer than one batch of {batch_size}; use a smaller batch or "
+                             "block size, or prepare with a larger --val_fraction")
+        count = n * batch_size
+        self._all = (np.arange(count, dtype=np.int64) * self._windows.total // count).reshape(n, batch_size)
+        self._ids = self._all[rank::world_size]
+
+    def example(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The set's first batch, on every rank (one to compile with, where a rank has none of its own)."""
+        return self._windows.batch(self._all[0])
 
     def __len__(self) -> int:
         return len(self._ids)

@@ -318,10 +318,17 @@ def test_val_batches_are_fixed_spread_and_split_between_ranks(tmp_path):
     assert len(limited) == 5
     spread = sorted(sum((x[:, 0].tolist() for x, _ in limited), []))
     assert spread[0] < 1000 and spread[-1] > 7000  # a few batches still span the split
-    parts = [ValBatches(tmp_path, 2, 31, rank=r, world_size=2, max_batches=5) for r in range(2)]
-    assert len(parts[0]) == len(parts[1]) == 5
-    for (x, y), (x0, y0), (x1, y1) in zip(limited, *parts):
-        assert torch.equal(torch.cat([x0, x1]), x) and torch.equal(torch.cat([y0, y1]), y)
+    # Two processes evaluate the very same set: whole batches, alternately (rank 0 gets one more)
+    parts = [ValBatches(tmp_path, 4, 31, rank=r, world_size=2, max_batches=5) for r in range(2)]
+    assert [len(p) for p in parts] == [3, 2]
+    shared = [b for pair in zip(*[list(p) + [None] for p in parts]) for b in pair if b is not None]
+    assert len(shared) == 5
+    for (x, y), (xs, ys) in zip(limited, shared):
+        assert torch.equal(xs, x) and torch.equal(ys, y)
+    # more processes than batches: a rank with none still has an example batch to compile with
+    idle = ValBatches(tmp_path, 4, 31, rank=2, world_size=3, max_batches=2)
+    assert len(idle) == 0 and list(idle) == []
+    assert torch.equal(idle.example()[0], next(iter(ValBatches(tmp_path, 4, 31, max_batches=2)))[0])
 
 
 def test_val_split_too_small_for_a_batch(tmp_path):

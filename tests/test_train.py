@@ -337,6 +337,10 @@ def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_pa
         assert b[step] == pytest.approx(a[step], rel=1e-5)
     wa, wb = final_weights(one), final_weights(two)
     assert all(torch.allclose(wa[k], wb[k], atol=1e-5, rtol=1e-4) for k in wa)
+    # and the same validation set: the final evaluation agrees too (it took 2 x the windows with 2
+    # processes before, so one checkpoint scored differently with 1 and 2)
+    val = [open_checkpoint(d).meta["val_loss"] for d in (one, two)]
+    assert val[1] == pytest.approx(val[0], rel=1e-5)
 
 
 def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
