@@ -245,9 +245,8 @@ class CompiledDecodeStep:
     cuda_graphs (CUDA): inductor's CUDA graphs (mode "reduce-overhead") capture the whole per-token
     step, sampling included: one launch instead of hundreds, and no host sync, so a small model is
     no longer bound by kernel-launch overhead. Inductor's combo kernels are on with them: they
-    launch independent small kernels (the key and value cache writes, say) as one, which took GPT-2
-    124M's bf16 batch-1 step from 1,812 to 1,905 tokens/s on an H100 (its greedy tokens unchanged;
-    max-autotune, measured beside it, made it slower: 1,557). The caches are marked as static
+    launch independent small kernels (the key and value cache writes, say) as one (their measured
+    gain: README "On a GPU"). The caches and the model's `decode_inputs` are marked as static
     addresses (they are written in place, never reallocated while the batch size stays the same),
     so the graph is reused across steps and calls. Sampling settings are constants of the graph: one
     compiled function per setting. If compiling fails (no compiler, unsupported platform), it warns
@@ -348,15 +347,13 @@ class GraphedDecodeStep:
     """`GPT.decode_token` as it is, not compiled, captured in a CUDA graph: one graph launch per
     token instead of a launch from Python for each of its hundreds of kernels, for a capture that
     costs one eager step rather than a compile (vLLM and SGLang replay captured decode steps the
-    same way). The graph replays the kernels the eager step launched while it was captured: the
-    same tokens in `tests/test_cuda.py` (fp32 and bf16, sampling included) and for GPT-2 124M's
-    first 64 greedy bf16 tokens on an H100, but 73.8% of 256 there (random weights, whose near-ties
-    flip at the smallest difference); why they part there is not known yet. On an H100 it ran GPT-2 124M at 1,355 tokens/s (eager: 326) and sample.py's
-    300 tokens of the GPU default run in 0.5 s instead of 1.0-1.3 (issue 9).
+    same way). The graph replays the kernels the eager step launched while it was captured; how
+    its tokens and speed compare with the eager step's on a GPU is in README "On a GPU" (issue 9).
 
     A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
-    each replay (but the model's `decode_inputs`, which it reads where they are), its output is the graph's own buffer (`generate_tokens` clones it before the next
-    replay), and the KV caches are written in place. One graph per sampling setting, batch size and
+    each replay (but for the model's `decode_inputs`, which it reads where they are), its output
+    is the graph's own buffer (`generate_tokens` clones it before the next replay), and the KV
+    caches are written in place. One graph per sampling setting, batch size and
     set of caches (a new batch size makes new caches), made at the first call that needs it. After
     moving the model's weights (`model.to()`), make a new GraphedDecodeStep: of the weights, only
     the embedding's address and dtype are checked. Elsewhere than on CUDA, or once a capture has
@@ -383,8 +380,8 @@ class GraphedDecodeStep:
 
     def _capture(self, idx, pos, noise, seen, sampling: dict) -> tuple:
         step = functools.partial(self.model.decode_token, **sampling)
-        direct = self._direct(idx, pos)
-        buffers = tuple(x if x is None or (direct and i < 2) else x.clone() for i, x in enumerate((idx, pos, noise, seen)))
+        own = (idx, pos) if self._direct(idx, pos) else (idx.clone(), pos.clone())  # read in place, or copied in
+        buffers = (*own, *(None if x is None else x.clone() for x in (noise, seen)))
         device = idx.device
         with torch.cuda.device(device):  # cuda:1 too: the capture stream must be on the tensors' device
             # One eager step on a side stream first: cuBLAS and cuDNN make their handles, workspaces

@@ -150,6 +150,14 @@ class KVCache:
 # Layers
 
 
+def no_cudnn_attention() -> contextlib.AbstractContextManager:
+    """scaled_dot_product_attention without its cuDNN backend while inside (flash, memory-efficient
+    or math instead), for eager decoding on CUDA (see `GPT.generate_tokens`)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 class Linear(nn.Linear):
     """nn.Linear that can run on a oneDNN-prepacked copy of its weight (see `GPT.cpu_bf16_packed`)."""
 
@@ -561,6 +569,13 @@ class GPT(nn.Module):
             decode_step = "static" if idx.device.type == "cuda" else None
         if decode_step == "static":
             decode_step = self.decode_token
+        # The model's own steps on CUDA attend without cuDNN: in bf16 its library load and plans cost
+        # a first generate of GPT-2 124M on an H100 2.10 s instead of 1.00 (and 0.71 s instead of 0.63
+        # warm: issue 9, README "On a GPU"). A graphed or compiled step keeps it (its replays are
+        # faster with it: 1,355 against 749 tokens/s graphed). Entered around each call, never across
+        # a yield, so the caller's code between tokens runs with its own settings.
+        eager_attention = (no_cudnn_attention if idx.is_cuda and decode_step in (None, self.decode_token)
+                           else contextlib.nullcontext)
         batch = idx.size(0) * num_samples
         block = self.config.block_size
         keep = max(1, block // 2)
@@ -591,15 +606,18 @@ class GPT(nn.Module):
                 for _ in range(max_new_tokens):
                     noise = None if temperature == 0 else sampling_noise(batch, vocab, idx.device, generator)
                     if use_cache and decode_step is not None and window - cached_upto == 1:
-                        nxt = decode_step(last, pos_t.fill_(cached_upto), noise, seen, **sampling, vocab_limit=vocab)
+                        with eager_attention():
+                            nxt = decode_step(last, pos_t.fill_(cached_upto), noise, seen, **sampling,
+                                              vocab_limit=vocab)
                     else:
                         if tail:
                             seq, tail = torch.cat((seq, *tail), dim=1).clamp_min(0), []
                         rows = seq[:1] if shared_prompt else seq  # the shared prompt: computed once for all rows
-                        if use_cache:
-                            logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
-                        else:
-                            logits = self(rows, last_only=True)[0][:, -1]
+                        with eager_attention():
+                            if use_cache:
+                                logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
+                            else:
+                                logits = self(rows, last_only=True)[0][:, -1]
                         shared_prompt = False
                         nxt = draw_next_token(logits[:, :vocab].expand(batch, -1), **sampling, noise=noise, seen=seen)
                     cached_upto = window

@@ -307,6 +307,33 @@ def test_the_eager_step_replayed_from_a_cuda_graph_gives_its_tokens(dtype, exact
     assert len(step._graphs) == 2  # greedy is another setting (and another batch size): its own graph
 
 
+def test_eager_decoding_attends_without_cudnn_only_inside_its_own_calls():
+    # bf16 cuDNN attention costs a first generate its library load and plans (issue 9): the
+    # model's own eager step goes without it, and the caller's setting is back between tokens
+    model = tiny_model(torch.bfloat16)
+    inside, original = [], model.decode_token
+
+    def step(*args, **kw):
+        inside.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return original(*args, **kw)
+    model.decode_token = step  # what generate_tokens' "static" step calls
+    prompt = torch.randint(0, 250, (1, 5), device="cuda")
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's default
+    for _ in model.generate_tokens(prompt, 10, temperature=0):
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+    del model.decode_token
+    assert len(inside) == 9 and not any(inside)
+    graphed = []
+    from gpt.generation import GraphedDecodeStep
+
+    class Watched(GraphedDecodeStep):
+        def __call__(self, *args, **kw):
+            graphed.append(torch.backends.cuda.cudnn_sdp_enabled())
+            return super().__call__(*args, **kw)
+    model.generate(prompt, 10, temperature=0, decode_step=Watched(model))
+    assert len(graphed) == 9 and all(graphed)  # a graphed step keeps it: faster replays
+
+
 def test_a_decode_step_that_cannot_be_captured_warns_and_runs_eagerly():
     from gpt.generation import GraphedDecodeStep
 

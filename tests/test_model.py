@@ -332,6 +332,19 @@ def test_a_decode_token_costs_three_ops_outside_the_step_and_reuses_its_inputs()
     assert torch.equal(torch.cat([prompt, first, *rest], dim=1), expected)
 
 
+def test_no_cudnn_attention_turns_only_cudnn_off_and_back():
+    from gpt.model import no_cudnn_attention
+
+    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+              torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled())
+    with no_cudnn_attention():
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()
+    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+            torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()) == before
+
+
 @pytest.mark.parametrize("decode_step", [None, "static"])
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_non_finite_logits_raise_instead_of_sampling_garbage(decode_step, use_cache):
