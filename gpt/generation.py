@@ -402,7 +402,8 @@ class GraphedDecodeStep:
                     step(*buffers)
             finally:
                 torch.cuda.set_sync_debug_mode(sync_mode)
-            torch.cuda.current_stream(device).wait_stream(side)
+                # also after a failure: the inputs it read may be the model's, written next on this stream
+                torch.cuda.current_stream(device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             # a memory pool of its own: no graph can overwrite another's output
             with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):

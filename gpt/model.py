@@ -583,7 +583,8 @@ class GPT(nn.Module):
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
         was_training = self.training
         self.eval()
-        seq = idx[:, -block:] if idx.size(1) > block else idx  # the model's current window
+        # the model's current window, a copy: the caller's prompt is read once, whatever it does later
+        seq = (idx[:, -block:] if idx.size(1) > block else idx).clone()
         if seq.size(0) != batch:
             seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
         seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
@@ -618,9 +619,9 @@ class GPT(nn.Module):
                                 logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
                             else:
                                 logits = self(rows, last_only=True)[0][:, -1]
-                        shared_prompt = False
                         nxt = draw_next_token(logits[:, :vocab].expand(batch, -1), **sampling, noise=noise, seen=seen)
                     cached_upto = window
+                    shared_prompt = False  # the rows go their own ways from the first token (a decoded one too)
                     nxt = nxt.clone()  # a CUDA graph's output is overwritten by its next replay
                     torch.clamp_min(nxt, 0, out=last)
                     if seen is not None:

@@ -305,6 +305,8 @@ def test_the_eager_step_replayed_from_a_cuda_graph_gives_its_tokens(dtype, exact
     greedy = model.generate(prompt, 40, temperature=0)
     assert torch.equal(model.generate(prompt, 40, temperature=0, decode_step=step), greedy)
     assert len(step._graphs) == 2  # greedy is another setting (and another batch size): its own graph
+    _, buffers, _ = list(step._graphs.values())[-1]  # it reads the model's inputs where they are, no copy
+    assert buffers[0] is model.decode_inputs[0] and buffers[1] is model.decode_inputs[1]
 
 
 def test_eager_decoding_attends_without_cudnn_only_inside_its_own_calls():

@@ -295,6 +295,22 @@ def test_generate_with_prompt_longer_than_block_keeps_its_last_window():
     assert torch.equal(out[:, 50:], model.generate(prompt[:, -32:], 4, temperature=0)[:, 32:])
 
 
+@pytest.mark.parametrize("decode_step", [None, "static"])
+def test_samples_of_a_one_token_prompt_slide_past_the_block_each_on_its_own(decode_step):
+    # A one-token prompt is decoded, not prefilled, at its first step: the rows must still stop
+    # sharing row 0's prompt, or the first slide re-prefills them all from row 0 (review of issue 9)
+    model = tiny_model(block_size=8)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8)  # peaked logits: the rows' samples differ, and so would a wrong window
+    prompt = torch.tensor([[3]])
+    kw = dict(temperature=1.0, num_samples=3)
+    cached = model.generate(prompt, 30, generator=torch.Generator().manual_seed(0), decode_step=decode_step, **kw)
+    uncached = model.generate(prompt, 30, generator=torch.Generator().manual_seed(0), use_cache=False, **kw)
+    assert len({tuple(r) for r in cached.tolist()}) == 3  # three different samples
+    assert torch.equal(cached, uncached)
+
+
 def test_a_decode_token_costs_three_ops_outside_the_step_and_reuses_its_inputs():
     # Issue 9: on an H100 the CUDA-graph step alone ran GPT-2 124M at 2,000 tokens/s and inside
     # generate at 1,905: each op around the step is a kernel on the GPU's queue. Per greedy token
