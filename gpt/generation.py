@@ -369,8 +369,9 @@ class GraphedDecodeStep:
         caches = tuple(t.data_ptr() for block in self.model.transformer.h for t in (block.attn.kv_cache.k,
                                                                                   block.attn.kv_cache.v))
         weights = self.model.transformer.wte.weight
+        direct = idx.data_ptr() if self._direct(idx, pos) else None  # the model's inputs, read in place
         return (tuple(sorted(sampling.items())), tuple(idx.shape), None if noise is None else tuple(noise.shape),
-                seen is None, caches, weights.data_ptr(), weights.dtype, self._direct(idx, pos) and idx.data_ptr())
+                seen is None, caches, weights.data_ptr(), weights.dtype, direct)
 
     def _direct(self, idx: torch.Tensor, pos: torch.Tensor) -> bool:
         """Whether idx and pos are the model's decode_inputs, which generate_tokens refills in place
