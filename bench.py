@@ -234,6 +234,17 @@ def decode_rows(args: argparse.Namespace) -> None:
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
         row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
             note=f"  [compiled in {compile_s:.1f} s]")
+
+        def step_alone():  # the same step at fixed inputs, no generate loop around it, one wait at the end
+            tok, pos = m.decode_inputs
+            with torch.inference_mode():
+                for i in range(new):
+                    step(tok, pos.fill_(args.prompt_len + i), None, None, temperature=0, top_k=None, top_p=None,
+                         repetition_penalty=1.0, vocab_limit=m.config.vocab_size)
+            torch.cuda.synchronize(device)
+        alone, _ = _timed(step_alone, repeat)
+        row("ours, compiled step alone (no generate loop)", args.batch * new, alone, repeat,
+            note=f"  [generate reaches {alone / seconds:.0%} of it]")
         for what, uncompiled in (("eager", "ours, KV cache, bf16 weights"),
                                  ("graphed", "ours, CUDA graph of the eager step, bf16")):
             print(f"  {break_even(compile_s, speeds[uncompiled], speeds['ours, compiled CUDA graph step, bf16'], what)}")
