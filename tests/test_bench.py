@@ -88,7 +88,7 @@ def test_the_gpu_script_names_its_stages_and_refuses_others():
     script = Path(__file__).resolve().parents[1] / ".ci" / "gpu"
     for argv in ([], ["no-such-stage"]):
         proc = subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=30)
-        assert proc.returncode == 2 and "tests-all" in proc.stderr and "quality" in proc.stderr
+        assert proc.returncode == 2 and "tests-all" in proc.stderr and "quality" in proc.stderr and "quick" in proc.stderr
 
 
 def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monkeypatch):
