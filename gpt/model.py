@@ -569,11 +569,10 @@ class GPT(nn.Module):
             decode_step = "static" if idx.device.type == "cuda" else None
         if decode_step == "static":
             decode_step = self.decode_token
-        # The model's own steps on CUDA attend without cuDNN: in bf16 its library load and plans cost
-        # a first generate of GPT-2 124M on an H100 2.10 s instead of 1.00 (and 0.71 s instead of 0.63
-        # warm: issue 9, README "On a GPU"). A graphed or compiled step keeps it (its replays are
-        # faster with it: 1,355 against 749 tokens/s graphed). Entered around each call, never across
-        # a yield, so the caller's code between tokens runs with its own settings.
+        # The model's own steps on CUDA attend without cuDNN, whose library load and per-shape plans
+        # doubled a first bf16 generate on an H100 and slowed warm ones too; a graphed or compiled step
+        # keeps it, as its replays are faster with it (issue 9, README "On a GPU"). Entered around each
+        # call, never across a yield, so the caller's code between tokens runs with its own settings.
         eager_attention = (no_cudnn_attention if idx.is_cuda and decode_step in (None, self.decode_token)
                            else contextlib.nullcontext)
         batch = idx.size(0) * num_samples
