@@ -421,9 +421,9 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
     """(steps, seconds per step) of a --max_iters=0 run: fixed at the end of warmup from the mean time of the
     warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
     the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
-    evaluation (a run resumed during warmup), one is taken to cost eval_iters micro-steps: a
-    forward pass costs less, so this errs on the safe side."""
-    eval_s = eval_s if eval_s is not None else step_s * cfg.eval_iters / accum
+    evaluation (a run resumed during warmup), one is taken to cost a micro-step for each of the
+    rank's share of the eval_iters batches: a forward pass costs less, so this errs on the safe side."""
+    eval_s = eval_s if eval_s is not None else step_s * math.ceil(cfg.eval_iters / dist.world_size) / accum
     elapsed = time.monotonic() - started
     if dist.enabled:
         t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64, device=collective_device())
@@ -533,27 +533,36 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float
     """Mean loss over the fixed validation windows, whose batches the ranks share: each sums its
     batches' losses, weighted by their counted targets, and the sums are added over the ranks (a
     rank may have one batch more than another, or none). Running out of memory here is
-    reported and returns None: it must never cost the checkpoint that follows. Other errors are
-    bugs or a broken device (a CUDA error leaves the context unusable, so the save would fail
-    anyway): they propagate."""
+    reported and returns None: it must never cost the checkpoint that follows. Under torchrun the
+    ranks agree on it in the same all-reduce, so a rank that ran out still meets the others there
+    and they all return None. Other errors are bugs or a broken device (a CUDA error leaves the
+    context unusable, so the save would fail anyway): they propagate."""
     model.eval()
     try:
-        total, count = torch.zeros((), device=device), torch.zeros((), device=device)
-        for x, y in val_batches:
-            with autocast(device, dtype):
-                _, loss = model(x, y)
-            n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data
-            total += loss.float() * n
-            count += n
-        sums = torch.stack((total, count.to(total.dtype)))
+        total, count, oom = torch.zeros((), device=device), torch.zeros((), device=device), None
+        try:
+            for x, y in val_batches:
+                with autocast(device, dtype):
+                    _, loss = model(x, y)
+                n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data
+                total += loss.float() * n
+                count += n
+        except RuntimeError as e:  # torch.OutOfMemoryError is one
+            if not out_of_memory(e):
+                raise
+            oom = e
+        sums = torch.stack((total, count.to(total.dtype), torch.tensor(float(oom is not None), device=device)))
         if dist.enabled:
             torch.distributed.all_reduce(sums, op=torch.distributed.ReduceOp.SUM)
+        if oom is not None:
+            print(f"warning: evaluation ran out of memory ({str(oom).splitlines()[0]}); saving without it",
+                  file=sys.stderr)
+            return None
+        if sums[2].item():  # another rank ran out
+            if dist.is_main:
+                print("warning: evaluation ran out of memory in another process; saving without it", file=sys.stderr)
+            return None
         return (sums[0] / sums[1].clamp(min=1)).item()
-    except RuntimeError as e:  # torch.OutOfMemoryError is one
-        if not out_of_memory(e):
-            raise
-        print(f"warning: evaluation ran out of memory ({str(e).splitlines()[0]}); saving without it", file=sys.stderr)
-        return None
     finally:
         model.train()
 

@@ -235,6 +235,31 @@ def test_an_evaluation_out_of_memory_still_saves_and_other_errors_are_not_hidden
     assert ckpt.meta["step"] == 2 and ckpt.meta["val_loss"] is None  # the work is kept
 
 
+def test_an_evaluation_out_of_memory_on_one_rank_saves_on_every_rank(byte_data, tmp_path):
+    # The rank that ran out still meets the others in the evaluation's all-reduce, where they agree
+    # to save without it (before, it skipped the all-reduce and the collectives stopped matching)
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from gpt.model import GPT
+forward = GPT.forward
+def short_of_memory(self, *args, **kwargs):  # rank 1's evaluation only
+    if not self.training and os.environ["RANK"] == "1":
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes")
+    return forward(self, *args, **kwargs)
+GPT.forward = short_of_memory
+import train
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--eval_interval=2", "--max_iters=2", f"--out_dir={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "warning: evaluation ran out of memory (DefaultCPUAllocator" in proc.stderr
+    assert "warning: evaluation ran out of memory in another process; saving without it" in proc.stderr
+    ckpt = open_checkpoint(out)
+    assert ckpt.meta["step"] == 2 and ckpt.meta["val_loss"] is None
+
+
 def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
     out = tmp_path / "ddp"
     proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0",
