@@ -150,12 +150,22 @@ class KVCache:
 # Layers
 
 
-def no_cudnn_attention() -> contextlib.AbstractContextManager:
-    """scaled_dot_product_attention without its cuDNN backend while inside (flash, memory-efficient
-    or math instead), for eager decoding on CUDA (see `GPT.generate_tokens`)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+@contextlib.contextmanager
+def no_cudnn_attention():
+    """scaled_dot_product_attention without its cuDNN backend while inside, for eager decoding on
+    CUDA (see `GPT.generate_tokens`). Only that flag changes, and only where a backend that takes
+    a mask (memory-efficient or math) stays on: other backend settings of the caller's are kept. The
+    flags are global: where cuDNN is off already (another thread inside), it does nothing, so
+    overlapping uses can never leave it off."""
+    cuda = torch.backends.cuda
+    turn_off = cuda.cudnn_sdp_enabled() and (cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled())
+    if turn_off:
+        cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        if turn_off:
+            cuda.enable_cudnn_sdp(True)
 
 
 class Linear(nn.Linear):

@@ -351,14 +351,28 @@ def test_a_decode_token_costs_three_ops_outside_the_step_and_reuses_its_inputs()
 def test_no_cudnn_attention_turns_only_cudnn_off_and_back():
     from gpt.model import no_cudnn_attention
 
-    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
-              torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled())
-    with no_cudnn_attention():
-        assert not torch.backends.cuda.cudnn_sdp_enabled()
-        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
-        assert torch.backends.cuda.math_sdp_enabled()
-    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
-            torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()) == before
+    cuda = torch.backends.cuda
+    flags = lambda: (cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled(),  # noqa: E731
+                     cuda.math_sdp_enabled())
+    before = flags()
+    try:
+        cuda.enable_flash_sdp(False)  # a caller's own choice stays as it is
+        cuda.enable_cudnn_sdp(True)
+        with no_cudnn_attention():
+            assert flags()[:3] == (False, False, True)
+            with no_cudnn_attention():  # overlapping (another thread's): a no-op, which cannot leave it off
+                assert not cuda.cudnn_sdp_enabled()
+            assert not cuda.cudnn_sdp_enabled()
+        assert flags()[:3] == (True, False, True)
+        cuda.enable_mem_efficient_sdp(False)
+        cuda.enable_math_sdp(False)
+        with no_cudnn_attention():  # cuDNN is the only backend left that takes a mask: kept
+            assert cuda.cudnn_sdp_enabled()
+    finally:
+        for enable, on in zip((cuda.enable_cudnn_sdp, cuda.enable_flash_sdp, cuda.enable_mem_efficient_sdp,
+                               cuda.enable_math_sdp), before):
+            enable(on)
+    assert flags() == before
 
 
 @pytest.mark.parametrize("decode_step", [None, "static"])
