@@ -164,6 +164,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)
             print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
                   "random streams are reseeded, so dropout differs from an uninterrupted run")
+        saved = resume.meta["config"]
+        changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
+        if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
+            print(f"note: {', '.join(f'--{k}' for k in changed)} changed from the saved run's: validation averages "
+                  "another set of windows, so its losses (and `best`) compare only roughly with the saved run's")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
         if not cfg.max_iters and step >= cfg.warmup_iters:
             raise UsageError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "

@@ -269,6 +269,17 @@ def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
     assert steps > 10 and open_checkpoint(out).meta["step"] == steps and max(losses(out)) == steps
 
 
+def test_a_resume_that_changes_the_validation_set_says_so(byte_data, tmp_path, capsys):
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=100", f"--out_dir={tmp_path}"]
+    assert train.main([*common, "--max_iters=2"]) == 0
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={tmp_path}"]) == 0
+    assert "validation averages another set" not in capsys.readouterr().out
+    assert train.main(["--init_from=resume", "--max_iters=4", "--eval_iters=1", f"--out_dir={tmp_path}"]) == 0
+    assert ("note: --eval_iters changed from the saved run's: validation averages another set of windows"
+            in capsys.readouterr().out)
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
