@@ -61,6 +61,13 @@ def first_difference(same) -> str:
     return f", the first difference at new token {int(differ[0]) + 1}" if len(differ) else ""
 
 
+def eager_step_with_cudnn(model):
+    """The model's eager decode step as a step function of ours: generate_tokens then keeps the
+    caller's attention settings (cuDNN allowed), where its own eager step goes without cuDNN on
+    CUDA. It is the step as a CUDA graph captures it, and as generate ran it before issue 9's choice."""
+    return lambda *args, **kwargs: model.decode_token(*args, **kwargs)
+
+
 def random_gpt2(n_layer: int, n_head: int, n_embd: int):
     """(the GPT-2-shaped model every decode row times, random weights from seed 0, its tokenizer).
     Speed does not depend on the weights' values; end-of-text never wins, so every row runs its
@@ -114,8 +121,8 @@ def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int
     model.to(device=device, dtype=torch.bfloat16)
     prompt = torch.tensor([ids], device=device)
     generator = torch.Generator(device).manual_seed(0)
-    with_cudnn = lambda *a, **k: model.decode_token(*a, **k)  # noqa: E731  (a step of ours: cuDNN allowed)
-    step = GraphedDecodeStep(model) if graphed else with_cudnn if cudnn_attention and prompt.is_cuda else "auto"
+    step = (GraphedDecodeStep(model) if graphed else eager_step_with_cudnn(model) if cudnn_attention and prompt.is_cuda
+            else "auto")
     run = lambda: model.generate(prompt, tokens, temperature=0.8, top_k=200, generator=generator,  # noqa: E731
                                  decode_step=step)
     cold, _ = _timed(run)
@@ -214,9 +221,9 @@ def decode_rows(args: argparse.Namespace) -> None:
     tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     if device.type == "cuda":  # the eager step with cuDNN attention allowed, which generate's own goes without
         m = model.to(torch.bfloat16)
-        with_cudnn = lambda *a, **k: m.decode_token(*a, **k)  # noqa: E731  (a step of ours: the caller's settings)
+        with_cudnn = eager_step_with_cudnn(m)
         m.generate(prompt, 4, temperature=0, decode_step=with_cudnn)
-        seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=with_cudnn), repeat)
+        seconds, tokens_cudnn = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=with_cudnn), repeat)
         row("ours, eager step with cuDNN attention, bf16", args.batch * new, seconds, repeat)
     if device.type == "cuda":  # the eager step replayed from a CUDA graph: no compile
         from gpt.generation import GraphedDecodeStep
@@ -231,10 +238,7 @@ def decode_rows(args: argparse.Namespace) -> None:
                                          repeat)
         row("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,
             note=f"  [a first 4-token generate, capture included: {capture_s:.2f} s]")
-        # against the eager step as the graph captured it (through a function of ours, generate leaves
-        # cuDNN attention allowed, as in the graph; its own eager step goes without it)
-        as_captured = m.generate(prompt, new, temperature=0, decode_step=lambda *a, **k: m.decode_token(*a, **k))
-        for what, eager in (("as captured", as_captured), ("of generate's eager step", tokens_bf16)):
+        for what, eager in (("as captured", tokens_cudnn), ("of generate's eager step", tokens_bf16)):
             same = tokens_graphed[:, args.prompt_len:] == eager[:, args.prompt_len:]  # the new tokens only
             print(f"  its greedy tokens equal to the eager step's, {what}: {same.float().mean().item():.1%}"
                   f"{first_difference(same)}")
@@ -410,17 +414,17 @@ def decode_rows(args: argparse.Namespace) -> None:
         sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
 
 
-def break_even(compile_s: float, eager: float, compiled: float, what: str = "eager") -> str:
+def break_even(compile_s: float, uncompiled: float, compiled: float, what: str = "eager") -> str:
     """From how many tokens per call compiling the decode step pays for its compile time:
     compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), against sample.py's rule;
     `what` names the uncompiled step (eager, graphed)."""
     from gpt.generation import COMPILE_MIN_TOKENS
 
     rule = f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})"
-    if compiled <= eager:
-        return f"compiling never pays off: compiled {compiled:,.0f} <= {what} {eager:,.0f} tokens/s {rule}"
-    return (f"compiling pays off from {compile_s / (1 / eager - 1 / compiled):,.0f} tokens per call: "
-            f"{compile_s:.1f} s to compile, {eager:,.0f} tokens/s {what}, {compiled:,.0f} compiled {rule}")
+    if compiled <= uncompiled:
+        return f"compiling never pays off: compiled {compiled:,.0f} <= {what} {uncompiled:,.0f} tokens/s {rule}"
+    return (f"compiling pays off from {compile_s / (1 / uncompiled - 1 / compiled):,.0f} tokens per call: "
+            f"{compile_s:.1f} s to compile, {uncompiled:,.0f} tokens/s {what}, {compiled:,.0f} compiled {rule}")
 
 
 def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
