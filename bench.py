@@ -100,11 +100,14 @@ def cudnn_attention_off():
 
 
 def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int], tokens: int, device: str,
-                           repeat: int, graphed: bool = False, cudnn_attention: bool = True) -> tuple[float, float]:
-    """Seconds of the first model.generate of `tokens` tokens after loading, and of the fastest of
-    `repeat` later ones: bf16 weights, sample.py's default sampling (temperature 0.8, top-k 200).
-    bench_decode runs it in a fresh process, so the first call is a user's first call: no kernel
-    choices, attention plans or library handles left from other rows (issue 9: within 1.5x).
+                           repeat: int, graphed: bool = False, cudnn_attention: bool = True,
+                           ) -> tuple[float, float, float]:
+    """Seconds of the first model.generate of `tokens` tokens after loading, of the next one with a
+    prompt of another length (what a new length costs once the process is warm: a per-shape plan
+    would show here), and of the fastest of `repeat` later ones with the first prompt: bf16 weights,
+    sample.py's default sampling (temperature 0.8, top-k 200). bench_decode runs it in a fresh
+    process, so the first call is a user's first call: no kernel choices, attention plans or
+    library handles left from other rows (issue 9: within 1.5x).
     graphed: the decode step replayed from a CUDA graph (`GraphedDecodeStep`), its capture in the cold call.
     cudnn_attention False: scaled_dot_product_attention may not use cuDNN (which loads its library
     and builds a plan per shape at first use); generate's own eager step on CUDA goes without it
@@ -126,10 +129,13 @@ def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int
     run = lambda: model.generate(prompt, tokens, temperature=0.8, top_k=200, generator=generator,  # noqa: E731
                                  decode_step=step)
     cold, _ = _timed(run)
+    longer = torch.tensor([ids + ids[: len(ids) // 2 + 1]], device=device)
+    new_length, _ = _timed(lambda: model.generate(longer, tokens, temperature=0.8, top_k=200, generator=generator,
+                                                  decode_step=step))
     warm, _ = _timed(run, repeat)
     if graphed and step.failed:
         raise SystemExit("the CUDA-graph capture of the decode step failed (see the warning above)")
-    return cold, warm
+    return cold, new_length, warm
 
 
 def bench_decode(args: argparse.Namespace) -> None:
@@ -212,12 +218,13 @@ def decode_rows(args: argparse.Namespace) -> None:
                               capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
         if proc.returncode:
             raise SystemExit(f"bench.py decode: the fresh-process generate failed:\n{proc.stderr[-3000:]}")
-        cold, warm = json.loads(proc.stdout.splitlines()[-1])
+        cold, new_length, warm = json.loads(proc.stdout.splitlines()[-1])
         how = ("" if device.type != "cuda" else ", CUDA graph of the eager step" if graphed
                else ", eager step with cuDNN attention" if cudnn else ", eager step (generate's default)")
         how += "" if cudnn or not graphed else ", no cuDNN attention"
         print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens"
-              f"{how}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x)")
+              f"{how}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x); the next call, "
+              f"a prompt {len(ids) // 2 + 1} tokens longer: {new_length:.2f} s = {new_length / warm:.2f}x")
     tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     if device.type == "cuda":  # the eager step with cuDNN attention allowed, which generate's own goes without
         m = model.to(torch.bfloat16)

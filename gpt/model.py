@@ -579,12 +579,14 @@ class GPT(nn.Module):
             decode_step = "static" if idx.device.type == "cuda" else None
         if decode_step == "static":
             decode_step = self.decode_token
-        # The model's own steps on CUDA attend without cuDNN, whose library load and per-shape plans
-        # doubled a first bf16 generate on an H100 and slowed warm ones too; a graphed or compiled step
-        # keeps it, as its replays are faster with it (issue 9, README "On a GPU"). Entered around each
-        # call, never across a yield, so the caller's code between tokens runs with its own settings.
-        eager_attention = (no_cudnn_attention if idx.is_cuda and decode_step in (None, self.decode_token)
-                           else contextlib.nullcontext)
+        # The model's own passes on CUDA (prefills, and its eager steps) attend without cuDNN, whose
+        # library load and per-shape plans doubled a first bf16 generate on an H100 and slowed warm
+        # ones too: a prefill of a new prompt length would build a new plan. A graphed or compiled step
+        # keeps it: one shape, one plan, and faster replays (issue 9, README "On a GPU"). Entered
+        # around each call, never across a yield, so the caller's code between tokens runs with its
+        # own settings.
+        own_pass = no_cudnn_attention if idx.is_cuda else contextlib.nullcontext
+        step_attention = own_pass if decode_step in (None, self.decode_token) else contextlib.nullcontext
         batch = idx.size(0) * num_samples
         block = self.config.block_size
         keep = max(1, block // 2)
@@ -616,14 +618,14 @@ class GPT(nn.Module):
                 for _ in range(max_new_tokens):
                     noise = None if temperature == 0 else sampling_noise(batch, vocab, idx.device, generator)
                     if use_cache and decode_step is not None and window - cached_upto == 1:
-                        with eager_attention():
+                        with step_attention():
                             nxt = decode_step(last, pos_t.fill_(cached_upto), noise, seen, **sampling,
                                               vocab_limit=vocab)
                     else:
                         if tail:
                             seq, tail = torch.cat((seq, *tail), dim=1).clamp_min(0), []
                         rows = seq[:1] if shared_prompt else seq  # the shared prompt: computed once for all rows
-                        with eager_attention():
+                        with own_pass():
                             if use_cache:
                                 logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
                             else:

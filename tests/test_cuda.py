@@ -313,31 +313,42 @@ def test_the_eager_step_replayed_from_a_cuda_graph_gives_its_tokens(dtype, exact
     assert buffers[0] is model.decode_inputs[0] and buffers[1] is model.decode_inputs[1]
 
 
-def test_eager_decoding_attends_without_cudnn_only_inside_its_own_calls():
-    # bf16 cuDNN attention costs a first generate its library load and plans (issue 9): the
-    # model's own eager step goes without it, and the caller's setting is back between tokens
+def test_the_models_own_passes_attend_without_cudnn_only_inside_its_own_calls():
+    # bf16 cuDNN attention costs a first generate its library load and a plan per shape (issue 9):
+    # prefills (any prompt length) and the model's own eager step go without it, a graphed step
+    # keeps it (one shape, faster replays), and the caller's setting is back between tokens
+    from gpt.generation import GraphedDecodeStep
+
     model = tiny_model(torch.bfloat16)
-    inside, original = [], model.decode_token
+    steps, prefills = [], []
+    original_step, original_forward = model.decode_token, model.forward
 
     def step(*args, **kw):
-        inside.append(torch.backends.cuda.cudnn_sdp_enabled())
-        return original(*args, **kw)
-    model.decode_token = step  # what generate_tokens' "static" step calls
-    prompt = torch.randint(0, 250, (1, 5), device="cuda")
+        steps.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return original_step(*args, **kw)
+
+    def forward(*args, **kw):
+        prefills.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return original_forward(*args, **kw)
+    model.decode_token, model.forward = step, forward  # what generate_tokens' "static" step and prefills call
     assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's default
-    for _ in model.generate_tokens(prompt, 10, temperature=0):
-        assert torch.backends.cuda.cudnn_sdp_enabled()
+    for length in (5, 7):
+        prompt = torch.randint(0, 250, (1, length), device="cuda")
+        for _ in model.generate_tokens(prompt, 10, temperature=0):
+            assert torch.backends.cuda.cudnn_sdp_enabled()
+    assert len(steps) == 18 and not any(steps)
+    assert len(prefills) == 2 and not any(prefills)
     del model.decode_token
-    assert len(inside) == 9 and not any(inside)
-    graphed = []
-    from gpt.generation import GraphedDecodeStep
 
     class Watched(GraphedDecodeStep):
         def __call__(self, *args, **kw):
             graphed.append(torch.backends.cuda.cudnn_sdp_enabled())
             return super().__call__(*args, **kw)
+    graphed, prefills[:] = [], []
     model.generate(prompt, 10, temperature=0, decode_step=Watched(model))
     assert len(graphed) == 9 and all(graphed)  # a graphed step keeps it: faster replays
+    assert prefills == [False]
+    del model.forward
 
 
 def test_a_decode_step_that_cannot_be_captured_warns_and_runs_eagerly():
