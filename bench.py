@@ -899,6 +899,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     Compiling is (on a GPU, where train.py compiles): every timed run starts from an empty compile
     cache, as a user's first `python train.py`."""
     import json
+    import re
     import statistics
     import subprocess
     from pathlib import Path
@@ -942,7 +943,11 @@ def bench_quality(args: argparse.Namespace) -> None:
                 last = [r for r in records if "val_bpb" in r][-1]
                 ms = statistics.median(r["ms_per_step"] for r in records if "ms_per_step" in r)
                 final_bpb[name].append(last["val_bpb"])
-                print(f"  {last['step']:,} steps, median {ms:.1f} ms/step, {seconds:.0f} s wall "
+                log = Path(f"{out}.log").read_text()  # train.py's plan, and whether it was cut short
+                plan = re.search(r"time budget [\d.]+ s: ([\d,]+) steps of (\d+) ms \(the warmup's mean\)", log)
+                cut = len(re.findall(r"since the count was fixed: stopping at step", log))
+                planned = f" (planned {plan[1]} at the warmup's {plan[2]} ms{', shortened' if cut else ''})" if plan else ""
+                print(f"  {last['step']:,} steps{planned}, median {ms:.1f} ms/step, {seconds:.0f} s wall "
                       f"({seconds - args.time_budget:+.0f} s against the budget): "
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
     base = statistics.fmean(final_bpb[names[0]])

@@ -280,11 +280,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                               "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
                               "step), --block_size, --n_embd or --n_layer")
     timing_from = logged = (step, train_s)
+    planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
     t_last = time.perf_counter()
     while True:
         if not cfg.max_iters and step >= cfg.warmup_iters:
             step_s = (train_s - timing_from[1]) / (step - timing_from[0])
             steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist)
+            planned = (step, train_s)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
@@ -312,6 +314,14 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
                 exit_status = 2
                 break
+            # A budgeted run that has fallen behind its plan stops sooner; decided before the checkpoint,
+            # which records the count the run is on.
+            if planned and not at_end and not stopping and step > planned[0]:
+                shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
+                                            eval_s, accum, dist, say)
+                if shorter is not cfg:
+                    cfg, progress.total, at_end = shorter, shorter.max_iters, step >= shorter.max_iters
+                    on_rank0(dist, lambda: write_config(out_dir, cfg))
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
@@ -422,7 +432,7 @@ BUDGET_RESERVE_S = 2.0
 
 
 def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                    accum: int, dist: Dist) -> tuple[int, float]:
+                    accum: int, dist: Dist, at_least: int = 1) -> tuple[int, float]:
     """(steps, seconds per step) of a --max_iters=0 run: fixed at the end of warmup from the mean time of the
     warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
     the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
@@ -434,7 +444,29 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
         t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64, device=collective_device())
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
         step_s, eval_s, elapsed = t.tolist()
-    return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S), step_s
+    return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S,
+                           at_least), step_s
+
+
+def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float, accum: int,
+                      dist: Dist, say) -> TrainConfig:
+    """A budgeted run at an evaluation (after it, before its checkpoint): where the run no longer fits
+    its budget at the speed of its steps since the count was fixed (`step_s`), a count that does,
+    else cfg itself. The warmup's mean, which fixed the count, can be far off: on an H100 one run
+    of the GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). Only the stop
+    moves, and only earlier (a later one would train on at min_lr): the
+    learning rate keeps the schedule of the first count (lr_decay_iters), so the steps already
+    taken stay those of `--max_iters=N --lr_decay_iters=M`, and a run resumed from a checkpoint
+    follows it. The checkpoint about to be saved (one evaluation's cost, eval_s, spent here as
+    margin) is counted; where not even one more step fits, the run ends at this one."""
+    steps, step_s = fit_time_budget(cfg, started - eval_s, step, step_s, eval_s, accum, dist, at_least=0)
+    if steps >= cfg.max_iters:
+        return cfg
+    decay = cfg.lr_decay_iters or cfg.max_iters
+    say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
+        f"step {steps:,} instead of {cfg.max_iters:,}, the learning rate on its schedule to step {decay:,} "
+        f"(--max_iters={steps} --lr_decay_iters={decay} repeats this run)")
+    return replace(cfg, max_iters=steps, lr_decay_iters=decay)
 
 
 def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:

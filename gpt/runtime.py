@@ -249,23 +249,23 @@ def check_fits(need: int, device: torch.device, what: str) -> None:
 
 
 def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float, eval_s: float,
-                    eval_interval: int, reserve_s: float) -> int:
+                    eval_interval: int, reserve_s: float, at_least: int = 1) -> int:
     """--max_iters=0: the step count that fits a run in `budget_s` seconds of wall-clock. At `step`,
     `elapsed_s` into the run, with steps of `step_s` and evaluations of `eval_s` (one at every
     multiple of `eval_interval` and one at the end, each with the checkpoint and loss plot after
     it), and `reserve_s` kept for the end of the run: the largest n with
         elapsed_s + (n - step) * step_s + evaluations in (step, n] * eval_s + reserve_s <= budget_s,
-    and step + 1 when not even that fits. Fixing n once keeps the schedule a function of the step,
-    so a resumed run follows it exactly (as with a hand-set max_iters)."""
+    and step + at_least when not even that fits. Fixing n once keeps the schedule a function of the
+    step, so a resumed run follows it exactly (as with a hand-set max_iters)."""
     def cost(n: int) -> float:
         evals = n // eval_interval - step // eval_interval + (n % eval_interval != 0)
         return elapsed_s + (n - step) * step_s + evals * eval_s + reserve_s
 
     n = step + int((budget_s - elapsed_s - reserve_s - eval_s) / (step_s + eval_s / eval_interval))
-    n = max(n, step + 1)
+    n = max(n, step + at_least)
     while cost(n + 1) <= budget_s:
         n += 1
-    while n > step + 1 and cost(n) > budget_s:
+    while n > step + at_least and cost(n) > budget_s:
         n -= 1
     return n
 

@@ -171,6 +171,28 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     assert cold and float(cold[2]) > 0 and float(cold[4]) > 0, out
 
 
+def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_path, capsys):
+    import re
+
+    from gpt.prepare import prepare
+    from tests.test_train import write_corpus
+
+    data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text"))], tokenizer="byte",
+                   out_dir=tmp_path / "shards", num_proc=1, quiet=True)
+    bench.main(["quality", "--recipes=default", "--time_budget=8", "--", f"--data={data}", "--n_layer=1",
+                "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2", "--warmup_iters=10",
+                "--eval_interval=50", "--compile=false", "--device=cpu"])
+    out = capsys.readouterr().out
+    run = re.search(r"^  ([\d,]+) steps \(planned ([\d,]+) at the warmup's (\d+) ms(, shortened)?\), median ([\d.]+) "
+                    r"ms/step, (\d+) s wall \(([+-]\d+) s against the budget\): validation ([\d.]+) bits per byte$",
+                    out, re.M)
+    assert run, out
+    steps, planned = int(run[1].replace(",", "")), int(run[2].replace(",", ""))
+    assert steps == planned if not run[4] else steps < planned
+    assert steps > 10 and float(run[5]) > 0 and float(run[8]) > 0
+    assert re.search(r"^  default: [\d.]+$", out, re.M)
+
+
 def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):
     # bench.py quality and the decode step's compile time are measured from an empty compile cache
     import os

@@ -208,6 +208,46 @@ def test_a_time_budget_plans_for_the_checkpoint_after_each_evaluation(byte_data,
     assert open_checkpoint(first).meta["step"] == 0 and load_model(first)[0].config.n_layer == 2
 
 
+def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_schedule(byte_data, tmp_path,
+                                                                                          monkeypatch, capsys):
+    # The warmup's mean fixes the count; on an H100 later steps were slower and a 90 s run took
+    # 124 s. Here every step after the warmup sleeps 50 ms: without a second look the plan's count
+    # would take many times the budget.
+    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def slower_after_warmup(*args, **kwargs):  # once a step, inside the timed steps
+        calls.append(None)
+        if len(calls) > 10:
+            time.sleep(0.05)
+        return real_clip(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", slower_after_warmup)
+    common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=20", "--keep_last=100"]
+    out = tmp_path / "budget"
+    started = time.monotonic()
+    assert train.main([*common, "--max_iters=0", "--time_budget=5", f"--out_dir={out}"], started) == 0
+    took = time.monotonic() - started
+    printed = capsys.readouterr().out
+    first = int(re.search(r"time budget 5 s: [\d,]+ steps .*--max_iters=(\d+) repeats this run", printed)[1])
+    shortened = re.findall(r"time budget 5 s: steps take (\d+) ms since the count was fixed: stopping at step "
+                           r"[\d,]+ instead of ([\d,]+), the learning rate on its schedule to step [\d,]+ "
+                           r"\(--max_iters=(\d+) --lr_decay_iters=(\d+) repeats this run\)", printed)
+    assert shortened, printed[-2000:]  # at one evaluation or more, each stop before the last
+    assert [int(before.replace(",", "")) for _, before, _, _ in shortened] == [first] + [int(s[2]) for s in shortened[:-1]]
+    assert all(int(ms) >= 50 and int(decay) == first for ms, _, _, decay in shortened)
+    steps = int(shortened[-1][2])
+    assert 10 < steps < first and max(losses(out)) == steps  # the run ended there
+    assert took < 5 + 2.5, (took, steps, first)  # the plan's count would have taken (first - 10) * 0.05 s more
+    assert (first - 10) * 0.05 > 5
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["max_iters"], saved["lr_decay_iters"]) == (steps, first)
+    assert open_checkpoint(out).meta["config"]["max_iters"] == steps  # a resume follows the shorter count
+    # The learning rate kept the first count's schedule, so the printed flags repeat the run exactly.
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", real_clip)
+    assert train.main([*common, f"--max_iters={steps}", f"--lr_decay_iters={first}", f"--out_dir={tmp_path / 'fixed'}"]) == 0
+    assert losses(out) == losses(tmp_path / "fixed")
+
+
 @pytest.mark.parametrize("error", [
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"),  # the CPU's
