@@ -452,13 +452,13 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
                       dist: Dist, say) -> TrainConfig:
     """A budgeted run at an evaluation (after it, before its checkpoint): where the run no longer fits
     its budget at the speed of its steps since the count was fixed (`step_s`), a count that does,
-    else cfg itself. The warmup's mean, which fixed the count, can be far off: on an H100 one run
-    of the GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). Only the stop
-    moves, and only earlier (a later one would train on at min_lr): the
-    learning rate keeps the schedule of the first count (lr_decay_iters), so the steps already
-    taken stay those of `--max_iters=N --lr_decay_iters=M`, and a run resumed from a checkpoint
-    follows it. The checkpoint about to be saved (one evaluation's cost, eval_s, spent here as
-    margin) is counted; where not even one more step fits, the run ends at this one."""
+    else cfg itself. The plan made at the end of warmup can be far off: on an H100 one run of the
+    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). Only the stop moves,
+    and only earlier (a later one would train on at min_lr): the learning rate keeps the schedule
+    of the first count (lr_decay_iters), so the steps already taken stay those of `--max_iters=N
+    --lr_decay_iters=M`, and a run resumed from a checkpoint follows it. The checkpoint about to be
+    saved is counted as one evaluation's cost (eval_s, the last one's); where not even one more
+    step fits, the run ends at this one."""
     steps, step_s = fit_time_budget(cfg, started - eval_s, step, step_s, eval_s, accum, dist, at_least=0)
     if steps >= cfg.max_iters:
         return cfg
