@@ -221,12 +221,9 @@ def native_cpu_bf16() -> bool:
 # --compile=auto compiles the decode step (CUDA only) when a call asks for at least this many
 # tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
 # is compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), and the uncompiled step on
-# CUDA is the eager step replayed from a CUDA graph (sample.py's --cuda_graph=auto). Measured on an
-# H100 (torch 2.11, bf16, batch 1, issue 9, README "On a GPU"): GPT-2 124M in sample.py, 69,500
-# tokens (15.0 s to compile, 1,284 tokens/s graphed, 1,777 compiled). For the 10.8M GPU default
-# run's model only a lower bound is measured, 12,165 (13.1 s to compile, 1,690 tokens/s compiled,
-# and at least 599 graphed: 300 tokens in 0.50 s, the capture included). Against the eager step,
-# without a graph, the break-evens were 5,947-7,400.
+# CUDA is the eager step replayed from a CUDA graph (sample.py's --cuda_graph=auto). On an H100 it
+# was 56,823-69,500 tokens for GPT-2 124M and the 10.8M GPU default run's model (issue 9; the
+# figures in README "On a GPU", measured by `bench.py decode --sample_wall_out_dir=RUN`).
 COMPILE_MIN_TOKENS = 70_000
 
 
