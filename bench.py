@@ -63,8 +63,8 @@ def first_difference(same) -> str:
 
 def eager_step_with_cudnn(model):
     """The model's eager decode step as a step function of ours: generate_tokens then keeps the
-    caller's attention settings (cuDNN allowed), where its own eager step goes without cuDNN on
-    CUDA. It is the step as a CUDA graph captures it, and as generate ran it before issue 9's choice."""
+    caller's attention settings (cuDNN allowed) for the step, where its own eager step goes without
+    cuDNN on CUDA; prefills go without it either way. It is the step as a CUDA graph captures it."""
     return lambda *args, **kwargs: model.decode_token(*args, **kwargs)
 
 
@@ -112,7 +112,7 @@ def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int
     cudnn_attention False: scaled_dot_product_attention may not use cuDNN (which loads its library
     and builds a plan per shape at first use); generate's own eager step on CUDA goes without it
     anyway, so True with graphed False runs the eager step through a function of ours, which keeps
-    the caller's settings (cuDNN allowed), as generate ran it before issue 9's choice."""
+    the caller's settings (cuDNN allowed) for the step (prefills go without cuDNN on every path)."""
     import torch
 
     from gpt.generation import GraphedDecodeStep

@@ -293,7 +293,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             if dist.is_main:
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
-                    f"--max_iters={steps} repeats this run")
+                    f"--max_iters={steps} repeats this run (unless it is shortened at an evaluation)")
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.
@@ -314,14 +314,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
                 exit_status = 2
                 break
-            # A budgeted run that has fallen behind its plan stops sooner; decided before the checkpoint,
-            # which records the count the run is on.
-            if planned and not at_end and not stopping and step > planned[0]:
-                shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
-                                            eval_s, accum, dist, say)
-                if shorter is not cfg:
-                    cfg, progress.total, at_end = shorter, shorter.max_iters, step >= shorter.max_iters
-                    on_rank0(dist, lambda: write_config(out_dir, cfg))
             if val_loss is not None:
                 record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
                           "tokens_seen": tokens_seen}
@@ -391,6 +383,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         train_s, t_last = train_s + now - t_last, now
         if not cfg.max_iters and step == cfg.warmup_iters // 5:
             timing_from = (step, train_s)
+        # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
+        # comes next (at the loop's top), so that its checkpoint records the count the run is on.
+        if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters:
+            shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]), eval_s,
+                                        accum, dist, say)
+            if shorter is not cfg:
+                cfg, progress.total = shorter, shorter.max_iters
+                on_rank0(dist, lambda: write_config(out_dir, cfg))
+                logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation step)
         if logging:  # speed as the mean over the steps since the last record
             dt = (train_s - logged[1]) / (step - logged[0])
             logged = (step, train_s)
@@ -432,14 +433,14 @@ BUDGET_RESERVE_S = 2.0
 
 
 def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                    accum: int, dist: Dist, at_least: int = 1) -> tuple[int, float]:
+                    accum: int, dist: Dist, at_least: int = 1, evaluation_next: bool = False) -> tuple[int, float]:
     """(steps, seconds per step) of a --max_iters=0 run: fixed at the end of warmup from the mean time of the
     warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
     the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
     evaluation (a run resumed during warmup), one is taken to cost a micro-step for each of the
     rank's share of the eval_iters batches: a forward pass costs less, so this errs on the safe side."""
     eval_s = eval_s if eval_s is not None else step_s * math.ceil(cfg.eval_iters / dist.world_size) / accum
-    elapsed = time.monotonic() - started
+    elapsed = time.monotonic() - started + (eval_s if evaluation_next else 0.0)  # (one at `step` itself, to come)
     if dist.enabled:
         t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64, device=collective_device())
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
@@ -448,24 +449,39 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
                            at_least), step_s
 
 
-def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float, accum: int,
-                      dist: Dist, say) -> TrainConfig:
-    """A budgeted run at an evaluation (after it, before its checkpoint): where the run no longer fits
+def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
+                      accum: int, dist: Dist, say) -> TrainConfig:
+    """A budgeted run at the end of a step that an evaluation follows: where the run no longer fits
     its budget at the speed of its steps since the count was fixed (`step_s`), a count that does,
     else cfg itself. The plan made at the end of warmup can be far off: on an H100 one run of the
-    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). Only the stop moves,
-    and only earlier (a later one would train on at min_lr): the learning rate keeps the schedule
-    of the first count (lr_decay_iters), so the steps already taken stay those of `--max_iters=N
-    --lr_decay_iters=M`, and a run resumed from a checkpoint follows it. The checkpoint about to be
-    saved is counted as one evaluation's cost (eval_s, the last one's); where not even one more
-    step fits, the run ends at this one."""
-    steps, step_s = fit_time_budget(cfg, started - eval_s, step, step_s, eval_s, accum, dist, at_least=0)
+    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). The stop moves only
+    earlier (a later one would train on at min_lr), and the learning rate keeps the steps already
+    taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
+    fits, the run ends at this one."""
+    steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, at_least=0, evaluation_next=True)
     if steps >= cfg.max_iters:
         return cfg
-    decay = cfg.lr_decay_iters or cfg.max_iters
+    shorter = refit_schedule(cfg, step, steps)
+    repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
+    lr = (f"the learning rate on its schedule to step {shorter.lr_decay_iters:,}" if shorter.lr_decay_iters
+          else "the learning rate's schedule with it")
     say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
-        f"step {steps:,} instead of {cfg.max_iters:,}, the learning rate on its schedule to step {decay:,} "
-        f"(--max_iters={steps} --lr_decay_iters={decay} repeats this run)")
+        f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run)")
+    return shorter
+
+
+def refit_schedule(cfg: TrainConfig, step: int, steps: int) -> TrainConfig:
+    """cfg with `steps` steps instead of cfg.max_iters, after `step` steps were taken: its learning
+    rate then ends its decay at the new count where that leaves the rates of the steps taken as they
+    were (wsd while still flat, constant, noam), else keeps the schedule it had (lr_decay_iters:
+    cosine after warmup, whose rates depend on the count from the start). Either way the steps
+    taken are those of the returned config's --max_iters and --lr_decay_iters, which so repeat the run."""
+    def rates(decay: int) -> list[float]:
+        return [lr_at(s, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay, cfg.lr_schedule, cfg.decay_fraction)
+                for s in range(step)]
+    decay = cfg.lr_decay_iters or cfg.max_iters
+    if not cfg.lr_decay_iters and rates(steps) == rates(decay):
+        return replace(cfg, max_iters=steps)
     return replace(cfg, max_iters=steps, lr_decay_iters=decay)
 
 

@@ -255,7 +255,7 @@ def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float,
     multiple of `eval_interval` and one at the end, each with the checkpoint and loss plot after
     it), and `reserve_s` kept for the end of the run: the largest n with
         elapsed_s + (n - step) * step_s + evaluations in (step, n] * eval_s + reserve_s <= budget_s,
-    and step + at_least when not even that fits. Fixing n once keeps the schedule a function of the
+    and step + at_least when not even that fits. A fixed n keeps the schedule a function of the
     step, so a resumed run follows it exactly (as with a hand-set max_iters)."""
     def cost(n: int) -> float:
         evals = n // eval_interval - step // eval_interval + (n % eval_interval != 0)
