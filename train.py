@@ -40,6 +40,7 @@ import json
 import math
 import os
 import socket
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -273,7 +274,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
-    train_s, eval_s = 0.0, None
+    train_s, eval_s, eval_times = 0.0, None, []
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
                               f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
@@ -285,7 +286,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     while True:
         if not cfg.max_iters and step >= cfg.warmup_iters:
             step_s = (train_s - timing_from[1]) / (step - timing_from[0])
-            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist)
+            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist,
+                                            evaluation_next=step % cfg.eval_interval == 0)
             planned = (step, train_s)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
@@ -329,6 +331,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)
             eval_s = time.perf_counter() - t_eval
+            eval_times.append(eval_s)
             if stopping:
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, "
@@ -386,8 +389,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
         # comes next (at the loop's top), so that its checkpoint records the count the run is on.
         if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters:
-            shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]), eval_s,
-                                        accum, dist, say)
+            shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
+                                        statistics.median(eval_times) if eval_times else None, accum, dist, say)
             if shorter is not cfg:
                 cfg, progress.total = shorter, shorter.max_iters
                 on_rank0(dist, lambda: write_config(out_dir, cfg))
@@ -438,7 +441,10 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
     warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
     the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
     evaluation (a run resumed during warmup), one is taken to cost a micro-step for each of the
-    rank's share of the eval_iters batches: a forward pass costs less, so this errs on the safe side."""
+    rank's share of the eval_iters batches (a forward pass costs less; the checkpoint and loss plot
+    after it are left out).
+    at_least: the fewest steps past `step` it returns; evaluation_next: an evaluation at `step` is
+    still to come, and counted (`shorten_to_budget`)."""
     eval_s = eval_s if eval_s is not None else step_s * math.ceil(cfg.eval_iters / dist.world_size) / accum
     elapsed = time.monotonic() - started + (eval_s if evaluation_next else 0.0)  # (one at `step` itself, to come)
     if dist.enabled:
@@ -454,16 +460,21 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     """A budgeted run at the end of a step that an evaluation follows: where the run no longer fits
     its budget at the speed of its steps since the count was fixed (`step_s`), a count that does,
     else cfg itself. The plan made at the end of warmup can be far off: on an H100 one run of the
-    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). The stop moves only
+    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). eval_s: the median
+    evaluation so far, so that one slow one does not cut the run for good. The stop moves only
     earlier (a later one would train on at min_lr), and the learning rate keeps the steps already
     taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
-    fits, the run ends at this one."""
+    fits, the run ends at this one. A run resumed past its warmup has a count and no plan: it
+    takes no second look."""
     steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, at_least=0, evaluation_next=True)
     if steps >= cfg.max_iters:
         return cfg
     shorter = refit_schedule(cfg, step, steps)
     repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
+    if shorter.decay_fraction != cfg.decay_fraction:
+        repeat += f" --decay_fraction={shorter.decay_fraction!r}"
     lr = (f"the learning rate on its schedule to step {shorter.lr_decay_iters:,}" if shorter.lr_decay_iters
+          else "the learning rate decaying from here" if shorter.decay_fraction != cfg.decay_fraction
           else "the learning rate's schedule with it")
     say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
         f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run)")
@@ -471,18 +482,23 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
 
 
 def refit_schedule(cfg: TrainConfig, step: int, steps: int) -> TrainConfig:
-    """cfg with `steps` steps instead of cfg.max_iters, after `step` steps were taken: its learning
-    rate then ends its decay at the new count where that leaves the rates of the steps taken as they
-    were (wsd while still flat, constant, noam), else keeps the schedule it had (lr_decay_iters:
-    cosine after warmup, whose rates depend on the count from the start). Either way the steps
-    taken are those of the returned config's --max_iters and --lr_decay_iters, which so repeat the run."""
-    def rates(decay: int) -> list[float]:
-        return [lr_at(s, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay, cfg.lr_schedule, cfg.decay_fraction)
-                for s in range(step)]
-    decay = cfg.lr_decay_iters or cfg.max_iters
-    if not cfg.lr_decay_iters and rates(steps) == rates(decay):
-        return replace(cfg, max_iters=steps)
-    return replace(cfg, max_iters=steps, lr_decay_iters=decay)
+    """cfg with `steps` steps instead of cfg.max_iters, after `step` steps were taken, and a
+    learning rate that leaves the rates of the steps taken as they were: the first of
+      - the schedule ending at the new count (wsd while still flat at the new count's decay start;
+        constant and noam, which have no end);
+      - wsd still flat: its decay from this step to the new count (decay_fraction);
+      - the schedule it had (lr_decay_iters; cosine, whose rates depend on the count from its
+        first step past warmup, and wsd already decaying): it then ends above min_lr.
+    Either way the returned config's --max_iters, --lr_decay_iters and --decay_fraction repeat the run."""
+    def rates(c: TrainConfig) -> list[float]:
+        return [lr_at(s, c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters or c.max_iters, c.lr_schedule,
+                      c.decay_fraction) for s in range(step)]
+    taken = rates(cfg)
+    candidates = [] if cfg.lr_decay_iters else [replace(cfg, max_iters=steps)]
+    if cfg.lr_schedule == "wsd" and not cfg.lr_decay_iters and steps > step:
+        candidates.append(replace(cfg, max_iters=steps, decay_fraction=(steps - step) / steps))
+    return next((c for c in candidates if rates(c) == taken),
+                replace(cfg, max_iters=steps, lr_decay_iters=cfg.lr_decay_iters or cfg.max_iters))
 
 
 def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
