@@ -487,8 +487,8 @@ def refit_schedule(cfg: TrainConfig, step: int, steps: int) -> TrainConfig:
       - the schedule ending at the new count (wsd while still flat at the new count's decay start;
         constant and noam, which have no end);
       - wsd still flat: its decay from this step to the new count (decay_fraction);
-      - the schedule it had (lr_decay_iters; cosine, whose rates depend on the count from its
-        first step past warmup, and wsd already decaying): it then ends above min_lr.
+      - the schedule it had (lr_decay_iters; cosine, whose rates depend on the count from the
+        second step after warmup, and wsd already decaying): it then ends above min_lr.
     Either way the returned config's --max_iters, --lr_decay_iters and --decay_fraction repeat the run."""
     def rates(c: TrainConfig) -> list[float]:
         return [lr_at(s, c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters or c.max_iters, c.lr_schedule,
