@@ -471,7 +471,7 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
         return cfg
     shorter = refit_schedule(cfg, step, steps)
     repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
-    if shorter.decay_fraction != cfg.decay_fraction:
+    if cfg.lr_schedule == "wsd":  # an earlier look may have changed it
         repeat += f" --decay_fraction={shorter.decay_fraction!r}"
     lr = (f"the learning rate on its schedule to step {shorter.lr_decay_iters:,}" if shorter.lr_decay_iters
           else "the learning rate decaying from here" if shorter.decay_fraction != cfg.decay_fraction
