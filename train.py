@@ -433,6 +433,8 @@ def write_config(out_dir: Path, cfg: TrainConfig) -> None:
 # and its checkpoint (which the plan counts as an evaluation): the closing loss plot and the
 # interpreter's exit (1.9 s on the 2-core VM with the last checkpoint, 1.5 s of it torch's exit).
 BUDGET_RESERVE_S = 2.0
+# How far past its budget a run may be projected to end before its count is cut (shorten_to_budget)
+BUDGET_SLACK = 0.05
 
 
 def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
@@ -464,11 +466,15 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     evaluation so far, so that one slow one does not cut the run for good. The stop moves only
     earlier (a later one would train on at min_lr), and the learning rate keeps the steps already
     taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
-    fits, the run ends at this one. A run resumed past its warmup has a count and no plan: it
-    takes no second look."""
-    steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, at_least=0, evaluation_next=True)
-    if steps >= cfg.max_iters:
+    fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
+    left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
+    their learning rates' ends, for seconds. A run resumed past its warmup has a count and no plan:
+    it takes no second look."""
+    late = replace(cfg, time_budget=cfg.time_budget * (1 + BUDGET_SLACK))
+    if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, at_least=0, evaluation_next=True)[0] \
+            >= cfg.max_iters:
         return cfg
+    steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, at_least=0, evaluation_next=True)
     shorter = refit_schedule(cfg, step, steps)
     repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
     if cfg.lr_schedule == "wsd":  # an earlier look may have changed it

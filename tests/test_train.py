@@ -271,6 +271,19 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
     assert losses(out) == losses(tmp_path / "fixed")
 
 
+def test_a_run_projected_within_five_percent_of_its_budget_is_not_cut():
+    # speed swings of a few percent must not cut a run (and its learning rate's end) for seconds
+    from gpt.config import TrainConfig
+    from gpt.runtime import Dist
+
+    cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
+
+    def look(elapsed):  # 500 steps left of 0.1 s, evaluations free, 2 s kept for the end
+        return train.shorten_to_budget(cfg, time.monotonic() - elapsed, 500, 0.1, 0.0, 1, Dist(), print)
+    assert look(51.0) is cfg  # projected 103 s: within 5%
+    assert 898 <= look(58.0).max_iters <= 900  # projected 110 s: cut to fit 100 s
+
+
 @pytest.mark.parametrize("schedule, step, steps, decay, fraction", [
     ("cosine", 12, 30, 100, 0.2),  # past warmup every rate depends on the count: the schedule it had, kept
     ("cosine", 5, 30, 0, 0.2),     # still warming up: nothing taken depends on the count, which then moves
