@@ -274,7 +274,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
-    train_s, eval_s, eval_times = 0.0, None, []
+    train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint and plot
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
                               f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
@@ -286,8 +286,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     while True:
         if not cfg.max_iters and step >= cfg.warmup_iters:
             step_s = (train_s - timing_from[1]) / (step - timing_from[0])
-            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist,
-                                            evaluation_next=step % cfg.eval_interval == 0)
+            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_times[-1] if eval_times else None,
+                                            accum, dist, evaluation_next=step % cfg.eval_interval == 0)
             planned = (step, train_s)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
@@ -330,8 +330,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 is_best = val_loss is not None and val_loss < best_val
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)
-            eval_s = time.perf_counter() - t_eval
-            eval_times.append(eval_s)
+            eval_times.append(time.perf_counter() - t_eval)
             if stopping:
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, "
