@@ -59,9 +59,9 @@ from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
 from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
-                         init_distributed, kernel_settings, leave_distributed, maybe_compile, peak_flops, pick_device,
-                         pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state, steps_in_budget,
-                         use_deterministic, use_fp8)
+                         init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
+                         pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state,
+                         steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
@@ -193,8 +193,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
+    graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
-        val_loss = evaluate(compiled, val_batches, device, dtype, dist)
+        val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs)
         if val_loss is None:
             raise UsageError("the evaluation ran out of memory: try a smaller --batch_size")
         if dist.is_main:
@@ -211,7 +212,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, cfg)))
     if dist.is_main:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        compile_note = ("on (regional)" if cfg.compile == "regional" else "on") if did_compile else "off"
+        compile_note = "off" if not did_compile else {
+            "regional": "on (regional)",
+            "reduce-overhead": "on, forward and backward in CUDA graphs (reduce-overhead)" if device.type == "cuda"
+                               else f"on (reduce-overhead: no CUDA graphs on {device.type}, so as --compile=true)",
+        }.get(cfg.compile, "on")
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {compile_note}"
               + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
                  if cfg.fp8 else "")
@@ -309,7 +314,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 exit_status = 2
                 break
             t_eval = time.perf_counter()
-            val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist)
+            val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
             if val_loss is not None and not math.isfinite(val_loss):  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`.
                 say(f"train.py: error: the validation loss is {val_loss} at step {step}: the model diverged; "
@@ -349,6 +354,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             profiler.before_step(step)
         with first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
+            new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
             for micro in range(accum):
                 x, y = train_batches.next_batch()
                 last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
@@ -603,19 +609,21 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
 
 
 @torch.no_grad()
-def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist) -> float | None:
+def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: bool = False) -> float | None:
     """Mean loss over the fixed validation windows, whose batches the ranks share: each sums its
     batches' losses, weighted by their counted targets, and the sums are added over the ranks (a
     rank may have one batch more than another, or none). Running out of memory here is
     reported and returns None: it must never cost the checkpoint that follows. Under torchrun the
     ranks agree on it in the same all-reduce, so a rank that ran out still meets the others there
     and they all return None. Other errors are bugs or a broken device (a CUDA error leaves the
-    context unusable, so the save would fail anyway): they propagate."""
+    context unusable, so the save would fail anyway): they propagate. graphs: `model` was compiled
+    with --compile=reduce-overhead (gpt/runtime.new_graph_step)."""
     model.eval()
     try:
         total, count, oom = torch.zeros((), device=device), torch.zeros((), device=device), None
         try:
             for x, y in val_batches:
+                new_graph_step(graphs)  # (--compile=reduce-overhead: the last batch's loss is summed already)
                 with autocast(device, dtype):
                     _, loss = model(x, y)
                 n = (y != -1).sum()  # the targets that count: all, or the response tokens of instruction data

@@ -21,6 +21,7 @@ from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+COMPILE_CHOICES = ("auto", "true", "regional", "reduce-overhead", "false")  # train.py's --compile (gpt/runtime.maybe_compile)
 
 
 def opt(default, help: str):
@@ -90,7 +91,9 @@ class TrainConfig:
     dtype: str = opt("auto", "'auto', 'float32', 'bfloat16' or 'float16' (fp16 uses a GradScaler)")
     compile: str = opt("auto", "torch.compile: 'auto' (on for CUDA), 'true' (the whole model), 'regional' (one "
                                "block's graph reused by every block, and the head with its loss: about half the "
-                               "compile time, for short runs) or 'false'")
+                               "compile time, for short runs), 'reduce-overhead' (the whole model, its forward and "
+                               "backward replayed from CUDA graphs: for small models whose steps wait on the host; "
+                               "one process) or 'false'")
     seed: int = opt(1337, "random seed (data order, init, dropout)")
     fp8: bool = opt(False, "float8 matmuls in the blocks' Linear layers (torchao's float8 training; a GPU of compute "
                            "capability >= 8.9, e.g. H100, L4, RTX 40xx; runs on the CPU too, slowly); checkpoints stay plain")
@@ -150,11 +153,14 @@ class TrainConfig:
             errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
         choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": POS_ENCODINGS,
                    "activation": ("gelu", "gelu_tanh"), "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
-                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": ("auto", "true", "regional", "false")}
+                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": COMPILE_CHOICES}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
                    for k, v in choices.items() if getattr(self, k) not in v]
         if not 0 <= self.seed <= 2**64 - world_size:  # rank r seeds with seed + r; numpy wants it >= 0, torch < 2**64
             errors.append(f"seed must be in [0, 2**64 - {world_size}], got {self.seed}")
+        if self.compile == "reduce-overhead" and world_size > 1:
+            errors.append("compile=reduce-overhead runs in one process: under torchrun use --compile=true (CUDA "
+                          "graph trees with DDP's all-reduce hooks are not supported here: pytorch/pytorch#128218)")
         if self.gradient_accumulation_steps % world_size:
             errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
                           f"the number of processes ({world_size}): each process runs an equal share")
@@ -217,7 +223,7 @@ AUTO_BOOL_OPTIONS = ("compile",)
 def parse_auto_bool(text: str) -> str:
     """'auto' or any spelling parse_bool accepts (nanoGPT users type --compile=False) -> "auto",
     "true" or "false"; anything else is returned as is, for the caller's choices check."""
-    if text.lower() in ("auto", "regional"):  # regional: train.py's --compile only
+    if text.lower() in ("auto", "regional", "reduce-overhead"):  # regional, reduce-overhead: train.py's --compile only
         return text.lower()
     if text.lower() in TRUE_WORDS + FALSE_WORDS:
         return str(parse_bool(text)).lower()

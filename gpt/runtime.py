@@ -126,29 +126,45 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     And one evaluation-mode forward without gradients, which is a graph of its own: compiled
     later, at the step-0 evaluation, it would be timed as that evaluation's cost, which
     --max_iters=0 charges to every evaluation of the run. The RNG streams are forked so that
-    training draws the same numbers either way. If compiling fails, warn once and run eager."""
+    training draws the same numbers either way. If compiling fails, warn once and run eager.
+    "reduce-overhead" compiles the whole model as "true" does, in torch.compile's mode of that name:
+    on CUDA its forward and backward graphs are replayed from CUDA graphs (inductor's CUDA graph
+    trees), one launch each instead of a launch per kernel, for steps too small to keep a GPU busy
+    while the host launches them. Its callers mark where a step begins (`new_graph_step`). Where
+    inductor leaves the graphs out (it says why under TORCH_LOGS=cudagraphs), a warning says so."""
     wrapped = wrap(model)
-    wanted = setting in ("true", "regional") or (setting == "auto" and device.type == "cuda")
+    wanted = setting in ("true", "regional", "reduce-overhead") or (setting == "auto" and device.type == "cuda")
     if not wanted:
         return model, wrapped, False
     training = model.training
+    from torch._dynamo.utils import counters
+
+    graphs = setting == "reduce-overhead"
+    skipped_before = counters["inductor"]["cudagraph_skips"]
     try:
         if setting == "regional":
             model.compile_regions()
             compiled, train_model = model, wrapped
         else:
-            compiled = torch.compile(model)
-            train_model = compiled if wrapped is model else torch.compile(wrapped)
+            mode = "reduce-overhead" if graphs else None
+            compiled = torch.compile(model, mode=mode)
+            train_model = compiled if wrapped is model else torch.compile(wrapped, mode=mode)
         regional_ddp = torch._dynamo.config.patch(optimize_ddp=False) if setting == "regional" else \
             contextlib.nullcontext()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), regional_ddp:
             with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
+                new_graph_step(graphs)
                 with autocast(device, dtype):
                     _, loss = train_model(*example, **train_kwargs)
                 loss.backward()
             model.eval()
             with torch.no_grad(), autocast(device, dtype):
+                new_graph_step(graphs)
                 compiled(*example)
+        skipped = counters["inductor"]["cudagraph_skips"] - skipped_before
+        if graphs and device.type == "cuda" and skipped:
+            warnings.warn(f"--compile=reduce-overhead: inductor left CUDA graphs out of {skipped} of the model's "
+                          "graphs, which run as with --compile=true (TORCH_LOGS=cudagraphs says why)")
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
@@ -157,6 +173,15 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     finally:
         model.train(training)
         model.zero_grad(set_to_none=True)
+
+
+def new_graph_step(graphs: bool) -> None:
+    """Before a call of a model compiled with --compile=reduce-overhead (`graphs`) that needs none of
+    the earlier calls' outputs: the first micro-step of a training step, each evaluation batch.
+    Their CUDA graphs may then write over those outputs. Not before a later micro-step: the
+    gradients it adds to are the backward graph's outputs, and kept. A no-op otherwise."""
+    if graphs:
+        torch.compiler.cudagraph_mark_step_begin()
 
 
 def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) -> int:

@@ -74,6 +74,8 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert {**wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == muon.to_dict()
     regional, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-regional"])  # gpu-muon compiled by region only
     assert {**regional.to_dict(), "compile": "auto"} == muon.to_dict() and regional.compile == "regional"
+    graphs, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs"])  # the preset, its step in CUDA graphs
+    assert {**graphs.to_dict(), "compile": "auto"} == gpu_preset.to_dict() and graphs.compile == "reduce-overhead"
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():

@@ -169,9 +169,19 @@ def test_booleans_in_toml_presets(tmp_path):
     preset.write_text('compile = "False"\nbias = "yes"\neval_only = false\n')
     cfg, _ = parse_args([f"--config={preset}"])
     assert (cfg.compile, cfg.bias, cfg.eval_only) == ("false", True, False)
-    with pytest.raises(ConfigError, match="compile must be one of auto, true, regional, false, got 'maybe'"):
+    with pytest.raises(ConfigError, match="compile must be one of auto, true, regional, reduce-overhead, false, got 'maybe'"):
         parse_args(["--compile=maybe"])
     assert parse_args(["--compile=Regional"])[0].compile == "regional"  # one block's graph for all blocks
+    assert parse_args(["--compile=Reduce-Overhead"])[0].compile == "reduce-overhead"  # torch.compile's mode name
+
+
+def test_cuda_graphs_of_the_whole_step_run_in_one_process():
+    # --compile=reduce-overhead with DDP: inductor's CUDA graph trees and DDP's all-reduce hooks
+    # are refused rather than guessed at (pytorch/pytorch#128218: a crash after training)
+    TrainConfig(compile="reduce-overhead").validate(world_size=1)
+    with pytest.raises(ConfigError, match="compile=reduce-overhead runs in one process: under torchrun use --compile=true"):
+        TrainConfig(compile="reduce-overhead", gradient_accumulation_steps=2).validate(world_size=2)
+    TrainConfig(compile="true", gradient_accumulation_steps=2).validate(world_size=2)
 
 
 def test_config_errors_are_usage_errors_and_value_errors():

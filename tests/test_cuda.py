@@ -1,7 +1,7 @@
 """Every CUDA path (issue 9): bf16 and fp16 + GradScaler steps, compile on and off, exact resume
 and identical runs under --deterministic, torchrun, MFU in the metrics, and decoding (eager static
 step, compiled CUDA-graph step, sampling inside it, the eager step replayed from a CUDA graph,
-non-finite logits), and --fp8. Skipped without a GPU;
+non-finite logits), --fp8, and --compile=reduce-overhead's CUDA graphs of training. Skipped without a GPU;
 collected by the README's one test command, so a GPU machine runs them with everything else."""
 
 import contextlib
@@ -125,6 +125,67 @@ def test_deterministic_runs_are_identical_and_resume_exactly_on_the_gpu(byte_dat
     assert losses(a) == losses(b) == losses(split) and sorted(losses(a)) == list(range(1, 9))
     wa, ws = (load_file(str(find_checkpoint(d) / "model.safetensors")) for d in (a, split))
     assert wa.keys() == ws.keys() and all(torch.equal(wa[k], ws[k]) for k in wa)
+
+
+@pytest.mark.slow
+def test_reduce_overhead_replays_cuda_graphs_whose_gradients_accumulate_as_eager(exact_fp32):
+    # --compile=reduce-overhead: inductor's CUDA graph trees replay the compiled forward and
+    # backward. A step's later micro-steps run while the gradients of its first one, outputs of
+    # the backward graph, are alive (no new_graph_step between them): they must add to them, not
+    # be written over. An evaluation between steps is a graph of its own.
+    from torch._dynamo.utils import counters
+
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import maybe_compile, new_graph_step
+
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=64, dropout=0.0)).to(device)
+    micro = [tuple(torch.randint(0, 64, (4, 32), device=device) for _ in range(2)) for _ in range(2)]
+    for x, y in micro:
+        (model(x, y)[1] / len(micro)).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    with torch.no_grad():
+        expected_val = model.eval()(*micro[0])[1].item()
+    model.train().zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    skipped = counters["inductor"]["cudagraph_skips"]
+    before = counters["inductor"]["cudagraph_recorded_non_static_inputs"]  # (+ x or y of each graph recorded)
+    compiled, train_model, did_compile = maybe_compile(model, "reduce-overhead", device, micro[0], torch.float32)
+    assert did_compile and counters["inductor"]["cudagraph_skips"] == skipped  # no graph left out
+    recorded = []
+    for step in range(5):  # warm-up, recording, then replays
+        new_graph_step(True)
+        for x, y in micro:
+            _, loss = train_model(x, y)
+            (loss / len(micro)).backward()
+        got = [p.grad for p in model.parameters()]
+        assert all(torch.allclose(g, e, rtol=1e-4, atol=1e-6) for g, e in zip(got, expected)), step
+        model.zero_grad(set_to_none=True)
+        model.eval()
+        with torch.no_grad():
+            new_graph_step(True)
+            assert compiled(*micro[0])[1].item() == pytest.approx(expected_val, rel=1e-5)
+        model.train()
+        recorded.append(counters["inductor"]["cudagraph_recorded_non_static_inputs"] - before)
+    assert recorded[-1] == recorded[-2] > 0  # graphs were recorded, then only replayed
+
+
+@pytest.mark.slow
+def test_a_reduce_overhead_run_accumulates_evaluates_and_resumes(byte_data, tmp_path):
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--lr_decay_iters=8", "--gradient_accumulation_steps=2"]
+    graphs, split, plain = tmp_path / "graphs", tmp_path / "split", tmp_path / "plain"
+    proc = train(*common, "--compile=reduce-overhead", "--max_iters=8", f"--out_dir={graphs}")
+    assert "torch.compile on, forward and backward in CUDA graphs (reduce-overhead)" in proc.stdout
+    assert "left CUDA graphs out" not in proc.stderr
+    train(*common, "--compile=reduce-overhead", "--max_iters=4", f"--out_dir={split}")
+    proc = train("--init_from=resume", "--max_iters=8", f"--out_dir={split}")
+    assert "CUDA graphs (reduce-overhead)" in proc.stdout  # the saved run's setting
+    train(*common, "--compile=true", "--max_iters=8", f"--out_dir={plain}")
+    a, b, c = losses(graphs), losses(split), losses(plain)
+    assert sorted(a) == sorted(b) == sorted(c) == list(range(1, 9))
+    assert max(abs(a[s] - c[s]) for s in c) < 0.05 and max(abs(b[s] - c[s]) for s in c) < 0.05  # bf16 steps
+    assert a[8] < a[1]
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])

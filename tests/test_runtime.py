@@ -260,7 +260,7 @@ def test_a_failed_compile_runs_eager_with_the_one_wrapper_it_built(monkeypatch):
         def forward(self, *args):
             raise RuntimeError("no C++ compiler")
 
-    monkeypatch.setattr(torch, "compile", lambda module: Uncompilable())
+    monkeypatch.setattr(torch, "compile", lambda module, **options: Uncompilable())
     built = []
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
     x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
