@@ -130,8 +130,11 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     "reduce-overhead" compiles the whole model as "true" does, in torch.compile's mode of that name:
     on CUDA its forward and backward graphs are replayed from CUDA graphs (inductor's CUDA graph
     trees), one launch each instead of a launch per kernel, for steps too small to keep a GPU busy
-    while the host launches them. Its callers mark where a step begins (`new_graph_step`). Where
-    inductor leaves the graphs out (it says why under TORCH_LOGS=cudagraphs), a warning says so."""
+    while the host launches them. Its callers mark where a step begins (`new_graph_step`). The
+    evaluation's graph is recorded here too (a tree's first call only warms up; the second
+    records, which would otherwise be timed as the step-0 evaluation). Where inductor leaves one
+    of the three graphs out of CUDA graphs, a warning says so (TORCH_LOGS=cudagraphs,perf_hints
+    says why; ops that its graph partitioning runs between the graphs are not reported)."""
     wrapped = wrap(model)
     wanted = setting in ("true", "regional", "reduce-overhead") or (setting == "auto" and device.type == "cuda")
     if not wanted:
@@ -159,12 +162,17 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
                 loss.backward()
             model.eval()
             with torch.no_grad(), autocast(device, dtype):
-                new_graph_step(graphs)
-                compiled(*example)
-        skipped = counters["inductor"]["cudagraph_skips"] - skipped_before
-        if graphs and device.type == "cuda" and skipped:
-            warnings.warn(f"--compile=reduce-overhead: inductor left CUDA graphs out of {skipped} of the model's "
-                          "graphs, which run as with --compile=true (TORCH_LOGS=cudagraphs says why)")
+                for _ in range(2 if graphs and device.type == "cuda" else 1):
+                    new_graph_step(graphs)
+                    compiled(*example)
+        if graphs and device.type == "cuda":
+            skipped = counters["inductor"]["cudagraph_skips"] - skipped_before
+            held = cuda_graphed(device)
+            missing = [] if held is None else [g for g in ("forward", "backward", "inference") if g not in held]
+            if skipped or missing:
+                warnings.warn(f"--compile=reduce-overhead: inductor left {' and '.join(missing) or 'part of'} the "
+                              f"model's graphs out of CUDA graphs ({skipped} skip(s) counted); they run as with "
+                              "--compile=true (TORCH_LOGS=cudagraphs,perf_hints says why)")
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
@@ -175,11 +183,26 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         model.zero_grad(set_to_none=True)
 
 
+def cuda_graphed(device: torch.device) -> set[str] | None:
+    """The kinds of compiled graphs ("forward", "backward", "inference") that inductor's CUDA graph
+    trees hold on `device`, or None where this torch keeps them elsewhere (they are torch's
+    internals: _inductor/cudagraph_trees.py)."""
+    from torch._inductor import cudagraph_trees
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        manager = cudagraph_trees.get_manager(index, create_if_none_exists=False)
+        return {mode.name.lower() for mode in manager.id_to_mode.values()} if manager else set()
+    except AttributeError:
+        return None
+
+
 def new_graph_step(graphs: bool) -> None:
     """Before a call of a model compiled with --compile=reduce-overhead (`graphs`) that needs none of
     the earlier calls' outputs: the first micro-step of a training step, each evaluation batch.
     Their CUDA graphs may then write over those outputs. Not before a later micro-step: the
-    gradients it adds to are the backward graph's outputs, and kept. A no-op otherwise."""
+    gradients it adds to are the backward graph's outputs, and kept (so each micro-step of a step
+    is a forward and a backward graph of its own: 2 x accumulation steps graphs). A no-op otherwise."""
     if graphs:
         torch.compiler.cudagraph_mark_step_begin()
 

@@ -134,9 +134,10 @@ def test_reduce_overhead_replays_cuda_graphs_whose_gradients_accumulate_as_eager
     # the backward graph, are alive (no new_graph_step between them): they must add to them, not
     # be written over. An evaluation between steps is a graph of its own.
     from torch._dynamo.utils import counters
+    from torch._inductor import cudagraph_trees
 
     from gpt.model import GPT, GPTConfig
-    from gpt.runtime import maybe_compile, new_graph_step
+    from gpt.runtime import cuda_graphed, maybe_compile, new_graph_step
 
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -153,12 +154,17 @@ def test_reduce_overhead_replays_cuda_graphs_whose_gradients_accumulate_as_eager
     before = counters["inductor"]["cudagraph_recorded_non_static_inputs"]  # (+ x or y of each graph recorded)
     compiled, train_model, did_compile = maybe_compile(model, "reduce-overhead", device, micro[0], torch.float32)
     assert did_compile and counters["inductor"]["cudagraph_skips"] == skipped  # no graph left out
+    assert cuda_graphed(device) == {"forward", "backward", "inference"}
+    manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
     recorded = []
     for step in range(5):  # warm-up, recording, then replays
         new_graph_step(True)
-        for x, y in micro:
+        for i, (x, y) in enumerate(micro):
             _, loss = train_model(x, y)
             (loss / len(micro)).backward()
+            if i == 0 and step > 0:  # the hazard is real: the first micro-step's gradients are graph memory
+                pool = set(cudagraph_trees.get_block_addrs(manager.cuda_graphs_thread_pool))
+                assert any(p.grad.untyped_storage().data_ptr() in pool for p in model.parameters())
         got = [p.grad for p in model.parameters()]
         assert all(torch.allclose(g, e, rtol=1e-4, atol=1e-6) for g, e in zip(got, expected)), step
         model.zero_grad(set_to_none=True)
@@ -168,17 +174,32 @@ def test_reduce_overhead_replays_cuda_graphs_whose_gradients_accumulate_as_eager
             assert compiled(*micro[0])[1].item() == pytest.approx(expected_val, rel=1e-5)
         model.train()
         recorded.append(counters["inductor"]["cudagraph_recorded_non_static_inputs"] - before)
-    assert recorded[-1] == recorded[-2] > 0  # graphs were recorded, then only replayed
+    assert recorded == [recorded[0]] * 5 and recorded[0] > 0  # recorded at the first step, then only replayed
+
+    def depth(node) -> int:
+        return 1 + max((depth(c) for children in node.children.values() for c in children), default=0)
+
+    chains = {manager.id_to_mode[f].name: max(depth(r) for r in roots) for f, roots in manager.roots.items() if roots}
+    assert chains["FORWARD"] >= 4 and chains["INFERENCE"] >= 1  # forward, backward, forward, backward: one path
 
 
 @pytest.mark.slow
 def test_a_reduce_overhead_run_accumulates_evaluates_and_resumes(byte_data, tmp_path):
-    common = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--lr_decay_iters=8", "--gradient_accumulation_steps=2"]
+    # with dropout: random numbers inside the captured graphs, new ones at every replay
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--lr_decay_iters=8", "--gradient_accumulation_steps=2",
+              "--dropout=0.1"]
     graphs, split, plain = tmp_path / "graphs", tmp_path / "split", tmp_path / "plain"
-    proc = train(*common, "--compile=reduce-overhead", "--max_iters=8", f"--out_dir={graphs}")
+    logged = {"TORCH_LOGS": "cudagraphs"}  # each recording of a graph is a line
+
+    def recordings(proc) -> int:
+        assert "Re-recording function=" not in proc.stderr
+        return proc.stderr.count("Recording function=")
+
+    proc = train(*common, "--compile=reduce-overhead", "--max_iters=8", f"--out_dir={graphs}", env=logged)
     assert "torch.compile on, forward and backward in CUDA graphs (reduce-overhead)" in proc.stdout
-    assert "left CUDA graphs out" not in proc.stderr
-    train(*common, "--compile=reduce-overhead", "--max_iters=4", f"--out_dir={split}")
+    assert "out of CUDA graphs" not in proc.stderr
+    half = train(*common, "--compile=reduce-overhead", "--max_iters=4", f"--out_dir={split}", env=logged)
+    assert recordings(proc) == recordings(half) > 0  # recorded at the start, then replayed: none per step
     proc = train("--init_from=resume", "--max_iters=8", f"--out_dir={split}")
     assert "CUDA graphs (reduce-overhead)" in proc.stdout  # the saved run's setting
     train(*common, "--compile=true", "--max_iters=8", f"--out_dir={plain}")
