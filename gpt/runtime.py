@@ -170,9 +170,11 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
             held = cuda_graphed(device)
             missing = [] if held is None else [g for g in ("forward", "backward", "inference") if g not in held]
             if skipped or missing:
-                warnings.warn(f"--compile=reduce-overhead: inductor left {' and '.join(missing) or 'part of'} the "
-                              f"model's graphs out of CUDA graphs ({skipped} skip(s) counted); they run as with "
-                              "--compile=true (TORCH_LOGS=cudagraphs,perf_hints says why)")
+                what = (f"the model's {' and '.join(missing)} graph{'s' if len(missing) > 1 else ''}" if missing
+                        else "part of the model's graphs")
+                warnings.warn(f"--compile=reduce-overhead: inductor left {what} out of CUDA graphs ({skipped} "
+                              "skip(s) counted), which run as with --compile=true (TORCH_LOGS=cudagraphs,perf_hints "
+                              "says why)")
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
