@@ -174,7 +174,10 @@ class Linear(nn.Linear):
     packed_weight: torch.Tensor | None = None  # a plain attribute: never in the state dict
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed_weight is not None:
+        # Compiled, the plain path: inductor cannot lower the prepacked weight, an attribute it
+        # sees as a graph input rather than a constant (the compiled bf16 decode step failed on a
+        # CPU with native bf16 and ran eager, audit of 2026-11-26), and it lays weights out itself.
+        if not torch.compiler.is_compiling() and self.packed_weight is not None:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
         return super().forward(x)
 

@@ -188,6 +188,33 @@ def test_compiled_static_decode_step_gives_the_same_tokens():
     assert torch.equal(eager, fused)
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's imports
+def test_a_compiled_decode_step_of_bf16_weights_on_a_cpu_compiles_instead_of_falling_back():
+    # The eager bf16 step runs on oneDNN-prepacked weights (GPT.cpu_bf16_packed), entered around the
+    # warm-up and generation; traced, they failed inductor's lowering ("weight must be a graph
+    # constant") and `--compile=true --dtype=bfloat16` ran eager after an IR dump (audit, 2026-11-26).
+    import warnings
+
+    from gpt.generation import compiled_decode_step
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).to(torch.bfloat16).eval()
+    prompt = torch.randint(0, 256, (2, 5))
+    step = compiled_decode_step(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step.warm_up(batch_size=2)
+        if not step.failed:
+            with torch._dynamo.config.patch(error_on_recompile=True):
+                tokens = model.generate(prompt, 30, temperature=0, decode_step=step)
+    failures = [str(w.message) for w in caught if "decode step" in str(w.message)]
+    if step.failed and "C++ compile error" in "".join(failures):
+        pytest.skip("torch.compile is not usable on this machine (no C++ compiler)")
+    assert not step.failed and not failures, failures
+    assert tokens.shape == (2, 35) and torch.equal(tokens[:, :5], prompt) and int(tokens.max()) < 256
+
+
 def test_a_compiled_decode_step_that_fails_while_recording_falls_back_to_eager(monkeypatch):
     # On CUDA, graph trees record the step at its second call and replay it first at its third: a
     # kernel that cannot be captured fails there, after compiling went well. sample.py must then go
