@@ -10,17 +10,28 @@ import torch
 from gpt.errors import ConfigError, NonFiniteLogits
 
 
+def as_float32(x: float) -> float:
+    return torch.tensor(x, dtype=torch.float32).item()
+
+
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                         repetition_penalty: float = 1.0) -> None:
-    """Raise ValueError naming the first bad value (checked once, before any work)."""
+    """Raise ValueError naming the first bad value (checked once, before any work). Sampling runs in
+    float32: a temperature or top_p that is 0 there (below ~7e-46), or a penalty that is 0 or inf,
+    made every probability NaN (0 / 0, a nucleus that drops even the top token, inf - inf) and the
+    drawn token 0 every time (audit, 2026-11-26)."""
     if not 0 <= temperature < float("inf"):  # also catches NaN; inf would make every logit tie at 0
         raise ConfigError(f"temperature must be >= 0 (0 = greedy) and finite, got {temperature}")
+    if temperature > 0 and as_float32(temperature) == 0:
+        raise ConfigError(f"temperature {temperature} is 0 in float32, where sampling runs: give 0 for greedy decoding")
     if top_k is not None and top_k < 1:
         raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ConfigError(f"top_p must be in (0, 1] (or None to disable), got {top_p}")
-    if not repetition_penalty > 0:
-        raise ConfigError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
+    if top_p is not None and not (0 < top_p <= 1 and as_float32(top_p) > 0):
+        raise ConfigError(f"top_p must be in (0, 1] (or None to disable) and above 0 in float32, where sampling runs, "
+                          f"got {top_p}")
+    if not 0 < as_float32(repetition_penalty) < float("inf"):  # also catches NaN
+        raise ConfigError(f"repetition_penalty must be > 0 (1 = off) and finite in float32, where sampling runs, "
+                          f"got {repetition_penalty}")
 
 
 NON_FINITE = -1  # the token id `draw_next_token` gives a row whose logits were not all finite
@@ -47,7 +58,10 @@ def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: 
     A mask rather than a list of ids, so its shape never changes while a sequence grows."""
     if penalty == 1.0:
         return logits
-    return torch.where(seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
+    # A penalty below 1 can push a finite logit past float32's range: inf, and NaN once the row's
+    # max is subtracted (token 0 from nothing). Capped, it stays the row's largest. (-inf is harmless.)
+    lowered = torch.where(logits > 0, (logits / penalty).clamp_max(torch.finfo(logits.dtype).max), logits * penalty)
+    return torch.where(seen, lowered, logits)
 
 
 def seen_tokens(previous: torch.Tensor, vocab: int) -> torch.Tensor:

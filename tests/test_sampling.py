@@ -81,6 +81,12 @@ def test_seen_tokens_leave_out_ids_past_the_sampled_vocabulary():
     (dict(top_p=0.0), "top_p"),
     (dict(top_p=1.5), "top_p"),
     (dict(repetition_penalty=0), "repetition_penalty"),
+    # values that are 0 or inf in float32, where sampling runs (token 0 from NaN probabilities before)
+    (dict(temperature=1e-46), "temperature 1e-46 is 0 in float32"),
+    (dict(top_p=1e-46), "top_p must be in .* above 0 in float32"),
+    (dict(repetition_penalty=1e-46), "repetition_penalty must be > 0 .* finite in float32"),
+    (dict(repetition_penalty=1e39), "repetition_penalty"),
+    (dict(repetition_penalty=float("nan")), "repetition_penalty"),
 ])
 def test_bad_sampling_values(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
@@ -135,3 +141,15 @@ def test_a_tiny_temperature_is_greedy_not_token_0(top_k, top_p):
 def test_an_infinite_temperature_is_refused():
     with pytest.raises(ValueError, match="temperature must be >= 0 .* and finite, got inf"):
         check_sampling_args(temperature=float("inf"))
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0, 1e-45])
+def test_a_penalty_that_pushes_a_logit_past_float32_keeps_it_the_largest_not_token_0(temperature):
+    # 100 / 1e-38 is inf in float32, and inf - inf NaN once the row's max is subtracted: every
+    # probability NaN and token 0 drawn from nothing (audit, 2026-11-26)
+    check_sampling_args(temperature, repetition_penalty=1e-38)  # accepted: finite and > 0 in float32
+    logits = torch.tensor([[1.0, 100.0, 3.0, -2.0], [2.0, -1.0, 0.5, 50.0]])
+    seen = seen_tokens(torch.tensor([[1, 2], [3, 3]]), 4)
+    noise = sampling_noise(2, 4, logits.device, torch.Generator().manual_seed(0))
+    ids = draw_next_token(logits, temperature, noise=noise, seen=seen, repetition_penalty=1e-38)
+    assert ids.flatten().tolist() == [1, 3]
