@@ -14,12 +14,13 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
          weights or the validation loss became non-finite (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
-         large, permission); no half-written checkpoint is left and the message names the
+         large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
-         --init_from=resume continues; 130 also for Ctrl-C before training started (nothing saved)
+         --init_from=resume continues; also before training started (nothing saved)
 One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock), and
-a new run is refused where another run's checkpoints or metrics are (--init_from=resume continues it).
+a new run is refused where another run's checkpoints are (--init_from=resume continues it); where
+a run saved none (it diverged or ran out of memory first), the same command starts it over.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
 from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
                         resume_config)
-from gpt.errors import ConfigError, PreparationInterrupted, ReportedByRank0, UsageError
+from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
+                        sigterm_raises)
 from gpt.files import describe_error
 from gpt.data import TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -76,7 +78,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         return 0
     saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
     try:
-        with contextlib.ExitStack() as on_exit:  # releases out_dir's lock however train() ends
+        # SIGTERM before the loop takes it over (a preemption while the data or model is set up, or
+        # compiling) takes Ctrl-C's way out, not a silent kill that leaves out_dir and its lock behind
+        with sigterm_raises(), contextlib.ExitStack() as on_exit:  # on_exit releases out_dir's lock however train() ends
             return train(argv, on_exit, started)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
@@ -84,9 +88,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         if str(e) and (os.environ.get("RANK", "0") == "0" or not isinstance(e, ConfigError)):
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
-    except KeyboardInterrupt:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
+    except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
         print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
-        return 130  # 128 + SIGINT, as for a stop during training
+        return Terminated.exit_status if isinstance(e, Terminated) else 130  # 128 + the signal, as for a stop in training
     finally:
         set_kernel_settings(saved_kernel_settings)
 
@@ -565,8 +569,9 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
             path = prepared()
         except PrepareError as e:
             path = UsageError(str(e))  # every rank must learn of it, not only this one
-        except KeyboardInterrupt:
-            path = PreparationInterrupted("interrupted while preparing the data: nothing was written")
+        except KeyboardInterrupt as e:
+            path = PreparationInterrupted("interrupted while preparing the data: nothing was written",
+                                          Terminated.exit_status if isinstance(e, Terminated) else 130)
     if dist.enabled:
         box = [path]
         torch.distributed.broadcast_object_list(box, src=0)
@@ -655,7 +660,7 @@ def reported_oom(doing: str, hint: str):
     try:
         yield
     except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError; check_fits raises MemoryError
-        if isinstance(e, RuntimeError) and not out_of_memory(e):
+        if not out_of_memory(e):
             raise
         said = (str(e).splitlines() or [type(e).__name__])[0]  # Python's own MemoryError has no message
         raise UsageError(f"out of memory {doing}: {said}; {hint}") from None
@@ -664,13 +669,6 @@ def reported_oom(doing: str, hint: str):
 def val_line(step: int, val_loss: float, data: DataDir) -> str:
     return (f"step {step}: val loss {val_loss:.4f}, {data.bits_per_byte(val_loss, 'val'):.4f} bits per byte"
             + (" (response tokens only)" if data.supervised else ""))
-
-
-def out_of_memory(e: RuntimeError) -> bool:
-    """CUDA's allocator raises torch.OutOfMemoryError; the CPU's and MPS's a plain RuntimeError."""
-    text = str(e)
-    return isinstance(e, torch.OutOfMemoryError) or any(
-        s in text for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:

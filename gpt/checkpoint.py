@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
-from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile
+from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
 
@@ -93,10 +93,7 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
     final, tmp = out_dir / name, out_dir / f"{TMP_PREFIX}{name}.{os.getpid()}"
     old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
     try:
-        weights = weights_to_save(model)
-    except Diverged as e:  # said with what is still on disk, as the other failed saves are
-        raise Diverged(f"{e}; {latest_note(out_dir)}. Try a lower learning_rate.") from None
-    try:
+        weights = weights_to_save(model)  # (copies: on a CPU the weights' size in memory again)
         out_dir.mkdir(parents=True, exist_ok=True)
         check_free_space(out_dir, name, tensor_bytes(weights) + tensor_bytes(state))
         shutil.rmtree(tmp, ignore_errors=True)
@@ -119,17 +116,22 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         if is_best:
             write_text_atomic(out_dir / "best", name + "\n")
         write_text_atomic(out_dir / "latest", name + "\n")  # last: only now is the new checkpoint current
-    except (OSError, RuntimeError, safetensors_error()) as e:
-        # RuntimeError: torch.save's zip writer wraps the OSError of a failed write; any other is a bug.
-        if isinstance(e, RuntimeError) and not isinstance(e.__context__, OSError):
+    except Diverged as e:  # said with what is still on disk, as the other failed saves are
+        raise Diverged(f"{e}; {latest_note(out_dir)}. Try a lower learning_rate.") from None
+    except (OSError, RuntimeError, MemoryError, safetensors_error()) as e:
+        # RuntimeError: torch.save's zip writer wraps the OSError of a failed write; an allocator that
+        # ran out (the weights' CPU copies, the writers' buffers) is said in one line too (audit,
+        # 2026-11-26: under `ulimit -v` it was a traceback); any other is a bug.
+        oom = out_of_memory(e)
+        if isinstance(e, RuntimeError) and not oom and not isinstance(e.__context__, OSError):
             raise
         if old.exists() and not final.exists():  # failed mid-swap: put the earlier save of this step back
             os.replace(old, final)
         for leftover in out_dir.glob(f"{TMP_PREFIX}*.{os.getpid()}"):  # this save's directory, a half-written pointer
             shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
-        cause = e.__context__ if isinstance(e, RuntimeError) else e
-        raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {describe_error(cause)}; "
-                        f"{latest_note(out_dir)}") from None
+        cause = (f"out of memory ({(str(e).splitlines() or [type(e).__name__])[0]})" if oom
+                 else describe_error(e.__context__ if isinstance(e, RuntimeError) else e))
+        raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {cause}; {latest_note(out_dir)}") from None
     prune_checkpoints(out_dir, keep_last, final)
     return final
 

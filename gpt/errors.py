@@ -10,8 +10,20 @@ callers that caught the old type still do.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import signal
+import threading
 from pathlib import Path
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """An allocator that ran out: CUDA's torch.OutOfMemoryError, the CPU's and MPS's plain
+    RuntimeError (recognised by its text), Python's MemoryError."""
+    import torch  # (imported by then wherever this is called; not at this module's import)
+
+    return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or isinstance(e, RuntimeError) and any(
+        s in str(e) for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
 class UsageError(Exception):
@@ -91,9 +103,41 @@ class SaveError(UsageError):
 
 
 class PreparationInterrupted(UsageError):
-    """Ctrl-C while train.py prepared its data: prepare() removed its temp build; status 130 (128 + SIGINT)."""
+    """Ctrl-C (or SIGTERM: `exit_status` 143) while train.py prepared its data: prepare() removed
+    its temp build; status 130 (128 + SIGINT)."""
 
     exit_status = 130
+
+    def __init__(self, message: str, exit_status: int = 130):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, timeout, docker stop, a scheduler's preemption) while `sigterm_raises` is in
+    force: raised in the main thread, it takes Ctrl-C's way out (temp builds removed, the run
+    directory's lock released, one line), with the shell's status 143 (128 + SIGTERM)."""
+
+    exit_status = 143
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """SIGTERM raises Terminated inside the block, as SIGINT raises KeyboardInterrupt, instead of
+    killing the process before its cleanups run; the handler before it is put back on exit. Only
+    the main thread can set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ReportedByRank0(UsageError):

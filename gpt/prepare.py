@@ -47,7 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt import instruct
-from gpt.errors import UsageError
+from gpt.errors import Terminated, UsageError, sigterm_raises
 from gpt.shards import DataDir, FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     PrepareError,
@@ -153,15 +153,6 @@ def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
 def _worker_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: one clean stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not main()'s handler: the parent's Pool ends us quietly
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, timeout, docker stop, a scheduler's preemption) in main(): raised in the main
-    thread, it takes Ctrl-C's way out (the temp build removed, the pool ended, one line), status 143."""
-
-
-def _terminate(signum, frame):
-    raise Terminated
 
 
 def _worker_pool(num_proc: int, tokenizer_name: str):
@@ -544,12 +535,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     source = "hf" if args.hf else "input" if args.input else "shakespeare"
-    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
-                text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer, out_dir=args.out_dir,
-                val_fraction=args.val_fraction, seed=args.seed, num_proc=args.num_proc,
-                shard_tokens=args.shard_tokens, force=args.force, quiet=args.quiet)
+        with sigterm_raises():  # the temp build removed, the pool ended, one line
+            prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
+                    text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
+                    out_dir=args.out_dir, val_fraction=args.val_fraction, seed=args.seed, num_proc=args.num_proc,
+                    shard_tokens=args.shard_tokens, force=args.force, quiet=args.quiet)
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -559,7 +550,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)
-        return 143 if terminated else 130  # 128 + the signal's number, the shell's convention
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        return Terminated.exit_status if terminated else 130  # 128 + the signal's number, the shell's convention
     return 0

@@ -75,6 +75,37 @@ def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".tmp-*")) and [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]
 
 
+@pytest.mark.parametrize("where", ["weights' copies", "weights file", "state file"])
+def test_running_out_of_memory_while_saving_is_a_save_error_that_leaves_the_previous_checkpoint(tmp_path, monkeypatch,
+                                                                                                where):
+    # Under `ulimit -v` (HPC schedulers set one) the CPU allocator fails in the weights' CPU copies
+    # or in a writer: one line (SaveError, status 3), not the allocator's traceback (audit, 2026-11-26)
+    import safetensors.torch
+
+    import gpt.checkpoint as C
+
+    save(tmp_path, 1, make_model())
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 50331648 bytes. Error code 12 (Cannot allocate memory)")
+    if where == "weights' copies":
+        monkeypatch.setattr(C.torch, "isfinite", no_memory)
+    else:
+        monkeypatch.setattr(*((safetensors.torch, "save_file") if where == "weights file" else (torch, "save")),
+                            no_memory)
+    with pytest.raises(SaveError, match=r"saving checkpoint ckpt-0000002 in .* failed: out of memory \(\[enforce fail "
+                                        r".*can't allocate memory.*\); the latest checkpoint is still .*ckpt-0000001"):
+        save(tmp_path, 2, make_model(1))
+    monkeypatch.undo()
+    assert (tmp_path / "latest").read_text().strip() == "ckpt-0000001"
+    assert not list(tmp_path.glob(".tmp-*")) and [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(torch, "save", bug)
+    with pytest.raises(RuntimeError, match="a bug"):  # any other RuntimeError is still a traceback
+        save(tmp_path, 3, make_model(1))
+
+
 def test_a_failed_resave_of_the_same_step_puts_the_first_back(tmp_path, monkeypatch):
     save(tmp_path, 1, make_model())
     real_replace = os.replace

@@ -1262,6 +1262,38 @@ runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
     assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
 
 
+def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
+                                                                                capsys):
+    # A preemption while the model is built or compiled: before, Python's default action killed the
+    # process silently and left out_dir with its train.lock (audit, 2026-11-26); now as Ctrl-C there
+    before = signal.getsignal(signal.SIGTERM)
+    real_build = train.build_model
+
+    def preempted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_build(*args, **kwargs)
+    monkeypatch.setattr(train, "build_model", preempted)
+    out = tmp_path / "run"
+    try:
+        status = train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"])
+    except KeyboardInterrupt:
+        pytest.fail("the signal escaped train.main (a traceback)")
+    assert status == 143 and capsys.readouterr().err == "train.py: error: interrupted before training started; nothing was saved\n"
+    assert not out.exists() or not list(out.iterdir())  # no lock, config.json or metrics.jsonl left
+    assert signal.getsignal(signal.SIGTERM) == before  # in-process callers get their handler back
+    # and a signal during the data's preparation: prepare's temp build removed, status 143
+    monkeypatch.undo()
+    import gpt.prepare
+
+    def prepare_preempted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(gpt.prepare, "prepare_cached", prepare_preempted)
+    text = tmp_path / "notes.txt"
+    text.write_text("some text to prepare\n" * 50)
+    assert train.main([f"--data={text}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run2'}"]) == 143
+    assert capsys.readouterr().err == "train.py: error: interrupted while preparing the data: nothing was written\n"
+
+
 def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
     ref, other = tmp_path / "ref", tmp_path / "other"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
