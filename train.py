@@ -33,8 +33,9 @@ import sys
 
 INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
-    sys.excepthook = lambda kind, e, tb: (print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
-                                          if issubclass(kind, KeyboardInterrupt) else sys.__excepthook__(kind, e, tb))
+    from gpt.errors import one_line_on_ctrl_c
+
+    one_line_on_ctrl_c(f"train.py: error: {INTERRUPTED}")
 
 import contextlib
 import json
@@ -271,7 +272,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
     checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say)
-    profiler = StepProfiler(cfg.profile, start_step, out_dir, device) if cfg.profile and dist.is_main else None
+    # A budgeted run records from the end of its warmup, and times its steps again after the recorded
+    # ones (the files are written after the last one): neither is charged to its plan or second look.
+    profile_after = 0 if cfg.max_iters else cfg.warmup_iters
+    profiler = StepProfiler(cfg.profile, start_step, out_dir, device, profile_after) if cfg.profile and dist.is_main \
+        else None
+    profiled_until = StepProfiler.window(cfg.profile, start_step, profile_after)[1] if cfg.profile else None
 
     def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
         if checks.too_many:
@@ -290,6 +296,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                               "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
                               "step), --block_size, --n_embd or --n_layer")
     timing_from = logged = (step, train_s)
+    warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
     t_last = time.perf_counter()
     while True:
@@ -301,10 +308,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
-            if dist.is_main:
+            if dist.is_main and steps > step + 1:
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run (unless it is shortened at an evaluation)")
+            elif dist.is_main:  # (steps_in_budget's least: one step, however late)
+                say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
+                    f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
+                    f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
+                    "repeats this run)")
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.
@@ -386,7 +398,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         logging = step % cfg.log_interval == 0 or step == cfg.max_iters
         # (the same steps on every rank)
         if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps \
-                or (not cfg.max_iters and step in (cfg.warmup_iters // 5, cfg.warmup_iters)):
+                or (not cfg.max_iters and step in (cfg.warmup_iters // 5, warmup_check, cfg.warmup_iters)) \
+                or (planned and step == profiled_until):  # (timing starts or ends where the device was waited for)
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
             if too_many_bad_steps():
                 exit_status = 2
@@ -395,6 +408,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         train_s, t_last = train_s + now - t_last, now
         if not cfg.max_iters and step == cfg.warmup_iters // 5:
             timing_from = (step, train_s)
+        if not cfg.max_iters and step == warmup_check and step > timing_from[0] and dist.is_main:
+            warn_if_warmup_overruns(cfg, started, step, (train_s - timing_from[1]) / (step - timing_from[0]), say)
+        if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
+            planned = (step, train_s)
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
         # comes next (at the loop's top), so that its checkpoint records the count the run is on.
         if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters:
@@ -464,6 +481,17 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
         step_s, eval_s, elapsed = t.tolist()
     return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S,
                            at_least), step_s
+
+
+def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, say) -> None:
+    """A budgeted run whose warmup alone will not fit its budget is told so early (it will run its
+    warmup to the end, past the budget, and stop without the learning rate's decay), rather than
+    after the time is gone (audit, 2026-11-26: a 5 s budget with 3,000 warmup steps ran 19 s)."""
+    warmup_ends = time.monotonic() - started + (cfg.warmup_iters - step) * step_s
+    if warmup_ends + BUDGET_RESERVE_S > cfg.time_budget:
+        say(f"warning: time budget {cfg.time_budget:g} s: the warmup alone ({cfg.warmup_iters:,} steps of "
+            f"{1000 * step_s:.0f} ms) ends about {warmup_ends:.0f} s into the run: the run will stop after it, without "
+            "the learning rate's decay; give fewer --warmup_iters or a longer --time_budget")
 
 
 def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,

@@ -432,14 +432,23 @@ class StepProfiler:
     from the run's 11th step on, its first ten compiling and warming the allocator. At the end it
     writes out_dir/profile.txt, the operators and kernels by their own time (on a GPU, the GPU's),
     and out_dir/profile.json, a trace for Perfetto or chrome://tracing (torchtitan and nanochat
-    profile the same way). The recorded steps run slower than the others."""
+    profile the same way). The recorded steps run slower than the others, and the files are written
+    after the last one: a budgeted run (--max_iters=0) therefore records from the end of its warmup,
+    `after` (the steps it times to fix its count come before), and times its steps again after them
+    (audit, 2026-11-26: in the warmup's timing they cut a 15 s run to 9 s)."""
 
     SKIP = 10
 
-    def __init__(self, steps: int, start_step: int, out_dir, device: torch.device):
-        self.first, self.last = start_step + self.SKIP, start_step + self.SKIP + steps
+    def __init__(self, steps: int, start_step: int, out_dir, device: torch.device, after: int = 0):
+        self.first, self.last = self.window(steps, start_step, after)
         self.out_dir, self.device = out_dir, device
-        self.profiler, self.done = None, start_step
+        self.profiler, self.done, self.started = None, start_step, False
+
+    @classmethod
+    def window(cls, steps: int, start_step: int, after: int = 0) -> tuple[int, int]:
+        """(first, last): steps first..last-1 are recorded (every rank can tell, though one records)."""
+        first = max(start_step + cls.SKIP, after)
+        return first, first + steps
 
     def before_step(self, step: int) -> None:
         if step == self.first:
@@ -448,6 +457,7 @@ class StepProfiler:
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.profiler = torch.profiler.profile(activities=activities)
             self.profiler.__enter__()
+            self.started = True
 
     def after_step(self, step: int) -> str | None:
         """`step`: the steps done. Past the last recorded one, writes the files and says where."""
@@ -455,9 +465,11 @@ class StepProfiler:
         return self.close() if step == self.last else None
 
     def close(self) -> str | None:
-        """Write what was recorded (the run may end or stop before the last step); None if nothing was."""
+        """Write what was recorded (the run may end or stop before the last step); where nothing
+        was, say why (once)."""
         if self.profiler is None:
-            return None
+            return None if self.started else (f"note: --profile recorded nothing: the run ended at step {self.done}, "
+                                              f"before step {self.first + 1}, the first it records")
         from gpt.atomic import TMP_PREFIX, write_text_atomic
 
         profiler, self.profiler = self.profiler, None

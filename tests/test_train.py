@@ -515,7 +515,10 @@ def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
                              "--max_iters=100000", "--eval_interval=100000", f"--out_dir={out}"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and len(losses(out) if (out / "metrics.jsonl").exists() else {}) < 3:
+    def steps_logged() -> int:  # whole lines only: the run may be writing its last one (a JSONDecodeError in CI)
+        lines = (out / "metrics.jsonl").read_text().splitlines(keepends=True) if (out / "metrics.jsonl").exists() else []
+        return sum(line.endswith("\n") and '"loss"' in line for line in lines)
+    while time.time() < deadline and steps_logged() < 3:
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
@@ -1115,6 +1118,53 @@ def test_profile_records_steps_after_the_first_ten_and_writes_a_table_and_a_trac
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=11", "--eval_interval=100", "--profile=5",
                        f"--out_dir={tmp_path / 'short'}"]) == 0
     assert "profile of step 11: " in capsys.readouterr().out and (tmp_path / "short" / "profile.txt").is_file()
+    # and one that ends before them says so, rather than nothing
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=5", "--eval_interval=100", "--profile=3",
+                       f"--out_dir={tmp_path / 'shorter'}"]) == 0
+    assert ("note: --profile recorded nothing: the run ended at step 5, before step 11, the first it records"
+            in capsys.readouterr().out) and not (tmp_path / "shorter" / "profile.txt").exists()
+
+
+def test_a_budgeted_run_whose_warmup_alone_overruns_the_budget_says_so_early_and_at_its_end(byte_data, tmp_path,
+                                                                                              capsys):
+    # It ran its warmup 3.8x past its budget and then said "3,001 steps ... fit in 5 s" (audit,
+    # 2026-11-26). The warmup still runs to its end (the schedule is a function of the step), but
+    # the run says early that it will not fit, and at the end of warmup that the budget is gone.
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=1", "--warmup_iters=300",
+                       "--eval_interval=1000", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"warning: time budget 1 s: the warmup alone \(300 steps of \d+ ms\) ends about \d+ s into the "
+                     r"run: the run will stop after it, without the learning rate's decay; give fewer --warmup_iters or "
+                     r"a longer --time_budget\n", said), said
+    assert re.search(r"warning: time budget 1 s: \d+ s are gone at the end of the warmup, which leaves room for one step "
+                     r"at most: stopping at step 301, without the learning rate's decay; give fewer --warmup_iters or a "
+                     r"longer --time_budget \(--max_iters=301 repeats this run\)\n", said), said
+    assert "steps of" not in said.split("warning: time budget 1 s: ")[-1]  # no claim that a count fits
+    assert open_checkpoint(out).meta["step"] == 301
+
+
+def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_out_of_its_timing(
+        byte_data, tmp_path, monkeypatch, capsys):
+    # The recorded steps and the files written after them are slow: in the warmup's timing they made
+    # the plan (and, after it, the second look) count every step as slow, and cut a 15 s run to 9 s
+    # (audit, 2026-11-26). The writing is made 2 s slow here: taken in the second look's timing, it
+    # would make the steps since the count was fixed look >= 2 s / 18 = 110 ms each.
+    from gpt.runtime import StepProfiler
+
+    real_close, looks = StepProfiler.close, []
+    monkeypatch.setattr(StepProfiler, "close", lambda self: (time.sleep(2) if self.profiler else None, real_close(self))[1])
+    real_shorten = train.shorten_to_budget
+    def shorten(cfg, started, step, step_s, *args):
+        looks.append((step, step_s))
+        return real_shorten(cfg, started, step, step_s, *args)
+    monkeypatch.setattr(train, "shorten_to_budget", shorten)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
+                       "--eval_interval=40", "--profile=2", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert f"profile of steps 21-22: {out / 'profile.txt'}" in said  # from the end of warmup, after the plan
+    assert looks and looks[0][0] == 40 and looks[0][1] < 0.05, looks  # the steps since step 22 only
 
 
 def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
