@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+ROOT = os.path.dirname(os.path.abspath(__file__))  # where sample.py and train.py are, whatever the caller's cwd
+
 
 # ----------------------------------------------------------------------------- decode
 
@@ -144,12 +146,36 @@ def bench_decode(args: argparse.Namespace) -> None:
     compiled sample.py rows after it reuse that compilation."""
     from gpt.runtime import kernel_settings, set_kernel_settings
 
+    check_decode_args(args)
     saved = kernel_settings()  # decode_rows turns TF32 on, as sample.py does: undone for in-process callers
     try:
         with fresh_compile_cache():
             decode_rows(args)
     finally:
         set_kernel_settings(saved)
+
+
+def check_decode_args(args: argparse.Namespace) -> None:
+    """Shapes and paths that cannot run, refused in one line before the first row rather than with a
+    traceback after minutes of rows (audit, 2026-11-26). --sample_wall_out_dir is made absolute:
+    its rows then read the same directory from wherever bench.py was started."""
+    from gpt.errors import ConfigError
+    from gpt.model import GPTConfig
+
+    GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)  # a ConfigError naming the bad value
+    positions = GPTConfig().block_size
+    if not args.skip_transformers and args.prompt_len + args.new_tokens > positions:
+        raise ConfigError(f"--prompt_len + --new_tokens = {args.prompt_len + args.new_tokens:,} is past GPT-2's "
+                          f"{positions:,} positions, where transformers' generate (the reference) stops: give fewer "
+                          "tokens, or --skip_transformers")
+    if args.sample_wall_out_dir:
+        from gpt.checkpoint import find_checkpoint
+
+        args.sample_wall_out_dir = os.path.abspath(args.sample_wall_out_dir)
+        try:
+            find_checkpoint(args.sample_wall_out_dir)
+        except FileNotFoundError as e:
+            raise ConfigError(f"--sample_wall_out_dir: {e}") from None
 
 
 def decode_rows(args: argparse.Namespace) -> None:
@@ -215,7 +241,7 @@ def decode_rows(args: argparse.Namespace) -> None:
     for graphed, cudnn in variants:
         proc = subprocess.run([sys.executable, "-c", code, json.dumps({**spec, "graphed": graphed,
                                                                         "cudnn_attention": cudnn})],
-                              capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+                              capture_output=True, text=True, cwd=ROOT)
         if proc.returncode:
             raise SystemExit(f"bench.py decode: the fresh-process generate failed:\n{proc.stderr[-3000:]}")
         cold, new_length, warm = json.loads(proc.stdout.splitlines()[-1])
@@ -413,7 +439,7 @@ def decode_rows(args: argparse.Namespace) -> None:
             cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
                    *extra, *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             wall = time.perf_counter() - t0
             if proc.returncode or "CUDA graph failed" in proc.stderr:
                 raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
@@ -447,7 +473,7 @@ def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
     def sample_py(compile: str) -> tuple[float, int, str]:
         cmd = [sys.executable, "sample.py", f"--out_dir={out_dir}", f"--max_new_tokens={tokens}", "--json",
                f"--compile={compile}", f"--device={device}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode:
             raise SystemExit(f"{' '.join(cmd[1:])} failed:\n{proc.stderr[-3000:]}")
         sample = json.loads(proc.stdout.splitlines()[-1])
@@ -470,6 +496,22 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def distinct(values: str, option: str) -> list[str]:
+    """A comma-separated option's values, each once: a repeated one would run twice under one name,
+    pooling its records (train) or sharing its run directories (quality)."""
+    items = values.split(",")
+    if twice := sorted({v for v in items if items.count(v) > 1}):
+        raise SystemExit(f"bench.py: {option} names {', '.join(twice)} more than once")
+    return items
 
 
 def positive_float(text: str) -> float:
@@ -542,7 +584,7 @@ def bench_prepare(args: argparse.Namespace) -> None:
         cmd = [sys.executable, "-c", script, "--input", str(text_dir), "--out_dir", str(out_dir),
                "--tokenizer", args.tokenizer, "--num_proc", str(cores)]
         start = time.perf_counter()
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parent)
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         seconds = time.perf_counter() - start
         if run.returncode:
             raise SystemExit(f"prepare failed:\n{run.stderr}")
@@ -719,6 +761,7 @@ def bench_train(args: argparse.Namespace) -> None:
         + (["--log_interval=1"] if args.read_every_step else [])  # the last: a wait for the device at every step
     if len(set(rows)) < len(rows):
         raise SystemExit(f"bench.py train: a flag is timed twice: {' '.join(rows)}")
+    dtypes, optimizers = distinct(args.dtypes, "--dtypes"), distinct(args.optimizers, "--optimizers")
     if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
         # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
         # share this process: it is set before the first row, so every row runs with it alike
@@ -761,8 +804,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
     def chosen(dtype: str, optimizer: str) -> list[str]:  # auto: the --config's choice, else train.py's default
         return [f"--{k}={v}" for k, v in (("dtype", dtype), ("optimizer", optimizer)) if v != "auto"]
-    dtypes = args.dtypes.split(",")
-    variants = [(d, o) for d in dtypes for o in args.optimizers.split(",")]
+    variants = [(d, o) for d in dtypes for o in optimizers]
     ran_with = {}  # each variant's dtype and optimizer as train.py took them
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
@@ -818,7 +860,7 @@ def bench_train(args: argparse.Namespace) -> None:
 def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
     p.add_argument("--steps", type=positive_int, default=30, help="timed steps")
-    p.add_argument("--warmup", type=int, default=10,
+    p.add_argument("--warmup", type=non_negative_int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean")
     p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: the "
@@ -913,12 +955,12 @@ def bench_quality(args: argparse.Namespace) -> None:
     where = "cpu" if pick_device("auto", Dist()).type == "cpu" else "gpu"  # train.py's choice of preset
     args.recipes = args.recipes or QUALITY_DEFAULTS[where][0]
     args.time_budget = args.time_budget if args.time_budget is not None else QUALITY_DEFAULTS[where][1]
-    names = args.recipes.split(",")
+    names = distinct(args.recipes, "--recipes")
     unknown = [n for n in names if n not in QUALITY_RECIPES]
     if unknown:
         raise SystemExit(f"bench.py quality: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
-    root = Path(__file__).resolve().parent
+    root = Path(ROOT)
     final_bpb = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         def run(name: str, out: str, *extra: str) -> float:

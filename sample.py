@@ -20,7 +20,7 @@ warnings go to stderr.
 The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
 warning says how many were dropped). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
-continues through the KV cache (the cached and uncached paths produce the same tokens).
+continues through the KV cache (the cached and uncached paths produce the same tokens in float32).
 
 Models fine-tuned on instruction data (prompt/response, Alpaca or messages records; see
 gpt/instruct.py for the template): --instruction=TEXT (or FILE:path, or -) wraps the text in the
@@ -35,12 +35,19 @@ Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, no
 
 from __future__ import annotations
 
+import sys
+
+INTERRUPTED = "sample.py: interrupted"
+if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): that line too, not a traceback
+    from gpt.errors import one_line_on_ctrl_c
+
+    one_line_on_ctrl_c(INTERRUPTED)
+
 import argparse
 import difflib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import torch
@@ -222,14 +229,14 @@ def read_prompt(start: str, option: str = "--start") -> str:
     from gpt.files import decode_utf8
 
     if start == "-":
-        return decode_utf8(sys.stdin.buffer.read(), f"stdin ({option}=-)")
+        return decode_utf8(sys.stdin.buffer.read(), f"stdin ({option}=-)", start_of_text=True)
     if start.startswith("FILE:"):
         path = Path(start[5:])
         try:
             data = path.read_bytes()
         except OSError as e:
             raise UsageError(f"cannot read the prompt file {path}: {e}") from None
-        return decode_utf8(data, f"the prompt file {path}")
+        return decode_utf8(data, f"the prompt file {path}", start_of_text=True)
     return argv_text(start, option)
 
 
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sample.py: error: {message}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt:
-        print("\nsample.py: interrupted", file=sys.stderr)
+        print(f"\n{INTERRUPTED}", file=sys.stderr)
         return 130
     finally:
         set_kernel_settings(saved_kernel_settings)

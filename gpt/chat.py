@@ -126,7 +126,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         prompt()
     for lineno, line in enumerate(lines, 1):
         try:
-            text = (line if isinstance(line, str) else decode_utf8(line, f"line {lineno}")).rstrip("\r\n")
+            text = (line if isinstance(line, str) else decode_utf8(line, f"line {lineno}", start_of_text=lineno == 1)
+                    ).rstrip("\r\n")
         except UsageError as e:
             refuse(str(e))
             text = ""  # refused: nothing to answer

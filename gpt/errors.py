@@ -13,8 +13,17 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import signal
+import sys
 import threading
 from pathlib import Path
+
+
+def one_line_on_ctrl_c(line: str) -> None:
+    """Ctrl-C while a script still imports (torch's imports take seconds) prints `line` instead of
+    a traceback; any other exception keeps its traceback. Set before the imports; the script's main
+    says the same line for Ctrl-C once it runs."""
+    sys.excepthook = lambda kind, e, tb: (print(line, file=sys.stderr) if issubclass(kind, KeyboardInterrupt)
+                                          else sys.__excepthook__(kind, e, tb))
 
 
 def out_of_memory(e: BaseException) -> bool:

@@ -30,12 +30,14 @@ def describe_error(e: BaseException) -> str:
     return os_error[1] if os_error else text or type(e).__name__
 
 
-def decode_utf8(data: bytes, where: str) -> str:
+def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
     """Text a user hands us as bytes (a prompt file, stdin, a command-line value, a --chat line),
     decoded strictly: invalid UTF-8 is one line naming where and the byte, never a tokenizer's
-    traceback or text passed on with replacement characters the user did not write."""
+    traceback or text passed on with replacement characters the user did not write.
+    start_of_text: the bytes begin a file or stream, where a byte order mark (Windows editors and
+    PowerShell write one) is dropped, as data preparation drops it: the model never saw it."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig" if start_of_text else "utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from gpt.atomic import same_mode_as
-from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
+from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
 
@@ -64,22 +64,22 @@ class GPTConfig:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
         if self.n_embd % self.n_head != 0:
-            raise ValueError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+            raise ConfigError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2 != 0:
-            raise ValueError(f"GPTConfig.n_embd must be even for sinusoidal positions, got {self.n_embd}")
+            raise ConfigError(f"GPTConfig.n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+            raise ConfigError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if self.pos_encoding not in POS_ENCODINGS:
-            raise ValueError(f"GPTConfig.pos_encoding must be one of {', '.join(POS_ENCODINGS)}, got {self.pos_encoding!r}")
+            raise ConfigError(f"GPTConfig.pos_encoding must be one of {', '.join(POS_ENCODINGS)}, got {self.pos_encoding!r}")
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2 != 0:
-            raise ValueError(f"GPTConfig: rotary positions need an even head size, got "
+            raise ConfigError(f"GPTConfig: rotary positions need an even head size, got "
                              f"n_embd / n_head = {self.n_embd // self.n_head}")
         if not self.qk_scale > 0:
-            raise ValueError(f"GPTConfig.qk_scale must be positive, got {self.qk_scale!r}")
+            raise ConfigError(f"GPTConfig.qk_scale must be positive, got {self.qk_scale!r}")
         if self.activation not in GELU_APPROXIMATE:
-            raise ValueError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
+            raise ConfigError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -566,12 +566,14 @@ class GPT(nn.Module):
         Past block_size: the model sees a window that starts somewhere in the sequence; when the
         window is full it slides forward to keep only its last block_size // 2 tokens, which are
         prefilled again, and decoding continues from there. The cached and the uncached paths
-        follow the same rule, so they produce the same tokens; sliding by half a window keeps the
+        follow the same rule, so they produce the same tokens (in float32: in bf16 or fp16 they round
+        the logits differently); sliding by half a window keeps the
         cost of re-prefilling to one pass per block_size // 2 new tokens.
 
         vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows).
         Sampling: `gpt.sampling.draw_next_token`; every path draws the same noise from `generator`,
-        so for one seed the cached, uncached, eager and compiled paths give the same tokens."""
+        so for one seed the cached, uncached, eager and compiled paths give the same tokens in float32
+        (in bf16 their roundings differ, and sampled tokens can part: audit, 2026-11-26)."""
         check_sampling_args(temperature, top_k, top_p, repetition_penalty)
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")

@@ -41,11 +41,34 @@ def test_quality_refuses_an_unknown_recipe():
     ("train", "--steps=0", "argument --steps: must be >= 1, got 0"),  # was statistics' 'no median for empty data'
     ("decode", "--repeat=0", "argument --repeat: must be >= 1, got 0"),  # was a TypeError in _timed
     ("prepare", "--seconds=0", "argument --seconds: must be > 0 and finite, got 0"),  # was a ZeroDivisionError
+    ("train", "--warmup=-2", "argument --warmup: must be >= 0, got -2"),  # ran, and printed "after -2 warm-up"
 ])
 def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, message, capsys):
     with pytest.raises(SystemExit) as e:
         bench.main([command, flag])
     assert e.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"bench.py {command}: error: {message}"
+
+
+@pytest.mark.parametrize("argv, message", [
+    # audit, 2026-11-26: the same row twice pooled both runs' records under one name; the same recipe
+    # twice shared its run directories, and train.py refused the second
+    (["train", "--optimizers=adamw,adamw"], "bench.py: --optimizers names adamw more than once"),
+    (["train", "--dtypes=float32,bfloat16,float32"], "bench.py: --dtypes names float32 more than once"),
+    (["quality", "--recipes=default,default"], "bench.py: --recipes names default more than once"),
+    # shapes that cannot run, refused before the first row (they were tracebacks after the rows before them)
+    (["decode", "--n_layer=1", "--n_head=3", "--n_embd=32"],
+     "bench.py decode: error: GPTConfig.n_embd (32) must be divisible by n_head (3)"),
+    (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=1020", "--new_tokens=8"],
+     "bench.py decode: error: --prompt_len + --new_tokens = 1,028 is past GPT-2's 1,024 positions, where "
+     "transformers' generate (the reference) stops: give fewer tokens, or --skip_transformers"),
+    (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--sample_wall_out_dir=no-such-run"],
+     "bench.py decode: error: --sample_wall_out_dir: no complete checkpoint in "),
+])
+def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    assert str(e.value.code).startswith(message), e.value.code
 
 
 def test_a_device_that_is_not_there_is_one_line(capsys):
@@ -85,7 +108,6 @@ def test_quality_defaults_name_known_recipes_and_positive_budgets():
 
 def test_the_gpu_script_names_its_stages_and_refuses_others():
     import subprocess
-    from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / ".ci" / "gpu"
     for argv in ([], ["no-such-stage"]):
@@ -145,9 +167,10 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
 
     pytest.importorskip("transformers")
     run = make_run(tmp_path / "run")
-    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the wall-time run starts `sample.py` from the root
+    monkeypatch.chdir(tmp_path)  # not the repository: sample.py is found, and the run read, from anywhere (audit 2026-11-26)
     bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=8", "--new_tokens=6",
-                "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", f"--sample_wall_out_dir={run}", "--break_even_tokens=20"])
+                "--repeat=1", "--num_samples=2", "--device=cpu", "--cold_tokens=5", "--sample_wall_out_dir=run",
+                "--break_even_tokens=20"])
     out = capsys.readouterr().out
     speeds = dict(re.findall(r"^  (\S.*?\S) +([\d.]+) tokens/s  \(", out, re.M))  # the rows: speed, then (seconds
     assert set(speeds) == {

@@ -368,7 +368,9 @@ def test_chat_json_answers_each_line(capsys, monkeypatch, trained):
              json.dumps({"instruction": seen[1]["prompt"], "input": "", "output": "reference, left out"}),
              "{oops",
              json.dumps({"messages": [{"role": "user", "content": seen[2]["prompt"]}]})]
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(lines) + "\n").encode())))
+    # a file that begins with a byte order mark, as a training file may (data preparation drops it):
+    # line 1 was refused as "not valid JSON (Unexpected UTF-8 BOM)" (audit, 2026-11-26)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbf" + ("\n".join(lines) + "\n").encode())))
     rc = sample.main([f"--out_dir={trained['runs']['pairs']}", "--chat", "--json", "--temperature=0",
                       "--device=cpu", "--max_new_tokens=20"])
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

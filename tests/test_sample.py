@@ -370,6 +370,36 @@ def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatc
     [inline] = cli_json(capsys, run_dir, "--start=ROMEO:\n", "--max_new_tokens=5")
     assert from_file["prompt"] == from_stdin["prompt"] == "ROMEO:\n"
     assert from_file["text"] == from_stdin["text"] == inline["text"]
+    # A byte order mark (Windows editors, PowerShell) begins the file or stream, not the prompt: data
+    # preparation drops it, so the model never saw it (audit, 2026-11-26: it was 3 byte tokens); one
+    # further in is text and stays
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbfROMEO:\n")
+    [bom_file] = cli_json(capsys, run_dir, f"--start=FILE:{tmp_path / 'bom.txt'}", "--max_new_tokens=5")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfROMEO:\n")))
+    [bom_stdin] = cli_json(capsys, run_dir, "--start=-", "--max_new_tokens=5")
+    for bom, plain in (bom_file, from_file), (bom_stdin, from_stdin):
+        assert (bom["prompt"], bom["text"]) == (plain["prompt"], plain["text"])
+    (tmp_path / "inner.txt").write_bytes(b"RO\xef\xbb\xbfMEO:")
+    [inner] = cli_json(capsys, run_dir, f"--start=FILE:{tmp_path / 'inner.txt'}", "--max_new_tokens=1")
+    assert inner["prompt"] == "RO\ufeffMEO:"
+
+
+def test_ctrl_c_while_sample_py_imports_is_one_line_not_a_traceback(tmp_path):
+    # torch's imports take the first seconds of every run; Ctrl-C there was a traceback (audit, 2026-11-26)
+    import signal
+
+    code = f"""import builtins, runpy, sys
+real_import = builtins.__import__
+def ctrl_c_at_torch(name, *args, **kwargs):
+    if name == "torch":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = ctrl_c_at_torch
+sys.argv, sys.path[0] = ["sample.py"], {str(ROOT)!r}
+runpy.run_path({str(ROOT / "sample.py")!r}, run_name="__main__")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.stderr == "sample.py: interrupted\n" and proc.returncode == -signal.SIGINT
 
 
 # -- bad values ----------------------------------------------------------------------------------
