@@ -51,8 +51,8 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
                             open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
-from gpt.config import (TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size, parse_args,
-                        resume_config)
+from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
+                        parse_args, resume_config)
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
                         sigterm_raises)
 from gpt.files import describe_error
@@ -138,6 +138,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
+    if not resume and cfg.init_from != "scratch":  # the weights' shape and tokenizer, not the preset's: config.json
+        # and the checkpoints record what ran (a fine-tune of a 2-layer byte model said 4 layers of
+        # shakespeare-bpe: audit, 2026-11-26), as a resume's config takes them from the checkpoint
+        cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
     if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
         warning = mark_lora_base(Path(base["base"]), out_dir)  # so that the base run's pruning keeps it
         if warning:
@@ -291,10 +295,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # warmup (gpt/runtime.steps_in_budget).
     train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint and plot
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
+    # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
+    # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
     first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
                               f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
                               "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
-                              "step), --block_size, --n_embd or --n_layer")
+                              "step), --block_size, --n_embd or --n_layer"
+                              + (f"; this budgeted run saved step {step} for its plan: a smaller --batch_size goes "
+                                 f"with --init_from=resume --out_dir={out_dir}, the other sizes with another --out_dir"
+                                 if not cfg.max_iters else ""))
     timing_from = logged = (step, train_s)
     warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 import train
 from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
+from gpt.config import MODEL_KEYS
 from gpt.model import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -672,6 +673,10 @@ def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
     stored = ckpt.weights()
     assert stored and all(k.endswith((".lora_A", ".lora_B")) for k in stored)
     assert ckpt.meta["lora"]["base"] == str(hf_dir) and ckpt.meta["lora"]["config"]["rank"] == 4
+    # the run's recorded config is the weights' shape and tokenizer, not the CPU preset's (audit, 2026-11-26)
+    for config in ckpt.meta["config"], json.loads((out / "config.json").read_text()):
+        assert config["tokenizer"] == "gpt2" == ckpt.meta["tokenizer"]
+        assert {k: config[k] for k in MODEL_KEYS} == {k: ckpt.meta["model_config"][k] for k in MODEL_KEYS}
     merged, _ = load_model(out)
     unmerged, _ = load_model(out, merge_lora=False)
     base = GPT.from_pretrained(str(hf_dir))
@@ -1216,6 +1221,19 @@ def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_
         "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234567890123 bytes.; choose a smaller "
         "--batch_size (more --gradient_accumulation_steps keep the tokens per step), --block_size, --n_embd or "
         "--n_layer\n")
+    # A budgeted run has saved step 0 by then (its plan times that save), so the same command with a
+    # smaller batch would be refused as another run in out_dir: the advice is the resume that works
+    out = tmp_path / "budgeted"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=3", "--warmup_iters=10",
+                       "--eval_interval=100", f"--out_dir={out}"]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"--n_layer; this budgeted run saved step 0 for its plan: a smaller --batch_size goes with --init_from=resume "
+        f"--out_dir={out}, the other sizes with another --out_dir\n")
+    monkeypatch.undo()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=3", "--warmup_iters=10",
+                       "--eval_interval=100", f"--out_dir={out}", "--batch_size=2"]) == 1  # refused, as said
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--batch_size=2"]) == 0
+    assert open_checkpoint(out).meta["config"]["batch_size"] == 2
 
 
 def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
