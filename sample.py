@@ -44,7 +44,6 @@ if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): th
     one_line_on_ctrl_c(INTERRUPTED)
 
 import argparse
-import difflib
 import json
 import os
 import re
@@ -52,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import parse_auto_bool, parse_bool, parse_int
+from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
 from gpt.errors import UsageError
 from gpt.generation import COMPILE_MIN_TOKENS
 
@@ -151,9 +150,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             raise UsageError(f"unexpected argument {arg!r}: options are --key=value (see python sample.py --help)")
         key = arg[2:].split("=", 1)[0]
         valid = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
-        close = difflib.get_close_matches(key, valid, n=2)
-        hint = f" (did you mean {' or '.join('--' + c for c in close)}?)" if close else ""
-        raise UsageError(f"unknown option --{key}{hint}; see python sample.py --help")
+        raise UsageError(f"unknown option --{key}{did_you_mean(key, valid, n=2)}; see python sample.py --help")
     return args
 
 
@@ -174,6 +171,10 @@ def check_args(args: argparse.Namespace) -> None:
     if (args.instruction or args.chat) and args.start:
         raise UsageError("--start is for plain continuation; --instruction and --chat build the prompt from the "
                          "instruction template")
+    if args.init_from and (args.out_dir != DEFAULT_OUT_DIR or args.ckpt not in ("latest", "best")):
+        # they name the model too, and were silently ignored (audit, 2026-11-26)
+        raise UsageError("--init_from names the model to sample: leave out --out_dir and --ckpt=PATH "
+                         "(--ckpt=best picks the best checkpoint of an --init_from run directory)")
     if args.chat and args.num_samples != 1:
         raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):
@@ -192,11 +193,13 @@ def load(args: argparse.Namespace, device: torch.device):
     from gpt.tokenizer import get_tokenizer
 
     if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
+        if args.ckpt != "latest":
+            raise UsageError(f"--ckpt={args.ckpt}: {args.init_from} is not one of our runs, which have checkpoints")
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints
         if args.init_from:
-            path, which = Path(args.init_from), "latest"
+            path, which = Path(args.init_from), args.ckpt
         elif args.ckpt in ("latest", "best"):
             path, which = Path(args.out_dir), args.ckpt
         else:
@@ -264,6 +267,8 @@ def sample(args: argparse.Namespace) -> int:
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
     instruction = read_prompt(args.instruction, "--instruction").rstrip("\r\n") if args.instruction else ""
+    if args.instruction and not instruction.strip():  # as --chat --json refuses an empty prompt (audit, 2026-11-26)
+        raise UsageError(f"--instruction={args.instruction}: the instruction is empty")
     model, tok, source = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
     model = model.to(dtype).eval()

@@ -273,12 +273,19 @@ def _convert(key: str, value, kind: type):
     raise ConfigError(f"--{key} expects {kind.__name__}, got {value!r}")
 
 
+def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
+    """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
+    difflib alone offered --stream for --temp (audit, 2026-11-26)."""
+    close = [v for v in valid if v.startswith(key)][:n] if len(key) >= 3 else []
+    close += [c for c in difflib.get_close_matches(key, valid, n=n) if c not in close][:n - len(close)]
+    return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+
+
 def _check_keys(keys, where: str) -> None:
     valid = [f.name for f in fields(TrainConfig)]
     for key in keys:
         if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=3)
-            hint = f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+            hint = did_you_mean(key, valid)
             raise ConfigError(f"unknown option --{key} in {where}{hint}\nvalid options:\n{describe_options()}")
 
 

@@ -415,17 +415,41 @@ runpy.run_path({str(ROOT / "sample.py")!r}, run_name="__main__")
     (["--max_new_tokens=-1"], "max_new_tokens must be >= 0"),
     (["--stop="], "stop strings must not be empty"),
     (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
+    (["--temp=1"], "unknown option --temp (did you mean --temperature, --stream?)"),  # was --stream alone
     (["ROMEO"], "unexpected argument 'ROMEO'"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
     (["--ckpt=/nonexistent/ckpt-0000001"], "no checkpoint at /nonexistent/ckpt-0000001"),
-    (["--init_from=not-a-model"], "neither a directory nor one of gpt2"),
     (["--device=cuda:0"] if not torch.cuda.is_available() else ["--device=nonsense"], "device"),
 ])
 def test_bad_values_give_one_line_and_status_1(capsys, run_dir, args, needle):
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", *args)
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("sample.py: error: ") and needle in err, err
+
+
+def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(capsys, run_dir, monkeypatch, tmp_path):
+    # --out_dir and --ckpt=PATH beside --init_from were silently ignored, --ckpt=best too (the latest
+    # was sampled); an empty --instruction was answered (audit, 2026-11-26)
+    for args, needle in [
+        (["--init_from=not-a-model"], "neither a directory nor one of gpt2"),
+        ([f"--init_from={run_dir}", "--out_dir=elsewhere"], "--init_from names the model to sample: leave out --out_dir"),
+        ([f"--init_from={run_dir}", f"--ckpt={run_dir}"], "--init_from names the model to sample"),
+        (["--init_from=gpt2", "--ckpt=best"], "--ckpt=best: gpt2 is not one of our runs"),
+        (["--instruction=-"], "--instruction=-: the instruction is empty"),
+    ]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))
+        rc, out, err = cli(capsys, *args)
+        assert rc == 1 and out == "" and err.count("\n") == 1 and needle in err, err
+    # --ckpt=best with an --init_from run: its best checkpoint, as with --out_dir
+    model = GPT(GPTConfig(**{**TINY, "vocab_size": 257}))
+    meta = {"model_config": model.config.to_dict(), "tokenizer": "byte", "config": {}, "vocab_size": 257}
+    for step in 3, 7:
+        save_checkpoint(tmp_path / "run", step, model, state={}, meta=meta, keep_last=2, is_best=step == 3)
+    for ckpt, step in ("best", 3), ("latest", 7):
+        rc, _, err = cli(capsys, f"--init_from={tmp_path / 'run'}", f"--ckpt={ckpt}", "--max_new_tokens=1", "--json",
+                         "--device=cpu")
+        assert rc == 0 and f"{tmp_path / 'run' / f'ckpt-{step:07d}'} (step {step})" in err, err
 
 
 def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkeypatch):
