@@ -303,7 +303,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                               "step), --block_size, --n_embd or --n_layer"
                               + (f"; this budgeted run saved step {step} for its plan: a smaller --batch_size goes "
                                  f"with --init_from=resume --out_dir={out_dir}, the other sizes with another --out_dir"
-                                 if not cfg.max_iters else ""))
+                                 if not cfg.max_iters and not resume else ""))
     timing_from = logged = (step, train_s)
     warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
