@@ -32,3 +32,26 @@ def fail_writes(monkeypatch):
         monkeypatch.setattr(gpt.atomic, "open", failing_open, raising=False)
 
     return arm
+
+
+@pytest.fixture
+def ctrl_c_at_import():
+    """ctrl_c_at_import("train.py", "gpt.metrics", *argv): the script run as `python SCRIPT argv` in a
+    fresh interpreter, with Ctrl-C (KeyboardInterrupt) raised where it imports that module, as a
+    user's Ctrl-C during the seconds torch's imports take. Returns the CompletedProcess."""
+    import subprocess
+
+    def run(script: str, module: str, *argv: str, cwd=None) -> subprocess.CompletedProcess:
+        code = f"""import builtins, runpy, sys
+real_import = builtins.__import__
+def ctrl_c(name, *args, **kwargs):
+    if name == {module!r}:
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = ctrl_c
+sys.argv, sys.path[0] = [{script!r}, *{list(argv)!r}], {str(ROOT)!r}
+runpy.run_path({str(ROOT / script)!r}, run_name="__main__")
+"""
+        return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+    return run

@@ -384,21 +384,11 @@ def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatc
     assert inner["prompt"] == "RO\ufeffMEO:"
 
 
-def test_ctrl_c_while_sample_py_imports_is_one_line_not_a_traceback(tmp_path):
+def test_ctrl_c_while_sample_py_imports_is_one_line_not_a_traceback(tmp_path, ctrl_c_at_import):
     # torch's imports take the first seconds of every run; Ctrl-C there was a traceback (audit, 2026-11-26)
     import signal
 
-    code = f"""import builtins, runpy, sys
-real_import = builtins.__import__
-def ctrl_c_at_torch(name, *args, **kwargs):
-    if name == "torch":
-        raise KeyboardInterrupt
-    return real_import(name, *args, **kwargs)
-builtins.__import__ = ctrl_c_at_torch
-sys.argv, sys.path[0] = ["sample.py"], {str(ROOT)!r}
-runpy.run_path({str(ROOT / "sample.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = ctrl_c_at_import("sample.py", "torch", cwd=tmp_path)
     assert proc.stderr == "sample.py: interrupted\n" and proc.returncode == -signal.SIGINT
 
 

@@ -1298,7 +1298,7 @@ def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data
 
 
 def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
-                                                                               capsys):
+                                                                               capsys, ctrl_c_at_import):
     import gpt.metrics
 
     def ctrl_c(*args, **kwargs):
@@ -1316,17 +1316,7 @@ def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(b
         assert not out.exists() or not list(out.iterdir())  # no empty metrics.jsonl, config.json or lock
 
     # Ctrl-C during train.py's own imports (torch's take seconds): the same line, and the shell's 130
-    code = f"""import builtins, runpy, sys
-real_import = builtins.__import__
-def ctrl_c_at_the_metrics(name, *args, **kwargs):
-    if name == "gpt.metrics":
-        raise KeyboardInterrupt
-    return real_import(name, *args, **kwargs)
-builtins.__import__ = ctrl_c_at_the_metrics
-sys.argv, sys.path[0] = ["train.py", "--max_iters=2"], {str(ROOT)!r}
-runpy.run_path({str(ROOT / "train.py")!r}, run_name="__main__")
-"""
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = ctrl_c_at_import("train.py", "gpt.metrics", "--max_iters=2", cwd=tmp_path)
     assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
 
 
