@@ -151,18 +151,36 @@ def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
 
 
 def _worker_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: one clean stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not main()'s handler: the parent's Pool ends us quietly
+    # Ctrl-C and SIGTERM are the parent's to handle: one clean stop. A SIGTERM to the whole process
+    # group (timeout, Slurm, torchrun) used to kill a worker while it held the task queue's lock,
+    # and the parent then waited forever for it (audit, 2026-11-26); the parent ends the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
 def _worker_pool(num_proc: int, tokenizer_name: str):
     """num_proc tokenizer processes (none for 1). Forked where possible: they start in milliseconds
-    with the tokenizer already loaded, where spawned ones would spend a second importing."""
+    with the tokenizer already loaded, where spawned ones would spend a second importing. A worker
+    that dies (the out-of-memory killer, kill -9) is one line, not a wait without end: the
+    executor notices it (BrokenProcessPool). Left early (an error, Ctrl-C), the queued chunks are
+    dropped and the running ones finish (a chunk is ~1 MB of text)."""
     if num_proc == 1:
-        return contextlib.nullcontext()
+        yield None
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     get_tokenizer(tokenizer_name)
     method = "fork" if "fork" in mp.get_all_start_methods() else None
-    return mp.get_context(method).Pool(num_proc, initializer=_worker_signals)
+    pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_signals)
+    try:
+        yield pool
+    except BrokenProcessPool:
+        raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try again, "
+                           "or with fewer --num_proc") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
@@ -174,13 +192,23 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
         return
     pending: deque = deque()
     for texts, ends, val in chunks:
-        pending.append((ends, val, pool.apply_async(_encode_chunk, (tokenizer_name, texts, ends))))
+        pending.append((ends, val, pool.submit(_encode_chunk, tokenizer_name, texts, ends)))
         if len(pending) >= in_flight:
             ends, val, result = pending.popleft()
-            yield ends, val, result.get()
+            yield ends, val, _result(result)
     while pending:
         ends, val, result = pending.popleft()
-        yield ends, val, result.get()
+        yield ends, val, _result(result)
+
+
+def _result(future):
+    """A chunk's tokens, waited for a second at a time: a Ctrl-C or SIGTERM that another thread
+    received is handled by the main thread when it wakes, not after the wait."""
+    while True:
+        try:
+            return future.result(timeout=1.0)
+        except TimeoutError:
+            continue
 
 
 class _SplitWriter:

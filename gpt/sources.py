@@ -305,6 +305,8 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
     replaced = False
     with open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
+        if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
+            data, pos = data[3:], 3  # .json and .jsonl drop it, and sample.py a prompt file's (audit, 2026-11-26)
         if b"\0" in data[:8192]:
             stats.binary_files.append(str(path))
             warnings.warn(f"{path}: skipped, looks binary (contains NUL bytes)", PrepareWarning, stacklevel=2)
@@ -314,7 +316,10 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
             cut, end = (safe_cut(data), False) if more else (len(data), True)
             if split_at is not None and split_at < pos + cut:  # the cut into two documents is in this piece
                 at = split_at - pos
-                line_end = data.find(b"\n", at, cut) + 1 or data.rfind(b"\n", 0, at) + 1
+                after = data.find(b"\n", at, cut) + 1
+                if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
+                    after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
+                line_end = after or data.rfind(b"\n", 0, at) + 1
                 if line_end:
                     cut, end = line_end, True
                 split_at = None

@@ -267,6 +267,26 @@ def test_a_single_text_file_is_cut_in_two_at_a_line_break(tmp_path, monkeypatch)
     assert abs(len(val[0]) / len("".join(lines)) - 0.2) < 0.05
 
 
+@pytest.mark.parametrize("ending", ["\n", "\n\n", ""])
+def test_a_small_text_file_of_a_few_lines_is_split_before_its_last_line_break(tmp_path, ending):
+    # the line break after the 90% point was the file's last one: nothing followed it, and four
+    # paragraphs, one per line, were refused as one document (audit, 2026-11-26)
+    paragraphs = [("paragraph %d " % i) * 8 for i in range(4)]
+    (tmp_path / "paras.txt").write_text("\n".join(paragraphs) + ending)
+    out = run_prepare([tmp_path / "paras.txt"], tmp_path / "out")
+    train, val = documents(out, "train"), documents(out, "val")
+    assert train == ["\n".join(paragraphs[:3]) + "\n"] and val == [paragraphs[3] + ending]
+
+
+def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
+    # Windows editors start a UTF-8 file with EF BB BF; it was trained on as 3 byte tokens (audit, 2026-11-26)
+    lines = "".join(f"line number {i} of the text\n" for i in range(20))
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + lines.encode())
+    (tmp_path / "plain.txt").write_text(lines)
+    bom, plain = (run_prepare([tmp_path / f"{n}.txt"], tmp_path / n, tokenizer="byte") for n in ("bom", "plain"))
+    assert documents(bom, "train") == documents(plain, "train") and documents(bom, "val") == documents(plain, "val")
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
@@ -470,7 +490,7 @@ def test_cli_reports_the_projects_usage_errors_in_one_line(tmp_path, monkeypatch
 def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
     write_docs(tmp_path / "in", 4)
     code = ("import sys, time; from gpt import prepare as p; encode = p._encode_chunk\n"
-            "def slow(*args):\n    print('encoding', flush=True); time.sleep(10); return encode(*args)\n"
+            "def slow(*args):\n    print('encoding', flush=True); time.sleep(3); return encode(*args)\n"
             "p._encode_chunk = slow; sys.exit(p.main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
                              str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
@@ -480,6 +500,30 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err == "terminated: nothing was written\n"  # no worker tracebacks
     assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def _die(*args):  # a tokenizer worker killed (the out-of-memory killer, kill -9); module-level: pickled by name
+    os._exit(9)
+
+
+def test_a_tokenizer_worker_that_dies_is_one_error_not_a_wait_without_end(tmp_path, monkeypatch):
+    # with multiprocessing.Pool the parent waited for its result forever (audit, 2026-11-26)
+    write_docs(tmp_path / "in", 4)
+    monkeypatch.setattr(prep, "_encode_chunk", _die)
+    with pytest.raises(prep.PrepareError, match=r"^a tokenizer process died \(killed, or out of memory\?\): nothing "
+                                                r"was written; try again, or with fewer --num_proc$"):
+        run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=2)
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_tokenizer_workers_leave_sigterm_to_the_parent(monkeypatch):
+    # a SIGTERM to the whole process group (timeout, Slurm, torchrun) killed a worker holding the
+    # task queue's lock, and the parent waited for it forever (1 run in 6 in the audit of 2026-11-26)
+    import signal
+
+    with prep._worker_pool(2, "byte") as pool:
+        handlers = {pool.submit(signal.getsignal, s).result() for s in (signal.SIGTERM, signal.SIGINT)}
+    assert handlers == {signal.SIG_IGN}
 
 
 def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
