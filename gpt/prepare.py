@@ -91,7 +91,8 @@ class _SplitPicker:
     """Which documents go to validation (see the module docstring)."""
 
     def __init__(self, seed: int, val_fraction: float):
-        self.seed, self.block = seed, max(2, round(1 / val_fraction))
+        # (capped: 1 / 1e-320 is inf, which round() refused with a traceback: audit, 2026-11-26)
+        self.seed, self.block = seed, max(2, round(min(1 / val_fraction, 1e18)))
 
     def is_val(self, doc: int) -> bool:
         if doc < 2:
@@ -148,6 +149,16 @@ def _encode_chunk(tokenizer_name: str, texts: list, ends: np.ndarray):
     tokens = np.concatenate(arrays).astype(token_dtype(tok.n_vocab))
     mask = np.concatenate(masks)
     return tokens, lengths, nbytes, None if mask.all() else mask, target_bytes
+
+
+@contextlib.contextmanager
+def warnings_as_lines():
+    """Warnings (a file skipped as binary, bytes replaced) as `warning: ...` lines on stderr while
+    inside, not Python's form with the module's source line (train.py --data=FILE showed it: audit,
+    2026-11-26)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
+        yield
 
 
 def _worker_signals() -> None:
@@ -561,10 +572,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     args = p.parse_args(argv)
-    warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     source = "hf" if args.hf else "input" if args.input else "shakespeare"
     try:
-        with sigterm_raises():  # the temp build removed, the pool ended, one line
+        with sigterm_raises(), warnings_as_lines():  # the temp build removed, the pool ended, one line
             prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
                     text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
                     out_dir=args.out_dir, val_fraction=args.val_fraction, seed=args.seed, num_proc=args.num_proc,

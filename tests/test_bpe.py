@@ -148,3 +148,22 @@ def test_train_bpe_script_with_a_full_disk_while_preparing_the_plays_is_one_line
     script, target = train_bpe_script(monkeypatch, tmp_path, full_tmp)
     assert script.main() == 1
     assert capsys.readouterr().err == "error: preparing the plays' train split: File too large\n"
+
+
+@pytest.mark.parametrize("signum, status", [(2, 130), (15, 143)])
+def test_train_bpe_script_stopped_by_ctrl_c_or_sigterm_is_one_line_and_keeps_the_file(monkeypatch, tmp_path, capsys,
+                                                                                       signum, status):
+    # minutes of training: Ctrl-C was a traceback, SIGTERM a silent exit (audit, 2026-11-26)
+    import os
+    import signal
+
+    def stopped(*args):
+        os.kill(os.getpid(), signum)  # (SIGINT is a KeyboardInterrupt, SIGTERM the script's Terminated)
+        return []
+
+    script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
+    monkeypatch.setattr(script, "train_bpe", stopped)
+    before = signal.getsignal(signal.SIGTERM)
+    assert script.main() == status
+    assert capsys.readouterr().err == f"interrupted: {target} is unchanged\n"
+    assert target.read_bytes() == b"YQ== 0\n" and signal.getsignal(signal.SIGTERM) == before

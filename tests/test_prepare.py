@@ -287,6 +287,19 @@ def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
     assert documents(bom, "train") == documents(plain, "train") and documents(bom, "val") == documents(plain, "val")
 
 
+def test_a_val_fraction_too_small_to_invert_prepares_instead_of_a_traceback(tmp_path):
+    write_docs(tmp_path / "in", 4)  # 1 / 1e-320 is inf: an OverflowError (audit, 2026-11-26)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", val_fraction=1e-320)
+    assert len(documents(out, "val")) == 1 and len(documents(out, "train")) == 3  # the first pick, then none
+
+
+def test_ctrl_c_while_prepare_py_imports_is_its_one_line(ctrl_c_at_import, tmp_path):
+    import signal
+
+    proc = ctrl_c_at_import("data/prepare.py", "gpt.prepare", cwd=tmp_path)
+    assert proc.stderr == "interrupted: nothing was written\n" and proc.returncode == -signal.SIGINT
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))

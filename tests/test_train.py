@@ -1236,6 +1236,17 @@ def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_
     assert open_checkpoint(out).meta["config"]["batch_size"] == 2
 
 
+def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
+    # train.py --data=FILE printed "gpt/sources.py:341: PrepareWarning: ..." and the source line (audit, 2026-11-26)
+    (tmp_path / "bin.txt").write_bytes(b"abc\0def")
+    assert train.main([f"--data={tmp_path / 'bin.txt'}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {tmp_path / 'bin.txt'}: skipped, looks binary (contains NUL bytes)\n"), err
+    assert err.endswith("\ntrain.py: error: no text found in the input (1 binary file(s) skipped)\n")
+    assert "PrepareWarning" not in err and "sources.py" not in err
+
+
 def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
     import gpt.model
