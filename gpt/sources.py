@@ -138,9 +138,25 @@ def _shakespeare_pieces(files: list[Path], stats: SourceStats) -> Pieces:
 
 
 def _directory_files(path: Path) -> list[Path]:
-    """A directory's files, recursively, sorted, skipping hidden names below it."""
-    return [f for f in sorted(path.rglob("*"))
-            if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)]
+    """A directory's files, recursively, sorted, skipping hidden names below it and data that
+    data/prepare.py wrote there: `train.py --data=data/` put its cache in data/cache, and the next
+    run read the shards and meta.json back as input and was refused, resume included (audit,
+    2026-11-26); so did a --out_dir inside an --input directory."""
+    files = []
+    for root, dirs, names in os.walk(path):
+        here = Path(root)
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)]
+        files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
+    return sorted(files)
+
+
+def _prepared_data(directory: Path) -> bool:
+    """Whether data/prepare.py wrote this directory: its meta.json carries prepare's fingerprint."""
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and {"fingerprint", "prepare_version"} <= meta.keys()
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:

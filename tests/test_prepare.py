@@ -300,6 +300,19 @@ def test_ctrl_c_while_prepare_py_imports_is_its_one_line(ctrl_c_at_import, tmp_p
     assert proc.stderr == "interrupted: nothing was written\n" and proc.returncode == -signal.SIGINT
 
 
+def test_prepared_data_inside_an_input_directory_is_not_read_back_as_input(tmp_path):
+    # train.py --data=data/ cached into data/cache; the next run, resume included, read the shards and
+    # meta.json back as input and was refused ("meta.json: record 0: no field 'text'"): audit, 2026-11-26
+    write_docs(tmp_path / "notes", 4)
+    first = run_prepare([tmp_path / "notes"], tmp_path / "notes" / "prepared")
+    again = run_prepare([tmp_path / "notes"], tmp_path / "notes" / "prepared")  # up to date, not refused
+    assert again == first and len(documents(again, "train")) + len(documents(again, "val")) == 4
+    cache = tmp_path / "notes" / "cache"
+    one = prepare_cached([str(tmp_path / "notes")], tokenizer="byte", cache_root=cache, quiet=True)
+    assert prepare_cached([str(tmp_path / "notes")], tokenizer="byte", cache_root=cache, quiet=True) == one
+    assert [p.name for p in cache.iterdir()] == [one.name]  # the same content, the same cache: reused
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
