@@ -1236,6 +1236,28 @@ def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_
     assert open_checkpoint(out).meta["config"]["batch_size"] == 2
 
 
+def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, capsys):
+    # the text is cached under its contents' hash: the resume prepared the edited text and trained on
+    # it without a word (audit, 2026-11-26); with the same text in another cache it resumes
+    text = write_corpus(tmp_path / "text", docs=6, words=120)
+    out = tmp_path / "run"
+    common = [f"--data_cache={tmp_path / 'cache'}", f"--out_dir={out}"]
+    assert train.main([f"--data={text}", *TINY, "--max_iters=2", "--eval_interval=100", *common]) == 0
+    saved = open_checkpoint(out).meta["data"]
+    first = sorted(text.iterdir())[0]
+    first.write_text(first.read_text() + " an edit")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", *common]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]  # (after the preparation's progress bar)
+    assert err.startswith(f"train.py: error: --data={text} changed since the checkpoint: it was prepared as {saved}, "
+                          f"and is now {tmp_path / 'cache'}/"), err
+    assert err.endswith(f"; resume with the text it trained on, or start a new run from these weights with "
+                        f"--init_from={out}")
+    first.write_text(first.read_text().removesuffix(" an edit"))
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--data_cache={tmp_path / 'cache2'}",
+                       f"--out_dir={out}"]) == 0
+
+
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
     # train.py --data=FILE printed "gpt/sources.py:341: PrepareWarning: ..." and the source line (audit, 2026-11-26)
     (tmp_path / "bin.txt").write_bytes(b"abc\0def")
