@@ -623,7 +623,12 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
         path = box[0]
     if isinstance(path, UsageError):  # said once, by rank 0
         raise path if dist.is_main else ReportedByRank0(path.exit_status)
-    if not (path / "meta.json").is_file():  # rank 0 has it, this process does not see it
+    here = (path / "meta.json").is_file()  # rank 0 has it; a rank on another node may not see it
+    # Every rank learns whether one lacks it, so that the others stop here too, silently, rather than
+    # in DDP's first collective with the rank gone (another node printed gloo's traceback: audit, 2026-11-26)
+    if largest(0 if here else 1, dist):
+        if here:
+            raise ReportedByRank0(1)
         raise UsageError(f"{path}: not found on {socket.gethostname()} (rank {dist.rank}), where rank 0 has it: "
                          "put the data on a filesystem every node shares, or prepare it on every node")
     return path

@@ -150,7 +150,8 @@ def sigterm_raises():
 
 
 class ReportedByRank0(UsageError):
-    """On the other ranks of a torchrun job: rank 0 met `exit_status` and printed why."""
+    """On the other ranks of a torchrun job: rank 0 (or the one rank that met it, as a node without
+    the data) met `exit_status` and printed why."""
 
     def __init__(self, exit_status: int):
         super().__init__("")

@@ -1498,6 +1498,29 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
             in proc.stderr), proc.stderr[-3000:]
 
 
+@pytest.mark.slow
+def test_two_nodes_where_one_lacks_the_data_the_other_stops_without_a_traceback(byte_data, tmp_path):
+    # One torchrun per node, as the README's multi-node command runs: the node that has the data went
+    # on into DDP's first collective, where gloo raised a 20-line traceback (audit, 2026-11-26). Now
+    # every rank learns that one lacks the data: that one says so, the other stops silently.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "node1").mkdir()
+    procs = []
+    for node, cwd in ((0, byte_data.parent), (1, tmp_path / "node1")):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
+               "--master_addr=127.0.0.1", f"--master_port={port}", str(ROOT / "train.py"), f"--data={byte_data.name}",
+               *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run'}"]
+        procs.append(subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, "OMP_NUM_THREADS": "1"}))
+    (out0, err0), (out1, err1) = (p.communicate(timeout=240) for p in procs)
+    assert procs[0].returncode != 0 and procs[1].returncode != 0
+    assert (f"train.py: error: {byte_data.name}: not found on {socket.gethostname()} (rank 1), where rank 0 has it"
+            in err1), err1[-3000:]
+    assert "[rank0]" not in err0 and "gloo" not in err0 and "train.py: error" not in err0, err0[-3000:]
+
+
 def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys):
     # Weights that stay finite can still give NaN losses (every update skipped as non-finite, fewer
     # than max_bad_steps of them): such a run ended "done" with status 0 and a NaN-evaluated `latest`.
