@@ -619,7 +619,16 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
                                           Terminated.exit_status if isinstance(e, Terminated) else 130)
     if dist.enabled:
         box = [path]
-        torch.distributed.broadcast_object_list(box, src=0)
+        try:
+            torch.distributed.broadcast_object_list(box, src=0)
+        except RuntimeError as e:  # (gloo's timeout; DistBackendError is a RuntimeError)
+            # the others wait at most the process group's timeout (30 min on gloo): a larger corpus
+            # ended in a traceback on each (audit, 2026-11-26)
+            if dist.is_main or "timed out" not in str(e).lower():
+                raise
+            raise UsageError(f"rank 0 was still preparing --data={data} when the process group's timeout ran out: "
+                             f"prepare it beforehand (python data/prepare.py --input {data} --out_dir DIR) and give "
+                             "--data=DIR") from None
         path = box[0]
     if isinstance(path, UsageError):  # said once, by rank 0
         raise path if dist.is_main else ReportedByRank0(path.exit_status)

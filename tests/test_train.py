@@ -1499,6 +1499,34 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
 
 
 @pytest.mark.slow
+def test_ranks_that_wait_past_the_process_group_timeout_for_rank_0_s_preparation_say_what_to_do(tmp_path):
+    # Rank 0 prepares raw --data while the others wait in a collective, at most the process group's
+    # timeout (30 min on gloo): a larger corpus ended in a traceback on each of them (audit,
+    # 2026-11-26). Scaled down: a 3 s timeout, and a preparation made 8 s slow on rank 0.
+    text = write_corpus(tmp_path / "text", docs=6, words=100)
+    wrapper = tmp_path / "slow.py"
+    wrapper.write_text(f"""import datetime, functools, os, runpy, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+import torch.distributed as d
+d.init_process_group = functools.partial(d.init_process_group, timeout=datetime.timedelta(seconds=3))
+import gpt.prepare as p
+real = p.prepare_cached
+def slow(*args, **kwargs):
+    time.sleep(8)
+    return real(*args, **kwargs)
+p.prepare_cached = slow
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=2",
+                    f"--out_dir={tmp_path / 'run'}")
+    assert proc.returncode != 0
+    assert (f"train.py: error: rank 0 was still preparing --data={text} when the process group's timeout ran out: "
+            f"prepare it beforehand (python data/prepare.py --input {text} --out_dir DIR) and give --data=DIR"
+            in proc.stderr), proc.stderr[-3000:]
+    assert "[rank1]: Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_two_nodes_where_one_lacks_the_data_the_other_stops_without_a_traceback(byte_data, tmp_path):
     # One torchrun per node, as the README's multi-node command runs: the node that has the data went
     # on into DDP's first collective, where gloo raised a 20-line traceback (audit, 2026-11-26). Now
