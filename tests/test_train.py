@@ -485,9 +485,10 @@ sys.exit(train.main(sys.argv[1:]))
     assert proc.returncode != 0  # the workers exit 143, which torchrun reports as a failure
     # rank 0, which got no signal, stops with rank 1's at step 5 (and says so, rank 0 alone speaks)
     assert "stopped by signal 15 at step 5;" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # the ranks agreed at steps 0 and 5 only, where they read their step checks
-    assert (tmp_path / "agreed-rank0").read_text() == "[0, 0]"
-    assert (tmp_path / "agreed-rank1").read_text() == "[0, 15]"
+    # the ranks agreed at steps 0 and 5 only, where they read their step checks (the first call is
+    # before training: whether every rank sees the data, prepare_data)
+    assert (tmp_path / "agreed-rank0").read_text() == "[0, 0, 0]"
+    assert (tmp_path / "agreed-rank1").read_text() == "[0, 0, 15]"
     assert open_checkpoint(out).meta["step"] == 5
 
 
