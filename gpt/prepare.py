@@ -186,6 +186,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     method = "fork" if "fork" in mp.get_all_start_methods() else None
     pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_signals)
     try:
+        pool.submit(int).result()  # the workers forked now, before the progress bar starts a thread
         yield pool
     except BrokenProcessPool:
         raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try again, "
