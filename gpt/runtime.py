@@ -466,7 +466,7 @@ class StepProfiler:
 
     def close(self) -> str | None:
         """Write what was recorded (the run may end or stop before the last step); where nothing
-        was, say why (once)."""
+        was, say why."""
         if self.profiler is None:
             return None if self.started else (f"note: --profile recorded nothing: the run ended at step {self.done}, "
                                               f"before step {self.first + 1}, the first it records")
