@@ -52,7 +52,7 @@ from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
                             open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
-                        parse_args, resume_config)
+                        fit_compile, parse_args, resume_config)
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
                         sigterm_raises)
 from gpt.files import describe_error
@@ -122,6 +122,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     cfg, accum_note = fit_accumulation(cfg, dist.world_size, "gradient_accumulation_steps" in command_line_keys(argv))
     if accum_note and dist.is_main:
         print("note:", accum_note)
+    cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in command_line_keys(argv))
+    if compile_note and dist.is_main:
+        print("note:", compile_note)
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)

@@ -84,6 +84,8 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
             before.dropout) == ("byte", 6, 6, 384, 256, 64, 0.2)
     assert (before.optimizer, before.pos_encoding, before.qk_norm, before.qk_scale, before.learning_rate,
             before.min_lr, before.warmup_iters) == ("adamw", "learned", False, 1.0, 1e-3, 1e-4, 100)
+    # The preset is that recipe with its step replayed from CUDA graphs (issue 9's fourth GPU session).
+    assert before.compile == "auto" and {**before.to_dict(), "compile": "reduce-overhead"} == gpu_preset.to_dict()
     muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon"])
     cpu = TrainConfig()
     assert (muon.optimizer, muon.pos_encoding, muon.qk_norm, muon.qk_scale, muon.learning_rate, muon.min_lr,
@@ -97,8 +99,11 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert {**wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == muon.to_dict()
     regional, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-regional"])  # gpu-muon compiled by region only
     assert {**regional.to_dict(), "compile": "auto"} == muon.to_dict() and regional.compile == "regional"
-    graphs, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs"])  # the preset, its step in CUDA graphs
-    assert {**graphs.to_dict(), "compile": "auto"} == gpu_preset.to_dict() and graphs.compile == "reduce-overhead"
+    assert muon.compile == wide.compile == "auto"  # as they were measured: before the preset's CUDA graphs
+    graphs, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs"])  # the preset, spelt out: its step in CUDA graphs
+    assert graphs.to_dict() == gpu_preset.to_dict() and graphs.compile == "reduce-overhead"
+    graphs_wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-wide"])  # gpu-graphs a size up, as gpu-muon-wide
+    assert {**graphs_wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == graphs.to_dict()
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():

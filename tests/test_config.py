@@ -288,3 +288,30 @@ def test_empty_paths_and_names_are_refused(key):
         parse_args([f"--{key}="])
     with pytest.raises(ConfigError, match=rf"\n  {key} must not be empty"):
         parse_args([f"--{key}= "])
+
+
+@pytest.mark.parametrize("argv, device, distributed, expected, note", [
+    (["--config=shakespeare-gpu"], "cuda", False, "reduce-overhead", None),  # the GPU default: CUDA graphs
+    (["--config=shakespeare-gpu"], "cuda", True, "auto", "compile reduce-overhead -> auto under torchrun"),
+    (["--config=shakespeare-gpu"], "mps", False, "auto", "compile reduce-overhead -> auto on mps"),
+    (["--config=shakespeare-gpu", "--compile=reduce-overhead"], "cuda", True, "reduce-overhead", None),  # refused below
+    (["--config=shakespeare-gpu", "--compile=true"], "cuda", True, "true", None),
+    (["--config=gpt2-124m"], "cuda", True, "auto", None),
+])
+def test_the_presets_cuda_graphs_give_way_under_torchrun_and_off_cuda(argv, device, distributed, expected, note):
+    # Issue 9: the GPU preset replays its step from CUDA graphs (one process, one CUDA device); a
+    # multi-GPU or MPS run of the same preset compiles as before, and says so. The user's own
+    # --compile=reduce-overhead is not changed: validate() refuses it under torchrun.
+    from gpt.config import command_line_keys, fit_accumulation, fit_compile
+
+    world = 2 if distributed else 1
+    cfg, _ = fit_accumulation(parse_args(argv)[0], world, user_set=False)  # train.py fits both, then validates
+    fitted, said = fit_compile(cfg, device, distributed, "compile" in command_line_keys(argv))
+    assert fitted.compile == expected
+    assert (said is None) if note is None else said.startswith(note)
+    if expected == "reduce-overhead" and distributed:
+        with pytest.raises(ConfigError, match="compile=reduce-overhead runs in one process"):
+            fitted.validate(world)
+    else:
+        fitted.validate(world)
+
