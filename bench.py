@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -946,6 +947,11 @@ QUALITY_RECIPES = {
 QUALITY_DEFAULTS = {"cpu": ("default,adamw-before,nanogpt-cpu", 300.0), "gpu": ("default,gpu-before", 90.0)}
 
 
+# train.py's line where a budgeted run's look at an evaluation shortens its count (shorten_to_budget)
+SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping at step \d{1,3}(?:,\d{3})* instead of "
+                         r"\d{1,3}(?:,\d{3})*")
+
+
 def bench_quality(args: argparse.Namespace) -> None:
     """Validation bits per byte after `--time_budget` seconds of `python train.py`, for the default
     and the reference recipes, each a fresh process timed from its start (as `time python train.py`),
@@ -954,7 +960,6 @@ def bench_quality(args: argparse.Namespace) -> None:
     Compiling is (on a GPU, where train.py compiles): every timed run starts from an empty compile
     cache, as a user's first `python train.py`."""
     import json
-    import re
     import statistics
     import subprocess
     from pathlib import Path
@@ -1000,11 +1005,13 @@ def bench_quality(args: argparse.Namespace) -> None:
                 final_bpb[name].append(last["val_bpb"])
                 log = Path(f"{out}.log").read_text()  # train.py's plan, and whether it was cut short
                 plan = re.search(r"time budget [\d.]+ s: ([\d,]+) steps of (\d+) ms \(the warmup's mean\)", log)
-                cut = len(re.findall(r"since the count was fixed: stopping at step", log))
-                planned = f" (planned {plan[1]} at the warmup's {plan[2]} ms{', shortened' if cut else ''})" if plan else ""
+                cuts = SECOND_LOOK.findall(log)  # why the run's count was shortened, if it was
+                planned = f" (planned {plan[1]} at the warmup's {plan[2]} ms{', shortened' if cuts else ''})" if plan else ""
                 print(f"  {last['step']:,} steps{planned}, median {ms:.1f} ms/step, {seconds:.0f} s wall "
                       f"({seconds - args.time_budget:+.0f} s against the budget): "
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
+                for cut in cuts:
+                    print(f"    at an evaluation: {cut}", flush=True)
     base = statistics.fmean(final_bpb[names[0]])
     print(f"validation bits per byte after {args.time_budget:g} s, mean of {args.rounds} round(s):")
     for name in names:

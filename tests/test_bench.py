@@ -223,6 +223,22 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     assert re.search(r"^  default: [\d.]+$", out, re.M)
 
 
+def test_quality_finds_the_line_of_a_runs_shortened_count():
+    # bench.py quality prints why a budgeted run stopped before its plan: train.py's own line
+    import time
+
+    import train
+    from gpt.config import TrainConfig
+    from gpt.runtime import Dist
+
+    said = []
+    cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
+    shorter = train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, 0.0, 1, Dist(), said.append)
+    assert shorter.max_iters < 1000 and len(said) == 1
+    assert bench.SECOND_LOOK.findall(said[0]) == [f"steps take 100 ms since the count was fixed: stopping at step "
+                                                  f"{shorter.max_iters:,} instead of 1,000"]
+
+
 def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):
     # bench.py quality and the decode step's compile time are measured from an empty compile cache
     import os
