@@ -104,6 +104,8 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert graphs.to_dict() == gpu_preset.to_dict() and graphs.compile == "reduce-overhead"
     graphs_wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-wide"])  # gpu-graphs a size up, as gpu-muon-wide
     assert {**graphs_wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == graphs.to_dict()
+    graphs_muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-muon"])  # gpu-muon in the preset's CUDA graphs
+    assert {**graphs_muon.to_dict(), "compile": "auto"} == muon.to_dict() and graphs_muon.compile == "reduce-overhead"
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():
