@@ -314,4 +314,3 @@ def test_the_presets_cuda_graphs_give_way_under_torchrun_and_off_cuda(argv, devi
             fitted.validate(world)
     else:
         fitted.validate(world)
-

@@ -850,16 +850,31 @@ def test_a_bug_keeps_its_traceback(byte_data, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_torchrun_with_the_default_accumulation_runs(byte_data, tmp_path):
-    # Two gloo processes on the CPU, gradient_accumulation_steps left at its default of 1.
+    # Two gloo processes on the CPU, gradient_accumulation_steps left at its default of 1. The GPU
+    # preset's, whose CUDA graphs (compile=reduce-overhead) give way to "auto" under torchrun.
     out = tmp_path / "run"
-    proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100",
-                    f"--out_dir={out}")
+    preset_compile = [a for a in TINY if a != "--compile=false"]
+    proc = torchrun(ROOT / "train.py", "--config=shakespeare-gpu", f"--data={byte_data}", *preset_compile,
+                    "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert ("note: gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
             "tokens per step 128 -> 256") in proc.stdout
+    assert proc.stdout.count("note: compile reduce-overhead -> auto under torchrun") == 1  # (rank 0's)
     assert "256 tokens per step (4 x 32 x 2 micro-batches)" in proc.stdout
-    assert json.loads((out / "config.json").read_text())["gradient_accumulation_steps"] == 2
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["gradient_accumulation_steps"], saved["compile"]) == (2, "auto")
     assert open_checkpoint(out).meta["step"] == 2
+
+
+def test_the_gpu_presets_cuda_graphs_give_way_on_the_cpu(byte_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    preset_compile = [a for a in TINY if a != "--compile=false"]
+    assert train.main(["--config=shakespeare-gpu", f"--data={byte_data}", *preset_compile, "--max_iters=1",
+                       f"--out_dir={out}"]) == 0
+    stdout = capsys.readouterr().out
+    assert "note: compile reduce-overhead -> auto on cpu: CUDA graphs replay a step in one process" in stdout
+    assert "torch.compile off" in stdout  # auto: on for CUDA only
+    assert json.loads((out / "config.json").read_text())["compile"] == "auto"
 
 
 def test_ctrl_c_while_preparing_the_data_is_one_line_and_status_130(tmp_path, monkeypatch, capsys):
