@@ -652,6 +652,9 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         model, _ = load_model(resume.path, device=device, merge_lora=False)
         model.set_dropout(cfg.dropout)
         lora = resume.meta.get("lora")
+        if lora:  # the adapters' own (the saved one, or --lora_dropout), not the model's
+            from gpt.lora import set_lora_dropout
+            set_lora_dropout(model, cfg.lora_dropout)
         return model.train(), {k: v for k, v in lora.items() if k != "config"} if lora else None
     if cfg.init_from == "scratch":
         vocab = data.vocab_size

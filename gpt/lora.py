@@ -140,6 +140,16 @@ def apply_lora(model: nn.Module, config: LoRAConfig) -> nn.Module:
     return model
 
 
+def set_lora_dropout(model: nn.Module, p: float) -> None:
+    """The adapters' dropout, and the LoRAConfig a checkpoint records. After GPT.set_dropout, which
+    sets every nn.Dropout, these included: a resumed LoRA run trained its adapters with the
+    model's --dropout instead of their own (audit, 2026-11-26)."""
+    for m in model.modules():
+        if isinstance(m, LoRALinear):
+            m.lora_dropout.p = p
+    model.lora_config = LoRAConfig.from_dict({**model.lora_config.to_dict(), "dropout": p})
+
+
 def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """Only the adapter tensors: what a LoRA checkpoint stores."""
     return {k: v for k, v in model.state_dict().items() if k.endswith(ADAPTER_SUFFIXES)}

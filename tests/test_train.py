@@ -1097,6 +1097,27 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
 
 
+def test_a_resumed_lora_run_with_dropout_is_the_uninterrupted_run(byte_data, tmp_path):
+    # The resume set the adapters' dropout to the model's --dropout (0.1, the finetune preset's)
+    # instead of their own --lora_dropout (0.0): its losses parted from step 4 (audit, 2026-11-26).
+    from gpt.lora import LoRALinear
+
+    base = tmp_path / "base"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    lora = [*tiny, f"--init_from={base}", "--lora_rank=2", "--dropout=0.1", "--lr_decay_iters=6"]
+    assert train.main([*lora, "--max_iters=6", f"--out_dir={tmp_path / 'once'}"]) == 0
+    assert train.main([*lora, "--max_iters=3", f"--out_dir={tmp_path / 'split'}"]) == 0
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume", f"--out_dir={tmp_path / 'split'}"]) == 0
+    assert losses(tmp_path / "once") == losses(tmp_path / "split") and sorted(losses(tmp_path / "once")) == list(range(1, 7))
+    # a --lora_dropout given on resume is the one that trains, and the one recorded
+    assert train.main([*tiny, "--max_iters=7", "--init_from=resume", "--lora_dropout=0.5",
+                       f"--out_dir={tmp_path / 'split'}"]) == 0
+    assert open_checkpoint(tmp_path / "split").meta["lora"]["config"]["dropout"] == 0.5
+    model, _ = load_model(tmp_path / "split", merge_lora=False)
+    assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.5}
+
+
 def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, tmp_path):
     # with keep_last=1 the base run's next save pruned it, and the adapters could never be loaded again
     from gpt.checkpoint import LORA_BASE_MARK
