@@ -103,7 +103,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
             torch.save(state, f)
         same_mode_as(tmp / WEIGHTS, tmp / STATE)
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
-        for f in (WEIGHTS, STATE, META):
+        kept = [f for f in (LORA_BASE_MARK,) if (final / f).is_file()]
+        for f in kept:  # the same step saved again keeps the LoRA runs that pin it against pruning (else
+            shutil.copyfile(final / f, tmp / f)  # the next prune removed their base: audit, 2026-11-26)
+        for f in (WEIGHTS, STATE, META, *kept):
             _fsync_file(tmp / f)
         fsync_dir(tmp)
         if final.exists():  # the same step saved again (e.g. a resumed run stopped at once): swap it out

@@ -279,6 +279,21 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
         load_model(tmp_path)
 
 
+def test_a_step_saved_again_keeps_the_lora_runs_that_pin_it(tmp_path):
+    # A resumed run redoes the evaluation of the step it stopped at and saves that step again: the
+    # new directory dropped lora-runs.txt, and the next prune removed the LoRA run's base (audit,
+    # 2026-11-26, finetune bug 3).
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
+
+    first = save(tmp_path, 3, make_model())
+    assert mark_lora_base(first, tmp_path / "lora") is None
+    again = save(tmp_path, 3, make_model(1))
+    assert again == first and (again / LORA_BASE_MARK).read_text() == f"{(tmp_path / 'lora').resolve()}\n"
+    for step in (4, 5, 6):  # keep_last=2: pruning passes over the pinned step
+        save(tmp_path, step, make_model())
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000005", "ckpt-0000006"]
+
+
 def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
     # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
     from gpt.checkpoint import set_aside
