@@ -152,10 +152,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # and the checkpoints record what ran (a fine-tune of a 2-layer byte model said 4 layers of
         # shakespeare-bpe: audit, 2026-11-26), as a resume's config takes them from the checkpoint
         cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
-    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
-        warning = mark_lora_base(Path(base["base"]), out_dir)  # so that the base run's pruning keeps it
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
@@ -258,8 +254,18 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         for note in metrics.notes:
             print("note:", note)
 
+    # A LoRA run on a base checkpoint marks it, so that the base run's pruning keeps it; at its first
+    # save, not before: a run refused or stopped before then left the base pinned (audit, 2026-11-26).
+    unmarked_base = Path(base["base"]) if base and base.get("base_step") is not None and is_lora(model) else None
+
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
+        nonlocal unmarked_base
         rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
+        if dist.is_main and unmarked_base:
+            warning = mark_lora_base(unmarked_base, out_dir)
+            if warning:
+                say(f"warning: {warning}")
+            unmarked_base = None
         if dist.is_main:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,

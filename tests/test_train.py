@@ -1097,6 +1097,22 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
 
 
+def test_a_lora_run_refused_before_its_first_save_leaves_its_base_unpinned(byte_data, tmp_path, capsys):
+    # It listed itself in the base's lora-runs.txt, then was refused ("nothing was written"): the
+    # base checkpoint was kept from its run's pruning for good (audit, 2026-11-26, finetune bug 2).
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", "--block_size=64",
+                       f"--out_dir={lora}"]) == 1
+    assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
+    assert not (base / "ckpt-0000001" / LORA_BASE_MARK).exists() and not lora.exists()
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"  # marked at its save
+
+
 def test_a_resumed_lora_run_with_dropout_is_the_uninterrupted_run(byte_data, tmp_path):
     # The resume set the adapters' dropout to the model's --dropout (0.1, the finetune preset's)
     # instead of their own --lora_dropout (0.0): its losses parted from step 4 (audit, 2026-11-26).
