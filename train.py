@@ -148,7 +148,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
-    if not resume and cfg.init_from != "scratch":  # the weights' shape and tokenizer, not the preset's: config.json
+    if not resume and cfg.init_from != "scratch":
+        refuse_another_architecture(cfg, model.config, command_line_keys(argv))  # the weights' shape and tokenizer, not the preset's: config.json
         # and the checkpoints record what ran (a fine-tune of a 2-layer byte model said 4 layers of
         # shakespeare-bpe: audit, 2026-11-26), as a resume's config takes them from the checkpoint
         cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
@@ -582,6 +583,18 @@ def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
                              "the data is prepared with their tokenizer; leave --tokenizer out")
         return theirs
     return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
+
+
+def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set[str]) -> None:
+    """Pretrained weights bring their shape: an architecture option typed on the command line that
+    they do not have is refused, as a --tokenizer is (a preset's gives way to theirs). It was
+    dropped without a word: --n_layer=4 --n_embd=128 trained the 1 x 32 model it loaded (audit,
+    2026-11-26)."""
+    differs = [f"--{k}={getattr(cfg, k)} (theirs: {getattr(weights, k)})" for k in MODEL_KEYS
+               if k in typed and getattr(cfg, k) != getattr(weights, k)]
+    if differs:
+        raise UsageError(f"the weights of {cfg.init_from} have their own architecture: {', '.join(differs)}; "
+                         "leave these options out (to train another shape, start from scratch)")
 
 
 def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:

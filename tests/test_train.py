@@ -1113,6 +1113,22 @@ def test_a_lora_run_refused_before_its_first_save_leaves_its_base_unpinned(byte_
     assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"  # marked at its save
 
 
+def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys):
+    # --n_layer=4 --n_embd=64 with a 2 x 32 base trained the 2 x 32 model without a word (audit,
+    # 2026-11-26, finetune bug 4); the values the weights have are accepted
+    base = tmp_path / "base"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1"]
+    assert train.main([*tiny, f"--out_dir={base}"]) == 0
+    capsys.readouterr()
+    assert train.main([*tiny, f"--init_from={base}", "--n_layer=4", "--n_embd=64", "--bias=false",
+                       f"--out_dir={tmp_path / 'other'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: the weights of {base} have their own architecture: "
+                                       "--n_layer=4 (theirs: 2), --n_embd=64 (theirs: 32); leave these options out "
+                                       "(to train another shape, start from scratch)\n")
+    assert not (tmp_path / "other").exists()
+    assert train.main([*tiny, f"--init_from={base}", "--n_layer=2", f"--out_dir={tmp_path / 'same'}"]) == 0
+
+
 def test_a_resumed_lora_run_with_dropout_is_the_uninterrupted_run(byte_data, tmp_path):
     # The resume set the adapters' dropout to the model's --dropout (0.1, the finetune preset's)
     # instead of their own --lora_dropout (0.0): its losses parted from step 4 (audit, 2026-11-26).
