@@ -429,8 +429,13 @@ class DataDir:
         if vocab_size < self.vocab_size:
             problems.append(f"vocab size: model {vocab_size} < data {self.vocab_size}")
         if problems:
-            raise ShardError(self.path, f"does not match the model: {'; '.join(problems)}. Prepare the data with "
-                             f"--tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}.")
+            advice = (f"Prepare the data with --tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}."
+                      if tokenizer_name != self.tokenizer_name else
+                      # the same tokenizer: the weights were trained with another one (a Hugging Face
+                      # directory is read as GPT-2's, an export of a byte model too: audit, 2026-11-26)
+                      f"The model has fewer token embeddings than {tokenizer_name!r} has ids: it was not trained "
+                      f"with that tokenizer.")
+            raise ShardError(self.path, f"does not match the model: {'; '.join(problems)}. {advice}")
 
     def __repr__(self) -> str:
         return f"DataDir({str(self.path)!r}, tokenizer={self.tokenizer_name!r}, splits={self.splits})"

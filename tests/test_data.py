@@ -196,8 +196,9 @@ def test_check_compatible(tmp_path):
     dd.check_compatible("gpt2", 50304)  # a padded model vocabulary is fine
     with pytest.raises(ValueError, match=r"tokenizer: model 'byte', data 'gpt2'; vocab size: model 257 < data 50257"):
         dd.check_compatible("byte", 257)
-    with pytest.raises(ValueError, match=r"vocab size: model 50000 < data 50257"):
-        dd.check_compatible("gpt2", 50000)
+    with pytest.raises(ValueError, match=r"vocab size: model 50000 < data 50257\. The model has fewer token embeddings "
+                                         r"than 'gpt2' has ids: it was not trained with that tokenizer\.$"):
+        dd.check_compatible("gpt2", 50000)  # (not "prepare the data with --tokenizer gpt2": it is)
 
 
 # ----------------------------------------------------------------------------- training batches
