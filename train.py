@@ -149,9 +149,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
     if not resume and cfg.init_from != "scratch":
-        refuse_another_architecture(cfg, model.config, command_line_keys(argv))  # the weights' shape and tokenizer, not the preset's: config.json
-        # and the checkpoints record what ran (a fine-tune of a 2-layer byte model said 4 layers of
-        # shakespeare-bpe: audit, 2026-11-26), as a resume's config takes them from the checkpoint
+        refuse_another_architecture(cfg, model.config, command_line_keys(argv))
+        # the weights' shape and tokenizer, not the preset's: config.json and the checkpoints record
+        # what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe: audit,
+        # 2026-11-26), as a resume's config takes them from the checkpoint
         cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
