@@ -50,7 +50,8 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, write_failed)
+                            open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, unmark_lora_base,
+                            write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
                         fit_compile, parse_args, resume_config)
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
@@ -154,6 +155,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe: audit,
         # 2026-11-26), as a resume's config takes them from the checkpoint
         cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
+    # A LoRA run marks its base checkpoint at once, so that the base run's pruning keeps it while
+    # this one trains; a new run that ends without a save (refused below, interrupted, its first
+    # save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
+    saved_by_this_run = False
+    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
+        warning = mark_lora_base(Path(base["base"]), out_dir)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        if not resume:
+            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(Path(base["base"]), out_dir))
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
@@ -256,18 +267,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         for note in metrics.notes:
             print("note:", note)
 
-    # A LoRA run on a base checkpoint marks it, so that the base run's pruning keeps it; at its first
-    # save, not before: a run refused or stopped before then left the base pinned (audit, 2026-11-26).
-    unmarked_base = Path(base["base"]) if base and base.get("base_step") is not None and is_lora(model) else None
-
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
-        nonlocal unmarked_base
+        nonlocal saved_by_this_run
         rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
-        if dist.is_main and unmarked_base:
-            warning = mark_lora_base(unmarked_base, out_dir)
-            if warning:
-                say(f"warning: {warning}")
-            unmarked_base = None
         if dist.is_main:
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
@@ -282,6 +284,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # before this save: a resume from the previous checkpoint redoes the records that were lost.
         on_rank0(dist, lambda: (metrics.check(), save_checkpoint(out_dir, step, model, state, meta,
                                                                  keep_last=cfg.keep_last, is_best=is_best)))
+        saved_by_this_run = True
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(), 0

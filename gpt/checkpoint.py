@@ -232,6 +232,20 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     return None
 
 
+def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
+    """Take a LoRA run that saved nothing (refused, interrupted, its first save failed) off its base's
+    list again, so that it does not pin the base for good (audit, 2026-11-26); the file goes with its
+    last line. A base that cannot be written to keeps it: the warning was given when marking."""
+    mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
+    try:
+        runs = mark.read_text().splitlines()
+        if run in runs:
+            rest = [r for r in runs if r != run]
+            write_text_atomic(mark, "".join(f"{r}\n" for r in rest)) if rest else mark.unlink()
+    except OSError:
+        pass
+
+
 def clean_leftovers(out_dir: str | Path) -> list[Path]:
     """Remove what a killed save left behind (`.tmp-*`); returns what was removed."""
     out_dir = Path(out_dir)

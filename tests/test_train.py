@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -895,8 +896,6 @@ def test_ctrl_c_while_preparing_the_data_is_one_line_and_status_130(tmp_path, mo
 
 
 def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
-    import shutil
-
     shutil.copytree(byte_data, tmp_path / "nometa")
     (tmp_path / "nometa" / "meta.json").unlink()  # an interrupted copy, or a leftover temp build
     with pytest.raises(train.UsageError, match=r"nometa: shards without meta.json \(an incomplete preparation or "
@@ -1079,8 +1078,6 @@ def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, ca
 
 def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, tmp_path, capsys):
     # it recorded the base run directory, so its adapters went onto whatever that run's latest checkpoint was later
-    import shutil
-
     base, lora = tmp_path / "base", tmp_path / "lora"
     tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
     assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
@@ -1097,20 +1094,39 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
 
 
-def test_a_lora_run_refused_before_its_first_save_leaves_its_base_unpinned(byte_data, tmp_path, capsys):
-    # It listed itself in the base's lora-runs.txt, then was refused ("nothing was written"): the
-    # base checkpoint was kept from its run's pruning for good (audit, 2026-11-26, finetune bug 2).
+def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_nothing(byte_data, tmp_path, capsys,
+                                                                                       monkeypatch):
+    # Refused or stopped before its first save, it said nothing was written, yet had listed itself
+    # in the base's lora-runs.txt, which kept that checkpoint from its run's pruning for good (audit,
+    # 2026-11-26, finetune bug 2). Before its first save the base must be listed already: the base
+    # run may prune it meanwhile (review of that fix).
     from gpt.checkpoint import LORA_BASE_MARK
+    from gpt.errors import SaveError
 
     base, lora = tmp_path / "base", tmp_path / "lora"
+    mark = base / "ckpt-0000001" / LORA_BASE_MARK
     tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
     assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
     assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", "--block_size=64",
                        f"--out_dir={lora}"]) == 1
     assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
-    assert not (base / "ckpt-0000001" / LORA_BASE_MARK).exists() and not lora.exists()
+    assert not mark.exists() and not lora.exists()
+
+    def failing(*args, **kwargs):
+        raise SaveError("saving checkpoint failed: disk full (simulated)")
+    real_lr_at, listed = train.lr_at, []
+    monkeypatch.setattr(train, "lr_at", lambda *a, **k: (listed.append(mark.is_file()), real_lr_at(*a, **k))[1])
+    monkeypatch.setattr(train, "save_checkpoint", failing)
+    assert train.main([*tiny, "--max_iters=2", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 3
+    assert listed == [True, True] and not mark.exists()  # pinned while it trained; its first save failed: unpinned
+    monkeypatch.undo()
+    shutil.rmtree(lora)
     assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
-    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"  # marked at its save
+    assert mark.read_text() == f"{lora.resolve()}\n"
+    # a resumed run that then fails keeps the mark: its earlier checkpoints need the base
+    monkeypatch.setattr(train, "save_checkpoint", failing)
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 3
+    assert mark.read_text() == f"{lora.resolve()}\n"
 
 
 def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys):
