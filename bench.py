@@ -933,8 +933,9 @@ QUALITY_RECIPES = {
     # The preset with its forward and backward replayed from CUDA graphs (--compile=reduce-overhead):
     # its 10.8M-parameter step took 7.0 to 13.6 ms on an H100 from run to run, at an MFU of 9 to 17%,
     # which pointed at a step that waits on the host launching its kernels. Measured there: 5.9 ms
-    # against 7.3 and 1.837 bits per byte against 1.850 in one run, so the preset took it (README
-    # "On a GPU"); the recipe stays spelt out.
+    # against 7.0 in one bench.py train run (1.18x), so the preset took it; its 90 s result, 1.837
+    # against 1.850 in one round, is within the runs' spread (README "On a GPU"). The recipe stays
+    # spelt out.
     "gpu-graphs": ["--config=shakespeare-gpu", "--compile=reduce-overhead"],
     # The same a size up (8 x 512, as gpu-muon-wide): if the graphs take the host's launches out of
     # the step, the 90 s may hold more steps than the preset's 10.8M parameters use. H100: 1.855

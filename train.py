@@ -594,7 +594,9 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
     they do not have is refused, as a --tokenizer is (a preset's gives way to theirs). It was
     dropped without a word: --n_layer=4 --n_embd=128 trained the 1 x 32 model it loaded (audit,
     2026-11-26)."""
-    differs = [f"--{k}={getattr(cfg, k)} (theirs: {getattr(weights, k)})" for k in MODEL_KEYS
+    def shown(v):  # as typed: --bias=false, not False
+        return str(v).lower() if isinstance(v, bool) else v
+    differs = [f"--{k}={shown(getattr(cfg, k))} (theirs: {shown(getattr(weights, k))})" for k in MODEL_KEYS
                if k in typed and getattr(cfg, k) != getattr(weights, k)]
     if differs:
         raise UsageError(f"the weights of {cfg.init_from} have their own architecture: {', '.join(differs)}; "

@@ -355,14 +355,15 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
 
 def fit_compile(cfg: TrainConfig, device_type: str, distributed: bool, user_set: bool) -> tuple[TrainConfig, str | None]:
     """CUDA graphs (compile=reduce-overhead) replay a step in one process on one CUDA device. A value
-    the user did not set (the shakespeare-gpu preset's, or a resumed run's) becomes 'auto' under
-    torchrun or off CUDA (MPS), with a note: the preset then runs as it did before it chose graphs
-    (issue 9). A value the user set stays, for validate() to refuse under torchrun."""
+    not typed on the command line (the shakespeare-gpu preset's, or a resumed run's) becomes 'auto'
+    under torchrun, with a note, and off CUDA (MPS, the CPU) without one, where the run's start line
+    says what compiles: the preset then runs as it did before it chose graphs (issue 9). A value
+    typed stays, for validate() to refuse under torchrun."""
     if user_set or cfg.compile != "reduce-overhead" or (device_type == "cuda" and not distributed):
         return cfg, None
-    where = "under torchrun" if distributed else f"on {device_type}"
-    return replace(cfg, compile="auto"), (f"compile reduce-overhead -> auto {where}: CUDA graphs replay a step in "
-                                          "one process on a CUDA device; set --compile to choose")
+    note = ("compile reduce-overhead -> auto under torchrun: CUDA graphs replay a step in one process; set --compile "
+            "to choose") if distributed else None
+    return replace(cfg, compile="auto"), note
 
 
 def fit_block_size(cfg: TrainConfig, context: int, preset_set: bool, user_set: bool) -> tuple[TrainConfig, str | None]:

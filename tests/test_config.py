@@ -293,14 +293,15 @@ def test_empty_paths_and_names_are_refused(key):
 @pytest.mark.parametrize("argv, device, distributed, expected, note", [
     (["--config=shakespeare-gpu"], "cuda", False, "reduce-overhead", None),  # the GPU default: CUDA graphs
     (["--config=shakespeare-gpu"], "cuda", True, "auto", "compile reduce-overhead -> auto under torchrun"),
-    (["--config=shakespeare-gpu"], "mps", False, "auto", "compile reduce-overhead -> auto on mps"),
+    (["--config=shakespeare-gpu"], "mps", False, "auto", None),  # a Mac's every default run: no note
+    (["--config=shakespeare-gpu"], "cpu", False, "auto", None),
     (["--config=shakespeare-gpu", "--compile=reduce-overhead"], "cuda", True, "reduce-overhead", None),  # refused below
     (["--config=shakespeare-gpu", "--compile=true"], "cuda", True, "true", None),
     (["--config=gpt2-124m"], "cuda", True, "auto", None),
 ])
 def test_the_presets_cuda_graphs_give_way_under_torchrun_and_off_cuda(argv, device, distributed, expected, note):
     # Issue 9: the GPU preset replays its step from CUDA graphs (one process, one CUDA device); a
-    # multi-GPU or MPS run of the same preset compiles as before, and says so. The user's own
+    # multi-GPU run of the same preset compiles as before, and says so; MPS and the CPU too. The user's own
     # --compile=reduce-overhead is not changed: validate() refuses it under torchrun.
     from gpt.config import command_line_keys, fit_accumulation, fit_compile
 
