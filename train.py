@@ -264,6 +264,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
               f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {plan}")
         print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
+        none, seen = train_batches.without_targets() if data.supervised else (0, 0)
+        if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
+            print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
+                  "longer than the window) and train nothing: shorten the records, or raise --block_size up to the "
+                  "model's context", file=sys.stderr)
         for note in metrics.notes:
             print("note:", note)
 
@@ -401,14 +406,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         with first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
             new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
-            for micro in range(accum):
-                x, y = train_batches.next_batch()
+            batches = [train_batches.next_batch() for _ in range(accum)]
+            shares = target_shares([y for _, y in batches], dist) if data.supervised else None
+            for micro, (x, y) in enumerate(batches):
                 last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
                 with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
                     with autocast(device, dtype):
                         _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
-                    scaler.scale(loss / accum).backward()
-                loss_sum += loss.detach() / accum
+                    weighted = loss * shares[micro] if shares is not None else loss / accum
+                    scaler.scale(weighted).backward()
+                loss_sum += weighted.detach()
             if dist.enabled:  # the global mean, so every rank logs and decides alike
                 torch.distributed.all_reduce(loss_sum)
                 loss_sum /= dist.world_size
@@ -701,6 +708,19 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         from gpt.lora import LoRAConfig, apply_lora
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
     return model.to(device).train(), base
+
+
+def target_shares(targets: list[torch.Tensor], dist: Dist) -> torch.Tensor:
+    """Instruction data: each micro-batch's weight in its step, its counted targets (not -1) over the
+    step's on every rank, times the ranks (DDP averages their gradients). The step's loss is then
+    the mean over all its answer tokens, as validation's is (`evaluate`); a mean of the micro-batches'
+    own means gave one with few answer tokens the weight of one with many, and one with none
+    diluted the step (audit, 2026-11-26). A step without any target gets weights 0."""
+    counts = torch.stack([(y != -1).sum() for y in targets]).float()
+    total = counts.sum()
+    if dist.enabled:
+        torch.distributed.all_reduce(total)
+    return counts * dist.world_size / total.clamp(min=1)
 
 
 @torch.no_grad()

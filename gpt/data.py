@@ -70,6 +70,19 @@ class _Windows:
         self.first = np.concatenate([[0], np.cumsum(self.counts)])
         self.total = int(self.first[-1])
 
+    def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
+        """(windows whose every target is masked out, windows looked at): of instruction data's first
+        `limit` windows (without an epoch's offset), where a record longer than the window leaves
+        windows of context alone, which train nothing. (0, 0) for data without a loss mask."""
+        none = seen = 0
+        for mask, count in zip(self._masks, self.counts.tolist()):
+            n = min(count, limit - seen)
+            if mask is None or n <= 0:
+                continue
+            targets = mask[: n * self.window].reshape(n, self.window)[:, 1:]  # window k's y: k*w+1 .. k*w+w-1
+            none, seen = none + int((~targets.any(axis=1)).sum()), seen + n
+        return none, seen
+
     def batch(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         shard = np.searchsorted(self.first, ids, side="right") - 1
         starts = (ids - self.first[shard]) * self.window
@@ -136,6 +149,10 @@ class TrainBatches:
         self._position += self.global_batch
         self._roll_epoch()
         return self._windows.batch(ids, offsets)
+
+    def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
+        """(windows without a target, windows looked at) of instruction data (`_Windows.without_targets`)."""
+        return self._windows.without_targets(limit)
 
     def _roll_epoch(self) -> None:
         if self._position + self.global_batch > self.windows_per_epoch:  # drop the partial global batch

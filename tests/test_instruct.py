@@ -389,3 +389,59 @@ def test_a_null_field_is_named_null_not_missing():
     with pytest.raises(instruct.RecordError, match=r"^x:1: field 'prompt' is missing \(the record has: response\)$"):
         instruct.to_messages({"response": "y"}, "x:1")
     assert instruct.to_messages({"instruction": "i", "input": None, "output": "o"}, "x:1")[0]["content"] == "i"
+
+
+# ----------------------------------------------------------------------------- a step's loss on answers
+
+
+def answers_of_many_lengths(tmp_path: Path) -> list[str]:
+    """train.py's options on instruction data whose micro-batches hold different numbers of answer tokens."""
+    rng = random.Random(0)
+    pairs = [{"prompt": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))),
+              "response": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))} for _ in range(200)]
+    data = prepare_bytes(write_jsonl(tmp_path / "pairs.jsonl", pairs), tmp_path / "data", val_fraction=0.1)
+    batches = TrainBatches(data, 2, 32)  # the two micro-batches of step 1 differ
+    assert len({int((batches.next_batch()[1] != -1).sum()) for _ in range(2)}) == 2
+    return [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--max_iters=4",
+            "--eval_interval=1000", "--eval_iters=1", "--log_interval=1", "--dropout=0", "--compile=false",
+            "--device=cpu", "--warmup_iters=1", "--learning_rate=1e-2"]
+
+
+def step_losses(out: Path) -> list[float]:
+    return [r["loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def test_a_steps_loss_is_the_mean_over_its_answer_tokens_however_it_is_accumulated(tmp_path):
+    # Micro-batches with few answer tokens weighed as much as ones with many (a mean of their own
+    # means), and one with none diluted the step; validation weighs by counted targets. Now batch 4
+    # in one micro-batch and 2 x 2 accumulated train alike (audit, 2026-11-26).
+    common = answers_of_many_lengths(tmp_path)
+    assert train.main([*common, "--batch_size=4", f"--out_dir={tmp_path / 'one'}"]) == 0
+    assert train.main([*common, "--batch_size=2", "--gradient_accumulation_steps=2", f"--out_dir={tmp_path / 'two'}"]) == 0
+    one = step_losses(tmp_path / "one")
+    assert len(one) == 4 and one == pytest.approx(step_losses(tmp_path / "two"), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_a_steps_loss_is_the_mean_over_its_answer_tokens_across_processes(tmp_path):
+    from tests.test_train import torchrun
+
+    common = answers_of_many_lengths(tmp_path)
+    assert train.main([*common, "--batch_size=4", f"--out_dir={tmp_path / 'one'}"]) == 0
+    proc = torchrun(ROOT / "train.py", *common, "--batch_size=2", "--gradient_accumulation_steps=2",
+                    f"--out_dir={tmp_path / 'ranks'}")  # two gloo processes, a micro-batch each
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert step_losses(tmp_path / "ranks") == pytest.approx(step_losses(tmp_path / "one"), rel=1e-5)
+
+
+def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
+    # windows of context alone train nothing: steps of such windows logged a loss of 0 without a word
+    pairs = [{"prompt": "x" * 3000, "response": "LONG"}, *({"prompt": "Hi", "response": "Yo"} for _ in range(40))]
+    data = prepare_bytes(write_jsonl(tmp_path / "long.jsonl", pairs), tmp_path / "data", val_fraction=0.1)
+    none, seen = TrainBatches(data, 2, 32).without_targets()
+    assert seen > 0 and none >= 3000 // 33 - 2  # the long prompt's windows (its split's share of them)
+    assert train.main([f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32",
+                       "--batch_size=2", "--max_iters=1", "--eval_iters=1", "--compile=false", "--device=cpu",
+                       f"--out_dir={tmp_path / 'run'}"]) == 0
+    assert (f"warning: {none:,} of {seen:,} training windows of 32 tokens hold no answer token (records longer than "
+            "the window) and train nothing") in capsys.readouterr().err
