@@ -944,7 +944,9 @@ QUALITY_RECIPES = {
                         "--n_embd=512"],
     # gpu-muon with the preset's CUDA graphs: Muon reached 1.831 in 4,061 steps where AdamW reached
     # 1.837 in 8,680 (H100, without graphs), so it gains most per step; its optimizer step runs
-    # outside the graphs. Not measured yet (bash .ci/gpu graphs).
+    # outside the graphs. H100: 1.851 (3,238 steps of 10.6 ms) against a bare train.py's 1.831
+    # (9,046 steps of 5.9 ms) in the same run: the graphs took ~1.1 ms off either step (11.7 -> 10.6,
+    # 7.0 -> 5.9 ms in other runs), which leaves Muon's 1.8 times AdamW's.
     "gpu-graphs-muon": ["--config=shakespeare-gpu", "--compile=reduce-overhead", "--optimizer=muon",
                         "--pos_encoding=rope", "--qk_norm=true", "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4",
                         "--muon_learning_rate=0.015"],
@@ -957,6 +959,9 @@ QUALITY_DEFAULTS = {"cpu": ("default,adamw-before,nanogpt-cpu", 300.0), "gpu": (
 # train.py's line where a budgeted run's look at an evaluation shortens its count (shorten_to_budget)
 SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping at step \d{1,3}(?:,\d{3})* instead of "
                          r"\d{1,3}(?:,\d{3})*")
+
+# train.py's closing account of a budgeted run (train.budget_spent): its seconds up to the end
+BUDGET_SPENT = re.compile(r"time budget [\d.]+ s: ([\d.]+) s spent, .*")
 
 
 def bench_quality(args: argparse.Namespace) -> None:
@@ -1019,6 +1024,9 @@ def bench_quality(args: argparse.Namespace) -> None:
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
                 for cut in cuts:
                     print(f"    at an evaluation: {cut}", flush=True)
+                if spent := BUDGET_SPENT.search(log):  # where the wall's seconds went, the interpreter's own last
+                    print(f"    {spent[0]}; {seconds - float(spent[1]):.1f} s more in the process's start and exit",
+                          flush=True)
     base = statistics.fmean(final_bpb[names[0]])
     print(f"validation bits per byte after {args.time_budget:g} s, mean of {args.rounds} round(s):")
     for name in names:

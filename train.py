@@ -477,6 +477,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if dist.is_main:
         print(note or f"loss curve: {out_dir / 'loss.png'}")
         if exit_status == 0:
+            if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
+                print(budget_spent(cfg.time_budget, time.monotonic() - started, train_s, sum(eval_times)))
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
     return exit_status
 
@@ -518,6 +520,14 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
         step_s, eval_s, elapsed = t.tolist()
     return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, BUDGET_RESERVE_S,
                            at_least), step_s
+
+
+def budget_spent(budget_s: float, elapsed_s: float, steps_s: float, evaluations_s: float) -> str:
+    """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
+    exit) in training steps, in evaluations with their checkpoints, and in the rest."""
+    return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent, {steps_s:.1f} s of them in training steps "
+            f"(compiling included), {evaluations_s:.1f} s in evaluations with their checkpoints and "
+            f"{elapsed_s - steps_s - evaluations_s:.1f} s in the rest (start-up, data, the loss plot)")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, say) -> None:
