@@ -961,7 +961,7 @@ SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping
                          r"\d{1,3}(?:,\d{3})*")
 
 # train.py's closing account of a budgeted run (train.budget_spent): its seconds up to the end
-BUDGET_SPENT = re.compile(r"time budget [\d.]+ s: ([\d.]+) s spent, .*")
+BUDGET_SPENT = re.compile(r"time budget [\d.]+ s: ([\d.]+) s spent: .*")
 
 
 def bench_quality(args: argparse.Namespace) -> None:

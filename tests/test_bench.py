@@ -222,7 +222,7 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     steps, planned = int(run[1].replace(",", "")), int(run[2].replace(",", ""))
     assert steps == planned if not run[4] else steps < planned
     assert steps > 10 and float(run[5]) > 0 and float(run[8]) > 0
-    spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent, .* the loss plot\); ([\d.]+) s more in the process's "
+    spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent: .* the loss plot\); ([\d.]+) s more in the process's "
                       r"start and exit$", out, re.M)  # (the run's own account, then the rest of its wall)
     assert spent and float(spent[1]) > 0 and float(spent[2]) >= 0 and abs(float(spent[1]) + float(spent[2])
                                                                         - int(run[6])) <= 1, out
@@ -249,9 +249,9 @@ def test_quality_finds_the_line_of_a_runs_shortened_count():
 def test_quality_finds_a_budgeted_runs_closing_account():
     import train
 
-    line = train.budget_spent(90, 88.31, 60.5, 12.0)
+    line = train.budget_spent(90, 88.31, 20.0, 50.5, 12.0)
     found = bench.BUDGET_SPENT.search(f"step 9,046: val loss 1.27\n{line}\ndone: step 9,046\n")
-    assert found[0] == line and float(found[1]) == 88.3 and line.endswith("15.8 s in the rest (start-up, data, the loss plot)")
+    assert found[0] == line and float(found[1]) == 88.3 and line.endswith("5.8 s in the rest (start-up, data, the loss plot)")
 
 
 def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):
