@@ -106,6 +106,10 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert {**graphs_wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == graphs.to_dict()
     graphs_muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-muon"])  # gpu-muon in the preset's CUDA graphs
     assert {**graphs_muon.to_dict(), "compile": "auto"} == muon.to_dict() and graphs_muon.compile == "reduce-overhead"
+    for name, change in [("gpu-batch128", {"batch_size": 128, "learning_rate": 1.4e-3, "min_lr": 1.4e-4}),
+                         ("gpu-dropout3", {"dropout": 0.3}), ("gpu-block512", {"block_size": 512, "batch_size": 32})]:
+        candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the preset with one change, in its graphs
+        assert candidate.to_dict() == {**gpu_preset.to_dict(), **change}, name
 
 
 def test_quality_defaults_name_known_recipes_and_positive_budgets():
@@ -222,6 +226,8 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     steps, planned = int(run[1].replace(",", "")), int(run[2].replace(",", ""))
     assert steps == planned if not run[4] else steps < planned
     assert steps > 10 and float(run[5]) > 0 and float(run[8]) > 0
+    assert re.search(r"^    training loss [\d.]+ at the end \(last 5 records, dropout on\), validation [\d.]+"
+                     r"(; the best validation came earlier: [\d.]+ bits per byte at step [\d,]+)?$", out, re.M), out
     spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent: .* the loss plot\); ([\d.]+) s more in the process's "
                       r"start and exit$", out, re.M)  # (the run's own account, then the rest of its wall)
     assert spent and float(spent[1]) > 0 and float(spent[2]) >= 0 and abs(float(spent[1]) + float(spent[2])
@@ -252,6 +258,17 @@ def test_quality_finds_a_budgeted_runs_closing_account():
     line = train.budget_spent(90, 88.31, 20.0, 50.5, 12.0)
     found = bench.BUDGET_SPENT.search(f"step 9,046: val loss 1.27\n{line}\ndone: step 9,046\n")
     assert found[0] == line and float(found[1]) == 88.3 and line.endswith("5.8 s in the rest (start-up, data, the loss plot)")
+
+
+
+def test_quality_says_how_a_run_fits_and_whether_an_earlier_evaluation_was_better():
+    records = [{"step": 0, "val_loss": 5.0, "val_bpb": 7.2},
+               *({"step": s, "loss": 1.0 + s / 100} for s in range(10, 80, 10)),
+               {"step": 50, "val_loss": 1.25, "val_bpb": 1.803}, {"step": 80, "val_loss": 1.30, "val_bpb": 1.876}]
+    assert bench.fit_line(records) == ("training loss 1.500 at the end (last 5 records, dropout on), validation "
+                                       "1.300; the best validation came earlier: 1.803 bits per byte at step 50")
+    assert bench.fit_line(records[:-1]) == ("training loss 1.500 at the end (last 5 records, dropout on), "
+                                            "validation 1.250")
 
 
 def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):
