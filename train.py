@@ -219,7 +219,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
 
-    compile_started = time.monotonic()  # (its first steps run here: the loop's steps are compiled already)
+    compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
     compile_s = time.monotonic() - compile_started
