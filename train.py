@@ -715,7 +715,8 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
             for where in dict.fromkeys([torch.device("cpu"), device]):  # built in float32 on the CPU, then moved
                 check_fits(4 * params, where, "its float32 weights alone")
             return GPT(config).to(device).train(), None
-    base = lora_base(cfg.init_from)  # resolved once: the weights loaded are the ones recorded
+    # Resolved once: the weights loaded are the ones recorded (and hashed, for adapters to be saved)
+    base = lora_base(cfg.init_from, fingerprint=bool(cfg.lora_rank))
     with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
         model = load_base_model(base["base"], dropout=cfg.dropout)
     if cfg.lora_rank:

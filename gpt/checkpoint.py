@@ -31,6 +31,7 @@ import os
 import platform
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -420,36 +421,70 @@ def is_hf_gpt2_dir(path: str | Path) -> bool:
     return (path / "config.json").is_file() and any((path / f).is_file() for f in ("model.safetensors", "pytorch_model.bin"))
 
 
-def weights_fingerprint(path: Path) -> str:
-    """A cheap identity of a weights file, recorded for a LoRA run's base: its size and the sha256
-    of 16 slices of 64 KiB spread over it. It reads 1 MiB whatever the size, where hashing GPT-2 xl's
-    6 GB at each load would take seconds; weights trained further differ in every slice, weights
-    of another shape in size."""
-    size, digest = path.stat().st_size, hashlib.sha256()
+def weights_fingerprint(path: Path) -> dict:
+    """The identity of a LoRA run's base weights file, recorded with the run: the sha256 of the
+    whole file, taken once at the run's start (0.4 s for 500 MB, GPT-2 124M's size, on the 2-core
+    VM from the page cache), and its size, inode and modification time, which let a load skip the
+    hash while they are unchanged (a write or a replacement changes them) and hash it again where
+    they are not. A file written in the last RACY_NS is hashed at each load instead: a filesystem
+    with coarse timestamps could give a second write within its tick the same stat (git's "racy"
+    files). Until 2026-11-26 the hash read 16 slices of 64 KiB, and changes between them went
+    unseen (audit R1); `base_unchanged` still checks such records that way."""
+    st = path.stat()
+    record = {"base_weights": f"sha256:{file_sha256(path)}"}
+    if time.time_ns() - st.st_mtime_ns > RACY_NS:
+        record["base_weights_stat"] = [st.st_size, st.st_ino, st.st_mtime_ns]
+    return record
+
+
+RACY_NS = 3 * 10**9  # a weights file modified this recently is not trusted by its stat
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for i in range(16):
-            f.seek(size * i // 16)
-            digest.update(f.read(1 << 16))
-    return f"{size}:{digest.hexdigest()[:32]}"
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def base_unchanged(weights: Path, lora: dict) -> bool:
+    """Whether `weights` is still the file a LoRA run recorded (weights_fingerprint)."""
+    recorded = lora["base_weights"]
+    if not recorded.startswith("sha256:"):  # "size:hash" of 16 slices: saved before 2026-11-26
+        size, digest = weights.stat().st_size, hashlib.sha256()
+        with open(weights, "rb") as f:
+            for i in range(16):
+                f.seek(size * i // 16)
+                digest.update(f.read(1 << 16))
+        return recorded == f"{size}:{digest.hexdigest()[:32]}"
+    st = weights.stat()
+    if lora.get("base_weights_stat") == [st.st_size, st.st_ino, st.st_mtime_ns]:
+        return True
+    return recorded == f"sha256:{file_sha256(weights)}"
 
 
 def _hf_weights(path: Path) -> Path:
     return path / "model.safetensors" if (path / "model.safetensors").is_file() else path / "pytorch_model.bin"
 
 
-def lora_base(init_from: str) -> dict:
+def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     """What a run started from `init_from` records of it, so that its LoRA adapters only ever load
     onto those very weights (and not onto whatever a base run's latest checkpoint is later): the
     concrete checkpoint (absolute) with its step for one of our runs, the absolute directory of a
-    Hugging Face one, each with weights_fingerprint; the name of a hub model."""
+    Hugging Face one, each with weights_fingerprint (which hashes the file: `fingerprint` False
+    leaves it out where no adapters will be saved); the name of a hub model."""
     path = Path(init_from)
     if not path.is_dir():
         return {"base": init_from}
     if is_hf_gpt2_dir(path):
-        return {"base": str(path.resolve()), "base_weights": weights_fingerprint(_hf_weights(path))}
-    ckpt = open_checkpoint(path)
-    return {"base": str(ckpt.path.resolve()), "base_step": ckpt.meta["step"],
-            "base_weights": weights_fingerprint(ckpt.path / WEIGHTS)}
+        weights = _hf_weights(path)
+        record = {"base": str(path.resolve())}
+    else:
+        ckpt = open_checkpoint(path)
+        weights = ckpt.path / WEIGHTS
+        record = {"base": str(ckpt.path.resolve()), "base_step": ckpt.meta["step"]}
+    return {**record, **weights_fingerprint(weights)} if fingerprint else record
 
 
 def checked_base(ckpt: Path, lora: dict) -> str:
@@ -470,7 +505,7 @@ def checked_base(ckpt: Path, lora: dict) -> str:
     weights = Path(base) / WEIGHTS if step is not None else _hf_weights(Path(base))
     if not weights.is_file():
         raise ChangedBase(f"{what}, which is missing")
-    if weights_fingerprint(weights) != lora["base_weights"]:
+    if not base_unchanged(weights, lora):
         raise ChangedBase(f"{what}, which has changed since")
     return base
 

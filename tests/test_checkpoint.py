@@ -411,3 +411,65 @@ def test_the_weights_file_gets_the_umask_mode_as_the_others_do(tmp_path):
     ckpt = save(tmp_path, 1, make_model())
     modes = {f: stat.S_IMODE((ckpt / f).stat().st_mode) for f in ("model.safetensors", "state.pt", "meta.json")}
     assert len(set(modes.values())) == 1, modes
+
+
+def test_a_lora_base_changed_anywhere_in_its_file_is_seen(tmp_path):
+    # Audit R1 (2026-11-26): the fingerprint hashed 16 slices of 64 KiB, and an edit between two of
+    # them (embedding rows of a 6.5 MB file) loaded the adapters onto other weights without a word.
+    import hashlib
+
+    from gpt.checkpoint import base_unchanged, weights_fingerprint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(os.urandom(4 << 20))
+    record = weights_fingerprint(weights)
+    assert record["base_weights"] == "sha256:" + hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert "base_weights_stat" not in record  # written just now: its stat is not trusted, it is hashed
+    assert base_unchanged(weights, record)
+    sliced = {"base_weights": old_fingerprint(weights)}
+    data = bytearray(weights.read_bytes())
+    data[70_000:260_000] = bytes(190_000)  # between the old fingerprint's first two slices (4 MiB / 16 apart)
+    with open(weights, "r+b") as f:  # edited in place, as safetensors' save_file rewrites a file
+        f.write(data)
+    assert base_unchanged(weights, sliced)  # what the old fingerprint missed
+    assert not base_unchanged(weights, record)
+
+
+def test_a_lora_bases_stat_spares_the_hash_until_the_file_is_written_again(tmp_path, monkeypatch):
+    import gpt.checkpoint as checkpoint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(os.urandom(1 << 20))
+    hour_ago = weights.stat().st_mtime_ns - 3600 * 10**9
+    os.utime(weights, ns=(hour_ago, hour_ago))
+    record = checkpoint.weights_fingerprint(weights)
+    assert record["base_weights_stat"] == [1 << 20, weights.stat().st_ino, hour_ago]
+    hashed = []
+    real_sha256 = checkpoint.file_sha256
+    monkeypatch.setattr(checkpoint, "file_sha256", lambda path: hashed.append(path) or real_sha256(path))
+    assert checkpoint.base_unchanged(weights, record) and hashed == []  # the stat as recorded: no hash
+    weights.write_bytes(weights.read_bytes())  # the same bytes written again: a new stat, the same hash
+    assert checkpoint.base_unchanged(weights, record) and hashed == [weights]
+    weights.write_bytes(os.urandom(1 << 20))
+    assert not checkpoint.base_unchanged(weights, record)
+
+
+def old_fingerprint(weights) -> str:
+    """A LoRA base's fingerprint as checkpoints saved before 2026-11-26 record it: 16 slices of 64 KiB."""
+    import hashlib
+
+    data, digest = weights.read_bytes(), hashlib.sha256()
+    for i in range(16):
+        digest.update(data[len(data) * i // 16:][:1 << 16])
+    return f"{len(data)}:{digest.hexdigest()[:32]}"
+
+
+def test_a_lora_base_recorded_by_16_slices_is_still_checked_that_way(tmp_path):
+    from gpt.checkpoint import base_unchanged
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(os.urandom(2 << 20))
+    old = {"base_weights": old_fingerprint(weights)}
+    assert base_unchanged(weights, old)
+    weights.write_bytes(os.urandom(2 << 20))
+    assert not base_unchanged(weights, old)

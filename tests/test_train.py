@@ -1103,6 +1103,22 @@ def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, ca
     assert train.main([*args, f"--data={tmp_path / 'notes'}", f"--out_dir={tmp_path / 'run'}"]) == 0
 
 
+def test_only_a_lora_run_hashes_its_base_weights(byte_data, tmp_path, monkeypatch):
+    # The whole file is hashed (gpt.checkpoint.weights_fingerprint): seconds for GPT-2 xl's 6 GB,
+    # which a full fine-tune, saving no adapters, does not spend.
+    import gpt.checkpoint as checkpoint
+
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1"]
+    assert train.main([*tiny, f"--out_dir={tmp_path / 'base'}"]) == 0
+    hashed, real_sha256 = [], checkpoint.file_sha256
+    monkeypatch.setattr(checkpoint, "file_sha256", lambda path: hashed.append(path.parent.name) or real_sha256(path))
+    assert train.main([*tiny, f"--init_from={tmp_path / 'base'}", f"--out_dir={tmp_path / 'full'}"]) == 0
+    assert hashed == []
+    assert train.main([*tiny, f"--init_from={tmp_path / 'base'}", "--lora_rank=2", f"--out_dir={tmp_path / 'lora'}"]) == 0
+    assert hashed == ["ckpt-0000001"]
+    assert open_checkpoint(tmp_path / "lora").meta["lora"]["base_weights"].startswith("sha256:")
+
+
 def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, tmp_path, capsys):
     # it recorded the base run directory, so its adapters went onto whatever that run's latest checkpoint was later
     base, lora = tmp_path / "base", tmp_path / "lora"
