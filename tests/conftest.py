@@ -7,6 +7,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import os  # noqa: E402
+import time  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -55,3 +56,13 @@ runpy.run_path({str(ROOT / script)!r}, run_name="__main__")
         return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
 
     return run
+
+
+def pytest_runtest_setup(item):
+    """PYTEST_DEADLINE (seconds since the epoch), which .ci/gpu sets for its test stages: a test that
+    would start past it is skipped, so a stage cut short by its time limit still ends with pytest's
+    summary, naming the tests it did not run (an interrupted pytest-xdist run was killed before it
+    printed one: 8 tests of the H100's `tests` stage went unnamed, 2026-11-26)."""
+    deadline = os.environ.get("PYTEST_DEADLINE")
+    if deadline and time.time() > float(deadline):
+        pytest.skip("not run: the stage's time was spent (PYTEST_DEADLINE)")
