@@ -269,8 +269,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         none, seen = train_batches.without_targets() if data.supervised else (0, 0)
         if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
             print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
-                  "longer than the window) and train nothing: shorten the records, or raise --block_size up to the "
-                  "model's context", file=sys.stderr)
+                  "longer than the window) and train nothing: shorten the records"
+                  + (" (a resumed run keeps its --block_size)" if resume else
+                     ", or raise --block_size up to the model's context"), file=sys.stderr)
         for note in metrics.notes:
             print("note:", note)
 

@@ -440,8 +440,12 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     data = prepare_bytes(write_jsonl(tmp_path / "long.jsonl", pairs), tmp_path / "data", val_fraction=0.1)
     none, seen = TrainBatches(data, 2, 32).without_targets()
     assert seen > 0 and none >= 3000 // 33 - 2  # the long prompt's windows (its split's share of them)
-    assert train.main([f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32",
-                       "--batch_size=2", "--max_iters=1", "--eval_iters=1", "--compile=false", "--device=cpu",
-                       f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert (f"warning: {none:,} of {seen:,} training windows of 32 tokens hold no answer token (records longer than "
-            "the window) and train nothing") in capsys.readouterr().err
+    run = [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
+           "--eval_iters=1", "--compile=false", "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main([*run, "--max_iters=1"]) == 0
+    warning = (f"warning: {none:,} of {seen:,} training windows of 32 tokens hold no answer token (records longer than "
+               "the window) and train nothing: shorten the records")
+    assert f"{warning}, or raise --block_size up to the model's context\n" in capsys.readouterr().err
+    # resumed, the window cannot change: the advice is only what can (review, 2026-11-26)
+    assert train.main([*run, "--max_iters=2", "--init_from=resume"]) == 0
+    assert f"{warning} (a resumed run keeps its --block_size)\n" in capsys.readouterr().err
