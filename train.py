@@ -50,8 +50,8 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_tokenizer, save_checkpoint, set_aside, unmark_lora_base,
-                            write_failed)
+                            open_resumable, pretrained_config, pretrained_tokenizer, save_checkpoint, set_aside,
+                            unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
                         fit_compile, parse_args, resume_config)
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
@@ -138,6 +138,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- data
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in command_line_keys(argv))
+    if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
+        refuse_another_architecture(cfg, pretrained_config(cfg.init_from), command_line_keys(argv))
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist))
     # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
     # new text without a word, or failed on the loader's state (audit, 2026-11-26)
@@ -150,7 +152,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
     if not resume and cfg.init_from != "scratch":
-        refuse_another_architecture(cfg, model.config, command_line_keys(argv))
         # the weights' shape and tokenizer, not the preset's: config.json and the checkpoints record
         # what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe: audit,
         # 2026-11-26), as a resume's config takes them from the checkpoint

@@ -40,7 +40,7 @@ import torch
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, read_hf_config
 
 CKPT_PREFIX = "ckpt-"
 BROKEN_PREFIX = "broken-"  # a checkpoint resume skipped as unreadable, set aside (never resumed, never pruned)
@@ -522,6 +522,16 @@ def pretrained_tokenizer(init_from: str) -> str:
     if not path.is_dir():
         hub_gpt2(init_from)
     return "gpt2"
+
+
+def pretrained_config(init_from: str) -> GPTConfig:
+    """The architecture of pretrained weights, read without loading them: our checkpoint's
+    meta.json, a Hugging Face directory's config.json, or a hub model's (fetched now, as
+    pretrained_tokenizer does)."""
+    path = Path(init_from)
+    if path.is_dir() and not is_hf_gpt2_dir(path):
+        return open_checkpoint(path).model_config
+    return read_hf_config(path if path.is_dir() else hub_gpt2(init_from))
 
 
 def load_base_model(init_from: str, dropout: float = 0.0) -> GPT:

@@ -710,15 +710,7 @@ class GPT(nn.Module):
         path = Path(name_or_path)
         if not path.is_dir():
             path = hub_gpt2(name_or_path)
-        try:
-            hf = json.loads((path / "config.json").read_text())
-            if not isinstance(hf, dict):
-                raise ValueError(f"a JSON {type(hf).__name__}, not an object")
-            config = config_from_hf(hf, dropout=dropout)
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-            # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
-            raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
-                                 f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
+        config = read_hf_config(path, dropout=dropout)
         state_dict = _read_hf_weights(path)
         model = cls.empty(config)  # the weights are loaded next
         try:
@@ -746,6 +738,19 @@ class GPT(nn.Module):
         save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
         (out_dir / "config.json").write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n")
         same_mode_as(out_dir / "model.safetensors", out_dir / "config.json")
+
+
+def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
+    """The GPTConfig of a Hugging Face GPT-2 directory, from its config.json."""
+    try:
+        hf = json.loads((path / "config.json").read_text())
+        if not isinstance(hf, dict):
+            raise ValueError(f"a JSON {type(hf).__name__}, not an object")
+        return config_from_hf(hf, dropout=dropout)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
+        raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
+                             f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
 
 
 def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:

@@ -473,3 +473,20 @@ def test_a_lora_base_recorded_by_16_slices_is_still_checked_that_way(tmp_path):
     assert base_unchanged(weights, old)
     weights.write_bytes(os.urandom(2 << 20))
     assert not base_unchanged(weights, old)
+
+
+def test_pretrained_config_reads_the_architecture_without_the_weights(tmp_path):
+    from gpt.checkpoint import pretrained_config
+    from gpt.errors import UnreadableFile
+    from gpt.model import GPT, GPTConfig
+
+    config = GPTConfig(vocab_size=96, block_size=16, n_layer=1, n_head=2, n_embd=16)  # GPT-2's shape
+    GPT(config).save_pretrained(tmp_path / "hf")
+    (tmp_path / "hf" / "model.safetensors").write_bytes(b"not read")
+    assert pretrained_config(str(tmp_path / "hf")) == config
+    ckpt = save(tmp_path / "run", 2, make_model())
+    (ckpt / "model.safetensors").write_bytes(b"not read")
+    assert pretrained_config(str(tmp_path / "run")) == make_model().config
+    (tmp_path / "hf" / "config.json").write_text("[]")
+    with pytest.raises(UnreadableFile, match=r"config\.json: not a usable GPT-2 config \(a JSON list, not an object\)"):
+        pretrained_config(str(tmp_path / "hf"))

@@ -1172,15 +1172,17 @@ def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_noth
     assert mark.read_text() == f"{lora.resolve()}\n"
 
 
-def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys):
+def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys, monkeypatch):
     # --n_layer=4 --n_embd=64 with a 2 x 32 base trained the 2 x 32 model without a word (audit,
     # 2026-11-26, finetune bug 4); the values the weights have are accepted
     base = tmp_path / "base"
     tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1"]
     assert train.main([*tiny, f"--out_dir={base}"]) == 0
     capsys.readouterr()
-    assert train.main([*tiny, f"--init_from={base}", "--n_layer=4", "--n_embd=64", "--bias=true", "--qk_norm=false",
-                       f"--out_dir={tmp_path / 'other'}"]) == 1
+    with monkeypatch.context() as patch:  # refused before the data is prepared (minutes on a large corpus)
+        patch.setattr(train, "prepare_data", lambda *args: pytest.fail("the data was prepared first"))
+        assert train.main([*tiny, f"--init_from={base}", "--n_layer=4", "--n_embd=64", "--bias=true",
+                           "--qk_norm=false", f"--out_dir={tmp_path / 'other'}"]) == 1
     assert capsys.readouterr().err == (f"train.py: error: the weights of {base} have their own architecture: "
                                        "--n_layer=4 (theirs: 2), --n_embd=64 (theirs: 32), --bias=true (theirs: false), "
                                        "--qk_norm=false (theirs: true); leave these options out (to train another "
