@@ -951,14 +951,14 @@ QUALITY_RECIPES = {
                         "--pos_encoding=rope", "--qk_norm=true", "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4",
                         "--muon_learning_rate=0.015"],
     # The next candidates, each one change to the preset (in graphs), none measured yet (bash .ci/gpu
-    # quality). The preset's 90 s take 9,000 steps of 64 x 256 bytes: 35 passes over the 4.3 MB of
+    # quality). The preset's 90 s take 9,000 steps of 64 x 256 bytes: 34 passes over the 4.3 MB of
     # training text, and from 5,000 steps to 9,000 its result moved only from 1.850 to 1.831-1.837.
     # bench.py quality's fit line (training against validation loss, and whether an earlier
     # evaluation was better) says which way to go next: more regularisation, or more tokens.
     # - twice the batch at a sqrt(2) higher rate: the step ran at 20% MFU, so it may cost much less
     #   than twice the time;
     "gpu-batch128": ["--config=shakespeare-gpu", "--batch_size=128", "--learning_rate=1.4e-3", "--min_lr=1.4e-4"],
-    # - more dropout for 35 passes over the data;
+    # - more dropout for 34 passes over the data;
     "gpu-dropout3": ["--config=shakespeare-gpu", "--dropout=0.3"],
     # - a context twice as long at the same tokens a step.
     "gpu-block512": ["--config=shakespeare-gpu", "--block_size=512", "--batch_size=32"],
@@ -976,19 +976,21 @@ SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping
 BUDGET_SPENT = re.compile(r"time budget [\d.]+ s: ([\d.]+) s spent: .*")
 
 
-def fit_line(records: list[dict]) -> str:
+def fit_line(records: list[dict], dropout: float) -> str:
     """How a quality run's model fits its data, from its metrics.jsonl records: its training loss
-    at the end (the mean of its last five records, dropout on) against its last validation loss,
-    and its best validation where an earlier one was better than the last (it overfits by the end)."""
+    at the end (the mean of its last five records; with the run's dropout on, where it has one)
+    against its last validation loss, both in nats, and the best validation where an earlier one
+    was better than the last (the model overfits by the end)."""
     import statistics
 
     train_losses = [r["loss"] for r in records if "loss" in r][-5:]
     evaluations = [r for r in records if "val_loss" in r]
     last, best = evaluations[-1], min(evaluations, key=lambda r: r["val_loss"])
-    line = (f"training loss {statistics.fmean(train_losses):.3f} at the end (last {len(train_losses)} records, "
-            f"dropout on), validation {last['val_loss']:.3f}")
+    line = (f"training loss {statistics.fmean(train_losses):.3f} at the end (last {len(train_losses)} records"
+            f"{f', dropout {dropout:g} on' if dropout else ''}), validation loss {last['val_loss']:.3f}")
     if best["val_loss"] < last["val_loss"]:
-        line += f"; the best validation came earlier: {best['val_bpb']:.3f} bits per byte at step {best['step']:,}"
+        line += (f"; an earlier evaluation was better: validation loss {best['val_loss']:.3f} "
+                 f"({best['val_bpb']:.3f} bits per byte) at step {best['step']:,}")
     return line
 
 
@@ -1052,7 +1054,8 @@ def bench_quality(args: argparse.Namespace) -> None:
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
                 for cut in cuts:
                     print(f"    at an evaluation: {cut}", flush=True)
-                print(f"    {fit_line(records)}", flush=True)
+                dropout = json.loads(Path(f"{out}/config.json").read_text())["dropout"]
+                print(f"    {fit_line(records, dropout)}", flush=True)
                 if spent := BUDGET_SPENT.search(log):  # where the wall's seconds went, the interpreter's own last
                     print(f"    {spent[0]}; {seconds - float(spent[1]):.1f} s more in the process's start and exit",
                           flush=True)

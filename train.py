@@ -223,7 +223,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
                                                        wrap=ddp, label_smoothing=cfg.label_smoothing)
-    compile_s = time.monotonic() - compile_started
+    compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
         val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs)

@@ -424,20 +424,27 @@ def is_hf_gpt2_dir(path: str | Path) -> bool:
 def weights_fingerprint(path: Path) -> dict:
     """The identity of a LoRA run's base weights file, recorded with the run: the sha256 of the
     whole file, taken once at the run's start (0.4 s for 500 MB, GPT-2 124M's size, on the 2-core
-    VM from the page cache), and its size, inode and modification time, which let a load skip the
-    hash while they are unchanged (a write or a replacement changes them) and hash it again where
-    they are not. A file written in the last RACY_NS is hashed at each load instead: a filesystem
-    with coarse timestamps could give a second write within its tick the same stat (git's "racy"
-    files). Until 2026-11-26 the hash read 16 slices of 64 KiB, and changes between them went
-    unseen (audit R1); `base_unchanged` still checks such records that way."""
-    st = path.stat()
+    VM from the page cache), and its `file_stat`, which lets a load skip the hash while it is
+    unchanged and hash the file again where it is not. Its ctime is what no tool sets: tar, cp -p,
+    shutil.copy2 and rsync -t write a file in place and then set its mtime, so size, inode and
+    mtime alone stayed the same for other weights of the same shape (review, 2026-11-26). A file
+    changed (ctime) in the last RACY_NS before the run started gets no stat, and is hashed at
+    each load: a filesystem with coarse timestamps could give a second write within its tick the
+    same stat (git's "racy" files). Until 2026-11-26 the hash read 16 slices of 64 KiB, and
+    changes between them went unseen (audit R1); `base_unchanged` still checks such records so."""
+    stat = file_stat(path)
     record = {"base_weights": f"sha256:{file_sha256(path)}"}
-    if time.time_ns() - st.st_mtime_ns > RACY_NS:
-        record["base_weights_stat"] = [st.st_size, st.st_ino, st.st_mtime_ns]
+    if time.time_ns() - max(stat[-2:]) > RACY_NS:
+        record["base_weights_stat"] = stat
     return record
 
 
-RACY_NS = 3 * 10**9  # a weights file modified this recently is not trusted by its stat
+RACY_NS = 3 * 10**9  # a weights file changed this recently is not trusted by its stat
+
+
+def file_stat(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def file_sha256(path: Path) -> str:
@@ -458,8 +465,7 @@ def base_unchanged(weights: Path, lora: dict) -> bool:
                 f.seek(size * i // 16)
                 digest.update(f.read(1 << 16))
         return recorded == f"{size}:{digest.hexdigest()[:32]}"
-    st = weights.stat()
-    if lora.get("base_weights_stat") == [st.st_size, st.st_ino, st.st_mtime_ns]:
+    if lora.get("base_weights_stat") == file_stat(weights):
         return True
     return recorded == f"sha256:{file_sha256(weights)}"
 

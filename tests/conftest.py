@@ -58,6 +58,17 @@ runpy.run_path({str(ROOT / script)!r}, run_name="__main__")
     return run
 
 
+DEADLINE_SKIP = "not run: the stage's time was spent (PYTEST_DEADLINE)"
+
+
+def pytest_configure(config):
+    deadline = os.environ.get("PYTEST_DEADLINE")
+    try:
+        float(deadline or 0)
+    except ValueError:
+        raise pytest.UsageError(f"PYTEST_DEADLINE must be seconds since the epoch, got {deadline!r}") from None
+
+
 def pytest_runtest_setup(item):
     """PYTEST_DEADLINE (seconds since the epoch), which .ci/gpu sets for its test stages: a test that
     would start past it is skipped, so a stage cut short by its time limit still ends with pytest's
@@ -65,4 +76,13 @@ def pytest_runtest_setup(item):
     printed one: 8 tests of the H100's `tests` stage went unnamed, 2026-11-26)."""
     deadline = os.environ.get("PYTEST_DEADLINE")
     if deadline and time.time() > float(deadline):
-        pytest.skip("not run: the stage's time was spent (PYTEST_DEADLINE)")
+        pytest.skip(f"{DEADLINE_SKIP}: {item.nodeid}")  # (-rs groups skips by their reason)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run with tests skipped for the deadline did not run them all: its status says so (2, as an
+    interrupted run's), so the stage fails as a cut one did (review, 2026-11-26)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []  # (with xdist: every worker's, here)
+    if exitstatus == 0 and any(DEADLINE_SKIP in str(report.longrepr) for report in skipped):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED

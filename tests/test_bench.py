@@ -226,8 +226,9 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     steps, planned = int(run[1].replace(",", "")), int(run[2].replace(",", ""))
     assert steps == planned if not run[4] else steps < planned
     assert steps > 10 and float(run[5]) > 0 and float(run[8]) > 0
-    assert re.search(r"^    training loss [\d.]+ at the end \(last 5 records, dropout on\), validation [\d.]+"
-                     r"(; the best validation came earlier: [\d.]+ bits per byte at step [\d,]+)?$", out, re.M), out
+    assert re.search(r"^    training loss [\d.]+ at the end \(last 5 records\), validation loss [\d.]+"
+                     r"(; an earlier evaluation was better: validation loss [\d.]+ \([\d.]+ bits per byte\) at step "
+                     r"[\d,]+)?$", out, re.M), out  # (the run's dropout is 0)
     spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent: .* the loss plot\); ([\d.]+) s more in the process's "
                       r"start and exit$", out, re.M)  # (the run's own account, then the rest of its wall)
     assert spent and float(spent[1]) > 0 and float(spent[2]) >= 0 and abs(float(spent[1]) + float(spent[2])
@@ -265,10 +266,10 @@ def test_quality_says_how_a_run_fits_and_whether_an_earlier_evaluation_was_bette
     records = [{"step": 0, "val_loss": 5.0, "val_bpb": 7.2},
                *({"step": s, "loss": 1.0 + s / 100} for s in range(10, 80, 10)),
                {"step": 50, "val_loss": 1.25, "val_bpb": 1.803}, {"step": 80, "val_loss": 1.30, "val_bpb": 1.876}]
-    assert bench.fit_line(records) == ("training loss 1.500 at the end (last 5 records, dropout on), validation "
-                                       "1.300; the best validation came earlier: 1.803 bits per byte at step 50")
-    assert bench.fit_line(records[:-1]) == ("training loss 1.500 at the end (last 5 records, dropout on), "
-                                            "validation 1.250")
+    assert bench.fit_line(records, 0.2) == ("training loss 1.500 at the end (last 5 records, dropout 0.2 on), "
+                                            "validation loss 1.300; an earlier evaluation was better: validation "
+                                            "loss 1.250 (1.803 bits per byte) at step 50")
+    assert bench.fit_line(records[:-1], 0.0) == "training loss 1.500 at the end (last 5 records), validation loss 1.250"
 
 
 def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkeypatch, tmp_path):

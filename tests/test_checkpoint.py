@@ -438,12 +438,12 @@ def test_a_lora_base_changed_anywhere_in_its_file_is_seen(tmp_path):
 def test_a_lora_bases_stat_spares_the_hash_until_the_file_is_written_again(tmp_path, monkeypatch):
     import gpt.checkpoint as checkpoint
 
+    monkeypatch.setattr(checkpoint, "RACY_NS", 0)  # (a file written just now is otherwise hashed at every load)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(os.urandom(1 << 20))
-    hour_ago = weights.stat().st_mtime_ns - 3600 * 10**9
-    os.utime(weights, ns=(hour_ago, hour_ago))
     record = checkpoint.weights_fingerprint(weights)
-    assert record["base_weights_stat"] == [1 << 20, weights.stat().st_ino, hour_ago]
+    st = weights.stat()
+    assert record["base_weights_stat"] == [1 << 20, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
     hashed = []
     real_sha256 = checkpoint.file_sha256
     monkeypatch.setattr(checkpoint, "file_sha256", lambda path: hashed.append(path) or real_sha256(path))
@@ -451,6 +451,25 @@ def test_a_lora_bases_stat_spares_the_hash_until_the_file_is_written_again(tmp_p
     weights.write_bytes(weights.read_bytes())  # the same bytes written again: a new stat, the same hash
     assert checkpoint.base_unchanged(weights, record) and hashed == [weights]
     weights.write_bytes(os.urandom(1 << 20))
+    assert not checkpoint.base_unchanged(weights, record)
+
+
+def test_a_lora_base_overwritten_in_place_with_its_old_mtime_is_still_seen(tmp_path, monkeypatch):
+    # tar, cp -p, shutil.copy2 and rsync -t write in place and then set the mtime: other weights of
+    # the same shape kept size, inode and mtime, and loaded without a hash (review, 2026-11-26)
+    import shutil
+
+    import gpt.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "RACY_NS", 0)
+    weights, other = tmp_path / "model.safetensors", tmp_path / "other.safetensors"
+    weights.write_bytes(os.urandom(1 << 20))
+    other.write_bytes(os.urandom(1 << 20))
+    os.utime(other, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns))
+    record = checkpoint.weights_fingerprint(weights)
+    ino = weights.stat().st_ino
+    shutil.copy2(other, weights)  # in place, mtime copied: the same size, inode and mtime
+    assert [weights.stat().st_ino, weights.stat().st_mtime_ns] == [ino, record["base_weights_stat"][3]]
     assert not checkpoint.base_unchanged(weights, record)
 
 

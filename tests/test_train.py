@@ -205,9 +205,10 @@ def test_a_budgeted_runs_account_counts_compiling_apart(byte_data, tmp_path, mon
     # maybe_compile runs the first steps, which compile, before the loop: their time is its own line
     real = train.maybe_compile
 
-    def slow_compile(*args, **kwargs):
+    def slow_compile(*args, **kwargs):  # a compile of 0.5 s (the real one, TINY's compile=false, runs eager)
         time.sleep(0.5)
-        return real(*args, **kwargs)
+        compiled, train_model, _ = real(*args, **kwargs)
+        return compiled, train_model, True
     monkeypatch.setattr(train, "maybe_compile", slow_compile)
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000", "--max_iters=0",
                        "--time_budget=4", f"--out_dir={tmp_path}"]) == 0
