@@ -156,16 +156,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe: audit,
         # 2026-11-26), as a resume's config takes them from the checkpoint
         cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
-    # A LoRA run marks its base checkpoint at once, so that the base run's pruning keeps it while
-    # this one trains; a new run that ends without a save (refused below, interrupted, its first
-    # save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
-    saved_by_this_run = False
-    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
-        warning = mark_lora_base(Path(base["base"]), out_dir)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
-        if not resume:
-            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(Path(base["base"]), out_dir))
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
@@ -216,6 +206,18 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
                   "(continue it with a larger --max_iters)")
         return 0
+    # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
+    # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,
+    # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its
+    # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
+    saved_by_this_run = False
+    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
+        warning = mark_lora_base(Path(base["base"]), out_dir)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        if not resume:
+            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(Path(base["base"]), out_dir))
+
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m

@@ -1227,6 +1227,11 @@ def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, 
     assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
     assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"  # listed once
     load_model(lora, device="cpu")  # its adapters load onto the base they were trained on
+    # The mark deleted by hand, to let pruning remove the base: resuming the finished run changes
+    # nothing, as the README says (it wrote the mark again: README audit, 2026-11-26)
+    (base / "ckpt-0000001" / LORA_BASE_MARK).unlink()
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    assert not (base / "ckpt-0000001" / LORA_BASE_MARK).exists()
 
 
 def test_a_lora_base_that_cannot_be_marked_is_a_warning(tmp_path):
