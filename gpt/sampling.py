@@ -24,6 +24,8 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
         raise ConfigError(f"temperature must be >= 0 (0 = greedy) and finite, got {temperature}")
     if temperature > 0 and as_float32(temperature) == 0:
         raise ConfigError(f"temperature {temperature} is 0 in float32, where sampling runs: give 0 for greedy decoding")
+    if as_float32(temperature) == float("inf"):  # (above ~3.4e38: uniform noise, as inf; README audit, 2026-11-26)
+        raise ConfigError(f"temperature {temperature} is inf in float32, where sampling runs: give a finite one")
     if top_k is not None and top_k < 1:
         raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
     if top_p is not None and not (0 < top_p <= 1 and as_float32(top_p) > 0):

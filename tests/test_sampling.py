@@ -83,6 +83,7 @@ def test_seen_tokens_leave_out_ids_past_the_sampled_vocabulary():
     (dict(repetition_penalty=0), "repetition_penalty"),
     # values that are 0 or inf in float32, where sampling runs (token 0 from NaN probabilities before)
     (dict(temperature=1e-46), "temperature 1e-46 is 0 in float32"),
+    (dict(temperature=1e39), "temperature 1e\\+39 is inf in float32"),
     (dict(top_p=1e-46), "top_p must be in .* above 0 in float32"),
     (dict(repetition_penalty=1e-46), "repetition_penalty must be > 0 .* finite in float32"),
     (dict(repetition_penalty=1e39), "repetition_penalty"),
