@@ -71,9 +71,17 @@ def test_toml_preset_then_command_line(tmp_path):
         parse_args([f"--config={preset}"])
 
 
-@pytest.mark.parametrize("name", ["shakespeare-cpu", "shakespeare-gpu", "gpt2-124m", "finetune"])
+@pytest.mark.parametrize("name", ["shakespeare-cpu", "shakespeare-gpu", "gpt2-124m", "finetune", "instruct"])
 def test_shipped_presets_parse(name):
     parse_args([f"--config={name}"] + (["--init_from=gpt2"] if name == "finetune" else []))
+
+
+@pytest.mark.parametrize("name", ["gpt2-124m", "finetune", "instruct"])
+def test_presets_with_adamws_learning_rates_use_adamw(name):
+    # instruct fine-tuned pretrained weights with Muon at 0.015 (the default) under AdamW's 2e-5:
+    # the commit that made Muon the default pinned the other presets and missed it (README audit, 2026-11-26)
+    cfg, _ = parse_args([f"--config={name}"])
+    assert cfg.optimizer == "adamw"
 
 
 def test_cpu_preset_is_the_dataclass_default():
