@@ -141,6 +141,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
         refuse_another_architecture(cfg, pretrained_config(cfg.init_from), command_line_keys(argv))
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist))
+    if not resume and "tokenizer" in command_line_keys(argv) and cfg.tokenizer != data.tokenizer_name:
+        # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
+        raise UsageError(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
+                         f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
     # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
     # new text without a word, or failed on the loader's state (audit, 2026-11-26)
     saved_data = resume.meta.get("data") if resume else None
@@ -151,11 +155,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
-    if not resume and cfg.init_from != "scratch":
-        # the weights' shape and tokenizer, not the preset's: config.json and the checkpoints record
-        # what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe: audit,
-        # 2026-11-26), as a resume's config takes them from the checkpoint
-        cfg = replace(cfg, tokenizer=data.tokenizer_name, **{k: getattr(model.config, k) for k in MODEL_KEYS})
+    if not resume:
+        # the data's tokenizer and the weights' shape, not the preset's: config.json and the checkpoints
+        # record what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe; a run on
+        # prepared byte shards said shakespeare-bpe, and its resume with --tokenizer=byte was refused:
+        # audits, 2026-11-26), as a resume's config takes them from the checkpoint
+        cfg = replace(cfg, tokenizer=data.tokenizer_name,
+                      **({k: getattr(model.config, k) for k in MODEL_KEYS} if cfg.init_from != "scratch" else {}))
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,

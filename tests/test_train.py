@@ -1173,6 +1173,23 @@ def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_noth
     assert mark.read_text() == f"{lora.resolve()}\n"
 
 
+def test_a_run_on_prepared_shards_records_their_tokenizer_and_refuses_another(byte_data, tmp_path, capsys):
+    # config.json said the default shakespeare-bpe for a run on byte shards, and its resume with the
+    # true --tokenizer=byte was refused; a typed --tokenizer=gpt2 trained on the byte tokens without a
+    # word (README audit 2, 2026-11-26)
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["tokenizer"] == "byte"
+    assert open_checkpoint(tmp_path / "run").meta["config"]["tokenizer"] == "byte"
+    assert train.main([*tiny, "--max_iters=2", "--tokenizer=byte", "--init_from=resume",
+                       f"--out_dir={tmp_path / 'run'}"]) == 0
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=1", "--tokenizer=gpt2", f"--out_dir={tmp_path / 'other'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: --tokenizer=gpt2, but {byte_data} holds byte tokens, prepared "
+                                       "already: leave --tokenizer out, or prepare the text with --tokenizer=gpt2\n")
+    assert not (tmp_path / "other").exists()
+
+
 def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys, monkeypatch):
     # --n_layer=4 --n_embd=64 with a 2 x 32 base trained the 2 x 32 model without a word (audit,
     # 2026-11-26, finetune bug 4); the values the weights have are accepted
