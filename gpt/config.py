@@ -16,7 +16,7 @@ from pathlib import Path
 import tomllib
 
 from gpt.errors import ConfigError
-from gpt.model import POS_ENCODINGS
+from gpt.model import FLOAT32_MAX, POS_ENCODINGS
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -144,8 +144,8 @@ class TrainConfig:
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if not self.muon_learning_rate > 0:
             errors.append(f"muon_learning_rate must be > 0, got {self.muon_learning_rate}")
-        if not self.qk_scale > 0:
-            errors.append(f"qk_scale must be > 0, got {self.qk_scale}")
+        if not 0 < self.qk_scale <= FLOAT32_MAX:
+            errors.append(f"qk_scale must be > 0 and finite in float32, got {self.qk_scale}")
         if not 0 < self.decay_fraction <= 1:
             errors.append(f"decay_fraction must be in (0, 1], got {self.decay_fraction}")
         if not 0 <= self.label_smoothing < 1:

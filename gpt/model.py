@@ -76,8 +76,8 @@ class GPTConfig:
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2 != 0:
             raise ConfigError(f"GPTConfig: rotary positions need an even head size, got "
                              f"n_embd / n_head = {self.n_embd // self.n_head}")
-        if not self.qk_scale > 0:
-            raise ConfigError(f"GPTConfig.qk_scale must be positive, got {self.qk_scale!r}")
+        if not 0 < self.qk_scale <= FLOAT32_MAX:  # (1e39 is inf in float32: NaN losses, README audit 2026-11-26)
+            raise ConfigError(f"GPTConfig.qk_scale must be positive and finite in float32, got {self.qk_scale!r}")
         if self.activation not in GELU_APPROXIMATE:
             raise ConfigError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
@@ -102,6 +102,8 @@ POS_ENCODINGS = ("learned", "sinusoidal", "rope")
 GELU_APPROXIMATE = {"gelu_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu's `approximate`
 # Hugging Face's activation_function names for them.
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: attention's scale is applied in it at most
 
 # The OpenAI checkpoints on the Hugging Face hub.
 GPT2_HUB_CONFIGS = {

@@ -25,6 +25,8 @@ def tiny_model(seed=0, **overrides) -> GPT:
     ("pos_encoding", "rotary", "pos_encoding"),
     ("activation", "relu", "activation"),
     ("qk_scale", 0.0, "qk_scale"),
+    ("qk_scale", float("inf"), "qk_scale must be positive and finite in float32"),
+    ("qk_scale", 1e39, "qk_scale"),
     ("dropout", 1.0, "dropout"),
 ])
 def test_config_rejects_bad_values_naming_the_field(field, value, needle):
