@@ -246,7 +246,8 @@ def test_quality_finds_the_line_of_a_runs_shortened_count():
 
     said = []
     cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
-    shorter = train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, 0.0, 1, Dist(), said.append)
+    shorter = train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, 0.0, 1, Dist(),
+                                      train.BUDGET_RESERVE_S["cpu"], said.append)
     assert shorter.max_iters < 1000 and len(said) == 1
     assert bench.SECOND_LOOK.findall(said[0]) == [f"steps take 100 ms since the count was fixed: stopping at step "
                                                   f"{shorter.max_iters:,} instead of 1,000"]

@@ -302,17 +302,32 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
     assert losses(out) == losses(tmp_path / "fixed")
 
 
-def test_a_run_projected_within_five_percent_of_its_budget_is_not_cut():
-    # speed swings of a few percent must not cut a run (and its learning rate's end) for seconds
+def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
+    # speed swings of a percent must not cut a run (and its learning rate's end) for a second; 5% let
+    # three 90 s runs on an H100 end 3-5 s late (issue 9's sixth GPU session)
     from gpt.config import TrainConfig
     from gpt.runtime import Dist
 
     cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
 
-    def look(elapsed):  # 500 steps left of 0.1 s, evaluations free, 2 s kept for the end
-        return train.shorten_to_budget(cfg, time.monotonic() - elapsed, 500, 0.1, 0.0, 1, Dist(), print)
-    assert look(51.0) is cfg  # projected 103 s: within 5%
-    assert 898 <= look(58.0).max_iters <= 900  # projected 110 s: cut to fit 100 s
+    def look(elapsed):  # 500 steps left of 0.1 s, evaluations free, 2 s kept for the end (the CPU's)
+        return train.shorten_to_budget(cfg, time.monotonic() - elapsed, 500, 0.1, 0.0, 1, Dist(),
+                                       train.BUDGET_RESERVE_S["cpu"], print)
+    assert look(48.5) is cfg  # projected 100.5 s: within 1%
+    assert 968 <= look(51.0).max_iters <= 970  # projected 103 s: cut to fit 100 s
+    assert 898 <= look(58.0).max_iters <= 900  # projected 110 s
+
+
+def test_a_budget_keeps_more_for_the_end_of_a_run_on_a_gpu():
+    # the plot and the interpreter's exit: 1.9 s on the 2-core VM; on an H100 the start and exit
+    # alone took 2.3-2.9 s beyond the run's account (issue 9's sixth GPU session)
+    from gpt.runtime import steps_in_budget
+
+    reserve = {kind: train.budget_reserve_s(torch.device(kind)) for kind in ("cpu", "cuda", "mps")}
+    assert reserve == {"cpu": 2.0, "cuda": 3.5, "mps": 3.5}  # (MPS, not measured, gets CUDA's)
+    # 80 s of 0.01 s steps left after 10 s: the GPU's reserve is 150 steps of them
+    assert steps_in_budget(100, 10, 0, 0.01, 0.0, 10**6, reserve["cpu"]) - \
+        steps_in_budget(100, 10, 0, 0.01, 0.0, 10**6, reserve["cuda"]) == 150
 
 
 @pytest.mark.parametrize("schedule, step, steps, decay, fraction", [
