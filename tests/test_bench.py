@@ -84,31 +84,41 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
             before.dropout) == ("byte", 6, 6, 384, 256, 64, 0.2)
     assert (before.optimizer, before.pos_encoding, before.qk_norm, before.qk_scale, before.learning_rate,
             before.min_lr, before.warmup_iters) == ("adamw", "learned", False, 1.0, 1e-3, 1e-4, 100)
-    # The preset is that recipe with its step replayed from CUDA graphs (issue 9's fourth GPU session).
-    assert before.compile == "auto" and {**before.to_dict(), "compile": "reduce-overhead"} == gpu_preset.to_dict()
+    # The preset is that recipe with its step replayed from CUDA graphs (issue 9's fourth GPU session)
+    # and a 512-byte context at the same tokens a step (its sixth).
+    assert before.compile == "auto" and gpu_preset.to_dict() == \
+        {**before.to_dict(), "compile": "reduce-overhead", "block_size": 512, "batch_size": 32}
+    # The recipes measured before the sixth session keep the preset's shape of then.
+    preset_256, _ = parse_args(bench.GPU_PRESET_256)
+    assert preset_256.to_dict() == {**before.to_dict(), "compile": "reduce-overhead"}
     muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon"])
     cpu = TrainConfig()
     assert (muon.optimizer, muon.pos_encoding, muon.qk_norm, muon.qk_scale, muon.learning_rate, muon.min_lr,
             muon.muon_learning_rate) == (cpu.optimizer, cpu.pos_encoding, cpu.qk_norm, cpu.qk_scale,
                                          cpu.learning_rate, cpu.min_lr, cpu.muon_learning_rate)
     assert (muon.tokenizer, muon.n_layer, muon.n_embd, muon.block_size, muon.batch_size, muon.dropout) == \
-        (gpu_preset.tokenizer, gpu_preset.n_layer, gpu_preset.n_embd, gpu_preset.block_size, gpu_preset.batch_size,
-         gpu_preset.dropout)
+        (preset_256.tokenizer, preset_256.n_layer, preset_256.n_embd, preset_256.block_size, preset_256.batch_size,
+         preset_256.dropout)
     wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-wide"])  # gpu-muon a size up, nothing else changed
     assert (wide.n_layer, wide.n_head, wide.n_embd) == (8, 8, 512)
     assert {**wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == muon.to_dict()
     regional, _ = parse_args(bench.QUALITY_RECIPES["gpu-muon-regional"])  # gpu-muon compiled by region only
     assert {**regional.to_dict(), "compile": "auto"} == muon.to_dict() and regional.compile == "regional"
     assert muon.compile == wide.compile == "auto"  # as they were measured: before the preset's CUDA graphs
-    graphs, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs"])  # the preset, spelt out: its step in CUDA graphs
-    assert graphs.to_dict() == gpu_preset.to_dict() and graphs.compile == "reduce-overhead"
+    graphs, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs"])  # the preset of then, spelt out: in CUDA graphs
+    assert graphs.to_dict() == preset_256.to_dict() and graphs.compile == "reduce-overhead"
     graphs_wide, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-wide"])  # gpu-graphs a size up, as gpu-muon-wide
     assert {**graphs_wide.to_dict(), "n_layer": 6, "n_head": 6, "n_embd": 384} == graphs.to_dict()
     graphs_muon, _ = parse_args(bench.QUALITY_RECIPES["gpu-graphs-muon"])  # gpu-muon in the preset's CUDA graphs
     assert {**graphs_muon.to_dict(), "compile": "auto"} == muon.to_dict() and graphs_muon.compile == "reduce-overhead"
     for name, change in [("gpu-batch128", {"batch_size": 128, "learning_rate": 1.4e-3, "min_lr": 1.4e-4}),
                          ("gpu-dropout3", {"dropout": 0.3}), ("gpu-block512", {"block_size": 512, "batch_size": 32})]:
-        candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the preset with one change, in its graphs
+        candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the preset of then with one change, in its graphs
+        assert candidate.to_dict() == {**preset_256.to_dict(), **change}, name
+    assert parse_args(bench.QUALITY_RECIPES["gpu-block512"])[0].to_dict() == gpu_preset.to_dict()  # the winner
+    for name, change in [("gpu-block1024", {"block_size": 1024, "batch_size": 16}), ("gpu-dropout1", {"dropout": 0.1}),
+                         ("gpu-evals1000", {"eval_interval": 1000})]:
+        candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the next ones: the preset now with one change
         assert candidate.to_dict() == {**gpu_preset.to_dict(), **change}, name
 
 
