@@ -953,15 +953,16 @@ QUALITY_RECIPES = {
     "gpu-graphs-muon": [*GPU_PRESET_256, "--compile=reduce-overhead", "--optimizer=muon",
                         "--pos_encoding=rope", "--qk_norm=true", "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4",
                         "--muon_learning_rate=0.015"],
-    # The next candidates, each one change to the preset (in graphs), none measured yet (bash .ci/gpu
-    # quality). The preset's 90 s take 9,000 steps of 64 x 256 bytes: 34 passes over the 4.3 MB of
-    # training text, and from 5,000 steps to 9,000 its result moved only from 1.850 to 1.831-1.837.
+    # Candidates, each one change to the preset of then (in graphs), measured in issue 9's sixth GPU
+    # session (bash .ci/gpu quality). The preset's 90 s took 9,000 steps of 64 x 256 bytes: 34
+    # passes over the 4.3 MB of training text, and from 5,000 steps to 9,000 its result moved only
+    # from 1.850 to 1.831-1.837.
     # bench.py quality's fit line (training against validation loss, and whether an earlier
     # evaluation was better) says which way to go next: more regularisation, or more tokens.
     # - twice the batch at a sqrt(2) higher rate: the step ran at 20% MFU, so it may cost much less
-    #   than twice the time;
+    #   than twice the time (H100: 10.4 ms against 5.9; 1.838 against 1.824);
     "gpu-batch128": [*GPU_PRESET_256, "--batch_size=128", "--learning_rate=1.4e-3", "--min_lr=1.4e-4"],
-    # - more dropout for 34 passes over the data;
+    # - more dropout for 34 passes over the data (H100: 1.834 against 1.824);
     "gpu-dropout3": [*GPU_PRESET_256, "--dropout=0.3"],
     # - a context twice as long at the same tokens a step. H100: 1.775 against a bare train.py's 1.824
     #   in the same run (gpu-batch128 1.838, gpu-dropout3 1.834), 8,923 steps of 6.2 ms; the preset
