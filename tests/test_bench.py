@@ -136,6 +136,32 @@ def test_the_gpu_script_names_its_stages_and_refuses_others():
         assert proc.returncode == 2 and "tests-all" in proc.stderr and "quality" in proc.stderr and "quick" in proc.stderr
 
 
+def test_a_gpu_stage_at_its_limit_stops_the_commands_children_too(tmp_path):
+    # On the H100 pytest-xdist's workers outlived a pytest killed at its stage's limit: timeout
+    # --foreground signals the command alone. Here a command that, like pytest-xdist's main, waits
+    # for its child instead of stopping at SIGINT; its child stops at SIGINT and, outliving its
+    # parent, would hold the output open for 60 s.
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("timeout") is None:
+        pytest.skip("needs coreutils' timeout, as .ci/gpu does")
+    script = (Path(__file__).resolve().parents[1] / ".ci" / "gpu").read_text()
+    run_function = re.search(r"^run\(\) \{.*?^\}$", script, re.M | re.S).group(0)
+    command = tmp_path / "command.py"
+    command.write_text("import signal, subprocess, sys\n"
+                       "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                       "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+                       "                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))\n"
+                       "child.wait()\n")
+    stage = f'deadline=2; TIMEFORMAT="wall %R s"\n{run_function}\nrun {sys.executable} {command}\necho "failed=$failed"\n'
+    proc = subprocess.run(["bash", "-c", stage], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=30)  # (the child's 60 s, had it outlived its parent holding the output)
+    assert "exit status 124 (124: interrupted at the stage's limit)" in proc.stdout and "failed=124" in proc.stdout
+
+
 def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monkeypatch):
     # The rows' machinery (issue 9's --deterministic, --read_every_step, and any --with flag), on
     # a tiny CPU model; the figures are only checked to be there and consistent, never timed.
