@@ -513,8 +513,8 @@ def write_config(out_dir: Path, cfg: TrainConfig) -> None:
 # and its checkpoint (which the plan counts as an evaluation): the closing loss plot and the
 # interpreter's exit. On the 2-core VM 1.9 s with the last checkpoint, 1.5 s of it torch's exit.
 # With CUDA, on an H100, the process's start and exit alone took 2.3-2.9 s beyond the run's own
-# account in four 90 s runs (issue 9's sixth GPU session), and the runs ended 3-5 s late; MPS, not
-# measured, gets CUDA's.
+# account in four 90 s runs (issue 9's sixth GPU session), and three of them ended 3-5 s late; MPS,
+# not measured, gets CUDA's.
 BUDGET_RESERVE_S = {"cpu": 2.0, "cuda": 3.5}
 # How far past its budget a run may be projected to end before its count is cut (shorten_to_budget).
 # It was 5%: three of those four H100 runs were projected 1-2% late at the speed of their steps
@@ -580,7 +580,7 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
     fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
-    their learning rates' ends, for seconds. A run resumed past its warmup has a count and no plan:
+    their learning rates' ends, for a fraction of a second. A run resumed past its warmup has a count and no plan:
     it takes no second look."""
     late = replace(cfg, time_budget=cfg.time_budget * (1 + BUDGET_SLACK))
     if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
