@@ -462,7 +462,7 @@ def break_even(compile_s: float, uncompiled: float, compiled: float, what: str =
 
 
 def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
-    """The compile break-even of a trained run's own model (issue 9: the 10.8M GPU default, not only
+    """The compile break-even of a trained run's own model (issue 9: the GPU default's, not only
     GPT-2 124M): `sample.py --max_new_tokens=TOKENS --json` with --compile=false and =true, each in
     a fresh process, with sample.py's default sampling (and --cuda_graph's: the uncompiled step is
     the graphed one on CUDA); the compiling one from an empty compile cache, as a first run on a
@@ -971,7 +971,7 @@ QUALITY_RECIPES = {
     # The next candidates, each one change to that preset, none measured yet (bash .ci/gpu quality).
     # The 512-byte context gained 0.049 where twice the batch and more dropout lost; its fit line:
     # training loss 1.057 (dropout on) against validation 1.230 nats, and the evaluation at step
-    # 8,000 slightly better than the last. Of its 92 s, 18.8 s went to compiling and 10.1 s to 18
+    # 8,000 slightly better than the last. Of its 92 s, 18.8 s went to compiling and 10.1 s to 19
     # evaluations with their checkpoints.
     # - a context twice as long again, at the same tokens a step;
     "gpu-block1024": ["--config=shakespeare-gpu", "--block_size=1024", "--batch_size=16"],

@@ -580,7 +580,7 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
     fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
-    their learning rates' ends, for a fraction of a second. A run resumed past its warmup has a count and no plan:
+    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300). A run resumed past its warmup has a count and no plan:
     it takes no second look."""
     late = replace(cfg, time_budget=cfg.time_budget * (1 + BUDGET_SLACK))
     if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,

@@ -222,7 +222,7 @@ def native_cpu_bf16() -> bool:
 # tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
 # is compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), and the uncompiled step on
 # CUDA is the eager step replayed from a CUDA graph (sample.py's --cuda_graph=auto). On an H100 it
-# was 56,823-69,500 tokens for GPT-2 124M and the 10.8M GPU default run's model (issue 9; the
+# was 56,823-69,500 tokens for GPT-2 124M and the GPU default run's model of then, 10.8M (issue 9; the
 # figures in README "On a GPU", measured by `bench.py decode --sample_wall_out_dir=RUN`).
 COMPILE_MIN_TOKENS = 70_000
 

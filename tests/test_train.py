@@ -303,7 +303,7 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
 
 
 def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
-    # speed swings of a percent must not cut a run (and its learning rate's end) for a second; 5% let
+    # speed swings of a percent must not cut a run (and its learning rate's end) for less; 5% let
     # three 90 s runs on an H100 end 3-5 s late (issue 9's sixth GPU session)
     from gpt.config import TrainConfig
     from gpt.runtime import Dist
@@ -328,6 +328,27 @@ def test_a_budget_keeps_more_for_the_end_of_a_run_on_a_gpu():
     # 80 s of 0.01 s steps left after 10 s: the GPU's reserve is 150 steps of them
     assert steps_in_budget(100, 10, 0, 0.01, 0.0, 10**6, reserve["cpu"]) - \
         steps_in_budget(100, 10, 0, 0.01, 0.0, 10**6, reserve["cuda"]) == 150
+
+
+def test_a_budgeted_run_plans_with_its_devices_reserve(byte_data, tmp_path, monkeypatch):
+    # the reserve reaches the plan from the device the run is on (train.budget_reserve_s)
+    from gpt.runtime import steps_in_budget
+
+    asked, planned = [], []
+
+    def reserve(device):
+        asked.append(device.type)
+        return 0.25
+
+    def spy(budget_s, elapsed_s, step, step_s, eval_s, eval_interval, reserve_s, *rest):
+        planned.append(reserve_s)
+        return steps_in_budget(budget_s, elapsed_s, step, step_s, eval_s, eval_interval, reserve_s, *rest)
+
+    monkeypatch.setattr(train, "budget_reserve_s", reserve)
+    monkeypatch.setattr(train, "steps_in_budget", spy)
+    assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000", "--max_iters=0",
+                       "--time_budget=3", f"--out_dir={tmp_path}"]) == 0
+    assert asked == ["cpu"] and planned and set(planned) == {0.25}
 
 
 @pytest.mark.parametrize("schedule, step, steps, decay, fraction", [
