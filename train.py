@@ -112,6 +112,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     check_deterministic_cublas(device)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
+    if "time_budget" in command_line_keys(argv) and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
+        raise UsageError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
+                         + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
+                            if resume else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     out_dir = Path(cfg.out_dir)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
         hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
@@ -580,8 +584,8 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
     fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
-    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300). A run resumed past its warmup has a count and no plan:
-    it takes no second look."""
+    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300).
+    A run resumed past its warmup has a count and no plan: it takes no second look."""
     late = replace(cfg, time_budget=cfg.time_budget * (1 + BUDGET_SLACK))
     if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
                        evaluation_next=True)[0] >= cfg.max_iters:

@@ -125,6 +125,8 @@ class TrainConfig:
                    if not getattr(self, k).strip()]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
+        elif self.time_budget > MAX_TIME_BUDGET:  # (1e308 overflowed the plan; 5e20 hung it, deaf to Ctrl-C)
+            errors.append(f"time_budget must be at most {MAX_TIME_BUDGET:,} s (a year), got {self.time_budget:g}")
         if self.max_iters == 0 and not self.eval_only:
             if self.time_budget <= 0:
                 errors.append("max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0: "
@@ -196,6 +198,9 @@ class TrainConfig:
 # --max_iters=0 times the warmup's steps, the first fifth left out (they are slow: allocations,
 # thread pools); ten warmup steps leave eight to time.
 MIN_BUDGET_WARMUP = 10
+# The longest --time_budget: a year, far beyond any run, and far below where the plan's float
+# arithmetic (gpt/runtime.steps_in_budget) stops telling one step from the next.
+MAX_TIME_BUDGET = 365 * 24 * 3600
 
 
 def describe_options() -> str:

@@ -482,6 +482,16 @@ def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsy
     assert train.main([*common, "--max_iters=12"]) == 0
     assert train.main(["--init_from=resume", "--max_iters=0", f"--out_dir={tmp_path}"]) == 1
     assert "this run is past its warmup (step 12): give --max_iters" in capsys.readouterr().err
+    # A budget typed for a run with a count was ignored without a word (hunt, session 22): refused,
+    # before anything is written
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert train.main(["--init_from=resume", "--time_budget=8", f"--out_dir={tmp_path}"]) == 1
+    assert ("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this resumed run's count is "
+            "fixed at 12 steps: give --max_iters to change it") in capsys.readouterr().err
+    assert train.main([*common, "--max_iters=5", "--time_budget=8", f"--out_dir={tmp_path / 'new'}"]) == 1
+    assert ("and this run has --max_iters=5: give --max_iters=0 for a budget" in capsys.readouterr().err
+            and not (tmp_path / "new").exists() and sorted(p.name for p in tmp_path.iterdir()) == before)
+    assert train.main([*common, "--max_iters=2", "--time_budget=0", f"--out_dir={tmp_path / 'none'}"]) == 0  # no budget
 
 
 @pytest.mark.slow
