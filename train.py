@@ -468,8 +468,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
             planned = (step, train_s)
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
-        # comes next (at the loop's top), so that its checkpoint records the count the run is on.
-        if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters:
+        # comes next (at the loop's top), so that its checkpoint records the count the run is on; not
+        # while --profile records, whose steps are slow (they would cut the run for good).
+        if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters \
+                and (profiled_until is None or step > profiled_until):
             shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
                                         statistics.median(eval_times) if eval_times else None, accum, dist,
                                         reserve_s, say)

@@ -1372,6 +1372,25 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
     assert looks and looks[0][0] == 40 and looks[0][1] < 0.05, looks  # the steps since step 22 only
 
 
+def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_data, tmp_path, monkeypatch):
+    # The recorded steps are slow; a look at an evaluation inside them cut the run's count from
+    # their speed (hunt, session 22: --profile=400 made a 30 s run stop early, then overrun)
+    looks = []
+    real_shorten = train.shorten_to_budget
+
+    def shorten(cfg, started, step, *args):
+        looks.append(step)
+        return real_shorten(cfg, started, step, *args)
+    monkeypatch.setattr(train, "shorten_to_budget", shorten)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
+                       "--eval_interval=5", "--profile=12", f"--out_dir={out}"]) == 0
+    steps = open_checkpoint(out).meta["config"]["max_iters"]
+    assert steps > 45, "the run ended too soon to look after its profile (a machine too busy for this test)"
+    # recorded: steps 21-32 (StepProfiler.window: 20 to 32); evaluations at 25 and 30 fall inside it
+    assert looks and min(looks) == 35, looks
+
+
 def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
     # it was the allocator's RuntimeError traceback from nn.Linear's __init__ (480 GB asked for, refused at once)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--n_embd=200000", "--n_head=1",
