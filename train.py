@@ -336,6 +336,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
     train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint and plot
+    profile_s = 0.0  # seconds of writing --profile's files
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
     # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
@@ -447,8 +448,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
-        if profiler and (where := profiler.after_step(step)):
-            say(where)
+        writing = 0.0  # seconds of writing the profile's files (after its last recorded step), not the step's
+        if profiler:
+            t_profile = time.perf_counter()
+            if where := profiler.after_step(step):
+                say(where)
+                writing = time.perf_counter() - t_profile
         logging = step % cfg.log_interval == 0 or step == cfg.max_iters
         # (the same steps on every rank)
         if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps \
@@ -459,7 +464,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 exit_status = 2
                 break
         now = time.perf_counter()
-        train_s, t_last = train_s + now - t_last, now
+        train_s, t_last, profile_s = train_s + now - t_last - writing, now, profile_s + writing
         if not cfg.max_iters and step == cfg.warmup_iters // 5:
             timing_from = (step, train_s)
         if not cfg.max_iters and step == warmup_check and step > timing_from[0] and dist.is_main:
@@ -492,14 +497,18 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         progress.update(1)
 
     progress.close()
-    if profiler and (where := profiler.close()):  # the run ended inside the recorded steps: what they were
-        print(where)
+    if profiler:  # the run ended inside the recorded steps: what they were
+        t_profile = time.perf_counter()
+        if where := profiler.close():
+            print(where)
+        profile_s += time.perf_counter() - t_profile
     note = metrics.close()
     if dist.is_main:
         print(note or f"loss curve: {out_dir / 'loss.png'}")
         if exit_status == 0:
             if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
-                print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times)))
+                print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
+                                   profile_s))
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
     return exit_status
 
@@ -553,14 +562,17 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
                            at_least), step_s
 
 
-def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float) -> str:
+def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float,
+                 profile_s: float = 0.0) -> str:
     """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
     exit) in compiling (with the steps that compile, before the loop), in the loop's training
-    steps, in its evaluations with their checkpoints, and in the rest."""
-    rest = elapsed_s - compile_s - steps_s - evaluations_s
+    steps, in its evaluations with their checkpoints, in writing --profile's files (where it
+    recorded: the plan cannot count them, and they took 30 s and more on the CPU), and in the rest."""
+    rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
+    profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
     return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
-            f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints and {rest:.1f} s in the "
-            "rest (start-up, data, the loss plot)")
+            f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
+            "in the rest (start-up, data, the loss plot)")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

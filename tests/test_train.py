@@ -1370,6 +1370,27 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
     said = capsys.readouterr().out
     assert f"profile of steps 21-22: {out / 'profile.txt'}" in said  # from the end of warmup, after the plan
     assert looks and looks[0][0] == 40 and looks[0][1] < 0.05, looks  # the steps since step 22 only
+    # The account names the writing, which the plan cannot count, rather than calling it steps (hunt, session 22)
+    spent = re.search(r"time budget 8 s: ([\d.]+) s spent: [\d.]+ s compiling, ([\d.]+) s in training steps, [\d.]+ s in "
+                      r"evaluations with their checkpoints, ([\d.]+) s writing the profile and", said)
+    assert spent and 2.0 <= float(spent[3]) < 4.0 and float(spent[2]) < float(spent[1]) - 2.0, said[-600:]
+
+
+def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(byte_data, tmp_path, monkeypatch,
+                                                                             capsys):
+    # A recording that outlasts the run is written after the loop: that was "the rest (start-up, data,
+    # the loss plot)" in the account (hunt, session 22: 169.7 s of a 15 s run, a 679 MB trace)
+    from gpt.runtime import StepProfiler
+
+    real_close = StepProfiler.close
+    monkeypatch.setattr(StepProfiler, "close", lambda self: (time.sleep(1) if self.profiler else None, real_close(self))[1])
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=1", "--warmup_iters=10",
+                       "--eval_interval=100", "--profile=5", f"--out_dir={out}"]) == 0  # the warmup alone overruns 1 s
+    said = capsys.readouterr().out
+    assert "profile of step 11: " in said  # the one step past the warmup, and the run's last
+    spent = re.search(r"checkpoints, ([\d.]+) s writing the profile and (-?[\d.]+) s in the rest", said)
+    assert spent and 1.0 <= float(spent[1]) < 3.0, said[-600:]
 
 
 def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_data, tmp_path, monkeypatch):
