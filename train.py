@@ -376,6 +376,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
                     f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
                     "repeats this run)")
+            if profiler and profiled_until > steps:  # (its files are written after the run, outside the plan)
+                say(f"note: --profile={cfg.profile} records past the run's last step ({steps:,}): its files are written "
+                    "when the run ends, past its time budget")
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.

@@ -1422,6 +1422,7 @@ def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(by
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=1", "--warmup_iters=10",
                        "--eval_interval=100", "--profile=5", f"--out_dir={out}"]) == 0  # the warmup alone overruns 1 s
     said = capsys.readouterr().out
+    assert "note: --profile=5 records past the run's last step (11): its files are written when the run ends" in said
     assert "profile of step 11: " in said  # the one step past the warmup, and the run's last
     spent = re.search(r"checkpoints, ([\d.]+) s writing the profile and (-?[\d.]+) s in the rest", said)
     assert spent and 1.0 <= float(spent[1]) < 3.0, said[-600:]
