@@ -115,7 +115,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if "time_budget" in command_line_keys(argv) and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise UsageError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
-                            if resume else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
+                            if resume and "max_iters" not in command_line_keys(argv)
+                            else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     out_dir = Path(cfg.out_dir)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
         hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
@@ -351,7 +352,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # Timed from the first fifth of what is left of the warmup on, and at least one step left out
     # where two or more are left: a resumed run's first step allocates as a new run's does (hunt,
     # session 22: resumed at step 999 of a 1,000-step warmup, a run planned from that one step, 68 ms
-    # against its 4 ms ones, and ended 22 s early).
+    # against its 4 ms ones, and ended 22 s early). With one step left that step is still all there
+    # is to time (a step past the warmup would need the count for its learning rate).
     warmup_left = cfg.warmup_iters - step
     timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
     warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
@@ -376,9 +378,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                     f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
                     f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
                     "repeats this run)")
-            if profiler and profiled_until > steps:  # (its files are written after the run, outside the plan)
-                say(f"note: --profile={cfg.profile} records past the run's last step ({steps:,}): its files are written "
-                    "when the run ends, past its time budget")
+            if profiler and profiled_until >= steps:  # (written at the end, after the last second look)
+                say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
+                    "written then, past its time budget")
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.

@@ -126,7 +126,8 @@ class TrainConfig:
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         elif self.time_budget > MAX_TIME_BUDGET:  # (1e308 overflowed the plan; 5e20 hung it, deaf to Ctrl-C)
-            errors.append(f"time_budget must be at most {MAX_TIME_BUDGET:,} s (a year), got {self.time_budget:g}")
+            got = f"{self.time_budget:,.0f}" if self.time_budget < 1e15 else f"{self.time_budget:g}"
+            errors.append(f"time_budget must be at most {MAX_TIME_BUDGET:,} s (a year), got {got}")
         if self.max_iters == 0 and not self.eval_only:
             if self.time_budget <= 0:
                 errors.append("max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0: "

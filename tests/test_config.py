@@ -44,6 +44,7 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--qk_scale=1e39", "qk_scale must be > 0 and finite in float32, got 1e\\+39"),  # (NaN losses: README audit)
     ("--time_budget=-1", "time_budget must be >= 0"),
     ("--time_budget=1e308", "time_budget must be at most 31,536,000 s \\(a year\\), got 1e\\+308"),  # (hunt, session 22)
+    ("--time_budget=31536001", "time_budget must be at most 31,536,000 s \\(a year\\), got 31,536,001$"),
     ("--time_budget=0", "max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0"),
     ("--warmup_iters=5", "warmup_iters must be >= 10"),
 ])

@@ -522,6 +522,8 @@ def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsy
     assert train.main(["--init_from=resume", "--time_budget=8", f"--out_dir={tmp_path}"]) == 1
     assert ("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this resumed run's count is "
             "fixed at 12 steps: give --max_iters to change it") in capsys.readouterr().err
+    assert train.main(["--init_from=resume", "--max_iters=20", "--time_budget=8", f"--out_dir={tmp_path}"]) == 1
+    assert "and this run has --max_iters=20: give --max_iters=0 for a budget" in capsys.readouterr().err  # typed
     assert train.main([*common, "--max_iters=5", "--time_budget=8", f"--out_dir={tmp_path / 'new'}"]) == 1
     assert ("and this run has --max_iters=5: give --max_iters=0 for a budget" in capsys.readouterr().err
             and not (tmp_path / "new").exists() and sorted(p.name for p in tmp_path.iterdir()) == before)
@@ -1410,8 +1412,9 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
     assert spent and 2.0 <= float(spent[3]) < 4.0 and float(spent[2]) < float(spent[1]) - 2.0, said[-600:]
 
 
+@pytest.mark.parametrize("profile", [5, 1])  # recording past the last step (written after the loop), and up to it
 def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(byte_data, tmp_path, monkeypatch,
-                                                                             capsys):
+                                                                             capsys, profile):
     # A recording that outlasts the run is written after the loop: that was "the rest (start-up, data,
     # the loss plot)" in the account (hunt, session 22: 169.7 s of a 15 s run, a 679 MB trace)
     from gpt.runtime import StepProfiler
@@ -1420,9 +1423,9 @@ def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(by
     monkeypatch.setattr(StepProfiler, "close", lambda self: (time.sleep(1) if self.profiler else None, real_close(self))[1])
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=1", "--warmup_iters=10",
-                       "--eval_interval=100", "--profile=5", f"--out_dir={out}"]) == 0  # the warmup alone overruns 1 s
+                       "--eval_interval=100", f"--profile={profile}", f"--out_dir={out}"]) == 0  # the warmup overruns 1 s
     said = capsys.readouterr().out
-    assert "note: --profile=5 records past the run's last step (11): its files are written when the run ends" in said
+    assert f"note: --profile={profile} records until the run's last step (11): its files are written then" in said
     assert "profile of step 11: " in said  # the one step past the warmup, and the run's last
     spent = re.search(r"checkpoints, ([\d.]+) s writing the profile and (-?[\d.]+) s in the rest", said)
     assert spent and 1.0 <= float(spent[1]) < 3.0, said[-600:]
