@@ -1431,23 +1431,33 @@ def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(by
     assert spent and 1.0 <= float(spent[1]) < 3.0, said[-600:]
 
 
-def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_data, tmp_path, monkeypatch):
+def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_data, tmp_path, monkeypatch,
+                                                                        one_thread):
     # The recorded steps are slow; a look at an evaluation inside them cut the run's count from
     # their speed (hunt, session 22: --profile=400 made a 30 s run stop early, then overrun)
-    looks = []
-    real_shorten = train.shorten_to_budget
+    looks, plans = [], []
+    real_shorten, real_fit = train.shorten_to_budget, train.fit_time_budget
 
     def shorten(cfg, started, step, *args):
         looks.append(step)
         return real_shorten(cfg, started, step, *args)
+
+    def fit(*args, **kwargs):
+        steps, step_s = real_fit(*args, **kwargs)
+        if not plans:  # the plan, at the end of warmup
+            plans.append(steps)
+        return steps, step_s
     monkeypatch.setattr(train, "shorten_to_budget", shorten)
+    monkeypatch.setattr(train, "fit_time_budget", fit)
+    monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)  # leaves more steps to the plan
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
                        "--eval_interval=5", "--profile=12", f"--out_dir={out}"]) == 0
-    steps = open_checkpoint(out).meta["config"]["max_iters"]
-    assert steps > 45, "the run ended too soon to look after its profile (a machine too busy for this test)"
+    assert plans[0] > 30, "the plan left no evaluation inside the recording (a machine too busy for this test)"
     # recorded: steps 21-32 (StepProfiler.window: 20 to 32); evaluations at 25 and 30 fall inside it
-    assert looks and min(looks) == 35, looks
+    assert all(step > 32 for step in looks), looks
+    if open_checkpoint(out).meta["config"]["max_iters"] > 35:  # (counts only move earlier)
+        assert 35 in looks, looks  # the first look, after the recording
 
 
 def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_path, capsys):
