@@ -381,7 +381,7 @@ def test_a_shortened_schedule_keeps_the_rates_of_the_steps_taken(schedule, step,
 
 
 def test_a_budgeted_run_resumed_in_its_warmup_leaves_its_first_step_out_of_the_plan(byte_data, tmp_path,
-                                                                                     monkeypatch):
+                                                                                     monkeypatch, one_thread):
     # A resumed run's first step allocates as a new run's does; the plan was the mean of the steps
     # from the resume on (hunt, session 22: resumed at step 999 of 1,000, one step of 68 ms against
     # 4 ms ones). Here the first step after the resume takes 2 s more.
