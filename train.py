@@ -57,7 +57,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_opt
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
                         sigterm_raises)
 from gpt.files import describe_error
-from gpt.data import TrainBatches, ValBatches
+from gpt.data import DataChanged, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
@@ -189,7 +189,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         optimizer.load_state_dict(state["optimizer"])
         if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
             scaler.load_state_dict(state["scaler"])
-        train_batches.load_state_dict(state["loader"])
+        try:
+            train_batches.load_state_dict(state["loader"])
+        except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
+            raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
+                              f"--init_from={out_dir}, or resume on the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)

@@ -40,6 +40,10 @@ from gpt.shards import (  # noqa: F401  (re-exported: gpt.data is the one import
 STATE_VERSION = 1
 
 
+class DataChanged(ShardError):
+    """A saved loader state from other data than the directory holds now (it was prepared again)."""
+
+
 class _Windows:
     """The windows of one split: window g lies in shard s = shard_of(g) and starts at
     offset[s] + (g - first[s]) * (block_size + 1); x and y come back as int64 tensors on the device."""
@@ -178,6 +182,10 @@ class TrainBatches:
             raise ShardError(self._windows.data_dir.path, f"saved loader state version {state.get('version')}, "
                                                           f"expected {STATE_VERSION}")
         mine = self.state_dict()
+        if state["split"] == mine["split"] and state["num_tokens"] != mine["num_tokens"]:
+            raise DataChanged(self._windows.data_dir.path, f"its {self.split} split has {mine['num_tokens']:,} "
+                                                           f"tokens, and had {state['num_tokens']:,} when the state "
+                                                           "was saved: it was prepared again since")
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:

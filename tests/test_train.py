@@ -1546,6 +1546,32 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
                        f"--out_dir={out}"]) == 0
 
 
+def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_line(tmp_path, capsys):
+    # The default Shakespeare data is rebuilt when its conversion changes (gpt/sources.py): the
+    # resume stopped on "the saved loader state does not fit: windows_per_epoch ..., num_tokens ..."
+    from gpt.data import DataDir
+    from gpt.prepare import prepare
+
+    text = write_corpus(tmp_path / "text", docs=6, words=120)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    first = sorted(text.iterdir())[0]
+    first.write_text(first.read_text() + " an edit")
+    prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=data, quiet=True)
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1
+    tokens = DataDir(data).num_tokens("train")
+    assert capsys.readouterr().err == (
+        f"train.py: error: cannot resume {out}: {data}: its train split has {tokens:,} tokens, and had "
+        f"{tokens - len(' an edit'):,} when the state was saved: it was prepared again since; start a new run "
+        f"from its weights with --init_from={out}, or resume on the data it trained on\n")
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert train.main([f"--init_from={out}", f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100",
+                       f"--out_dir={tmp_path / 'again'}"]) == 0  # the way the message gives
+
+
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
     # train.py --data=FILE printed "gpt/sources.py:341: PrepareWarning: ..." and the source line (audit, 2026-11-26)
     (tmp_path / "bin.txt").write_bytes(b"abc\0def")
