@@ -238,8 +238,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
 
     compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
+    compile_parts = {}  # (the evaluation graph's seconds, for the account)
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
-                                                       wrap=ddp, label_smoothing=cfg.label_smoothing)
+                                                       wrap=ddp, timings=compile_parts,
+                                                       label_smoothing=cfg.label_smoothing)
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
@@ -523,7 +525,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if exit_status == 0:
             if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
                 print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
-                                   profile_s))
+                                   profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0))
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
     return exit_status
 
@@ -578,16 +580,18 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
 
 
 def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float,
-                 profile_s: float = 0.0) -> str:
+                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0) -> str:
     """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
-    exit) in compiling (with the steps that compile, before the loop), in the loop's training
-    steps, in its evaluations with their checkpoints, in writing --profile's files (where it
-    recorded: the plan cannot count them, and they took 30 s and more on the CPU), and in the rest."""
+    exit) in compiling (with the steps that compile, before the loop; compile_evaluation_s of it
+    the evaluation's graph), in the loop's training steps, in its evaluations with their
+    checkpoints, in writing --profile's files (where it recorded: the plan cannot count them, and
+    they took 30 s and more on the CPU), and in the rest."""
     rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
     profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
+    of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" if compile_evaluation_s else ""
     return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
             f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
-            "in the rest (start-up, data, the loss plot)")
+            f"in the rest (start-up, data, the loss plot){of_it}")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -111,7 +112,8 @@ def autocast(device: torch.device, dtype: torch.dtype):
 
 
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
-                  wrap=lambda m: m, **train_kwargs) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+                  wrap=lambda m: m, timings: dict | None = None,
+                  **train_kwargs) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
     """torch.compile when asked (auto: on CUDA): (the model to evaluate, the model to train: `wrap`
     of it, compiled; whether it compiled). "regional" compiles the model's regions in place
     (`GPT.compile_regions`: one block's graph for all blocks, and the head with its loss), and
@@ -134,7 +136,9 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     evaluation's graph is recorded here too (a tree's first call only warms up; the second
     records, which would otherwise be timed as the step-0 evaluation). Where inductor leaves one
     of the three graphs out of CUDA graphs, a warning says so (TORCH_LOGS=cudagraphs,perf_hints
-    says why; ops that its graph partitioning runs between the graphs are not reported)."""
+    says why; ops that its graph partitioning runs between the graphs are not reported).
+    `timings`, where given, gets the seconds of the evaluation's part ("evaluation"): a budgeted
+    run's account names it (the next GPU measurement: session 22's compiles took a fifth of 90 s)."""
     wrapped = wrap(model)
     wanted = setting in ("true", "regional", "reduce-overhead") or (setting == "auto" and device.type == "cuda")
     if not wanted:
@@ -161,10 +165,13 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
                     _, loss = train_model(*example, **train_kwargs)
                 loss.backward()
             model.eval()
+            evaluation_started = time.monotonic()
             with torch.no_grad(), autocast(device, dtype):
                 for _ in range(2 if graphs and device.type == "cuda" else 1):
                     new_graph_step(graphs)
                     compiled(*example)
+            if timings is not None:
+                timings["evaluation"] = time.monotonic() - evaluation_started
         if graphs and device.type == "cuda":
             skipped = counters["inductor"]["cudagraph_skips"] - skipped_before
             held = cuda_graphed(device)

@@ -176,10 +176,12 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
     x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+    timings = {}
     compiled, train_model, did_compile = maybe_compile(model, "true", torch.device("cpu"), (x, y), torch.float32,
-                                                       wrap=DDPLike)
+                                                       wrap=DDPLike, timings=timings)
     if not did_compile:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
+    assert 0 < timings["evaluation"] < 600  # (the account's share of it: see train.budget_spent)
     assert model.training and all(p.grad is None for p in model.parameters())
     # the wrapper (DDP: its buckets) is built once, around the plain model, and compiled whole;
     # the training graph compiled through it, without an all-reduce
