@@ -588,7 +588,8 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
     they took 30 s and more on the CPU), and in the rest."""
     rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
     profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
-    of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" if compile_evaluation_s else ""
+    of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" \
+        if compile_evaluation_s else ""
     return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
             f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
             f"in the rest (start-up, data, the loss plot){of_it}")
