@@ -58,11 +58,13 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     make_source,
     open_input,
     shakespeare_files,
-    shakespeare_play_text,
+    shakespeare_plays,
 )
 from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer, valid_utf8 as _utf8
 
-PREPARE_VERSION = 1  # bump when a source's text changes (e.g. the Markdown conversion): rebuilds stale dirs
+# Bump when the text of every source changes: it rebuilds all prepared data. A change to one
+# source's text goes in that source's description instead (the Shakespeare conversion: sources.py).
+PREPARE_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VAL_FRACTION = 0.1
 CHUNK_CHARS = 1 << 20  # text per worker task
@@ -104,12 +106,17 @@ class _SplitPicker:
         return offset == int.from_bytes(digest, "little") % self.block
 
 
+def _empty_document(text) -> bool:
+    """A whole document's piece that preparation skips (it gets no document number)."""
+    return isinstance(text, str) and (not text or text.isspace())
+
+
 def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: SourceStats):
     """Group pieces into worker tasks of about CHUNK_CHARS characters, each piece tagged with its
     document's split and whether it ends the document. Empty documents are skipped here."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
     for text, end in pieces:
-        if not doc_started and end and isinstance(text, str) and (not text or text.isspace()):
+        if not doc_started and end and _empty_document(text):
             stats.empty_documents += 1
             continue
         texts.append(text)
@@ -545,9 +552,8 @@ def shakespeare_train_texts(conversion: int = SHAKESPEARE_CONVERSION) -> list[st
     or as an older conversion did (gpt/shakespeare_bpe.tiktoken was trained on conversion 1:
     data/train_bpe.py)."""
     picker = _SplitPicker(0, DEFAULT_VAL_FRACTION)
-    # read as prepare reads them; every play is a non-empty document, so its index is prepare's too
-    plays = [path.read_bytes().decode("utf-8", errors="replace") for path in shakespeare_files()]
-    return [shakespeare_play_text(play, conversion) for doc, play in enumerate(plays) if not picker.is_val(doc)]
+    plays = [text for text in shakespeare_plays(shakespeare_files(), conversion) if not _empty_document(text)]
+    return [text for doc, text in enumerate(plays) if not picker.is_val(doc)]  # (numbered as prepare numbers them)
 
 
 def main(argv: list[str] | None = None) -> int:

