@@ -156,7 +156,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if saved_data and cfg.data != "shakespeare" and data.path != Path(cfg.data) and Path(saved_data).name != data.path.name:
         raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
                           f"now {data.path}; resume with the text it trained on, or start a new run from these "
-                          f"weights with --init_from={out_dir}")
+                          f"weights with --init_from={out_dir} --data={cfg.data} --out_dir=<another directory>")
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
@@ -189,11 +189,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         optimizer.load_state_dict(state["optimizer"])
         if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
             scaler.load_state_dict(state["scaler"])
-        try:
-            train_batches.load_state_dict(state["loader"])
+        try:  # (an evaluation reads no batches from it: --eval_only evaluates whatever the data now is)
+            if not cfg.eval_only:
+                train_batches.load_state_dict(state["loader"])
         except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
             raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
-                              f"--init_from={out_dir}, or resume on the data it trained on") from None
+                              f"--init_from={out_dir} --data={cfg.data} --out_dir=<another directory>, or resume on "
+                              "the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)

@@ -182,10 +182,14 @@ class TrainBatches:
             raise ShardError(self._windows.data_dir.path, f"saved loader state version {state.get('version')}, "
                                                           f"expected {STATE_VERSION}")
         mine = self.state_dict()
-        if state["split"] == mine["split"] and state["num_tokens"] != mine["num_tokens"]:
-            raise DataChanged(self._windows.data_dir.path, f"its {self.split} split has {mine['num_tokens']:,} "
-                                                           f"tokens, and had {state['num_tokens']:,} when the state "
-                                                           "was saved: it was prepared again since")
+        # (at the same block size, other windows mean other shards: prepared again with another
+        # --shard_tokens was 'does not fit: windows_per_epoch: saved 311, now 302': review, session 23)
+        if state["split"] == mine["split"] and (state["num_tokens"] != mine["num_tokens"] or (
+                state["block_size"] == mine["block_size"] and state["windows_per_epoch"] != mine["windows_per_epoch"])):
+            raise DataChanged(self._windows.data_dir.path, f"its {self.split} split has {mine['num_tokens']:,} tokens "
+                                                           f"in {mine['windows_per_epoch']:,} windows, and had "
+                                                           f"{state['num_tokens']:,} in {state['windows_per_epoch']:,} "
+                                                           "when the state was saved: it was prepared again since")
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:

@@ -277,14 +277,21 @@ def test_restored_loader_yields_the_same_next_batches(tmp_path, steps):
 
 
 def test_state_from_other_data_is_refused(tmp_path):
-    for name, length in (("a", 1200), ("b", 1300)):
+    for name, lengths in (("a", [1200]), ("b", [1300]), ("c", [600, 600])):
         (tmp_path / name).mkdir()
-        counting_dir(tmp_path / name, [length])
+        counting_dir(tmp_path / name, lengths)
     state = TrainBatches(tmp_path / "a", 4, 15).state_dict()
+    b, c = (TrainBatches(tmp_path / name, 4, 15) for name in "bc")
+    assert c.windows_per_epoch < state["windows_per_epoch"]  # windows never cross a shard
     # (a ShardError, so a ValueError, which train.py turns into advice: see test_train.py)
-    with pytest.raises(DataChanged, match=r"b: its train split has 1,300 tokens, and had 1,200 when the state was "
-                                          r"saved: it was prepared again since$"):
-        TrainBatches(tmp_path / "b", 4, 15).load_state_dict(state)
+    with pytest.raises(DataChanged, match=rf"b: its train split has 1,300 tokens in {b.windows_per_epoch} windows, and "
+                                          rf"had 1,200 in {state['windows_per_epoch']} when the state was saved: it "
+                                          r"was prepared again since$"):
+        b.load_state_dict(state)
+    # the same tokens in other shards (prepared again with another --shard_tokens)
+    with pytest.raises(DataChanged, match=rf"c: its train split has 1,200 tokens in {c.windows_per_epoch} windows, and "
+                                          rf"had 1,200 in {state['windows_per_epoch']} when"):
+        c.load_state_dict(state)
     with pytest.raises(ValueError, match="block_size"):
         TrainBatches(tmp_path / "a", 4, 16).load_state_dict(state)
 

@@ -1543,7 +1543,12 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
     assert err.startswith(f"train.py: error: --data={text} changed since the checkpoint: it was prepared as {saved}, "
                           f"and is now {tmp_path / 'cache'}/"), err
     assert err.endswith(f"; resume with the text it trained on, or start a new run from these weights with "
-                        f"--init_from={out}")
+                        f"--init_from={out} --data={text} --out_dir=<another directory>")
+    advice = err.split("start a new run from these weights with ")[1]  # as printed (review, session 23)
+    again = tmp_path / "again"
+    assert train.main([*advice.replace("<another directory>", str(again)).split(), f"--data_cache={tmp_path / 'cache'}",
+                       *TINY, "--max_iters=2", "--eval_interval=100"]) == 0
+    assert open_checkpoint(again).meta["config"]["data"] == str(text)
     first.write_text(first.read_text().removesuffix(" an edit"))
     assert train.main(["--init_from=resume", "--max_iters=4", f"--data_cache={tmp_path / 'cache2'}",
                        f"--out_dir={out}"]) == 0
@@ -1566,13 +1571,22 @@ def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_
     capsys.readouterr()
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1
     tokens = DataDir(data).num_tokens("train")
-    assert capsys.readouterr().err == (
-        f"train.py: error: cannot resume {out}: {data}: its train split has {tokens:,} tokens, and had "
-        f"{tokens - len(' an edit'):,} when the state was saved: it was prepared again since; start a new run "
-        f"from its weights with --init_from={out}, or resume on the data it trained on\n")
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        rf"train\.py: error: cannot resume {re.escape(str(out))}: {re.escape(str(data))}: its train split has "
+        rf"{tokens:,} tokens in [\d,]+ windows, and had {tokens - len(' an edit'):,} in [\d,]+ when the state was "
+        rf"saved: it was prepared again since; start a new run from its weights with --init_from={re.escape(str(out))} "
+        rf"--data={re.escape(str(data))} --out_dir=<another directory>, or resume on the data it trained on\n", err), err
     assert sorted(p.name for p in out.iterdir()) == before
-    assert train.main([f"--init_from={out}", f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100",
-                       f"--out_dir={tmp_path / 'again'}"]) == 0  # the way the message gives
+    # the way the message gives, as printed (review, session 23: without --out_dir it was refused)
+    advice = err.split("start a new run from its weights with ")[1].split(",")[0]
+    again = tmp_path / "again"
+    assert train.main([*advice.replace("<another directory>", str(again)).split(), *TINY, "--max_iters=2",
+                       "--eval_interval=100"]) == 0
+    assert open_checkpoint(again).meta["config"]["data"] == str(data)
+    # an evaluation needs no loader state: it evaluates the checkpoint on the data as it is now
+    assert train.main(["--init_from=resume", "--eval_only=true", f"--out_dir={out}"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
