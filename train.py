@@ -53,7 +53,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             open_resumable, pretrained_config, pretrained_tokenizer, save_checkpoint, set_aside,
                             unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
-                        fit_compile, parse_args, resume_config)
+                        fit_compile, new_run_from, parse_args, resume_config)
 from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
                         sigterm_raises)
 from gpt.files import describe_error
@@ -156,7 +156,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if saved_data and cfg.data != "shakespeare" and data.path != Path(cfg.data) and Path(saved_data).name != data.path.name:
         raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
                           f"now {data.path}; resume with the text it trained on, or start a new run from these "
-                          f"weights with --init_from={out_dir} --data={cfg.data} --out_dir=<another directory>")
+                          f"weights with {new_run_from(out_dir, cfg)}")
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
@@ -194,8 +194,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 train_batches.load_state_dict(state["loader"])
         except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
             raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
-                              f"--init_from={out_dir} --data={cfg.data} --out_dir=<another directory>, or resume on "
-                              "the data it trained on") from None
+                              f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)

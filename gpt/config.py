@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import shlex
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -411,6 +412,16 @@ BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation", "qk_norm", "qk_scale")
 
 
+def new_run_from(out_dir, cfg: TrainConfig) -> str:
+    """The options, quoted for a shell, that start a new run from out_dir's weights on cfg's data
+    (its --data_cache too, where not the default): the way on that refusals of a resume give.
+    `--init_from=out_dir` alone was refused as printed ("out holds a run") and, with an --out_dir,
+    trained on the default data (reviews, session 23)."""
+    cache = [] if cfg.data_cache == TrainConfig.data_cache else [f"--data_cache={shlex.quote(cfg.data_cache)}"]
+    return " ".join([f"--init_from={shlex.quote(str(out_dir))}", f"--data={shlex.quote(cfg.data)}", *cache,
+                     "--out_dir=<another directory>"])
+
+
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
@@ -420,7 +431,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
                if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
     if differs:
         raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
-                         + "\n(to start a new run from these weights, use --init_from=<the run directory>)")
+                         + "\n(to start a new run from these weights with these options, give them with "
+                           "--init_from=<the run directory> --out_dir=<another directory>)")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
     if "fp8" in user_keys and not cfg.fp8 and "fp8_head" not in user_keys:
         merged["fp8_head"] = False  # it rides on fp8: --fp8=false (say, on a GPU without float8) ends both

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -1543,11 +1544,13 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
     assert err.startswith(f"train.py: error: --data={text} changed since the checkpoint: it was prepared as {saved}, "
                           f"and is now {tmp_path / 'cache'}/"), err
     assert err.endswith(f"; resume with the text it trained on, or start a new run from these weights with "
-                        f"--init_from={out} --data={text} --out_dir=<another directory>")
-    advice = err.split("start a new run from these weights with ")[1]  # as printed (review, session 23)
+                        f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>")
+    advice = err.split("start a new run from these weights with ")[1]  # as printed (reviews, session 23)
     again = tmp_path / "again"
-    assert train.main([*advice.replace("<another directory>", str(again)).split(), f"--data_cache={tmp_path / 'cache'}",
-                       *TINY, "--max_iters=2", "--eval_interval=100"]) == 0
+    capsys.readouterr()
+    assert train.main([*shlex.split(advice.replace("<another directory>", str(again))), *TINY, "--max_iters=2",
+                       "--eval_interval=100"]) == 0
+    assert "using the prepared data in " + str(tmp_path / "cache") in capsys.readouterr().out  # not prepared again
     assert open_checkpoint(again).meta["config"]["data"] == str(text)
     first.write_text(first.read_text().removesuffix(" an edit"))
     assert train.main(["--init_from=resume", "--max_iters=4", f"--data_cache={tmp_path / 'cache2'}",
@@ -1561,7 +1564,7 @@ def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_
     from gpt.prepare import prepare
 
     text = write_corpus(tmp_path / "text", docs=6, words=120)
-    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "my data", quiet=True)
     out = tmp_path / "run"
     assert train.main([f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     first = sorted(text.iterdir())[0]
@@ -1576,17 +1579,32 @@ def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_
         rf"train\.py: error: cannot resume {re.escape(str(out))}: {re.escape(str(data))}: its train split has "
         rf"{tokens:,} tokens in [\d,]+ windows, and had {tokens - len(' an edit'):,} in [\d,]+ when the state was "
         rf"saved: it was prepared again since; start a new run from its weights with --init_from={re.escape(str(out))} "
-        rf"--data={re.escape(str(data))} --out_dir=<another directory>, or resume on the data it trained on\n", err), err
+        rf"--data='{re.escape(str(data))}' --out_dir=<another directory>, or resume on the data it trained on\n",
+        err), err
     assert sorted(p.name for p in out.iterdir()) == before
-    # the way the message gives, as printed (review, session 23: without --out_dir it was refused)
-    advice = err.split("start a new run from its weights with ")[1].split(",")[0]
+    # the way the message gives, as printed, quoted for a shell (reviews, session 23: without
+    # --out_dir it was refused; without --data it trained on the default data)
+    advice = err.split("start a new run from its weights with ")[1].split(", or")[0]
     again = tmp_path / "again"
-    assert train.main([*advice.replace("<another directory>", str(again)).split(), *TINY, "--max_iters=2",
+    assert train.main([*shlex.split(advice.replace("<another directory>", str(again))), *TINY, "--max_iters=2",
                        "--eval_interval=100"]) == 0
     assert open_checkpoint(again).meta["config"]["data"] == str(data)
     # an evaluation needs no loader state: it evaluates the checkpoint on the data as it is now
     assert train.main(["--init_from=resume", "--eval_only=true", f"--out_dir={out}"]) == 0
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_that_data(byte_data, tmp_path, capsys):
+    # "use --init_from=<the run directory>" was refused as printed ("out holds a run") and, given an
+    # --out_dir but not the typed --data again, trained on the default data (review, session 23)
+    out, other = tmp_path / "run", write_corpus(tmp_path / "other", docs=6, words=120)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    typed = [f"--data={other}", f"--data_cache={tmp_path / 'cache'}"]
+    assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
+    assert capsys.readouterr().err.endswith("(to start a new run from these weights with these options, give them "
+                                            "with --init_from=<the run directory> --out_dir=<another directory>)\n")
+    assert train.main([*typed, f"--init_from={out}", f"--out_dir={tmp_path / 'again'}", "--max_iters=2"]) == 0
+    assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(other)
 
 
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
