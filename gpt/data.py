@@ -173,6 +173,7 @@ class TrainBatches:
             "block_size": self.block_size,
             "windows_per_epoch": self.windows_per_epoch,
             "num_tokens": self._windows.num_tokens,
+            "sha256": self._windows.data_dir.split_sha256(self.split),  # (None where prepare did not record it)
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -184,12 +185,17 @@ class TrainBatches:
         mine = self.state_dict()
         # (at the same block size, other windows mean other shards: prepared again with another
         # --shard_tokens was 'does not fit: windows_per_epoch: saved 311, now 302': review, session 23)
+        where = self._windows.data_dir.path
         if state["split"] == mine["split"] and (state["num_tokens"] != mine["num_tokens"] or (
                 state["block_size"] == mine["block_size"] and state["windows_per_epoch"] != mine["windows_per_epoch"])):
-            raise DataChanged(self._windows.data_dir.path, f"its {self.split} split has {mine['num_tokens']:,} tokens "
-                                                           f"in {mine['windows_per_epoch']:,} windows, and had "
-                                                           f"{state['num_tokens']:,} in {state['windows_per_epoch']:,} "
-                                                           "when the state was saved: it was prepared again since")
+            raise DataChanged(where, f"its {self.split} split has {mine['num_tokens']:,} tokens in "
+                                     f"{mine['windows_per_epoch']:,} windows, and had {state['num_tokens']:,} in "
+                                     f"{state['windows_per_epoch']:,} when the state was saved: it was prepared "
+                                     "again since")
+        if state["split"] == mine["split"] and None not in (state.get("sha256"), mine["sha256"]) \
+                and state["sha256"] != mine["sha256"]:  # the same counts, other tokens (a same-length edit)
+            raise DataChanged(where, f"its {self.split} split holds other tokens than when the state was saved (sha256 "
+                                     f"{mine['sha256'][:12]}, was {state['sha256'][:12]}): it was prepared again since")
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:

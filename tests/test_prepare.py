@@ -183,6 +183,20 @@ def test_shakespeare_data_of_another_conversion_is_rebuilt(tmp_path, monkeypatch
     assert not any("Scene III:" in doc for doc in documents(out, "train") + documents(out, "val"))
 
 
+def test_each_split_records_the_sha256_of_its_shards(tmp_path):
+    import hashlib
+
+    (tmp_path / "in").mkdir()
+    for i in range(4):
+        (tmp_path / "in" / f"{i}.txt").write_text(f"story {i}: " + STORY * 3)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", shard_tokens=200)
+    dd = DataDir(out)
+    for split in ("train", "val"):
+        files = [(out / name).read_bytes() for name in dd.meta["splits"][split]["shards"]]
+        assert dd.split_sha256(split) == hashlib.sha256(b"".join(files)).hexdigest()
+    assert len(dd.meta["splits"]["train"]["shards"]) > 1  # (in order, over several shards)
+
+
 def test_large_files_are_read_in_pieces_with_the_same_tokens(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "PIECE_BYTES", 1000)
     monkeypatch.setattr(prep, "CHUNK_CHARS", 3000)

@@ -1594,6 +1594,34 @@ def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_a_resume_on_data_prepared_again_to_the_same_counts_is_refused_too(tmp_path, capsys):
+    # a same-length edit kept every count, and the run resumed on the new text without a word
+    # (review, session 23): prepare records each split's sha256, and the loader's state the train split's
+    import hashlib
+
+    from gpt.data import DataDir
+    from gpt.prepare import prepare
+
+    text = write_corpus(tmp_path / "text", docs=6, words=120)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
+    shards = [data / name for name in DataDir(data).meta["splits"]["train"]["shards"]]
+    assert DataDir(data).split_sha256("train") == hashlib.sha256(b"".join(p.read_bytes() for p in shards)).hexdigest()
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    first = sorted(text.iterdir())[0]
+    first.write_text(first.read_text().replace(" ", "_", 1))  # (in the train split, as above)
+    prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=data, quiet=True)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1
+    assert f": {data}: its train split holds other tokens than when the state was saved (sha256 " in \
+        capsys.readouterr().err
+    # data prepared before splits had a sha256 (or by other means) resumes on its counts, as before
+    meta = json.loads((data / "meta.json").read_text())
+    del meta["splits"]["train"]["sha256"]
+    (data / "meta.json").write_text(json.dumps(meta))
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
+
+
 def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_that_data(byte_data, tmp_path, capsys):
     # "use --init_from=<the run directory>" was refused as printed ("out holds a run") and, given an
     # --out_dir but not the typed --data again, trained on the default data (review, session 23)
