@@ -164,7 +164,7 @@ class TrainBatches:
 
     def state_dict(self) -> dict:
         """Plain ints and strings (safe for torch.load(weights_only=True)): where the next batch comes from."""
-        return {
+        state = {
             "version": STATE_VERSION,
             "split": self.split,
             "seed": self.seed,
@@ -173,8 +173,9 @@ class TrainBatches:
             "block_size": self.block_size,
             "windows_per_epoch": self.windows_per_epoch,
             "num_tokens": self._windows.num_tokens,
-            "sha256": self._windows.data_dir.split_sha256(self.split),  # (None where prepare did not record it)
         }
+        digest = self._windows.data_dir.split_sha256(self.split)  # (what the data was, where prepare recorded it)
+        return {**state, "sha256": digest} if digest else state
 
     def load_state_dict(self, state: dict) -> None:
         """Continue exactly where the saved loader stopped. The seed is taken from the state; the
@@ -192,7 +193,7 @@ class TrainBatches:
                                      f"{mine['windows_per_epoch']:,} windows, and had {state['num_tokens']:,} in "
                                      f"{state['windows_per_epoch']:,} when the state was saved: it was prepared "
                                      "again since")
-        if state["split"] == mine["split"] and None not in (state.get("sha256"), mine["sha256"]) \
+        if state["split"] == mine["split"] and None not in (state.get("sha256"), mine.get("sha256")) \
                 and state["sha256"] != mine["sha256"]:  # the same counts, other tokens (a same-length edit)
             raise DataChanged(where, f"its {self.split} split holds other tokens than when the state was saved (sha256 "
                                      f"{mine['sha256'][:12]}, was {state['sha256'][:12]}): it was prepared again since")
