@@ -4,6 +4,7 @@ same helpers as checkpoints and shards."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -51,3 +52,13 @@ def same_mode_as(path: Path, sibling: Path) -> None:
     group or another user had weights nobody else could sample or fine-tune from. (Reading the umask
     itself means setting it for a moment, which would race other threads' new files.)"""
     os.chmod(path, stat.S_IMODE(os.stat(sibling).st_mode))
+
+
+def files_sha256(*paths: Path) -> str:
+    """sha256 of the files' bytes, one after the other (a LoRA base's weights; a split's shards)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()

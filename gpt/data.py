@@ -134,6 +134,7 @@ class TrainBatches:
         self.batches_per_epoch = self.windows_per_epoch // self.global_batch
         self.tokens_per_epoch = self.windows_per_epoch * block_size  # x tokens in one pass over every window
         self.seed, self.epoch, self._position = seed, 0, 0  # position: next window index in this epoch's order
+        self._saved_sha256: str | None = None  # a loaded state's digest, kept where the data has none
         self._plan: tuple[int, int, np.ndarray, np.ndarray] | None = None
 
     def _epoch_plan(self) -> tuple[np.ndarray, np.ndarray]:
@@ -174,7 +175,9 @@ class TrainBatches:
             "windows_per_epoch": self.windows_per_epoch,
             "num_tokens": self._windows.num_tokens,
         }
-        digest = self._windows.data_dir.split_sha256(self.split)  # (what the data was, where prepare recorded it)
+        # What the data was, where prepare recorded it; else the loaded state's, so that a resume on
+        # a copy without one does not drop the check for good (review, session 23)
+        digest = self._windows.data_dir.split_sha256(self.split) or self._saved_sha256
         return {**state, "sha256": digest} if digest else state
 
     def load_state_dict(self, state: dict) -> None:
@@ -183,6 +186,7 @@ class TrainBatches:
         if state.get("version") != STATE_VERSION:
             raise ShardError(self._windows.data_dir.path, f"saved loader state version {state.get('version')}, "
                                                           f"expected {STATE_VERSION}")
+        self._saved_sha256 = None
         mine = self.state_dict()
         # (at the same block size, other windows mean other shards: prepared again with another
         # --shard_tokens was 'does not fit: windows_per_epoch: saved 311, now 302': review, session 23)
@@ -195,8 +199,9 @@ class TrainBatches:
                                      "again since")
         if state["split"] == mine["split"] and None not in (state.get("sha256"), mine.get("sha256")) \
                 and state["sha256"] != mine["sha256"]:  # the same counts, other tokens (a same-length edit)
-            raise DataChanged(where, f"its {self.split} split holds other tokens than when the state was saved (sha256 "
-                                     f"{mine['sha256'][:12]}, was {state['sha256'][:12]}): it was prepared again since")
+            raise DataChanged(where, f"its {self.split} split's shards are not those the state was saved on (sha256 "
+                                     f"{mine['sha256'][:12]}, was {state['sha256'][:12]}; other tokens or another "
+                                     "--shard_tokens): it was prepared again since")
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:
@@ -205,6 +210,7 @@ class TrainBatches:
             raise ShardError(self._windows.data_dir.path, f"saved loader position {state['position']} is outside "
                                                           f"[0, {self.windows_per_epoch})")
         self.seed, self.epoch, self._position = int(state["seed"]), int(state["epoch"]), int(state["position"])
+        self._saved_sha256 = state.get("sha256")
         self._roll_epoch()
 
     def __repr__(self) -> str:

@@ -46,6 +46,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt import instruct
+from gpt.atomic import files_sha256
 from gpt.errors import Terminated, UsageError, sigterm_raises
 from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -284,18 +285,6 @@ class _SplitWriter:
                 writer.abort()
 
 
-def _files_sha256(directory: Path, names: list[str]) -> str:
-    """sha256 of a split's shard files, in order. A resume checks that its loader state was saved
-    on these tokens: data prepared again to the same counts (a same-length edit) resumed on the new
-    text without a word (review, session 23). Read back once, from the page cache as a rule."""
-    digest = hashlib.sha256()
-    for name in names:
-        with open(directory / name, "rb") as f:
-            while block := f.read(1 << 24):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed: int, num_proc: int,
               shard_tokens: int, max_tokens: int | None, quiet: bool) -> dict:
     """Stream the source through the workers into train/val shards; returns the meta.json content."""
@@ -313,8 +302,11 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
             splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
                           "target_tokens": w.target_tokens, "target_bytes": w.target_bytes, "shards": w.close()}
                       for s, w in writers.items()}
+            # sha256 of each split's shard files, in order (read back, from the page cache as a
+            # rule): a resume checks its loader state was saved on them, where a same-length edit
+            # resumed on the new text without a word (review, session 23)
             for split in splits.values():
-                split["sha256"] = _files_sha256(directory, split["shards"])
+                split["sha256"] = files_sha256(*(directory / name for name in split["shards"]))
             supervised = any(w.masked for w in writers.values())
         except BaseException:
             bar.close()

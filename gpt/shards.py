@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import typing
@@ -338,6 +339,10 @@ class DataDir:
                     problems.append(f'splits.{name}.{k} is missing, and "supervised" is true')
                 else:
                     positive_int(f"splits.{name}.{k}", split[k])
+            if "sha256" in split:  # (data/prepare.py's since 2026-11-26: a resume checks it)
+                check(f"splits.{name}.sha256", split["sha256"],
+                      isinstance(split["sha256"], str) and re.fullmatch(r"[0-9a-f]{64}", split["sha256"]) is not None,
+                      "a sha256 in hex")
             shards = split["shards"]
             if not (isinstance(shards, list) and shards and all(isinstance(f, str) and f for f in shards)):
                 check(f"splits.{name}.shards", shards, False, "a list of shard file names")

@@ -429,7 +429,9 @@ def _set(key, value):
     ("tokenizer", 7, "a tokenizer name"),
     ("splits.train.shards", "train_000000.bin", "a list of shard file names"),
     ("splits.train.shards", [1], "a list of shard file names"),
-    ("supervised", "yes", "true or false")])
+    ("supervised", "yes", "true or false"),
+    ("splits.train.sha256", "abc", "a sha256 in hex"),  # (a bad one turned the resume's check off: review 23c)
+    ("splits.train.sha256", None, "a sha256 in hex")])
 def test_meta_json_values_of_the_wrong_type_or_range_are_one_error_naming_the_key(tmp_path, key, value, expected):
     make_data_dir(tmp_path, {"train": [np.arange(100)], "val": [np.arange(100)]})
     edit_meta(tmp_path, _set(key, value))
