@@ -191,17 +191,19 @@ class TrainBatches:
         # (at the same block size, other windows mean other shards: prepared again with another
         # --shard_tokens was 'does not fit: windows_per_epoch: saved 311, now 302': review, session 23)
         where = self._windows.data_dir.path
-        if state["split"] == mine["split"] and (state["num_tokens"] != mine["num_tokens"] or (
-                state["block_size"] == mine["block_size"] and state["windows_per_epoch"] != mine["windows_per_epoch"])):
-            raise DataChanged(where, f"its {self.split} split has {mine['num_tokens']:,} tokens in "
-                                     f"{mine['windows_per_epoch']:,} windows, and had {state['num_tokens']:,} in "
-                                     f"{state['windows_per_epoch']:,} when the state was saved: it was prepared "
-                                     "again since")
-        if state["split"] == mine["split"] and None not in (state.get("sha256"), mine.get("sha256")) \
-                and state["sha256"] != mine["sha256"]:  # the same counts, other tokens (a same-length edit)
-            raise DataChanged(where, f"its {self.split} split's shards are not those the state was saved on (sha256 "
-                                     f"{mine['sha256'][:12]}, was {state['sha256'][:12]}; other tokens or another "
-                                     "--shard_tokens): it was prepared again since")
+        if state["split"] == mine["split"]:
+            other_windows = state["block_size"] == mine["block_size"] and state["windows_per_epoch"] != mine[
+                "windows_per_epoch"]
+            if state["num_tokens"] != mine["num_tokens"] or other_windows:
+                raise DataChanged(where, f"its {self.split} split has {mine['num_tokens']:,} tokens in "
+                                         f"{mine['windows_per_epoch']:,} windows, and had {state['num_tokens']:,} in "
+                                         f"{state['windows_per_epoch']:,} when the state was saved: it was prepared "
+                                         "again since")
+            if None not in (state.get("sha256"), mine.get("sha256")) and state["sha256"] != mine["sha256"]:
+                # the same counts, other tokens (a same-length edit) or other shards
+                raise DataChanged(where, f"its {self.split} split's shards are not those the state was saved on "
+                                         f"(sha256 {mine['sha256'][:12]}, was {state['sha256'][:12]}; other tokens or "
+                                         "another --shard_tokens): it was prepared again since")
         differs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}"
                    for k in ("split", "block_size", "windows_per_epoch", "num_tokens") if state[k] != mine[k]]
         if differs:

@@ -311,9 +311,8 @@ class DataDir:
 
     def split_sha256(self, split: str) -> str | None:
         """The sha256 of the split's shard files, as data/prepare.py recorded it (None in data
-        prepared before it did, 2026-11-26, or by other means)."""
-        digest = self.meta["splits"].get(split, {}).get("sha256")
-        return digest if isinstance(digest, str) else None
+        prepared before it did, 2026-11-26, or by other means; a malformed one is refused on opening)."""
+        return self.meta["splits"].get(split, {}).get("sha256")
 
     def _meta_problems(self) -> list[str]:
         meta, problems = self.meta, []
