@@ -365,6 +365,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
     warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
+    plan_timed = 0  # the number of steps the plan was timed on
     reserve_s = budget_reserve_s(device)
     t_last = time.perf_counter()
     while True:
@@ -372,14 +373,14 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             step_s = (train_s - timing_from[1]) / (step - timing_from[0])
             steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_times[-1] if eval_times else None,
                                             accum, dist, reserve_s, evaluation_next=step % cfg.eval_interval == 0)
-            planned = (step, train_s)
+            planned, plan_timed = (step, train_s), step - timing_from[0]
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
             if dist.is_main and steps > step + 1:
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
-                    f"--max_iters={steps} repeats this run (unless it is shortened at an evaluation)")
+                    f"--max_iters={steps} repeats this run (unless it is shortened later)")
             elif dist.is_main:  # (steps_in_budget's least: one step, however late)
                 say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
                     f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
@@ -491,17 +492,22 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
             planned = (step, train_s)
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
-        # comes next (at the loop's top), so that its checkpoint records the count the run is on; not
-        # while --profile records, whose steps are slow (they would cut the run for good).
-        if planned and step % cfg.eval_interval == 0 and planned[0] < step < cfg.max_iters \
-                and (profiled_until is None or step > profiled_until):
+        # comes next (at the loop's top), so that its checkpoint records the count the run is on, and
+        # where the losses were just read (the device waited: the time is exact) once as many steps
+        # were timed since the plan as the plan was made from: the CPU default, its steps slowed from
+        # 163 to 1,009 ms by other work after its plan, looked first at step 500's evaluation and
+        # ended 482 s into its 300 (session 24). Not while --profile records, whose steps are slow
+        # (they would cut the run for good).
+        evaluation_next = step % cfg.eval_interval == 0
+        if planned and (evaluation_next or logging and step - planned[0] >= plan_timed) \
+                and planned[0] < step < cfg.max_iters and (profiled_until is None or step > profiled_until):
             shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
                                         statistics.median(eval_times) if eval_times else None, accum, dist,
-                                        reserve_s, say)
+                                        reserve_s, say, evaluation_next)
             if shorter is not cfg:
                 cfg, progress.total = shorter, shorter.max_iters
                 on_rank0(dist, lambda: write_config(out_dir, cfg))
-                logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation step)
+                logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation or log step)
         if logging:  # speed as the mean over the steps since the last record
             dt = (train_s - logged[1]) / (step - logged[0])
             logged = (step, train_s)
@@ -553,6 +559,12 @@ BUDGET_RESERVE_S = {"cpu": 2.0, "cuda": 3.5}
 # It was 5%: three of those four H100 runs kept their counts under it, closed their accounts
 # 0.4-1.9% past their 90 s, and their processes ended 3-5 s past it.
 BUDGET_SLACK = 0.01
+# The same between evaluations, where the run looks at every --log_interval. The speed since the
+# plan lags a slowdown, so each look cuts too little and the next cuts again. In a model of the
+# loop (not a run) on the CPU default's plan (about 1,800 steps of 163 ms in 300 s, an evaluation
+# every 500 steps), steps slowed 1.2-8x from step 60, 600 or 1,500 ended 300-311 s in after at
+# most 12 cuts with 5%, 300-304 s after up to 32 cuts with 1%, and 301-639 s looked at evaluations only.
+BUDGET_SLACK_BETWEEN = 0.05
 
 
 def budget_reserve_s(device: torch.device) -> float:
@@ -609,24 +621,27 @@ def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s:
 
 
 def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                      accum: int, dist: Dist, reserve_s: float, say) -> TrainConfig:
-    """A budgeted run at the end of a step that an evaluation follows: where the run no longer fits
-    its budget at the speed of its steps since the count was fixed (`step_s`), a count that does,
-    else cfg itself. The plan made at the end of warmup can be far off: on an H100 one run of the
-    GPU default's 90 s recipe took 124 s, another 77 s (README "On a GPU"). eval_s: the median
-    evaluation so far, so that one slow one does not cut the run for good. The stop moves only
-    earlier (a later one would train on at min_lr), and the learning rate keeps the steps already
-    taken (`refit_schedule`). The evaluation to come is counted; where not even one more step
+                      accum: int, dist: Dist, reserve_s: float, say, evaluation_next: bool = True) -> TrainConfig:
+    """A budgeted run at the end of a step that an evaluation follows (`evaluation_next`), or of
+    one whose losses were read: where the run no longer fits its budget at the speed of its steps
+    since the count was fixed (`step_s`), a count that does, else cfg itself. The plan made at the
+    end of warmup can be far off: on an H100 one run of the GPU default's 90 s recipe took 124 s,
+    another 77 s (README "On a GPU"). eval_s: the median evaluation so far, so that one slow one
+    does not cut the run for good. The stop moves only earlier (a later one would train on at
+    min_lr), and the learning rate keeps the steps already taken (`refit_schedule`). An
+    evaluation to come is counted; where not even one more step
     fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
-    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300).
+    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300);
+    between evaluations, where it looks at every log_interval, within BUDGET_SLACK_BETWEEN.
     A run resumed past its warmup has a count and no plan: it takes no second look."""
-    late = replace(cfg, time_budget=cfg.time_budget * (1 + BUDGET_SLACK))
+    slack = BUDGET_SLACK if evaluation_next else BUDGET_SLACK_BETWEEN
+    late = replace(cfg, time_budget=cfg.time_budget * (1 + slack))
     if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
-                       evaluation_next=True)[0] >= cfg.max_iters:
+                       evaluation_next=evaluation_next)[0] >= cfg.max_iters:
         return cfg
     steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
-                                    evaluation_next=True)
+                                    evaluation_next=evaluation_next)
     shorter = refit_schedule(cfg, step, steps)
     repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
     if cfg.lr_schedule == "wsd":  # an earlier look may have changed it

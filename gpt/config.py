@@ -57,7 +57,7 @@ class TrainConfig:
     max_iters: int = opt(0, "optimizer steps in the run; 0 = as many as fit in time_budget")
     time_budget: float = opt(300.0, "with max_iters 0: seconds of wall-clock for the whole run, start-up included; "
                                     "the step count is fixed at the end of warmup, from the speed of its steps, and "
-                                    "moved earlier at an evaluation if the run falls behind")
+                                    "moved earlier if the run falls behind")
     learning_rate: float = opt(4e-3, "peak learning rate")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")
