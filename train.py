@@ -37,7 +37,9 @@ if __name__ == "__main__":  # Ctrl-C during the imports below is that one line t
 
     one_line_on_ctrl_c(f"train.py: error: {INTERRUPTED}")
 
+import collections
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -365,7 +367,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
     warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
-    plan_timed = 0  # the number of steps the plan was timed on
+    # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
+    # last two intervals between them, for a look between evaluations
+    marks: collections.deque = collections.deque(maxlen=3)
     reserve_s = budget_reserve_s(device)
     t_last = time.perf_counter()
     while True:
@@ -373,7 +377,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             step_s = (train_s - timing_from[1]) / (step - timing_from[0])
             steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_times[-1] if eval_times else None,
                                             accum, dist, reserve_s, evaluation_next=step % cfg.eval_interval == 0)
-            planned, plan_timed = (step, train_s), step - timing_from[0]
+            planned = (step, train_s)
+            marks.clear()
+            marks.append(planned)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
@@ -491,17 +497,29 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                     say)
         if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
             planned = (step, train_s)
+            marks.clear()
+        if planned and (logging or not marks):
+            marks.append((step, train_s))
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
-        # comes next (at the loop's top), so that its checkpoint records the count the run is on, and
-        # where the losses were just read (the device waited: the time is exact) once as many steps
-        # were timed since the plan as the plan was made from: the CPU default, its steps slowed from
-        # 163 to 1,009 ms by other work after its plan, looked first at step 500's evaluation and
-        # ended 482 s into its 300 (session 24). Not while --profile records, whose steps are slow
+        # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
+        # the speed of its steps since the plan. Not while --profile records, whose steps are slow
         # (they would cut the run for good).
+        # And between evaluations, where the losses were just read (the device waited: the time is
+        # exact), at the slowest speed that the steps since the plan and each of the last two log
+        # intervals agree on: a slowdown that lasts is seen within two intervals, and one slow
+        # interval alone (a pause of the machine) cuts nothing between evaluations (in a model of
+        # the loop, a 1 s pause just after the CPU default's plan cut it to 262 s of its 300 where
+        # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
+        # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
+        # 482 s into its 300 (session 24).
         evaluation_next = step % cfg.eval_interval == 0
-        if planned and (evaluation_next or logging and step - planned[0] >= plan_timed) \
-                and planned[0] < step < cfg.max_iters and (profiled_until is None or step > profiled_until):
-            shorter = shorten_to_budget(cfg, started, step, (train_s - planned[1]) / (step - planned[0]),
+        between = logging and len(marks) == 3 and not evaluation_next
+        if planned and (evaluation_next or between) and planned[0] < step < cfg.max_iters \
+                and (profiled_until is None or step > profiled_until):
+            step_s = (train_s - planned[1]) / (step - planned[0])
+            if between:
+                step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(marks)))
+            shorter = shorten_to_budget(cfg, started, step, step_s,
                                         statistics.median(eval_times) if eval_times else None, accum, dist,
                                         reserve_s, say, evaluation_next)
             if shorter is not cfg:
@@ -562,8 +580,8 @@ BUDGET_SLACK = 0.01
 # The same between evaluations, where the run looks at every --log_interval. The speed since the
 # plan lags a slowdown, so each look cuts too little and the next cuts again. In a model of the
 # loop (not a run) on the CPU default's plan (about 1,800 steps of 163 ms in 300 s, an evaluation
-# every 500 steps), steps slowed 1.2-8x from step 60, 600 or 1,500 ended 300-311 s in after at
-# most 12 cuts with 5%, 300-304 s after up to 32 cuts with 1%, and 301-639 s looked at evaluations only.
+# every 500 steps), steps slowed 1.2-8x from step 60, 600 or 1,500 ended 299-312 s in after at
+# most 11 cuts with 5%, 299-303 s after up to 32 cuts with 1%, and 299-639 s looked at evaluations only.
 BUDGET_SLACK_BETWEEN = 0.05
 
 

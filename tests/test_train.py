@@ -349,6 +349,31 @@ def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_bud
     assert took < budget + 2.5, (took, steps, plan["first"])  # the plan's count would have taken about 3x the rest
 
 
+def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tmp_path, monkeypatch, one_thread):
+    # A look between evaluations takes the slowest speed that the steps since the plan and each of
+    # the last two log intervals agree on: one slow interval (a pause of the machine) is not taken as
+    # the run's speed. The step to step 12 pauses 2 s: the mean since the plan alone is >= 1 s there.
+    real_clip, real_shorten, calls, looks = torch.nn.utils.clip_grad_norm_, train.shorten_to_budget, [], []
+
+    def pause_in_step_12(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 12:
+            time.sleep(2.0)
+        return real_clip(*args, **kwargs)
+
+    def spy(cfg, started, step, step_s, *args):
+        looks.append((step, step_s))
+        return real_shorten(cfg, started, step, step_s, *args)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", pause_in_step_12)
+    monkeypatch.setattr(train, "shorten_to_budget", spy)
+    monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)
+    assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100000", "--max_iters=0",
+                       "--time_budget=8", f"--out_dir={tmp_path}"]) == 0
+    assert looks[0][0] == 12  # the plan at step 10, then a look at each step (--log_interval=1) from the second
+    assert all(step_s < 0.1 for _, step_s in looks), looks  # TINY's steps take a few ms
+
+
 def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
     # speed swings of a percent must not cut a run (and its learning rate's end) for less; 5% let
     # three 90 s runs on an H100 end 3-5 s late (issue 9's sixth GPU session)
@@ -1452,9 +1477,9 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
                        "--eval_interval=40", "--profile=2", f"--out_dir={out}"]) == 0
     said = capsys.readouterr().out
     assert f"profile of steps 21-22: {out / 'profile.txt'}" in said  # from the end of warmup, after the plan
-    # the steps since step 22 only; first looked at once 16 were timed since, as many as the plan was
-    # timed on (steps 4-20): at a log step (every step here), before step 40's evaluation
-    assert looks and looks[0][0] == 38 and looks[0][1] < 0.05, looks
+    # the steps since step 22 only; first looked at once two log intervals (a step each here) were
+    # timed since, before step 40's evaluation
+    assert looks and looks[0][0] == 24 and looks[0][1] < 0.05, looks
     # The account names the writing, which the plan cannot count, rather than calling it steps (hunt, session 22)
     spent = re.search(r"time budget 8 s: ([\d.]+) s spent: [\d.]+ s compiling, ([\d.]+) s in training steps, [\d.]+ s in "
                       r"evaluations with their checkpoints, ([\d.]+) s writing the profile and", said)
