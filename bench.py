@@ -578,10 +578,14 @@ def bench_prepare(args: argparse.Namespace) -> None:
               f"{args.tokenizer} tokenizer, {cores} cores")
 
         # End to end in a fresh process, as a user runs it, reporting its own and its workers' peak
-        # RSS. It starts first, while this process is small: a child's ru_maxrss starts at its parent's.
+        # RSS. Its own is VmHWM, the peak of its memory since exec: Linux carries ru_maxrss over
+        # fork and exec, so the child of this process (which has imported torch) reported this
+        # process's 728 MB where data/prepare.py alone peaks at 80 MB (hunt, session 24). Its
+        # workers, forked from it, start from its size.
         script = ("import json, resource, sys; from gpt.prepare import main; rc = main(sys.argv[1:]); "
-                  "print(json.dumps([resource.getrusage(w).ru_maxrss for w in "
-                  "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)])); sys.exit(rc)")
+                  "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]; "
+                  "print(json.dumps([hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+                  "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss])); sys.exit(rc)")
         cmd = [sys.executable, "-c", script, "--input", str(text_dir), "--out_dir", str(out_dir),
                "--tokenizer", args.tokenizer, "--num_proc", str(cores)]
         start = time.perf_counter()

@@ -1,12 +1,17 @@
 """bench.py's pieces that can break without a benchmark run: its recipes are valid train.py
 command lines. (Speed and quality are measured by running bench.py, never asserted here.)"""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import bench
 from gpt.config import TrainConfig, parse_args
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", list(bench.QUALITY_RECIPES))
@@ -128,7 +133,6 @@ def test_quality_defaults_name_known_recipes_and_positive_budgets():
 
 
 def test_the_gpu_script_names_its_stages_and_refuses_others():
-    import subprocess
 
     script = Path(__file__).resolve().parents[1] / ".ci" / "gpu"
     for argv in ([], ["no-such-stage"]):
@@ -143,7 +147,6 @@ def test_a_gpu_stage_at_its_limit_stops_the_commands_children_too(tmp_path):
     # parent, would hold the output open for 60 s.
     import re
     import shutil
-    import subprocess
     import sys
 
     if shutil.which("timeout") is None:
@@ -320,3 +323,14 @@ def test_fresh_compile_cache_is_empty_inside_and_restores_the_environment(monkey
         assert os.environ["TRITON_CACHE_DIR"] == os.path.join(inside, "triton")
     assert not os.path.exists(inside)
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "warm") and "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_prepare_reports_data_prepares_own_peak_memory_not_this_processes():
+    # The bench has imported torch (~700 MB) when it starts data/prepare.py, and Linux carries
+    # ru_maxrss over fork and exec: it reported 728 MB for a preparation that peaks at 80 MB (hunt,
+    # session 24), against the README's "< 200 MB"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "prepare", "--mb=0.5", "--seconds=0.2",
+                           "--num_proc=1", "--tokenizer=byte"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    main_mb = int(re.search(r"peak RSS: main process (\d+) MB", proc.stdout)[1])
+    assert 10 < main_mb < 200, proc.stdout
