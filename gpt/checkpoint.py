@@ -191,9 +191,11 @@ def list_checkpoints(out_dir: str | Path) -> list[Path]:
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:
+    """The complete checkpoint that `latest` or `best` names, else None: missing, unreadable or
+    damaged (bytes that are not UTF-8 were a traceback in train.py and sample.py; hunt, session 24)."""
     try:
-        target = out_dir / (out_dir / name).read_text().strip()
-    except OSError:
+        target = out_dir / (out_dir / name).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
     return target if _is_complete(target) else None
 
@@ -268,7 +270,9 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
         raise NoCheckpoint(f"no complete checkpoint in {path}")
     if found is None and which == "best":  # the newest is not the best: say so rather than stand in for it
         try:
-            why = f"`best` names {(path / 'best').read_text().strip()}, which is gone or incomplete"
+            named = (path / "best").read_text(encoding="utf-8", errors="backslashreplace").strip()
+            why = (f"`best` names {named if named.isprintable() else ascii(named)}, which is gone or incomplete"
+                   if named else "`best` is empty")
         except OSError:
             why = "no evaluation has recorded one (it ran out of memory or was not finite)"
         raise NoCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "

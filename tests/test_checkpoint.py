@@ -11,8 +11,8 @@ import textwrap
 import pytest
 import torch
 
-from gpt.checkpoint import (clean_leftovers, find_checkpoint, list_checkpoints, load_model, open_checkpoint,
-                            open_resumable, save_checkpoint)
+from gpt.checkpoint import (NoCheckpoint, clean_leftovers, find_checkpoint, list_checkpoints, load_model,
+                            open_checkpoint, open_resumable, save_checkpoint)
 from gpt.errors import SaveError, UnreadableFile
 from gpt.model import GPT, GPTConfig
 
@@ -180,6 +180,24 @@ def test_pointer_missing_falls_back_to_newest_complete(tmp_path):
     assert find_checkpoint(tmp_path).name == "ckpt-0000002"
     with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
         find_checkpoint(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize("damage", [b"\x00\xff", b"\xff", b"\x00", b"", b"ckpt-0000009\n"])
+def test_a_damaged_pointer_falls_back_to_newest_complete(tmp_path, damage):
+    # bytes that are not UTF-8 in `latest` or `best` were a UnicodeDecodeError traceback in train.py
+    # and sample.py (hunt, session 24); a pointer to nothing falls back, as a missing one does
+    model = make_model()
+    save(tmp_path, 1, model)
+    save(tmp_path, 2, model)
+    (tmp_path / "latest").write_bytes(damage)
+    (tmp_path / "best").write_bytes(damage)
+    assert find_checkpoint(tmp_path).name == "ckpt-0000002"
+    with pytest.raises(NoCheckpoint, match=r"^no best checkpoint in .*: `best` (names .*, which is gone or incomplete"
+                                           r"|is empty); choose --ckpt=latest") as refused:  # (the newest is not the best)
+        find_checkpoint(tmp_path, "best")
+    assert str(refused.value).isprintable()
+    save(tmp_path, 3, model)  # pruning reads both pointers too (`best` is still damaged)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002", "ckpt-0000003"]
 
 
 def test_non_finite_weights_are_never_saved(tmp_path):
