@@ -427,12 +427,17 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
     max_iters). Changing the architecture, tokenizer or data is refused."""
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
-    differs = [f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
-               if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
-    if differs:
-        raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  " + "\n  ".join(differs)
-                         + "\n(to start a new run from these weights with these options, give them with "
-                           "--init_from=<the run directory> --out_dir=<another directory>)")
+    changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
+    if changed:
+        # Weights keep their shape and tokenizer (and a context up to theirs): with another, the
+        # way on is a new model, where --init_from was refused as printed (hunt, session 24)
+        reshaped = [k for k in changed if k in (*MODEL_KEYS, "tokenizer") or k == "block_size" and cfg.block_size > saved[k]]
+        raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  "
+                          + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)
+                          + (f"\n(the weights keep their {', '.join(reshaped)}: to train with these options, start a "
+                             "new model with them and --out_dir=<another directory>, without --init_from)" if reshaped
+                             else "\n(to start a new run from these weights with these options, give them with "
+                                  f"--init_from={shlex.quote(str(cfg.out_dir))} --out_dir=<another directory>)"))
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
     if "fp8" in user_keys and not cfg.fp8 and "fp8_head" not in user_keys:
         merged["fp8_head"] = False  # it rides on fp8: --fp8=false (say, on a GPU without float8) ends both

@@ -1712,9 +1712,24 @@ def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_th
     typed = [f"--data={other}", f"--data_cache={tmp_path / 'cache'}"]
     assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
     assert capsys.readouterr().err.endswith("(to start a new run from these weights with these options, give them "
-                                            "with --init_from=<the run directory> --out_dir=<another directory>)\n")
+                                            f"with --init_from={out} --out_dir=<another directory>)\n")
     assert train.main([*typed, f"--init_from={out}", f"--out_dir={tmp_path / 'again'}", "--max_iters=2"]) == 0
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(other)
+
+
+@pytest.mark.parametrize("typed, kept", [(["--n_layer=3"], "n_layer"), (["--tokenizer=gpt2"], "tokenizer"),
+                                         (["--block_size=64", "--optimizer=muon"], "block_size")])
+def test_a_resume_typed_with_another_architecture_gives_advice_that_works(byte_data, tmp_path, capsys, typed, kept):
+    # its advice was --init_from=<the run directory> with the options, which refuses another shape
+    # or tokenizer as printed ("the weights of out have their own architecture"; hunt, session 24)
+    out, text = tmp_path / "run", write_corpus(tmp_path / "text", docs=20, words=400)  # enough for gpt2's windows
+    common = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--tokenizer=byte"]
+    assert train.main([*common, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith(f"(the weights keep their {kept}: to train with these options, start a new model with them "
+                        "and --out_dir=<another directory>, without --init_from)\n"), err
+    assert train.main([*common, *typed, "--max_iters=1", f"--out_dir={tmp_path / 'new'}"]) == 0
 
 
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
