@@ -96,8 +96,9 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
 def pick_dtype(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
     """(dtype, why). auto: bf16 autocast on GPUs that support it, else fp16 with a GradScaler;
     fp32 on the CPU (bf16 autocast measured slower for training there: see bench.py train)."""
-    if requested != "auto":
-        return DTYPES[requested], "requested"
+    if requested != "auto":  # named, as auto's is (it was "requested" alone; hunt, session 24)
+        return DTYPES[requested], {"float32": "fp32", "bfloat16": "bf16 autocast",
+                                   "float16": "fp16 autocast with a GradScaler"}[requested] + ", as requested"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported(including_emulation=False):  # emulated bf16 (V100, T4) is slow
             return torch.bfloat16, "bf16 autocast: this GPU supports it"

@@ -16,7 +16,9 @@ from gpt.runtime import (Dist, StopSignal, gpu_peak_bf16, init_distributed, peak
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
     cpu = torch.device("cpu")
     assert pick_dtype("auto", cpu)[0] == torch.float32
-    assert pick_dtype("bfloat16", cpu) == (torch.bfloat16, "requested")
+    assert pick_dtype("bfloat16", cpu) == (torch.bfloat16, "bf16 autocast, as requested")  # the start line's
+    assert pick_dtype("float16", cpu) == (torch.float16, "fp16 autocast with a GradScaler, as requested")
+    assert pick_dtype("float32", cpu) == (torch.float32, "fp32, as requested")
     assert pick_device("cpu", Dist()) == cpu
 
 
