@@ -243,6 +243,13 @@ def parse_int(text: str) -> int:
     return int(text.replace("_", ""))
 
 
+def _toml_bool_int(value) -> bool:
+    """A TOML integer 0 or 1 given for a boolean: "1" and "0" are boolean words on the command line,
+    so the same digits unquoted in a preset mean the same (hunt, session 24: `bias = 1` was refused
+    while `bias = "1"` passed). Other integers (2) stay errors: no C-style truthiness."""
+    return isinstance(value, int) and not isinstance(value, bool) and value in (0, 1)
+
+
 def _convert(key: str, value, kind: type):
     """A TOML value or a command-line string -> the field's type, or ValueError."""
     if kind is bool:
@@ -250,6 +257,8 @@ def _convert(key: str, value, kind: type):
             return value
         if isinstance(value, str) and value.lower() in TRUE_WORDS + FALSE_WORDS:
             return parse_bool(value)
+        if _toml_bool_int(value):  # `bias = 1` in a preset, as the README promises (hunt, session 24)
+            return bool(value)
     elif kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -277,6 +286,8 @@ def _convert(key: str, value, kind: type):
             return parse_auto_bool(value) if key in AUTO_BOOL_OPTIONS else value
         if isinstance(value, bool):
             return str(value).lower()  # e.g. compile = true in TOML
+        if key in AUTO_BOOL_OPTIONS and _toml_bool_int(value):  # compile = 0, as --compile=0 (hunt, session 24)
+            return str(bool(value)).lower()
     raise ConfigError(f"--{key} expects {kind.__name__}, got {value!r}")
 
 

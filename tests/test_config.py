@@ -186,6 +186,20 @@ def test_booleans_in_toml_presets(tmp_path):
     assert parse_args(["--compile=Reduce-Overhead"])[0].compile == "reduce-overhead"  # torch.compile's mode name
 
 
+def test_toml_integers_0_and_1_are_booleans_in_presets(tmp_path):
+    # (hunt, session 24) the README says 1/0 are booleans in TOML presets too: `bias = 1` was refused
+    # ("--bias expects bool, got 1") while `bias = "1"` passed
+    preset = tmp_path / "p.toml"
+    for written, value in (("1", True), ("0", False)):
+        preset.write_text(f"bias = {written}\nqk_norm = {written}\ncompile = {written}\n")
+        cfg, _ = parse_args([f"--config={preset}"])
+        assert (cfg.bias, cfg.qk_norm, cfg.compile) == (value, value, str(value).lower())
+    for key in ("bias", "compile"):  # other integers are no booleans
+        preset.write_text(f"{key} = 2\n")
+        with pytest.raises(ConfigError, match="expects"):
+            parse_args([f"--config={preset}"])
+
+
 def test_cuda_graphs_of_the_whole_step_run_in_one_process():
     # --compile=reduce-overhead with DDP: inductor's CUDA graph trees and DDP's all-reduce hooks
     # are refused rather than guessed at (pytorch/pytorch#128218: a crash after training)
