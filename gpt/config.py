@@ -250,8 +250,18 @@ def _toml_bool_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value in (0, 1)
 
 
-def _convert(key: str, value, kind: type):
-    """A TOML value or a command-line string -> the field's type, or ValueError."""
+def _value_error(key: str, value, problem: str, where: str | None) -> ConfigError:
+    """A value that does not convert: `--key problem, got value` for the command line; for a preset,
+    `key = value in FILE: problem`, the key as written there and the file named, as an unknown key's
+    message names it (hunt, session 24: `bias = "maybe"` in a preset said only "--bias expects bool")."""
+    if where is None:
+        return ConfigError(f"--{key} {problem}, got {value!r}")
+    return ConfigError(f"{key} = {value!r} in {where}: {problem}")
+
+
+def _convert(key: str, value, kind: type, where: str | None = None):
+    """A TOML value (from the preset `where`) or a command-line string (where None) -> the field's
+    type, or ConfigError."""
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -279,7 +289,7 @@ def _convert(key: str, value, kind: type):
         if number is not None:
             # nan and inf pass every `x < 0` check (all False for nan) and end in tracebacks later
             if not math.isfinite(number):
-                raise ConfigError(f"--{key} must be a finite number, got {value!r}")
+                raise _value_error(key, value, "must be a finite number", where)
             return number
     elif kind is str:
         if isinstance(value, str):
@@ -288,7 +298,7 @@ def _convert(key: str, value, kind: type):
             return str(value).lower()  # e.g. compile = true in TOML
         if key in AUTO_BOOL_OPTIONS and _toml_bool_int(value):  # compile = 0, as --compile=0 (hunt, session 24)
             return str(bool(value)).lower()
-    raise ConfigError(f"--{key} expects {kind.__name__}, got {value!r}")
+    raise _value_error(key, value, f"expects {kind.__name__}", where)
 
 
 def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
@@ -309,18 +319,24 @@ def _check_keys(keys, where: str) -> None:
 
 def load_preset(name_or_path: str) -> dict:
     """A TOML preset: a path, or a name in configs/ (e.g. 'gpt2-124m')."""
-    path = Path(name_or_path)
-    if not path.exists() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
-        path = CONFIG_DIR / f"{name_or_path}.toml"
-    if not path.exists():
-        presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-        raise ConfigError(f"config file {name_or_path!r} not found; presets: {presets}")
+    path = preset_path(name_or_path)
     try:
         values = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     _check_keys(values, str(path))
     return values
+
+
+def preset_path(name_or_path: str) -> Path:
+    """The file of a preset: the path given, or configs/NAME.toml; ConfigError listing the presets."""
+    path = Path(name_or_path)
+    if not path.exists() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
+        raise ConfigError(f"config file {name_or_path!r} not found; presets: {presets}")
+    return path
 
 
 def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
@@ -343,10 +359,13 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
             _check_keys([key], "the command line")
             overrides[key] = value
         i += 1
-    values = load_preset(preset) if preset else {}
-    values.update(overrides)
     hints = typing.get_type_hints(TrainConfig)
-    converted = {k: _convert(k, v, hints[k]) for k, v in values.items()}
+    # A preset's values convert naming its file, the command line's naming the option; a preset's
+    # value the command line overrides is not read, as before (hunt, session 24)
+    where = str(preset_path(preset)) if preset else None
+    converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(preset) if preset else {}).items()
+                 if k not in overrides}
+    converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
     return TrainConfig(**converted), set(converted)
 
 

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from gpt.config import TrainConfig, parse_args, resume_config
@@ -302,8 +304,38 @@ def test_non_finite_floats_are_refused_naming_the_option(arg):
 def test_non_finite_floats_in_a_toml_preset_are_refused(tmp_path):
     preset = tmp_path / "p.toml"
     preset.write_text("time_budget = inf\n")
-    with pytest.raises(ConfigError, match="--time_budget must be a finite number, got inf"):
+    with pytest.raises(ConfigError, match=f"^time_budget = inf in {re.escape(str(preset))}: must be a finite number$"):
         parse_args([f"--config={preset}"])
+
+
+@pytest.mark.parametrize("line, message", [
+    ('bias = "maybe"', "bias = 'maybe' in {}: expects bool"),
+    ("bias = 2", "bias = 2 in {}: expects bool"),
+    ('n_layer = "two"', "n_layer = 'two' in {}: expects int"),
+    ('learning_rate = "fast"', "learning_rate = 'fast' in {}: expects float"),
+    ("out_dir = 3", "out_dir = 3 in {}: expects str"),
+])
+def test_a_bad_value_in_a_preset_names_the_file_and_the_key_as_written(tmp_path, line, message):
+    # (hunt, session 24) a preset's unknown key named its file, a bad value only "--bias expects bool"
+    preset = tmp_path / "p.toml"
+    preset.write_text(line + "\n")
+    with pytest.raises(ConfigError, match="^" + re.escape(message.format(preset)) + "$"):
+        parse_args([f"--config={preset}"])
+    key = line.partition(" ")[0]
+    good = {"bias": "true", "n_layer": "2", "learning_rate": "1e-3", "out_dir": "out"}[key]
+    assert parse_args([f"--config={preset}", f"--{key}={good}"])  # overridden on the command line: not read
+    preset.write_text("n_layer = 2\n")
+    with pytest.raises(ConfigError, match="^--bias expects bool, got 'maybe'$"):  # the command line's: as before
+        parse_args([f"--config={preset}", "--bias=maybe"])
+
+
+def test_a_bad_value_in_a_shipped_preset_names_its_file(monkeypatch, tmp_path):
+    import gpt.config
+
+    (tmp_path / "mine.toml").write_text('eval_only = "perhaps"\n')
+    monkeypatch.setattr(gpt.config, "CONFIG_DIR", tmp_path)
+    with pytest.raises(ConfigError, match=f"^eval_only = 'perhaps' in {re.escape(str(tmp_path / 'mine.toml'))}: "):
+        parse_args(["--config=mine"])
 
 
 @pytest.mark.parametrize("key", ["out_dir", "init_from", "data", "data_cache"])  # (--tokenizer=: not a choice)
