@@ -384,8 +384,12 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
         return cfg, None
     fitted = -(-steps // world_size) * world_size
     tokens = cfg.batch_size * cfg.block_size
+    # each process's share is fitted / world_size micro-batches, not always one: a preset's 3 on 2
+    # processes said "(one share each)" for 2 each (hunt, session 24); one stays "one share each"
+    share = fitted // world_size
+    each = "one share each" if share == 1 else f"{share} micro-batches each"
     note = (f"gradient_accumulation_steps {steps} -> {fitted}, the smallest multiple of {world_size} processes "
-            f"(one share each): tokens per step {tokens * steps:,} -> {tokens * fitted:,}; "
+            f"({each}): tokens per step {tokens * steps:,} -> {tokens * fitted:,}; "
             "set --gradient_accumulation_steps to choose")
     return replace(cfg, gradient_accumulation_steps=fitted), note
 

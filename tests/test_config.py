@@ -222,7 +222,8 @@ def test_config_errors_are_usage_errors_and_value_errors():
 @pytest.mark.parametrize("argv, world, expected, note", [
     ([], 2, 2, "gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
                "tokens per step 2,048 -> 4,096"),
-    (["--config=gpt2-124m"], 3, 18, "gradient_accumulation_steps 16 -> 18"),
+    (["--config=gpt2-124m"], 3, 18, "gradient_accumulation_steps 16 -> 18, the smallest multiple of 3 processes "
+                                     "(6 micro-batches each): tokens per step 524,288 -> 589,824"),
     (["--config=gpt2-124m"], 8, 16, None),  # divides: kept
     ([], 1, 1, None),
     (["--gradient_accumulation_steps=3"], 2, 3, None),  # the user's value: left for validate() to refuse
@@ -239,6 +240,19 @@ def test_unset_accumulation_fits_the_process_count(argv, world, expected, note):
             fitted.validate(world)
     else:
         fitted.validate(world)
+
+
+def test_the_accumulation_note_says_each_process_share(tmp_path):
+    # (hunt, session 24) a preset's 3 under 2 processes became 4 with a note of "(one share each)",
+    # though each process runs 2 micro-batches
+    from gpt.config import fit_accumulation
+
+    preset = tmp_path / "p.toml"
+    preset.write_text("gradient_accumulation_steps = 3\n")
+    fitted, said = fit_accumulation(parse_args([f"--config={preset}"])[0], 2, user_set=False)
+    assert fitted.gradient_accumulation_steps == 4
+    assert "4, the smallest multiple of 2 processes (2 micro-batches each): tokens per step 6,144 -> 8,192" in said
+    fitted.validate(2)
 
 
 def test_command_line_keys_leave_out_the_preset():
