@@ -343,23 +343,29 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     """`[--config FILE] --key=value ...` -> (config, the keys the user set). Later values win:
     dataclass defaults < preset file < command line."""
     preset, overrides, i = None, {}, 0
+    hints = typing.get_type_hints(TrainConfig)
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
             raise ConfigError(f"unexpected argument {arg!r}: options are --key=value\nvalid options:\n{describe_options()}")
-        key, eq, value = arg[2:].partition("=")
+        typed, eq, value = arg[2:].partition("=")
+        key = typed.replace("-", "_")
+        if key != "config":
+            _check_keys([key], "the command line")
         if not eq:  # also accept "--key value"
-            if i + 1 >= len(argv):
-                raise ConfigError(f"--{key} needs a value (--{key}=VALUE)")
+            # ... but not "--key --other": nanoGPT's bare `--bias` before another option took that option
+            # as its value ("--bias expects bool, got '--n_layer=1'"; a string option kept it silently).
+            # A value that begins with -- can still be given as --key=VALUE (hunt, session 24)
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                if hints.get(key) is bool:
+                    raise ConfigError(f"--{typed} needs a value: --{typed}=true or --{typed}=false")
+                raise ConfigError(f"--{typed} needs a value (--{typed}=VALUE)")
             value, i = argv[i + 1], i + 1
-        key = key.replace("-", "_")
         if key == "config":
             preset = value
         else:
-            _check_keys([key], "the command line")
             overrides[key] = value
         i += 1
-    hints = typing.get_type_hints(TrainConfig)
     # A preset's values convert naming its file, the command line's naming the option; a preset's
     # value the command line overrides is not read, as before (hunt, session 24)
     where = str(preset_path(preset)) if preset else None

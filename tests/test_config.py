@@ -255,6 +255,23 @@ def test_the_accumulation_note_says_each_process_share(tmp_path):
     fitted.validate(2)
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--bias", "--n_layer=1"], "--bias needs a value: --bias=true or --bias=false"),
+    (["--eval-only", "--max_iters", "5"], "--eval-only needs a value: --eval-only=true or --eval-only=false"),
+    (["--n_layer=1", "--bias"], "--bias needs a value: --bias=true or --bias=false"),  # last: no value either
+    (["--out_dir", "--bias=true"], "--out_dir needs a value (--out_dir=VALUE)"),  # was out_dir '--bias=true'
+    (["--config", "--n_layer=1"], "--config needs a value (--config=VALUE)"),
+])
+def test_an_option_with_another_option_for_its_value_is_refused(argv, message):
+    # (hunt, session 24) nanoGPT's bare `--bias --n_layer=1` said "--bias expects bool, got '--n_layer=1'"
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        parse_args(argv)
+    with pytest.raises(ConfigError, match="unknown option --biass"):  # an unknown option: said as such
+        parse_args(["--biass", "--n_layer=1"])
+    cfg, _ = parse_args(["--bias", "true", "--out_dir=--odd", "--seed", "-0", "--n_layer", "1"])  # still values
+    assert (cfg.bias, cfg.out_dir, cfg.seed, cfg.n_layer) == (True, "--odd", 0, 1)
+
+
 def test_command_line_keys_leave_out_the_preset():
     from gpt.config import command_line_keys
 
