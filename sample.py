@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import UsageError
+from gpt.errors import Terminated, UsageError
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -378,9 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
         print(f"sample.py: error: {message}", file=sys.stderr)
         return e.exit_status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)
         print(f"\n{INTERRUPTED}", file=sys.stderr)
-        return 130
+        return Terminated.exit_status if isinstance(e, Terminated) else 130
     finally:
         set_kernel_settings(saved_kernel_settings)
 

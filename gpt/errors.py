@@ -19,11 +19,22 @@ from pathlib import Path
 
 
 def one_line_on_ctrl_c(line: str) -> None:
-    """Ctrl-C while a script still imports (torch's imports take seconds) prints `line` instead of
-    a traceback; any other exception keeps its traceback. Set before the imports; the script's main
-    says the same line for Ctrl-C once it runs."""
-    sys.excepthook = lambda kind, e, tb: (print(line, file=sys.stderr) if issubclass(kind, KeyboardInterrupt)
-                                          else sys.__excepthook__(kind, e, tb))
+    """Ctrl-C or SIGTERM while a script still imports (torch's imports take seconds) prints `line`
+    instead of a traceback, and the process ends by that signal, as it would without a handler
+    (the shell's 130 / 143); any other exception keeps its traceback. Set before the imports; the
+    script's main says the same line for either once it runs. (SIGTERM in those seconds ended the
+    process without a word: hunt, session 24.)"""
+    def excepthook(kind, e, tb):
+        if not issubclass(kind, KeyboardInterrupt):
+            return sys.__excepthook__(kind, e, tb)
+        print(line, file=sys.stderr, flush=True)
+        if issubclass(kind, Terminated):  # (Python itself ends an uncaught KeyboardInterrupt by SIGINT)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+
+    sys.excepthook = excepthook
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)  # main's sigterm_raises takes over, and puts this back
 
 
 def out_of_memory(e: BaseException) -> bool:

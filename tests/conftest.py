@@ -39,15 +39,17 @@ def fail_writes(monkeypatch):
 def ctrl_c_at_import():
     """ctrl_c_at_import("train.py", "gpt.metrics", *argv): the script run as `python SCRIPT argv` in a
     fresh interpreter, with Ctrl-C (KeyboardInterrupt) raised where it imports that module, as a
-    user's Ctrl-C during the seconds torch's imports take. Returns the CompletedProcess."""
+    user's Ctrl-C during the seconds torch's imports take; with sigterm=True, SIGTERM sent to it
+    there instead. Returns the CompletedProcess."""
     import subprocess
 
-    def run(script: str, module: str, *argv: str, cwd=None) -> subprocess.CompletedProcess:
-        code = f"""import builtins, runpy, sys
+    def run(script: str, module: str, *argv: str, cwd=None, sigterm=False) -> subprocess.CompletedProcess:
+        interrupt = "os.kill(os.getpid(), signal.SIGTERM)" if sigterm else "raise KeyboardInterrupt"
+        code = f"""import builtins, os, runpy, signal, sys
 real_import = builtins.__import__
 def ctrl_c(name, *args, **kwargs):
     if name == {module!r}:
-        raise KeyboardInterrupt
+        {interrupt}
     return real_import(name, *args, **kwargs)
 builtins.__import__ = ctrl_c
 sys.argv, sys.path[0] = [{script!r}, *{list(argv)!r}], {str(ROOT)!r}

@@ -390,6 +390,22 @@ def test_ctrl_c_while_sample_py_imports_is_one_line_not_a_traceback(tmp_path, ct
 
     proc = ctrl_c_at_import("sample.py", "torch", cwd=tmp_path)
     assert proc.stderr == "sample.py: interrupted\n" and proc.returncode == -signal.SIGINT
+    # SIGTERM there ended the process without a word (hunt, session 24)
+    proc = ctrl_c_at_import("sample.py", "torch", cwd=tmp_path, sigterm=True)
+    assert proc.stderr == "sample.py: interrupted\n" and proc.returncode == -signal.SIGTERM
+
+
+def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch, capsys):
+    # as Ctrl-C's, with the shell's status for SIGTERM: the handler the imports set (above) raises
+    # Terminated, which main said was Ctrl-C's 130
+    import gpt.generation
+    from gpt.errors import Terminated
+
+    def preempted(*args, **kwargs):
+        raise Terminated
+    monkeypatch.setattr(gpt.generation, "generate_samples", preempted)
+    assert sample.main([f"--out_dir={run_dir}", "--device=cpu", "--compile=false"]) == 143
+    assert capsys.readouterr().err.endswith("\nsample.py: interrupted\n")
 
 
 # -- bad values ----------------------------------------------------------------------------------

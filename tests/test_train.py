@@ -1825,6 +1825,9 @@ def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(b
     # Ctrl-C during train.py's own imports (torch's take seconds): the same line, and the shell's 130
     proc = ctrl_c_at_import("train.py", "gpt.metrics", "--max_iters=2", cwd=tmp_path)
     assert proc.stderr == line and proc.returncode == -signal.SIGINT and not list(tmp_path.glob("out*"))
+    # and SIGTERM there: it ended the process without a word (hunt, session 24)
+    proc = ctrl_c_at_import("train.py", "gpt.metrics", "--max_iters=2", cwd=tmp_path, sigterm=True)
+    assert proc.stderr == line and proc.returncode == -signal.SIGTERM and not list(tmp_path.glob("out*"))
 
 
 def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
