@@ -131,8 +131,10 @@ def make_parser() -> _Parser:
                                                     "for every token: for comparison and debugging")
     a("--json", type=_bool, nargs="?", const=True, default=False, help="one JSON object per sample on stdout; "
                                                                          "with --chat, one per stdin line")
-    a("--instruction", default="", help="answer this (text, FILE:path, or -) in the instruction template; "
-                                        "prints only the answer")
+    # None, not "": an explicitly empty --instruction (an unset shell variable) is refused as " " is,
+    # where "" read as "not given" and sampled unconditionally (hunt, session 24)
+    a("--instruction", default=None, help="answer this (text, FILE:path, or -) in the instruction template; "
+                                          "prints only the answer")
     a("--chat", type=_bool, nargs="?", const=True, default=False,
       help="a conversation: each stdin line is the next user message (--json: one JSON request per line)")
     a("--stream", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
@@ -166,9 +168,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 0:
         raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
     args.stop = [_unescape(argv_text(s, "--stop")) for s in args.stop]
-    if args.instruction and args.chat:
+    if args.instruction is not None and args.chat:
         raise UsageError("--instruction answers one message, --chat a conversation: give one of them")
-    if (args.instruction or args.chat) and args.start:
+    if (args.instruction is not None or args.chat) and args.start:
         raise UsageError("--start is for plain continuation; --instruction and --chat build the prompt from the "
                          "instruction template")
     if args.init_from and (args.out_dir != DEFAULT_OUT_DIR or args.ckpt not in ("latest", "best")):
@@ -266,8 +268,9 @@ def sample(args: argparse.Namespace) -> int:
     check_args(args)
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
-    instruction = read_prompt(args.instruction, "--instruction").rstrip("\r\n") if args.instruction else ""
-    if args.instruction and not instruction.strip():  # as --chat --json refuses an empty prompt (audit, 2026-11-26)
+    asked = args.instruction is not None
+    instruction = read_prompt(args.instruction, "--instruction").rstrip("\r\n") if asked else ""
+    if asked and not instruction.strip():  # as --chat --json refuses an empty prompt (audit, 2026-11-26)
         raise UsageError(f"--instruction={args.instruction}: the instruction is empty")
     model, tok, source = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
@@ -300,7 +303,7 @@ def sample(args: argparse.Namespace) -> int:
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
           f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)
-    if args.instruction or args.chat:
+    if asked or args.chat:
         return answer(args, instruction, model, tok, decode_step, device)
 
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
@@ -354,7 +357,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                         repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache)
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
-    if args.instruction:
+    if args.instruction is not None:
         answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
         return 0
     interactive = sys.stdin.isatty()

@@ -443,6 +443,9 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
         ([f"--init_from={run_dir}", f"--ckpt={run_dir}"], "--init_from names the model to sample"),
         (["--init_from=gpt2", "--ckpt=best"], "--ckpt=best: gpt2 is not one of our runs"),
         (["--instruction=-"], "--instruction=-: the instruction is empty"),
+        # given empty (an unset shell variable) is not "not given": it sampled unconditionally (hunt, session 24)
+        ([f"--out_dir={run_dir}", "--instruction="], "--instruction=: the instruction is empty"),
+        ([f"--out_dir={run_dir}", "--instruction", ""], "--instruction=: the instruction is empty"),
     ]:
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))
         rc, out, err = cli(capsys, *args)
