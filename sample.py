@@ -96,7 +96,9 @@ def make_parser() -> _Parser:
                 allow_abbrev=False, add_help=False,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
-    a("--out_dir", default=DEFAULT_OUT_DIR, help="run directory to sample from (default: %(default)s)")
+    # None until check_args: --out_dir=out typed beside --init_from is refused as any other run is,
+    # where comparing with the default let it through silently (hunt, session 24)
+    a("--out_dir", default=None, help=f"run directory to sample from (default: {DEFAULT_OUT_DIR})")
     a("--ckpt", default="latest", help="'latest' (newest complete checkpoint), 'best' (lowest validation loss), "
                                        "or a checkpoint directory (default: %(default)s)")
     a("--init_from", default="", help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
@@ -173,10 +175,12 @@ def check_args(args: argparse.Namespace) -> None:
     if (args.instruction is not None or args.chat) and args.start:
         raise UsageError("--start is for plain continuation; --instruction and --chat build the prompt from the "
                          "instruction template")
-    if args.init_from and (args.out_dir != DEFAULT_OUT_DIR or args.ckpt not in ("latest", "best")):
+    if args.init_from and (args.out_dir is not None or args.ckpt not in ("latest", "best")):
         # they name the model too, and were silently ignored (audit, 2026-11-26)
         raise UsageError("--init_from names the model to sample: leave out --out_dir and --ckpt=PATH "
                          "(--ckpt=best picks the best checkpoint of an --init_from run directory)")
+    if args.out_dir is None:
+        args.out_dir = DEFAULT_OUT_DIR
     if args.chat and args.num_samples != 1:
         raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):

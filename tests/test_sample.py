@@ -440,6 +440,8 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
     for args, needle in [
         (["--init_from=not-a-model"], "neither a directory nor one of gpt2"),
         ([f"--init_from={run_dir}", "--out_dir=elsewhere"], "--init_from names the model to sample: leave out --out_dir"),
+        # the default's own value, typed, was let through silently (hunt, session 24)
+        ([f"--init_from={run_dir}", "--out_dir=out"], "--init_from names the model to sample: leave out --out_dir"),
         ([f"--init_from={run_dir}", f"--ckpt={run_dir}"], "--init_from names the model to sample"),
         (["--init_from=gpt2", "--ckpt=best"], "--ckpt=best: gpt2 is not one of our runs"),
         (["--instruction=-"], "--instruction=-: the instruction is empty"),
