@@ -80,6 +80,17 @@ def _optional_int(value: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an integer or none, got {value!r}") from None
 
 
+def _optional_float(value: str) -> float | None:
+    # --top_p=none, as --top_k=none: the refusal of a bad top_p says "None to disable", which the
+    # command line did not take (hunt, session 24)
+    if value.lower() in ("none", ""):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or none, got {value!r}") from None
+
+
 def _unescape(value: str) -> str:
     r"""\n, \t, \r and \\ in a stop string stand for newline, tab, carriage return, backslash."""
     table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
@@ -111,7 +122,8 @@ def make_parser() -> _Parser:
            "context then slides, keeping its last block_size // 2 tokens each time it fills")
     a("--temperature", type=float, default=0.8, help="0 = greedy (argmax); higher = more random (default: %(default)s)")
     a("--top_k", type=_optional_int, default=200, help="sample among the k most likely tokens; none = off (default: %(default)s)")
-    a("--top_p", type=float, default=1.0, help="nucleus sampling, in (0, 1]; 1 = off (default: %(default)s)")
+    a("--top_p", type=_optional_float, default=1.0, help="nucleus sampling, in (0, 1]; 1 or none = off "
+                                                          "(default: %(default)s)")
     a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off")
     a("--seed", type=int, default=1337, help="random seed: the same seed gives the same samples (default: %(default)s)")
     a("--stop", action="extend", nargs="+", default=[], metavar="STRING",

@@ -29,7 +29,7 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     if top_k is not None and top_k < 1:
         raise ConfigError(f"top_k must be >= 1 (or None to disable), got {top_k}")
     if top_p is not None and not (0 < top_p <= 1 and as_float32(top_p) > 0):
-        raise ConfigError(f"top_p must be in (0, 1] (or None to disable) and above 0 in float32, where sampling runs, "
+        raise ConfigError(f"top_p must be in (0, 1] (1 or None to disable) and above 0 in float32, where sampling runs, "
                           f"got {top_p}")
     if not 0 < as_float32(repetition_penalty) < float("inf"):  # also catches NaN
         raise ConfigError(f"repetition_penalty must be > 0 (1 = off) and finite in float32, where sampling runs, "

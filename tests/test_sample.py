@@ -103,6 +103,17 @@ def test_top_k_1_equals_greedy(capsys, run_dir):
     assert top1[0]["text"] == greedy[0]["text"]
 
 
+def test_top_p_none_is_off_as_the_refusal_of_a_bad_top_p_says(capsys, run_dir):
+    # "top_p must be in (0, 1] (1 or None to disable)", but --top_p=none was refused: invalid float
+    # value (hunt, session 24)
+    rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--top_p=0")
+    assert rc == 1 and "(1 or None to disable)" in err, err
+    args = ("--start=abc", "--temperature=1", "--top_k=none", "--seed=3", "--max_new_tokens=24")
+    off = cli_json(capsys, run_dir, *args, "--top_p=1")
+    for none in "none", "None":
+        assert [s["text"] for s in cli_json(capsys, run_dir, *args, f"--top_p={none}")] == [s["text"] for s in off]
+
+
 def test_same_seed_same_samples_different_seed_different(capsys, run_dir):
     args = ("--start=abc", "--temperature=1", "--top_k=none", "--num_samples=3", "--max_new_tokens=24")
     a = [s["text"] for s in cli_json(capsys, run_dir, *args, "--seed=1")]
@@ -417,6 +428,7 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
     (["--top_p=1.5"], "top_p must be in (0, 1]"),
     (["--top_k=0"], "top_k must be >= 1"),
     (["--top_k=many"], "expected an integer or none"),
+    (["--top_p=many"], "expected a number or none"),
     (["--num_samples=0"], "num_samples must be >= 1"),
     (["--max_new_tokens=-1"], "max_new_tokens must be >= 0"),
     (["--stop="], "stop strings must not be empty"),
