@@ -252,6 +252,8 @@ def read_prompt(start: str, option: str = "--start") -> str:
     if start == "-":
         return decode_utf8(sys.stdin.buffer.read(), f"stdin ({option}=-)", start_of_text=True)
     if start.startswith("FILE:"):
+        if not start[5:]:  # Path("") is ".": "cannot read the prompt file .: Is a directory" (hunt, session 24)
+            raise UsageError(f"{option}=FILE: names no file: give FILE:path")
         path = Path(start[5:])
         try:
             data = path.read_bytes()

@@ -437,6 +437,8 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
     (["ROMEO"], "unexpected argument 'ROMEO'"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
+    (["--start=FILE:"], "--start=FILE: names no file"),  # was "cannot read the prompt file ." (hunt, session 24)
+    (["--instruction=FILE:"], "--instruction=FILE: names no file"),
     (["--ckpt=/nonexistent/ckpt-0000001"], "no checkpoint at /nonexistent/ckpt-0000001"),
     (["--device=cuda:0"] if not torch.cuda.is_available() else ["--device=nonsense"], "device"),
 ])
