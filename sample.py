@@ -111,7 +111,7 @@ def make_parser() -> _Parser:
     # where comparing with the default let it through silently (hunt, session 24)
     a("--out_dir", default=None, help=f"run directory to sample from (default: {DEFAULT_OUT_DIR})")
     a("--ckpt", default="latest", help="'latest' (newest complete checkpoint), 'best' (lowest validation loss), "
-                                       "or a checkpoint directory (default: %(default)s)")
+                                       "or a checkpoint directory (a bare name: in --out_dir) (default: %(default)s)")
     a("--init_from", default="", help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
                                       "hub cache), a Hugging Face GPT-2 directory, or one of our run directories")
     a("--start", default="", help="the prompt: text, FILE:path (read a file), or - (read stdin); "
@@ -222,13 +222,19 @@ def load(args: argparse.Namespace, device: torch.device):
             path, which = Path(args.out_dir), args.ckpt
         else:
             path, which = Path(args.ckpt), "latest"
+            # train.py says "latest ckpt-0000112": a bare name that is nothing here is the run's checkpoint,
+            # where it was "no checkpoint at ckpt-0000112" beside out/ckpt-0000112 (hunt, session 24)
+            if len(path.parts) == 1 and not path.exists():
+                path = Path(args.out_dir) / path
         try:
             model, ckpt = load_model(path, which, device=device)
         except FileNotFoundError as e:
             if not str(e).startswith("no complete checkpoint"):
                 raise  # e.g. a LoRA checkpoint's base model is gone: its own message
-            if args.init_from or args.ckpt not in ("latest", "best"):
+            if args.init_from:
                 raise UsageError(f"no checkpoint at {path}") from None
+            if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)
+                raise UsageError(f"no checkpoint at {path}; {run_checkpoints(args.out_dir)}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
         except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
@@ -243,6 +249,18 @@ def load(args: argparse.Namespace, device: torch.device):
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
     check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
     return model.to(device), tokenizer, source
+
+
+def run_checkpoints(out_dir: str, newest: int = 5) -> str:
+    """The checkpoints of a run, the newest few, named as --ckpt takes them."""
+    from gpt.checkpoint import list_checkpoints
+
+    ckpts = [p.name for p in list_checkpoints(out_dir)]
+    if not ckpts:
+        return f"{out_dir} has no complete checkpoint either"
+    shown = ", ".join(ckpts[-newest:])
+    return (f"{out_dir} has {shown}" if len(ckpts) <= newest else
+            f"{out_dir} has {len(ckpts)} checkpoints, the newest: {shown}")
 
 
 def read_prompt(start: str, option: str = "--start") -> str:

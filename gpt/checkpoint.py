@@ -259,6 +259,15 @@ def clean_leftovers(out_dir: str | Path) -> list[Path]:
     return removed
 
 
+def _hf_config(path: Path) -> bool:
+    """config.json there is a Hugging Face model's (not the settings train.py keeps in a run)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(config, dict) and ("model_type" in config or "n_positions" in config)
+
+
 def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
     path = Path(path)
@@ -267,6 +276,12 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     found = _pointer(path, which)
     ckpts = list_checkpoints(path) if found is None else [found]
     if not ckpts:
+        # A Hugging Face directory whose weights are missing is not one of our runs: name the files
+        # it lacks, where "no checkpoint at DIR" left one guessing (hunt, session 24). Its config.json
+        # is a model's: a run's own config.json (train.py's settings) keeps the message it had.
+        if _hf_config(path):
+            raise NoCheckpoint(f"{path} has a Hugging Face config.json but no weights beside it: neither "
+                               f"model.safetensors nor pytorch_model.bin")
         raise NoCheckpoint(f"no complete checkpoint in {path}")
     if found is None and which == "best":  # the newest is not the best: say so rather than stand in for it
         try:

@@ -486,6 +486,43 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir=elsewhere\n")
 
 
+def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_the_run(capsys, tmp_path, monkeypatch):
+    # train.py prints "latest ckpt-0000112"; --ckpt=ckpt-0000112 said "no checkpoint at ckpt-0000112"
+    # beside out/ckpt-0000112, and a missing one named nothing to choose from (hunt, session 24)
+    monkeypatch.chdir(tmp_path)
+    model = GPT(GPTConfig(**{**TINY, "vocab_size": 257}))
+    meta = {"model_config": model.config.to_dict(), "tokenizer": "byte", "config": {}, "vocab_size": 257}
+    for step in range(1, 8):
+        save_checkpoint(tmp_path / "run", step, model, state={}, meta=meta, keep_last=10)
+    args = ("--out_dir=run", "--max_new_tokens=1", "--device=cpu")
+    rc, _, err = cli(capsys, *args, "--ckpt=ckpt-0000003")
+    assert rc == 0 and "run/ckpt-0000003 (step 3)" in err, err
+    rc, _, err = cli(capsys, *args, "--ckpt=run/ckpt-0000004")  # a path, as before
+    assert rc == 0 and "run/ckpt-0000004 (step 4)" in err, err
+    rc, out, err = cli(capsys, *args, "--ckpt=ckpt-0000099")
+    assert rc == 1 and out == "" and err == (
+        "sample.py: error: no checkpoint at run/ckpt-0000099; run has 7 checkpoints, the newest: ckpt-0000003, "
+        "ckpt-0000004, ckpt-0000005, ckpt-0000006, ckpt-0000007\n")
+    rc, _, err = cli(capsys, "--out_dir=empty", "--ckpt=ckpt-0000001")
+    assert rc == 1 and err.endswith("no checkpoint at empty/ckpt-0000001; empty has no complete checkpoint either\n")
+
+
+def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):
+    # config.json alone was "no checkpoint at DIR" (hunt, session 24)
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_positions": 32}))
+    for arg in f"--init_from={tmp_path / 'hf'}", f"--ckpt={tmp_path / 'hf'}", f"--out_dir={tmp_path / 'hf'}":
+        rc, out, err = cli(capsys, arg)
+        assert rc == 1 and out == "" and err == (
+            f"sample.py: error: {tmp_path / 'hf'} has a Hugging Face config.json but no weights beside it: "
+            "neither model.safetensors nor pytorch_model.bin\n"), err
+    # a run train.py has begun keeps its own config.json: still "no checkpoint yet", not a model's weights
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"out_dir": "run", "max_iters": 10, "n_layer": 2}))
+    rc, _, err = cli(capsys, f"--out_dir={tmp_path / 'run'}")
+    assert rc == 1 and f"no checkpoint in {tmp_path / 'run'}/ yet" in err, err
+
+
 def test_checkpoint_whose_vocabulary_does_not_match_its_tokenizer_is_refused(capsys, tmp_path):
     small = make_run(tmp_path / "small", tokenizer="gpt2", meta_vocab=None)  # 257 ids for GPT-2's 50257
     rc, _, err = cli(capsys, f"--out_dir={small}")
