@@ -83,10 +83,15 @@ def _streamer(out: IO[str]) -> Callable[[int, str], None]:
     return on_text
 
 
-def _record(s: Sample, **extra) -> str:
-    return json.dumps({**extra, "text": s.text, "tokens": s.tokens, "finish_reason": s.finish_reason,
-                       "tokens_per_s": round(s.tokens_per_s, 2), "seconds": round(s.seconds, 4)},
-                      ensure_ascii=False) + "\n"
+def _record(s: Sample, dropped_turns: int | None = None, **first) -> str:
+    # The keys in the order documented (module docstring, README): `first` (index and prompt, or
+    # line), the sample, dropped_turns after finish_reason, then the timings. dropped_turns came
+    # second, before "text" (hunt, session 24).
+    record = {**first, "text": s.text, "tokens": s.tokens, "finish_reason": s.finish_reason}
+    if dropped_turns is not None:
+        record["dropped_turns"] = dropped_turns
+    record.update(tokens_per_s=round(s.tokens_per_s, 2), seconds=round(s.seconds, 4))
+    return json.dumps(record, ensure_ascii=False) + "\n"
 
 
 def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, out: IO[str], *,

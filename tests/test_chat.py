@@ -114,6 +114,8 @@ def test_instruction_prints_only_the_greedy_answer_to_the_template(capsys, tmp_p
     rc, out, _ = cli(capsys, f"--out_dir={run}", "--instruction=Who says: to be?", "--num_samples=2",
                      "--max_new_tokens=12", "--device=cpu", "--json")
     assert rc == 0 and [json.loads(line)["prompt"] for line in out.splitlines()] == ["Who says: to be?"] * 2
+    assert list(json.loads(out.splitlines()[0])) == ["index", "prompt", "text", "tokens", "finish_reason",
+                                                     "tokens_per_s", "seconds"]  # sample.py --json's
 
 
 def test_instruction_works_with_hugging_face_and_lora_models(capsys, tmp_path):
@@ -173,6 +175,8 @@ def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answer
     assert errors == 1 and [r["line"] for r in records] == [1, 2, 3]
     assert records[1] == {"line": 2, "error": "line 2: not valid UTF-8 (invalid start byte at byte 0)"}
     assert records[0]["text"] == records[2]["text"]  # the lone surrogate is read as U+FFFD
+    # the keys in the documented order (gpt/chat.py, README): dropped_turns came before "text" (hunt, session 24)
+    assert list(records[0]) == ["line", "text", "tokens", "finish_reason", "dropped_turns", "tokens_per_s", "seconds"]
 
     out.clear()
     errors, answers = chat(answerer, [b"\xff\xfe hi\n", "Who says: hi\n".encode()], Out())
