@@ -989,7 +989,8 @@ QUALITY_RECIPES = {
 QUALITY_DEFAULTS = {"cpu": ("default,adamw-before,nanogpt-cpu", 300.0), "gpu": ("default,gpu-before", 90.0)}
 
 
-# train.py's line where a budgeted run's look at an evaluation shortens its count (shorten_to_budget)
+# train.py's line where a budgeted run's second look (before an evaluation or between them) shortens its count
+# (shorten_to_budget)
 SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping at step \d{1,3}(?:,\d{3})* instead of "
                          r"\d{1,3}(?:,\d{3})*")
 
@@ -1074,7 +1075,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                       f"({seconds - args.time_budget:+.0f} s against the budget): "
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
                 for cut in cuts:
-                    print(f"    at an evaluation: {cut}", flush=True)
+                    print(f"    shortened: {cut}", flush=True)  # (not always at an evaluation: review, session 24)
                 dropout = json.loads(Path(f"{out}/config.json").read_text())["dropout"]
                 print(f"    {fit_line(records, dropout)}", flush=True)
                 if spent := BUDGET_SPENT.search(log):  # where the wall's seconds went, the interpreter's own last

@@ -30,7 +30,7 @@ outgrows the context; with --json each line is one JSON request and gets one JSO
 (see gpt/chat.py for both formats).
 
 Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, non-finite logits
-(one line on stderr, no traceback); 130 interrupted (Ctrl-C).
+(one line on stderr, no traceback); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -71,24 +71,17 @@ def _bool(value: str) -> bool:  # argparse wants ArgumentTypeError for a readabl
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _optional_int(value: str) -> int | None:
-    if value.lower() in ("none", ""):
-        return None
-    try:
-        return parse_int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or none, got {value!r}") from None
-
-
-def _optional_float(value: str) -> float | None:
-    # --top_p=none, as --top_k=none: the refusal of a bad top_p says "None to disable", which the
-    # command line did not take (hunt, session 24)
-    if value.lower() in ("none", ""):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or none, got {value!r}") from None
+def _or_none(parse, what: str):
+    """An argparse type: `parse`, or None (off) for "none" or "". --top_p takes it as --top_k did:
+    the refusal of a bad top_p said "None to disable", which its command line refused (hunt, session 24)."""
+    def convert(value: str):
+        if value.lower() in ("none", ""):
+            return None
+        try:
+            return parse(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or none, got {value!r}") from None
+    return convert
 
 
 def _unescape(value: str) -> str:
@@ -121,8 +114,8 @@ def make_parser() -> _Parser:
       help="new tokens per sample, at most (default: %(default)s); may exceed the model's block_size: the "
            "context then slides, keeping its last block_size // 2 tokens each time it fills")
     a("--temperature", type=float, default=0.8, help="0 = greedy (argmax); higher = more random (default: %(default)s)")
-    a("--top_k", type=_optional_int, default=200, help="sample among the k most likely tokens; none = off (default: %(default)s)")
-    a("--top_p", type=_optional_float, default=1.0, help="nucleus sampling, in (0, 1]; 1 or none = off "
+    a("--top_k", type=_or_none(parse_int, "an integer"), default=200, help="sample among the k most likely tokens; none = off (default: %(default)s)")
+    a("--top_p", type=_or_none(float, "a number"), default=1.0, help="nucleus sampling, in (0, 1]; 1 or none = off "
                                                           "(default: %(default)s)")
     a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off")
     a("--seed", type=int, default=1337, help="random seed: the same seed gives the same samples (default: %(default)s)")
@@ -234,7 +227,8 @@ def load(args: argparse.Namespace, device: torch.device):
             if args.init_from:
                 raise UsageError(f"no checkpoint at {path}") from None
             if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)
-                raise UsageError(f"no checkpoint at {path}; {run_checkpoints(args.out_dir)}") from None
+                where = f"{args.ckpt} (nor {path})" if Path(args.ckpt) != path else str(path)
+                raise UsageError(f"no checkpoint at {where}; {run_checkpoints(args.out_dir)}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
         except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
@@ -257,7 +251,7 @@ def run_checkpoints(out_dir: str, newest: int = 5) -> str:
 
     ckpts = [p.name for p in list_checkpoints(out_dir)]
     if not ckpts:
-        return f"{out_dir} has no complete checkpoint either"
+        return f"{out_dir} has no complete checkpoint either" if Path(out_dir).is_dir() else f"there is no {out_dir}/"
     shown = ", ".join(ckpts[-newest:])
     return (f"{out_dir} has {shown}" if len(ckpts) <= newest else
             f"{out_dir} has {len(ckpts)} checkpoints, the newest: {shown}")

@@ -647,8 +647,8 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     another 77 s (README "On a GPU"). eval_s: the median evaluation so far, so that one slow one
     does not cut the run for good. The stop moves only earlier (a later one would train on at
     min_lr), and the learning rate keeps the steps already taken (`refit_schedule`). An
-    evaluation to come is counted; where not even one more step
-    fits, the run ends at this one. A run projected to end within BUDGET_SLACK of its budget is
+    evaluation to come is counted; where not even one more step fits, the run ends at this one.
+    A run projected to end within BUDGET_SLACK of its budget is
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
     their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300);
     between evaluations, where it looks at every log_interval, within BUDGET_SLACK_BETWEEN.

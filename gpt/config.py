@@ -457,9 +457,13 @@ def new_run_from(out_dir, cfg: TrainConfig) -> str:
     (its --data_cache too, where not the default): the way on that refusals of a resume give.
     `--init_from=out_dir` alone was refused as printed ("out holds a run") and, with an --out_dir,
     trained on the default data (reviews, session 23)."""
+    return f"--init_from={shlex.quote(str(out_dir))} {data_options(cfg)} --out_dir=<another directory>"
+
+
+def data_options(cfg: TrainConfig) -> str:
+    """--data, and --data_cache where not the default, quoted for a shell: a run's data in advice."""
     cache = [] if cfg.data_cache == TrainConfig.data_cache else [f"--data_cache={shlex.quote(cfg.data_cache)}"]
-    return " ".join([f"--init_from={shlex.quote(str(out_dir))}", f"--data={shlex.quote(cfg.data)}", *cache,
-                     "--out_dir=<another directory>"])
+    return " ".join([f"--data={shlex.quote(cfg.data)}", *cache])
 
 
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
@@ -472,12 +476,18 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         # Weights keep their shape and tokenizer (and a context up to theirs): with another, the
         # way on is a new model, where --init_from was refused as printed (hunt, session 24)
         reshaped = [k for k in changed if k in (*MODEL_KEYS, "tokenizer") or k == "block_size" and cfg.block_size > saved[k]]
+        # on the run's data unless another was typed: without --data the advice trained on the
+        # default data (review, session 24)
+        on = cfg if "data" in user_keys else replace(cfg, data=saved.get("data", cfg.data),
+                                                     data_cache=saved.get("data_cache", cfg.data_cache))
+        if reshaped:
+            way = (f"the weights keep their {', '.join(reshaped)}: to train with these options, start a new model "
+                   f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")
+        else:
+            way = f"to start a new run from these weights with these options, give them with {new_run_from(cfg.out_dir, on)}"
         raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  "
                           + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)
-                          + (f"\n(the weights keep their {', '.join(reshaped)}: to train with these options, start a "
-                             "new model with them and --out_dir=<another directory>, without --init_from)" if reshaped
-                             else "\n(to start a new run from these weights with these options, give them with "
-                                  f"--init_from={shlex.quote(str(cfg.out_dir))} --out_dir=<another directory>)"))
+                          + f"\n({way})")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
     if "fp8" in user_keys and not cfg.fp8 and "fp8_head" not in user_keys:
         merged["fp8_head"] = False  # it rides on fp8: --fp8=false (say, on a GPU without float8) ends both

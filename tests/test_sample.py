@@ -501,10 +501,14 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
     assert rc == 0 and "run/ckpt-0000004 (step 4)" in err, err
     rc, out, err = cli(capsys, *args, "--ckpt=ckpt-0000099")
     assert rc == 1 and out == "" and err == (
-        "sample.py: error: no checkpoint at run/ckpt-0000099; run has 7 checkpoints, the newest: ckpt-0000003, "
-        "ckpt-0000004, ckpt-0000005, ckpt-0000006, ckpt-0000007\n")
+        "sample.py: error: no checkpoint at ckpt-0000099 (nor run/ckpt-0000099); run has 7 checkpoints, the newest: "
+        "ckpt-0000003, ckpt-0000004, ckpt-0000005, ckpt-0000006, ckpt-0000007\n")
+    (tmp_path / "empty").mkdir()
     rc, _, err = cli(capsys, "--out_dir=empty", "--ckpt=ckpt-0000001")
-    assert rc == 1 and err.endswith("no checkpoint at empty/ckpt-0000001; empty has no complete checkpoint either\n")
+    assert rc == 1 and err.endswith("no checkpoint at ckpt-0000001 (nor empty/ckpt-0000001); empty has no complete "
+                                    "checkpoint either\n")
+    rc, _, err = cli(capsys, "--ckpt=/nowhere/ckpt-0000001")  # a path, and no out/ here (review, session 24)
+    assert rc == 1 and err.endswith("no checkpoint at /nowhere/ckpt-0000001; there is no out/\n")
 
 
 def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):

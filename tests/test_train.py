@@ -258,14 +258,11 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_schedule(byte_data, tmp_path,
-                                                                                          monkeypatch, capsys,
-                                                                                          one_thread):
-    # The warmup's mean fixes the count; on an H100 later steps were slower and a 90 s run took
-    # 124 s. Here every step after the plan sleeps long enough that the plan's count would take
-    # three times what is left of the budget, whatever this machine's speed.
+def slow_down_after_the_plan(monkeypatch, budget: float, started: float) -> dict:
+    """Every step after a budgeted run's plan (at the end of a 10-step warmup) sleeps long enough
+    that the plan's count would take three times what is left of the budget, whatever this
+    machine's speed. Returns a dict that holds the plan's count as "first" once it is made."""
     real_clip, real_fit, plan = torch.nn.utils.clip_grad_norm_, train.fit_time_budget, {}
-    budget, started = 10.0, time.monotonic()
 
     def spy(*args, **kwargs):
         steps, step_s = real_fit(*args, **kwargs)
@@ -281,6 +278,16 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
     monkeypatch.setattr(train, "fit_time_budget", spy)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", slower_after_the_plan)
     monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)  # leaves more steps to the plan
+    return plan
+
+
+def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_schedule(byte_data, tmp_path,
+                                                                                          monkeypatch, capsys,
+                                                                                          one_thread):
+    # The warmup's mean fixes the count; on an H100 later steps were slower and a 90 s run took
+    # 124 s. Here every step after the plan is slow (slow_down_after_the_plan).
+    real_clip, budget, started = torch.nn.utils.clip_grad_norm_, 10.0, time.monotonic()
+    plan = slow_down_after_the_plan(monkeypatch, budget, started)
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=2", "--log_interval=7"]
     out = tmp_path / "budget"
     assert train.main([*common, "--max_iters=0", f"--time_budget={budget:g}", f"--out_dir={out}"], started) == 0
@@ -312,25 +319,10 @@ def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_bud
                                                                                      capsys, one_thread):
     # The default CPU run (session 24, on a fresh clone): planned at step 50 for 1,765 steps of
     # 163 ms; other work then slowed its steps to 1,009 ms, and the first look came at step 500's
-    # evaluation, 482 s into its 300. Here no evaluation comes before the end, and every
-    # step after the plan sleeps long enough that the plan's count would take three times the rest.
-    real_clip, real_fit, plan = torch.nn.utils.clip_grad_norm_, train.fit_time_budget, {}
+    # evaluation, 482 s into its 300. Here no evaluation comes before the end, and every step after
+    # the plan is slow (slow_down_after_the_plan).
     budget, started = 10.0, time.monotonic()
-
-    def spy(*args, **kwargs):
-        steps, step_s = real_fit(*args, **kwargs)
-        if not plan:  # the plan, at the end of warmup (step 10)
-            plan.update(first=steps, sleep=3 * max(0.0, budget - (time.monotonic() - started)) / max(1, steps - 10))
-        return steps, step_s
-
-    def slower_after_the_plan(*args, **kwargs):
-        if plan:
-            time.sleep(plan["sleep"])
-        return real_clip(*args, **kwargs)
-
-    monkeypatch.setattr(train, "fit_time_budget", spy)
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", slower_after_the_plan)
-    monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)
+    plan = slow_down_after_the_plan(monkeypatch, budget, started)
     out = tmp_path / "budget"
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100000", "--log_interval=5",
                        "--max_iters=0", f"--time_budget={budget:g}", f"--out_dir={out}"], started) == 0
@@ -1711,25 +1703,42 @@ def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_th
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     typed = [f"--data={other}", f"--data_cache={tmp_path / 'cache'}"]
     assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
-    assert capsys.readouterr().err.endswith("(to start a new run from these weights with these options, give them "
-                                            f"with --init_from={out} --out_dir=<another directory>)\n")
-    assert train.main([*typed, f"--init_from={out}", f"--out_dir={tmp_path / 'again'}", "--max_iters=2"]) == 0
+    advice = capsys.readouterr().err.split("give them with ")[1].removesuffix(")\n")
+    assert advice == f"--init_from={out} --data={other} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>"
+    again = shlex.split(advice.replace("<another directory>", str(tmp_path / "again")))
+    assert train.main([*again, "--max_iters=2"]) == 0
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(other)
+
+
+def test_a_resume_typed_with_another_optimizer_gives_advice_on_the_runs_own_data(tmp_path, capsys):
+    # without --data typed, the advice (--init_from=<run> --out_dir=...) trained on the default
+    # Shakespeare data, not the run's (review, session 24)
+    out, text = tmp_path / "run", write_corpus(tmp_path / "text", docs=6, words=120)
+    common = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY]
+    assert train.main([*common, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    assert train.main(["--init_from=resume", "--optimizer=adamw", f"--out_dir={out}"]) == 1
+    advice = capsys.readouterr().err.split("give them with ")[1].removesuffix(")\n")
+    assert advice == f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>"
+    again = shlex.split(advice.replace("<another directory>", str(tmp_path / "again")))
+    assert train.main([*TINY, *again, "--optimizer=adamw", "--max_iters=3"]) == 0
+    assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(text)
 
 
 @pytest.mark.parametrize("typed, kept", [(["--n_layer=3"], "n_layer"), (["--tokenizer=gpt2"], "tokenizer"),
                                          (["--block_size=64", "--optimizer=muon"], "block_size")])
-def test_a_resume_typed_with_another_architecture_gives_advice_that_works(byte_data, tmp_path, capsys, typed, kept):
+def test_a_resume_typed_with_another_architecture_gives_advice_that_works(tmp_path, capsys, typed, kept):
     # its advice was --init_from=<the run directory> with the options, which refuses another shape
     # or tokenizer as printed ("the weights of out have their own architecture"; hunt, session 24)
     out, text = tmp_path / "run", write_corpus(tmp_path / "text", docs=20, words=400)  # enough for gpt2's windows
-    common = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--tokenizer=byte"]
-    assert train.main([*common, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    assert train.main([f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--tokenizer=byte",
+                       "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
     err = capsys.readouterr().err
+    data = f"--data={text} --data_cache={tmp_path / 'cache'}"
     assert err.endswith(f"(the weights keep their {kept}: to train with these options, start a new model with them "
-                        "and --out_dir=<another directory>, without --init_from)\n"), err
-    assert train.main([*common, *typed, "--max_iters=1", f"--out_dir={tmp_path / 'new'}"]) == 0
+                        f"and {data} --out_dir=<another directory>, without --init_from)\n"), err
+    assert train.main([*shlex.split(data), *TINY, "--tokenizer=byte", *typed, "--max_iters=1",
+                       f"--out_dir={tmp_path / 'new'}"]) == 0  # (the options typed last win)
 
 
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
