@@ -481,6 +481,9 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
         # in the directory set aside and removed
         raise PrepareError(f"--out_dir {out} is the working directory or holds it; run data/prepare.py from outside it")
     started = time.perf_counter()
+    # the directories made for it, deepest first: removed again if nothing is written (a refused
+    # input left an empty ./data/cache behind train.py --data; hunt, session 24)
+    made = [d for d in (real.parent, *real.parent.parents) if not d.exists()]
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_builds(real)
@@ -499,6 +502,9 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
             shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
+            for d in made:
+                with contextlib.suppress(OSError):  # (not empty: another run's, since)
+                    d.rmdir()
             raise
     except OSError as e:  # creating or writing the output (the inputs' errors are PrepareErrors already)
         reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e

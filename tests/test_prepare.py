@@ -315,6 +315,11 @@ def test_empty_files_are_skipped_and_no_text_is_an_error(tmp_path):
     with pytest.raises(PrepareError, match=r"no text found in the input \(2 empty document\(s\) skipped\)"):
         run_prepare([tmp_path / "in" / "empty.txt", tmp_path / "in" / "blank.txt"], tmp_path / "none")
     assert no_leftovers(tmp_path, tmp_path / "none")
+    # the directories made for it go too: train.py --data=empty.txt left an empty ./data/cache (hunt, session 24)
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(PrepareError, match="no text found"):
+        run_prepare([tmp_path / "in" / "empty.txt"], tmp_path / "kept" / "data" / "cache" / "out")
+    assert list((tmp_path / "kept").iterdir()) == []
 
 
 @pytest.mark.parametrize("name, text, repaired", [
