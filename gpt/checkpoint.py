@@ -25,6 +25,7 @@ those whose meta.json or state.pt lack what resuming reads (RESUME_META, RESUME_
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -537,6 +538,11 @@ def pretrained_tokenizer(init_from: str) -> str:
         ckpt = open_checkpoint(path)
         _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
         return ckpt.meta["tokenizer"]
+    if not path.is_dir() and init_from not in GPT2_HUB_CONFIGS:
+        # train.py's own two words are choices too: --init_from=resum named only the hub's (hunt, session 24)
+        close = difflib.get_close_matches(init_from, ["resume", "scratch", *GPT2_HUB_CONFIGS], n=1)
+        raise MissingFile(f"{init_from!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}, resume or "
+                          "scratch" + (f" (did you mean --init_from={close[0]}?)" if close else ""))
     if not path.is_dir():
         hub_gpt2(init_from)
     return "gpt2"
