@@ -751,6 +751,13 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
                                "again with data/prepare.py")
         if data == "shakespeare":
             return prepare(source="shakespeare", tokenizer=tokenizer)
+        if not any(c in data for c in "*?[") and not Path(data).exists():  # (a glob is matched by the preparation)
+            # the way on, where a preset's data not prepared yet (--config=gpt2-124m) said only "no
+            # such file or directory" (hunt, session 24)
+            hint = "" if Path(data).suffix else (f" (python data/prepare.py ... --out_dir {data}; a preset's data: "
+                                                    "its file in configs/ gives the command)")
+            raise PrepareError(f"--data={data}: no such file or directory; give text (a file, a folder, a glob) "
+                               f"or a directory that data/prepare.py made{hint}")
         return prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)
 
     path = None

@@ -1752,6 +1752,22 @@ def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_war
     assert "PrepareWarning" not in err and "sources.py" not in err
 
 
+def test_data_that_is_not_there_says_how_to_make_it(tmp_path, capsys):
+    # --config=gpt2-124m before its data was prepared said only "data/fineweb-edu-gpt2: no such file
+    # or directory" (hunt, session 24); nothing is made for it, no cache directory either
+    missing = tmp_path / "fineweb-edu-gpt2"
+    assert train.main([f"--data={missing}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == (
+        f"train.py: error: --data={missing}: no such file or directory; give text (a file, a folder, a glob) or a "
+        f"directory that data/prepare.py made (python data/prepare.py ... --out_dir {missing}; a preset's data: its "
+        "file in configs/ gives the command)\n")
+    assert train.main([f"--data={tmp_path / 'notes.txt'}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err.endswith("no such file or directory; give text (a file, a folder, a glob) or a "
+                                            "directory that data/prepare.py made\n")  # (a file's name: no prepare hint)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
     import gpt.model
@@ -1762,6 +1778,9 @@ def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp
             "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
     assert train.main(["--init_from=gpt-2", *args]) == 1
     assert "'gpt-2' is neither a directory nor one of gpt2, " in capsys.readouterr().err
+    assert train.main(["--init_from=resum", *args]) == 1  # (hunt, session 24)
+    assert capsys.readouterr().err.endswith("'resum' is neither a directory nor one of gpt2, gpt2-medium, gpt2-large, "
+                                            "gpt2-xl, resume or scratch (did you mean --init_from=resume?)\n")
     assert not (tmp_path / "cache").exists()
 
     def offline(name):
