@@ -73,7 +73,9 @@ def _text(record: dict, key: str, where: str, *, optional: bool = False) -> str:
     if key not in record:
         raise RecordError(f"{where}: field {key!r} is missing (the record has: {', '.join(map(str, record))})")
     if not isinstance(value, str):
-        what = "null" if value is None else f"a {type(value).__name__}"
+        # in JSON's words: "is a int" named Python's type (hunt, session 24)
+        what = "null" if value is None else {bool: "a boolean", int: "a number", float: "a number", list: "a list",
+                                             dict: "an object"}.get(type(value), f"a {type(value).__name__}")
         raise RecordError(f"{where}: field {key!r} is {what}, not text")
     if not value.strip() and not optional:
         raise RecordError(f"{where}: field {key!r} is empty")

@@ -170,7 +170,9 @@ def test_plain_jsonl_is_unchanged(tmp_path):
     ({"prompt": "Hi", "response": "  "}, "field 'response' is empty"),
     ({"instruction": "", "output": "x"}, "field 'instruction' is empty"),
     ({"instruction": "Add", "input": "1 2"}, "field 'output' is missing"),
-    ({"prompt": 3, "response": "x"}, "field 'prompt' is a int, not text"),
+    ({"prompt": 3, "response": "x"}, "field 'prompt' is a number, not text"),  # "a int" (hunt, session 24)
+    ({"prompt": "Hi", "response": ["x"]}, "field 'response' is a list, not text"),
+    ({"prompt": "Hi", "response": True}, "field 'response' is a boolean, not text"),
     ({"messages": []}, "'messages' must be a non-empty list"),
     ({"messages": [{"role": "user", "content": "Hi"}]}, "last message must be the assistant's"),
     ({"messages": [{"role": "bot", "content": "Hi"}]}, r"messages\[0\]: role 'bot' is not one of"),
