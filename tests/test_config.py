@@ -81,6 +81,14 @@ def test_shipped_presets_parse(name):
     parse_args([f"--config={name}"] + (["--init_from=gpt2"] if name == "finetune" else []))
 
 
+@pytest.mark.parametrize("name", ["finetune", "instruct"])
+def test_fine_tuning_presets_start_from_pretrained_weights(name):
+    # --config=finetune alone trained a new model at 3e-5 without a word (hunt, session 24); as
+    # nanoGPT's fine-tuning config, the preset names weights (the command line's win)
+    assert parse_args([f"--config={name}"])[0].init_from == "gpt2"
+    assert parse_args([f"--config={name}", "--init_from=out"])[0].init_from == "out"
+
+
 @pytest.mark.parametrize("name", ["gpt2-124m", "finetune", "instruct"])
 def test_presets_with_adamws_learning_rates_use_adamw(name):
     # instruct fine-tuned pretrained weights with Muon at 0.015 (the default) under AdamW's 2e-5:
