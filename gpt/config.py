@@ -368,8 +368,8 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
         i += 1
     # A preset's values convert naming its file, the command line's naming the option; a preset's
     # value the command line overrides is not read, as before (hunt, session 24)
-    where = str(preset_path(preset)) if preset else None
-    converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(preset) if preset else {}).items()
+    where = str(preset_path(preset)) if preset else None  # (the file, found once)
+    converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(where) if where else {}).items()
                  if k not in overrides}
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
     return TrainConfig(**converted), set(converted)
