@@ -122,7 +122,8 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
         assert candidate.to_dict() == {**preset_256.to_dict(), **change}, name
     assert parse_args(bench.QUALITY_RECIPES["gpu-block512"])[0].to_dict() == gpu_preset.to_dict()  # the winner
     for name, change in [("gpu-block1024", {"block_size": 1024, "batch_size": 16}), ("gpu-dropout1", {"dropout": 0.1}),
-                         ("gpu-evals1000", {"eval_interval": 1000})]:
+                         ("gpu-evals1000", {"eval_interval": 1000}),
+                         ("gpu-block2048", {"block_size": 2048, "batch_size": 8})]:
         candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the next ones: the preset now with one change
         assert candidate.to_dict() == {**gpu_preset.to_dict(), **change}, name
 
