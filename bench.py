@@ -908,6 +908,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
 # The GPU preset's context and batch until issue 9's sixth GPU session (256 bytes, 64 windows): the
 # GPU recipes measured on it keep them, so that each stays what was measured.
 GPU_PRESET_256 = ["--config=shakespeare-gpu", "--block_size=256", "--batch_size=64"]
+# Its context and batch from the sixth GPU session to the seventh (512 bytes, 32 windows), kept likewise.
+GPU_PRESET_512 = ["--config=shakespeare-gpu", "--block_size=512", "--batch_size=32"]
 QUALITY_RECIPES = {
     "default": [],
     # The CPU default when issue 11 was filed (2.066 bits per byte in 2,900 steps on the VM of then):
@@ -922,7 +924,8 @@ QUALITY_RECIPES = {
     # byte within 90 s on one H100). "gpu-before" is configs/shakespeare-gpu.toml as that issue
     # found it (1.852 in 82.7 s there): nanoGPT's shakespeare_char recipe on bytes, spelt out so it
     # stays the reference whatever the preset becomes (since issue 9's fourth GPU session the preset's
-    # step replays from CUDA graphs, and since its sixth the context is 512 bytes at batch 32).
+    # step replays from CUDA graphs; its context was 512 bytes at batch 32 from its sixth, and is 1,024
+    # at batch 16 since its seventh).
     "gpu-before": ["--config=shakespeare-gpu", "--tokenizer=byte", "--n_layer=6", "--n_head=6", "--n_embd=384",
                    "--block_size=256", "--dropout=0.2", "--batch_size=64", "--learning_rate=1e-3", "--min_lr=1e-4",
                    "--warmup_iters=100", "--optimizer=adamw", "--pos_encoding=learned", "--qk_norm=false",
@@ -977,25 +980,35 @@ QUALITY_RECIPES = {
     "gpu-dropout3": [*GPU_PRESET_256, "--dropout=0.3"],
     # - a context twice as long at the same tokens a step. H100: 1.775 against a bare train.py's 1.824
     #   in the same run (gpu-batch128 1.838, gpu-dropout3 1.834), 8,923 steps of 6.2 ms; the preset
-    #   since (issue 9's sixth GPU session), so this recipe is the preset spelt out.
-    "gpu-block512": ["--config=shakespeare-gpu", "--block_size=512", "--batch_size=32"],
-    # The next candidates, each one change to that preset, none measured yet (bash .ci/gpu quality).
-    # The 512-byte context gained 0.049 where twice the batch and more dropout lost; its fit line:
-    # training loss 1.057 (dropout on) against validation 1.230 nats, and the evaluation at step
-    # 8,000 slightly better than the last. Of its 92 s, 18.8 s went to compiling and 10.1 s to 19
-    # evaluations with their checkpoints.
-    # - a context twice as long again, at the same tokens a step;
+    #   from issue 9's sixth GPU session to its seventh, spelt out.
+    "gpu-block512": GPU_PRESET_512,
+    # Candidates, each one change to that preset, measured in issue 9's seventh GPU session (bash
+    # .ci/gpu quality). The 512-byte context had gained 0.049 where twice the batch and more dropout
+    # lost; its fit line: training loss 1.057 (dropout on) against validation 1.230 nats, and the
+    # evaluation at step 8,000 slightly better than the last. Of its 92 s, 18.8 s went to compiling
+    # and 10.1 s to 19 evaluations with their checkpoints. H100, one round: a bare train.py 1.788
+    # (6,000 steps of 6.2 ms: 27.7 s of its 90 went to compiling that time).
+    # - a context twice as long again, at the same tokens a step. H100: 1.740 (6,098 steps of 6.8 ms),
+    #   -0.047 against the bare train.py's 1.788; the preset since, so this recipe is the preset spelt out;
     "gpu-block1024": ["--config=shakespeare-gpu", "--block_size=1024", "--batch_size=16"],
     # - and again, 2,048 bytes at batch 8: attention's FLOPs grow with the context (a token's
     #   4 T d in a layer against 24 d^2 in its matmuls, T / 6d: 0.22 at 512 bytes, 0.89 at 2,048,
-    #   before the causal mask halves them), so the longest context costs steps;
+    #   before the causal mask halves them), so the longest context costs steps. H100: 1.801 (5,966
+    #   steps of 8.1 ms; training loss 1.201 against validation 1.248: fewer passes, less fit), +0.013;
     "gpu-block2048": ["--config=shakespeare-gpu", "--block_size=2048", "--batch_size=8"],
-    # - less dropout: 0.3 lost 0.010 against 0.2 with the 256-byte context (not in .ci/gpu quality:
-    #   its fit line, 1.057 nats in training with dropout on against 1.230 in validation, and a last
-    #   evaluation worse than step 8,000's, point to more regularisation, not less);
-    "gpu-dropout1": ["--config=shakespeare-gpu", "--dropout=0.1"],
-    # - half the evaluations: about 5 s of the 90 back to training steps (~800 of 6.2 ms).
-    "gpu-evals1000": ["--config=shakespeare-gpu", "--eval_interval=1000"],
+    # - half the evaluations: about 5 s of the 90 back to training steps (~800 of 6.2 ms). H100:
+    #   1.777 (7,520 steps; evaluations 4.9 s against 8.3), -0.010, within the spread of one round.
+    "gpu-evals1000": [*GPU_PRESET_512, "--eval_interval=1000"],
+    # The next candidates, each one change to the preset now (1,024 bytes at batch 16), none measured
+    # yet (bash .ci/gpu quality). Its two 90 s runs in the seventh session ended with their best
+    # evaluation (1.740; a bare train.py after them 1.724), training loss 1.095 (dropout on) against
+    # validation 1.206 nats: still learning, less overfit than the 512-byte context's 1.057 / 1.230.
+    # - half the evaluations again (-0.010 with the 512-byte context);
+    "gpu-1024-evals1000": ["--config=shakespeare-gpu", "--eval_interval=1000"],
+    # - less dropout, now that the run ends still learning (0.3 lost 0.010 against 0.2 at 256 bytes);
+    "gpu-1024-dropout1": ["--config=shakespeare-gpu", "--dropout=0.1"],
+    # - a learning rate twice as high, for a run that ends still learning.
+    "gpu-1024-lr2e-3": ["--config=shakespeare-gpu", "--learning_rate=2e-3", "--min_lr=2e-4"],
 }
 # What `bench.py quality` compares, and for how long, where train.py would run on the CPU (issue 11:
 # 5 minutes) and where it would find a GPU (issue 9: 90 s). The first recipe is the base.

@@ -90,9 +90,9 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
     assert (before.optimizer, before.pos_encoding, before.qk_norm, before.qk_scale, before.learning_rate,
             before.min_lr, before.warmup_iters) == ("adamw", "learned", False, 1.0, 1e-3, 1e-4, 100)
     # The preset is that recipe with its step replayed from CUDA graphs (issue 9's fourth GPU session)
-    # and a 512-byte context at the same tokens a step (its sixth).
+    # and a 1,024-byte context at the same tokens a step (512 in its sixth, 1,024 in its seventh).
     assert before.compile == "auto" and gpu_preset.to_dict() == \
-        {**before.to_dict(), "compile": "reduce-overhead", "block_size": 512, "batch_size": 32}
+        {**before.to_dict(), "compile": "reduce-overhead", "block_size": 1024, "batch_size": 16}
     # The recipes measured before the sixth session keep the preset's shape of then.
     preset_256, _ = parse_args(bench.GPU_PRESET_256)
     assert preset_256.to_dict() == {**before.to_dict(), "compile": "reduce-overhead"}
@@ -120,10 +120,16 @@ def test_gpu_quality_recipes_are_issue_9s_reference_and_the_cpu_winners_on_the_g
                          ("gpu-dropout3", {"dropout": 0.3}), ("gpu-block512", {"block_size": 512, "batch_size": 32})]:
         candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the preset of then with one change, in its graphs
         assert candidate.to_dict() == {**preset_256.to_dict(), **change}, name
-    assert parse_args(bench.QUALITY_RECIPES["gpu-block512"])[0].to_dict() == gpu_preset.to_dict()  # the winner
-    for name, change in [("gpu-block1024", {"block_size": 1024, "batch_size": 16}), ("gpu-dropout1", {"dropout": 0.1}),
-                         ("gpu-evals1000", {"eval_interval": 1000}),
+    preset_512, _ = parse_args(bench.GPU_PRESET_512)  # the preset of the sixth session: the winner then
+    assert parse_args(bench.QUALITY_RECIPES["gpu-block512"])[0].to_dict() == preset_512.to_dict() == \
+        {**preset_256.to_dict(), "block_size": 512, "batch_size": 32}
+    for name, change in [("gpu-block1024", {"block_size": 1024, "batch_size": 16}), ("gpu-evals1000", {"eval_interval": 1000}),
                          ("gpu-block2048", {"block_size": 2048, "batch_size": 8})]:
+        candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the seventh session's: that preset with one change
+        assert candidate.to_dict() == {**preset_512.to_dict(), **change}, name
+    assert parse_args(bench.QUALITY_RECIPES["gpu-block1024"])[0].to_dict() == gpu_preset.to_dict()  # the winner
+    for name, change in [("gpu-1024-evals1000", {"eval_interval": 1000}), ("gpu-1024-dropout1", {"dropout": 0.1}),
+                         ("gpu-1024-lr2e-3", {"learning_rate": 2e-3, "min_lr": 2e-4})]:
         candidate, _ = parse_args(bench.QUALITY_RECIPES[name])  # the next ones: the preset now with one change
         assert candidate.to_dict() == {**gpu_preset.to_dict(), **change}, name
 
