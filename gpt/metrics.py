@@ -1,6 +1,7 @@
 """Training metrics: metrics.jsonl (one JSON record per logged step or evaluation), optional
 Weights & Biases / TensorBoard when asked for and installed, and loss.png, the curve, redrawn at
-every evaluation and at the end (issue 10: users would rather look at it than read the JSON)."""
+an evaluation at most every REDRAW_EVERY_S seconds, and at the end (issue 10: users would rather
+look at it than read the JSON)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,30 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import write_failed
 
+# Drawing loss.png takes ~0.23 s on one core (a 2-core VM, ~700 records or 60 alike): at each of the
+# GPU default's 15 evaluations of a 90 s run (one every ~3.5 s on an H100) that was ~3.5 s of its
+# budget, a twentieth of its training steps' time (issue 9's seventh GPU session: 7.9 s in
+# evaluations with their checkpoints and plots). Every 30 s or more keeps the picture fresh for a
+# watcher and costs a long run nothing it had before (the CPU default evaluates every ~80 s).
+REDRAW_EVERY_S = 30.0
+
 
 class Metrics:
     def __init__(self, out_dir: Path, enabled: bool, resume_step: int | None = None,
-                 wandb_project: str = "", tensorboard: bool = False, config: dict | None = None):
+                 wandb_project: str = "", tensorboard: bool = False, config: dict | None = None,
+                 redraw_every_s: float = REDRAW_EVERY_S):
         self.enabled = enabled
+        # loss.png is redrawn at an evaluation once this long has passed since it was last drawn (or
+        # since the run's start: not at a run's first evaluation, unless it comes that late)
+        self.redraw_every_s = redraw_every_s
+        self._drawn_at = time.monotonic()
+        self._drawn_all = False  # loss.png shows every record logged (close() need not draw it again)
         self.path = out_dir / "metrics.jsonl"
         self.notes: list[str] = []
         self._wandb = self._tb = None
@@ -92,14 +107,16 @@ class Metrics:
         try:  # on a filling disk this append is what meets ENOSPC first (every log_interval steps)
             self._file.write(json.dumps(record) + "\n")
             self._file.flush()
+            self._drawn_all = False
         except OSError as e:
             self.failure = write_failed(self.path, e)
             with contextlib.suppress(OSError):  # closing flushes the buffer again, which fails the same way
                 self._file.close()
             self._file = None
             return
-        if "val_loss" in record:  # a new evaluation: refresh the picture
+        if "val_loss" in record and time.monotonic() - self._drawn_at >= self.redraw_every_s:  # refresh the picture
             self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
+            self._drawn_at, self._drawn_all = time.monotonic(), self.plot_note is None
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
         if self._wandb is not None:
             self._wandb.log(numbers, step=record["step"])
@@ -108,7 +125,8 @@ class Metrics:
                 self._tb.add_scalar(k, v, record["step"])
 
     def close(self) -> str | None:
-        """Close the logs and draw loss.png; returns a note when the plot was skipped."""
+        """Close the logs and draw loss.png (unless the last evaluation just drew every record); returns
+        a note when the plot was skipped."""
         if not self.enabled:
             return None
         if self._file is not None:
@@ -117,7 +135,10 @@ class Metrics:
             self._wandb.finish()
         if self._tb is not None:
             self._tb.close()
-        return plot_losses(self.records(), self.path.with_name("loss.png"))
+        png = self.path.with_name("loss.png")
+        if self._drawn_all and png.exists():
+            return None
+        return plot_losses(self.records(), png)
 
 
 def pyplot():

@@ -38,7 +38,7 @@ def read_png(path):
 
 def test_loss_png_is_drawn_at_each_evaluation_and_at_the_end(tmp_path):
     png = tmp_path / "loss.png"
-    m = Metrics(tmp_path, enabled=True)
+    m = Metrics(tmp_path, enabled=True, redraw_every_s=0)  # at every evaluation (the default waits 30 s: below)
     for step in (1, 2):
         m.log({"step": step, "loss": 5.0 - step, "tokens_seen": 512 * step})
     assert not png.exists()  # train records alone don't redraw
@@ -51,6 +51,31 @@ def test_loss_png_is_drawn_at_each_evaluation_and_at_the_end(tmp_path):
     png.unlink()
     assert m.close() is None and read_png(png).ndim == 3
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_loss_png_is_redrawn_at_an_evaluation_only_30_s_after_the_last_drawing(tmp_path, monkeypatch):
+    # Each drawing took ~0.23 s: at every evaluation of the GPU default's 90 s run (15 of them) that
+    # was ~3.5 s of its budget (issue 9). The end always draws.
+    import gpt.metrics
+
+    clock = [1000.0]
+    monkeypatch.setattr(gpt.metrics.time, "monotonic", lambda: clock[0])
+    drawn = []
+    real_plot = gpt.metrics.plot_losses
+    monkeypatch.setattr(gpt.metrics, "plot_losses", lambda records, png: drawn.append(records[-1]["step"])
+                        or real_plot(records, png))
+    m = Metrics(tmp_path, enabled=True)
+    assert m.redraw_every_s == gpt.metrics.REDRAW_EVERY_S == 30
+    for step, now in [(0, 1001.0), (500, 1029.9), (1000, 1030.0), (1500, 1045.0), (2000, 1059.9), (2500, 1060.0)]:
+        clock[0] = now
+        m.log({"step": step, "loss": 2.0, "tokens_seen": 512 * step})
+        m.log({"step": step, "val_loss": 2.0, "val_bpb": 1.8, "tokens_seen": 512 * step})
+    assert drawn == [1000, 2500]  # 30 s after the run's start, then 30 s after that drawing
+    # The end draws once, not again where its evaluation was just drawn with every record (0.23 s more)
+    assert m.close() is None and drawn == [1000, 2500] and (tmp_path / "loss.png").exists()
+    m = Metrics(tmp_path, enabled=True, resume_step=2500)
+    m.log({"step": 2600, "loss": 1.9, "tokens_seen": 512 * 2600})
+    assert m.close() is None and drawn == [1000, 2500, 2600]  # a record since: drawn at the end
 
 
 def test_loss_plot_is_skipped_with_a_note_without_matplotlib_or_room(tmp_path, monkeypatch):
