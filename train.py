@@ -345,7 +345,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
     # warmup (gpt/runtime.steps_in_budget).
-    train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint and plot
+    train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint (and plot, 30 s apart)
     profile_s = 0.0  # seconds of writing --profile's files
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
@@ -423,7 +423,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 if cfg.sample_tokens and dist.is_main:
                     say(sample_text(model, data, cfg.sample_tokens, device, step))
             # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
-            # evaluation, the loss plot and the checkpoint after it, and the save must be timed to count.
+            # evaluation and the checkpoint after it (and the loss plot, 30 s apart since issue 9's seventh
+            # GPU session; not at step 0), and the save must be timed to count.
             # A resumed run saves its start step again when it did the evaluation that was missing there.
             if step > start_step or (evaluation_missing and val_loss is not None) or (not cfg.max_iters and not resume):
                 is_best = val_loss is not None and val_loss < best_val
