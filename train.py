@@ -371,6 +371,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # last two intervals between them, for a look between evaluations
     marks: collections.deque = collections.deque(maxlen=3)
     reserve_s = budget_reserve_s(device)
+    before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
         if not cfg.max_iters and step >= cfg.warmup_iters:
@@ -551,7 +552,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if exit_status == 0:
             if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
                 print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
-                                   profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0))
+                                   profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
+                                   before_loop_s))
             print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
     return exit_status
 
@@ -612,19 +614,25 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
 
 
 def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float,
-                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0) -> str:
+                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0, before_loop_s: float | None = None) -> str:
     """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
     exit) in compiling (with the steps that compile, before the loop; compile_evaluation_s of it
     the evaluation's graph), in the loop's training steps, in its evaluations with their
     checkpoints, in writing --profile's files (where it recorded: the plan cannot count them, and
-    they took 30 s and more on the CPU), and in the rest."""
+    they took 30 s and more on the CPU), and in the rest: before_loop_s of it before the first
+    step (imports, device, data, model; on an H100 the rest was 8.4-11.7 s of 90 in issue 9's
+    seventh GPU session, where it went not said), the rest after the last."""
     rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
+    if before_loop_s is not None:
+        rest_note = f", {before_loop_s:.1f} s of it before the first step"
+    else:
+        rest_note = ""
     profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
     of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" \
         if compile_evaluation_s else ""
     return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
             f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
-            f"in the rest (start-up, data, the loss plot){of_it}")
+            f"in the rest (start-up, data, the loss plot){rest_note}{of_it}")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

@@ -275,7 +275,8 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     assert re.search(r"^    training loss [\d.]+ at the end \(last 5 records\), validation loss [\d.]+"
                      r"(; an earlier evaluation was better: validation loss [\d.]+ \([\d.]+ bits per byte\) at step "
                      r"[\d,]+)?$", out, re.M), out  # (the run's dropout is 0)
-    spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent: .* the loss plot\); ([\d.]+) s more in the process's "
+    spent = re.search(r"^    time budget 8 s: ([\d.]+) s spent: .* the loss plot\), [\d.]+ s of it before the first "
+                      r"step; ([\d.]+) s more in the process's "
                       r"start and exit$", out, re.M)  # (the run's own account, then the rest of its wall)
     assert spent and float(spent[1]) > 0 and float(spent[2]) >= 0 and abs(float(spent[1]) + float(spent[2])
                                                                         - int(run[6])) <= 1, out
