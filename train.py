@@ -261,6 +261,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     peak = peak_flops(device)
     metrics = Metrics(out_dir, dist.is_main, resume_step=step if resume else None,
                       wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=cfg.to_dict())
+    # loss.png drawn however the run ends: evaluations draw 30 s apart, so a run that stops on an error
+    # (a failed save: status 3; out of memory) had its last ones undrawn (review, session 25)
+    on_exit.callback(metrics.close)
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, cfg)))
     if dist.is_main:

@@ -18,9 +18,12 @@ from gpt.checkpoint import write_failed
 
 # Drawing loss.png takes ~0.23 s on one core (a 2-core VM, ~700 records or 60 alike): at each of the
 # GPU default's 15 evaluations of a 90 s run (one every ~3.5 s on an H100) that was ~3.5 s of its
-# budget, a twentieth of its training steps' time (issue 9's seventh GPU session: 7.9 s in
-# evaluations with their checkpoints and plots). Every 30 s or more keeps the picture fresh for a
-# watcher and costs a long run nothing it had before (the CPU default evaluates every ~80 s).
+# budget, a fourteenth of its training steps' time (issue 9's seventh GPU session: 48.0 s of steps,
+# 7.9 s in evaluations with their checkpoints and plots). Every 30 s or more keeps the picture fresh
+# for a watcher; a long run draws as often as before (the CPU default evaluates every ~80 s), bar
+# its first evaluation's drawing. A budgeted run's plan times the step-0 evaluation, which now
+# draws nothing: the drawings after it, one per 30 s at most (under 1% of a run), are left to the
+# second looks' 1% slack (train.py).
 REDRAW_EVERY_S = 30.0
 
 
@@ -30,10 +33,11 @@ class Metrics:
                  redraw_every_s: float = REDRAW_EVERY_S):
         self.enabled = enabled
         # loss.png is redrawn at an evaluation once this long has passed since it was last drawn (or
-        # since the run's start: not at a run's first evaluation, unless it comes that late)
+        # since this object was made, just before the training loop: not at its first evaluation)
         self.redraw_every_s = redraw_every_s
         self._drawn_at = time.monotonic()
         self._drawn_all = False  # loss.png shows every record logged (close() need not draw it again)
+        self._closed = False
         self.path = out_dir / "metrics.jsonl"
         self.notes: list[str] = []
         self._wandb = self._tb = None
@@ -126,9 +130,11 @@ class Metrics:
 
     def close(self) -> str | None:
         """Close the logs and draw loss.png (unless the last evaluation just drew every record); returns
-        a note when the plot was skipped."""
-        if not self.enabled:
+        a note when the plot was skipped. Once: train.py also calls it on the way out of a run that
+        stops on an error (a failed save, running out of memory), whose last evaluations were not drawn."""
+        if not self.enabled or self._closed:
             return None
+        self._closed = True
         if self._file is not None:
             self._file.close()
         if self._wandb is not None:
@@ -138,7 +144,9 @@ class Metrics:
         png = self.path.with_name("loss.png")
         if self._drawn_all and png.exists():
             return None
-        return plot_losses(self.records(), png)
+        records = self.records()
+        # (a run that stopped before its first record draws no empty picture)
+        return plot_losses(records, png) if records else None
 
 
 def pyplot():

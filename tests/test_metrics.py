@@ -21,6 +21,7 @@ def test_a_fresh_run_starts_a_fresh_log_and_other_ranks_write_nothing(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 99, "loss": 1}\n')
     Metrics(tmp_path, enabled=True).close()
     assert (tmp_path / "metrics.jsonl").read_text() == ""
+    assert not (tmp_path / "loss.png").exists()  # nothing to draw: no empty picture
     other = tmp_path / "rank1"
     Metrics(other, enabled=False).log({"step": 1, "loss": 1.0})
     assert not other.exists()
@@ -123,8 +124,8 @@ def test_a_torn_or_foreign_line_is_skipped_with_one_warning_and_resume_drops_it(
     m = Metrics(tmp_path, enabled=True, resume_step=2)
     assert capsys.readouterr().err.count("warning:") == 1
     m.log({"step": 3, "loss": 2.0})
-    m.log({"step": 3, "val_loss": 2.5, "val_bpb": 1.9})  # redraws loss.png from records()
-    assert m.close() is None and (tmp_path / "loss.png").exists()
+    m.log({"step": 3, "val_loss": 2.5, "val_bpb": 1.9})
+    assert m.close() is None and (tmp_path / "loss.png").exists()  # drawn from records()
     assert [json.loads(line) for line in path.read_text().splitlines()] == [  # every line parses again
         {"step": 1, "loss": 4.0}, {"step": 2, "loss": 3.0}, {"step": 3, "loss": 2.0},
         {"step": 3, "val_loss": 2.5, "val_bpb": 1.9}]

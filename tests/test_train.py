@@ -233,7 +233,7 @@ def test_a_budgeted_runs_account_counts_compiling_apart(byte_data, tmp_path, mon
 
 
 def test_a_time_budget_plans_for_the_checkpoint_after_each_evaluation(byte_data, tmp_path, monkeypatch):
-    # An evaluation costs a budgeted run the evaluation, the loss plot and the checkpoint after it.
+    # An evaluation costs a budgeted run the evaluation and the checkpoint after it (and a loss plot, 30 s apart).
     # The step-0 evaluation is the one the plan sees, so a budgeted run saves there too.
     real_save, planned = train.save_checkpoint, {}
 
@@ -1326,6 +1326,31 @@ def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_noth
     monkeypatch.setattr(train, "save_checkpoint", failing)
     assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 3
     assert mark.read_text() == f"{lora.resolve()}\n"
+
+
+def test_a_run_that_stops_on_an_error_still_draws_its_loss_plot(byte_data, tmp_path, monkeypatch, capsys):
+    # Evaluations draw loss.png 30 s apart at most, and only the loop's normal end drew it otherwise:
+    # a run whose save failed (status 3) left no picture, or a resumed run's stale one (review, session 25)
+    import gpt.metrics
+    from gpt.errors import SaveError
+
+    drawn, real_plot, real_save = [], gpt.metrics.plot_losses, train.save_checkpoint
+    monkeypatch.setattr(gpt.metrics, "plot_losses", lambda records, png: drawn.append(
+        max(r["step"] for r in records if "val_loss" in r)) or real_plot(records, png))
+
+    def failing_at_step_10(out_dir, step, *args, **kwargs):
+        if step >= 10:
+            raise SaveError("saving checkpoint failed: disk full (simulated)")
+        return real_save(out_dir, step, *args, **kwargs)
+    monkeypatch.setattr(train, "save_checkpoint", failing_at_step_10)
+    out = tmp_path / "run"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=5", "--log_interval=5"]
+    assert train.main([*tiny, "--max_iters=20", f"--out_dir={out}"]) == 3
+    assert "disk full (simulated)" in capsys.readouterr().err
+    assert drawn == [10] and (out / "loss.png").exists()  # once, on the way out, with step 10's evaluation
+    # resumed from step 5's checkpoint, it fails at step 10's save again
+    assert train.main([*tiny, "--max_iters=20", "--init_from=resume", f"--out_dir={out}"]) == 3
+    assert drawn == [10, 10]  # the resumed run's picture, not the first run's left as it was
 
 
 def test_a_run_on_prepared_shards_records_their_tokenizer_and_refuses_another(byte_data, tmp_path, capsys):
