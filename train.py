@@ -626,10 +626,7 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
     step (imports, device, data, model; on an H100 the rest was 8.4-11.7 s of 90 in issue 9's
     seventh GPU session, where it went not said), the rest after the last."""
     rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
-    if before_loop_s is not None:
-        rest_note = f", {before_loop_s:.1f} s of it before the first step"
-    else:
-        rest_note = ""
+    rest_note = f", {before_loop_s:.1f} s of it before the first step" if before_loop_s is not None else ""
     profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
     of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" \
         if compile_evaluation_s else ""

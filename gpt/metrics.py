@@ -130,8 +130,9 @@ class Metrics:
 
     def close(self) -> str | None:
         """Close the logs and draw loss.png (unless the last evaluation just drew every record); returns
-        a note when the plot was skipped. Once: train.py also calls it on the way out of a run that
-        stops on an error (a failed save, running out of memory), whose last evaluations were not drawn."""
+        a note when the plot was skipped. Only the first call does anything: train.py also calls it on
+        the way out of a run that stops on an error (a failed save, out of memory), whose last
+        evaluations may not have been drawn."""
         if not self.enabled or self._closed:
             return None
         self._closed = True

@@ -311,7 +311,8 @@ def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float,
     """--max_iters=0: the step count that fits a run in `budget_s` seconds of wall-clock. At `step`,
     `elapsed_s` into the run, with steps of `step_s` and evaluations of `eval_s` (one at every
     multiple of `eval_interval` and one at the end, each with the checkpoint after it; the loss
-    plot is drawn at one 30 s apart at most), and `reserve_s` kept for the end of the run: the largest n with
+    plot is drawn at one 30 s apart at most), and `reserve_s` kept for the end of the run: the
+    largest n with
         elapsed_s + (n - step) * step_s + evaluations in (step, n] * eval_s + reserve_s <= budget_s,
     and step + at_least when not even that fits. A fixed n keeps the schedule a function of the
     step, so a resumed run follows it exactly (as with a hand-set max_iters)."""
