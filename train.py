@@ -39,10 +39,12 @@ if __name__ == "__main__":  # Ctrl-C during the imports below is that one line t
 
 import collections
 import contextlib
+import functools
 import itertools
 import json
 import math
 import os
+import re
 import socket
 import statistics
 from dataclasses import replace
@@ -56,8 +58,8 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
                         fit_compile, new_run_from, parse_args, resume_config)
-from gpt.errors import (ConfigError, PreparationInterrupted, ReportedByRank0, Terminated, UsageError, out_of_memory,
-                        sigterm_raises)
+from gpt.errors import (ConfigError, LostPeer, PreparationInterrupted, ReportedByRank0, Terminated, UsageError,
+                        lost_peer, out_of_memory, sigterm_raises)
 from gpt.files import describe_error
 from gpt.data import DataChanged, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -101,6 +103,11 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
 
 def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int:
     # ---------------------------------------------------------------- setup
+    # Entered first, so left last: the loop's signal handling stays until every other exit callback
+    # has run (the last loss.png, the lock, the process group). torchrun's SIGTERM, after another
+    # process died, raised in them and was reported as a stop "before training started; nothing
+    # was saved", over the real failure and the checkpoints on disk (hunt, session 26).
+    signals_at_exit = on_exit.enter_context(contextlib.ExitStack())
     cfg, user_keys = parse_args(argv)
     # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
     resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
@@ -120,6 +127,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                             if resume and "max_iters" not in command_line_keys(argv)
                             else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     out_dir = Path(cfg.out_dir)
+    if dist.enabled:
+        on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
         hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
     if skipped and dist.is_main:
@@ -322,9 +331,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(), 0
-    # Put back at exit, however the run ends (in-process callers keep Ctrl-C); not before, so that a
-    # KeyboardInterrupt (main) always comes from before the loop, when nothing has been saved.
-    on_exit.callback(stop.restore)
+    # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
+    # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
+    signals_at_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
@@ -921,6 +930,16 @@ def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
     gen = torch.Generator(device=device).manual_seed(step)  # its own stream: training's RNG is untouched
     (sample,) = generate_samples(model, tok, [tok.eot_token], 1, n, temperature=0.8, top_k=200, generator=gen)
     return "---- sample ----\n" + sample.text + "\n----------------"
+
+
+def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path, dist: Dist) -> None:
+    """At exit under torchrun: a collective that failed because another process is gone becomes one
+    line (LostPeer) instead of gloo's traceback. Rank 0, which saves, says what is on disk."""
+    if e is not None and lost_peer(e):
+        why = re.sub(r"^\[[^]]*\] ", "", str(e).splitlines()[0]).split(". ")[0]  # gloo's source line left out
+        raise LostPeer(f"lost contact with another process of this run ({why}): it stopped or failed, and its own "
+                       f"message or torchrun's report says why" + (f"; {latest_note(out_dir)}" if dist.is_main else "")
+                       ) from None
 
 
 def gather(obj, dist: Dist) -> list:

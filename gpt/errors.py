@@ -46,6 +46,14 @@ def out_of_memory(e: BaseException) -> bool:
         s in str(e) for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
+def lost_peer(e: BaseException) -> bool:
+    """A collective that failed because another process of a torchrun job is gone (killed, crashed):
+    gloo says so in a plain RuntimeError, recognised by its text. (NCCL waits for its watchdog;
+    torchrun has stopped the job's other processes by then.)"""
+    return isinstance(e, RuntimeError) and any(s in str(e) for s in ("Connection closed by peer",
+                                                                      "Connection reset by peer"))
+
+
 class UsageError(Exception):
     """Bad configuration, input or environment: one line, exit status 1, nothing written."""
 
@@ -105,6 +113,11 @@ class Diverged(UsageError, FloatingPointError):
     saved over a good checkpoint. Exit status 2, as for max_bad_steps non-finite steps in a row."""
 
     exit_status = 2
+
+
+class LostPeer(UsageError):
+    """Another process of the torchrun job stopped or failed, and this one lost contact with it in
+    a collective: said by each process that met it (its own message, or torchrun's report, says why)."""
 
 
 class RunDirBusy(UsageError):

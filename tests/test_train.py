@@ -709,6 +709,41 @@ sys.exit(train.main(sys.argv[1:]))
     assert open_checkpoint(out).meta["step"] == 5
 
 
+def test_a_rank_killed_mid_run_leaves_the_other_one_line_with_what_is_on_disk(byte_data, tmp_path):
+    # Rank 1 dies (kill -9, a crash): rank 0's next collective fails in gloo, and torchrun sends it
+    # SIGTERM. That signal raised in its exit callbacks (here: as its last loss.png is drawn) and
+    # was reported as "interrupted before training started; nothing was saved", with checkpoints on
+    # disk and the lost process unsaid (hunt, session 26)
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.metrics import Metrics
+from gpt.runtime import StepChecks
+add, close = StepChecks.add, Metrics.close
+def add_then_die(self, step, loss, grad_norm):
+    add(self, step, loss, grad_norm)
+    if step == 6 and os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+def close_under_sigterm(self):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
+    os.kill(os.getpid(), signal.SIGTERM)
+    return close(self)
+StepChecks.add, Metrics.close = add_then_die, close_under_sigterm
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=100", f"--out_dir={out}")
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("train.py: error: lost contact with another process of this run (")
+    assert "by peer" in lines[0]  # gloo's "Connection reset by peer" or "Connection closed by peer"
+    assert lines[0].endswith(f"): it stopped or failed, and its own message or torchrun's report says why; "
+                             f"the latest checkpoint is still {out / 'ckpt-0000004'}")
+    assert f'File "{ROOT / "train.py"}"' not in proc.stderr  # no traceback of ours (torchrun prints its own report)
+    assert open_checkpoint(out).meta["step"] == 4
+
+
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
