@@ -58,8 +58,8 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
                             unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
                         fit_compile, new_run_from, parse_args, resume_config)
-from gpt.errors import (ConfigError, LostPeer, PreparationInterrupted, ReportedByRank0, Terminated, UsageError,
-                        lost_peer, out_of_memory, sigterm_raises)
+from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
+                        UsageError, first_of_its_machine, lost_peer, out_of_memory, sigterm_raises)
 from gpt.files import describe_error
 from gpt.data import DataChanged, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -90,12 +90,18 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             return train(argv, on_exit, started)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
-        # process (bad data: see prepare_data). Any other failure is said by the rank that met it.
-        if str(e) and (os.environ.get("RANK", "0") == "0" or not isinstance(e, ConfigError)):
+        # process (bad data: see prepare_data); a file or checkpoint that is not there, every rank of a
+        # machine alike: its first says it. Any other failure is said by the rank that met it.
+        if isinstance(e, ConfigError):
+            said_here = os.environ.get("RANK", "0") == "0"
+        else:
+            said_here = first_of_its_machine() or not isinstance(e, MissingFile)
+        if str(e) and said_here:
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
-        print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+        if first_of_its_machine():  # (the signal reached every process)
+            print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130  # 128 + the signal, as for a stop in training
     finally:
         set_kernel_settings(saved_kernel_settings)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import os
 import signal
 import sys
 import threading
@@ -27,7 +28,8 @@ def one_line_on_ctrl_c(line: str) -> None:
     def excepthook(kind, e, tb):
         if not issubclass(kind, KeyboardInterrupt):
             return sys.__excepthook__(kind, e, tb)
-        print(line, file=sys.stderr, flush=True)
+        if first_of_its_machine():
+            print(line, file=sys.stderr, flush=True)
         if issubclass(kind, Terminated):  # (Python itself ends an uncaught KeyboardInterrupt by SIGINT)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
@@ -35,6 +37,13 @@ def one_line_on_ctrl_c(line: str) -> None:
     sys.excepthook = excepthook
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)  # main's sigterm_raises takes over, and puts this back
+
+
+def first_of_its_machine() -> bool:
+    """Whether this process is its machine's first of a torchrun job (LOCAL_RANK 0), or alone. What
+    every process of a machine meets alike (a signal to the job, a file that is not there) is said
+    by it, once, rather than once a process (hunt, session 26); another machine may see other files."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
 
 
 def out_of_memory(e: BaseException) -> bool:

@@ -744,6 +744,32 @@ sys.exit(train.main(sys.argv[1:]))
     assert open_checkpoint(out).meta["step"] == 4
 
 
+def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
+    # A checkpoint that is not there, and a signal to the job before training, were said once a
+    # process, two lines sometimes run together into one (hunt, session 26)
+    def errors(proc) -> list[str]:
+        assert proc.returncode != 0
+        return [line for line in proc.stderr.splitlines() if "train.py: error:" in line]
+
+    (tmp_path / "empty").mkdir()
+    common = [f"--data={byte_data}", *TINY, "--max_iters=2"]
+    proc = torchrun(ROOT / "train.py", *common, "--init_from=resume", f"--out_dir={tmp_path / 'empty'}")
+    assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
+    proc = torchrun(ROOT / "train.py", *common, f"--init_from={tmp_path / 'empty'}", f"--out_dir={tmp_path / 'new'}")
+    assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+def build_model(*args, **kwargs):  # as the job's SIGTERM reaches every process while the model is built
+    os.kill(os.getpid(), signal.SIGTERM)
+train.build_model = build_model
+sys.exit(train.main(sys.argv[1:]))
+""")
+    proc = torchrun(probe, *common, f"--out_dir={tmp_path / 'stopped'}")
+    assert errors(proc) == [f"train.py: error: {train.INTERRUPTED}"]
+
+
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
