@@ -215,7 +215,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
         elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)
-            print(f"note: resumed with {dist.world_size} processes instead of {len(state['rng'])}: "
+            print(f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} instead of "
+                  f"{len(state['rng'])}: "
                   "random streams are reseeded, so dropout differs from an uninterrupted run")
         saved = resume.meta["config"]
         changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]

@@ -709,7 +709,7 @@ sys.exit(train.main(sys.argv[1:]))
     assert open_checkpoint(out).meta["step"] == 5
 
 
-def test_a_rank_killed_mid_run_leaves_the_other_one_line_with_what_is_on_disk(byte_data, tmp_path):
+def test_a_rank_killed_mid_run_leaves_the_other_one_line_with_what_is_on_disk(byte_data, tmp_path, capsys):
     # Rank 1 dies (kill -9, a crash): rank 0's next collective fails in gloo, and torchrun sends it
     # SIGTERM. That signal raised in its exit callbacks (here: as its last loss.png is drawn) and
     # was reported as "interrupted before training started; nothing was saved", with checkpoints on
@@ -742,6 +742,8 @@ sys.exit(train.main(sys.argv[1:]))
                              f"the latest checkpoint is still {out / 'ckpt-0000004'}")
     assert f'File "{ROOT / "train.py"}"' not in proc.stderr  # no traceback of ours (torchrun prints its own report)
     assert open_checkpoint(out).meta["step"] == 4
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0  # on, in one process
+    assert "note: resumed with 1 process instead of 2: random streams are reseeded" in capsys.readouterr().out
 
 
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
