@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import Terminated, UsageError
+from gpt.errors import Terminated, UsageError, first_of_its_machine
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -296,6 +296,9 @@ def sample(args: argparse.Namespace) -> int:
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun's: every process printed the same samples (hunt, session 26)
+        raise UsageError(f"sample.py runs in one process: start it with python, not torchrun (its "
+                         f"{os.environ['WORLD_SIZE']} processes would each print the same samples)")
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
     asked = args.instruction is not None
@@ -409,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         return sample(args)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
-        print(f"sample.py: error: {message}", file=sys.stderr)
+        if first_of_its_machine():  # (started by torchrun, every process meets it alike)
+            print(f"sample.py: error: {message}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)
         print(f"\n{INTERRUPTED}", file=sys.stderr)

@@ -86,6 +86,17 @@ def test_greedy_is_deterministic_and_the_argmax_of_the_full_forward_at_every_ste
     assert first[0]["finish_reason"] == ("eot" if new[-1] == BYTE.eot_token else "length")
 
 
+def test_torchrun_is_refused_in_one_line(run_dir):
+    # every process sampled and printed the same text, and --chat's processes shared one stdin (hunt, session 26)
+    from tests.test_train import torchrun
+
+    proc = torchrun(ROOT / "sample.py", f"--out_dir={run_dir}", "--max_new_tokens=4")
+    assert proc.returncode != 0 and "---------------" not in proc.stdout
+    assert [line for line in proc.stderr.splitlines() if "sample.py: error:" in line] == [
+        "sample.py: error: sample.py runs in one process: start it with python, not torchrun (its 2 processes "
+        "would each print the same samples)"]
+
+
 def test_sampling_without_compile_never_imports_the_compiler(run_dir):
     # Issue 9: `python sample.py` within 3 s of starting, on a GPU. Importing torch._dynamo costs
     # ~1.4 s on the 2-core CPU, and two innocent calls pulled it in: initialising the weights of
