@@ -200,6 +200,8 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
             found = [f for m in matches for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
             if not found:
                 raise PrepareError(f"{item}: no file matches")
+        elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)
+            raise PrepareError(f"{item}: not a regular file or a directory")
         else:
             raise PrepareError(f"{item}: no such file or directory")
         for f in found:

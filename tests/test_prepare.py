@@ -464,6 +464,14 @@ def test_the_same_file_under_two_spellings_or_a_symlink_is_one_document(tmp_path
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)  # no copy in val
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX: FIFOs and /dev/null")
+def test_an_input_that_is_there_but_not_a_file_is_not_said_to_be_missing(tmp_path):
+    os.mkfifo(tmp_path / "pipe")  # (--data=/dev/null said '/dev/null: no such file or directory': hunt, session 26)
+    for item in (tmp_path / "pipe", "/dev/null"):
+        with pytest.raises(sources.PrepareError, match=f"^{item}: not a regular file or a directory$"):
+            sources.expand_inputs([str(item)])
+
+
 def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
     write_docs(tmp_path / "corp" / "part1", 2)
     write_docs(tmp_path / "corp" / "part2", 2)
