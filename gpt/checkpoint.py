@@ -45,6 +45,7 @@ from gpt.files import describe_error, read_safetensors, read_torch_file, safeten
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, read_hf_config
 
 CKPT_PREFIX = "ckpt-"
+SET_ASIDE_PREFIX = f"{TMP_PREFIX}old-"  # a step's earlier save while the same step is saved again (save_checkpoint)
 BROKEN_PREFIX = "broken-"  # a checkpoint resume skipped as unreadable, set aside (never resumed, never pruned)
 WEIGHTS, STATE, META = "model.safetensors", "state.pt", "meta.json"
 SPACE_MARGIN = 1.02, 1 << 20  # needed = 2% + 1 MiB over the tensors' bytes: headers, meta.json, zip padding
@@ -94,7 +95,7 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
     out_dir = Path(out_dir)
     name = f"{CKPT_PREFIX}{step:07d}"
     final, tmp = out_dir / name, out_dir / f"{TMP_PREFIX}{name}.{os.getpid()}"
-    old = out_dir / f"{TMP_PREFIX}old-{name}.{os.getpid()}"
+    old = out_dir / f"{SET_ASIDE_PREFIX}{name}.{os.getpid()}"
     try:
         weights = weights_to_save(model)  # (copies: on a CPU the weights' size in memory again)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +119,8 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
+        for stranded in out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"):  # a killed save's (`_stranded`): replaced now
+            shutil.rmtree(stranded, ignore_errors=True)
         fsync_dir(out_dir)
         if is_best:
             write_text_atomic(out_dir / "best", name + "\n")
@@ -176,19 +179,37 @@ def _is_complete(path: Path) -> bool:
 
 
 def _step(ckpt: Path) -> int | None:
+    name = _set_aside_name(ckpt) or ckpt.name
     try:
-        return int(ckpt.name[len(CKPT_PREFIX):])
+        return int(name[len(CKPT_PREFIX):])
     except ValueError:  # not a name save_checkpoint gives: not ours to prune
         return None
 
 
+def _set_aside_name(path: Path) -> str | None:
+    """The checkpoint's name where `path` is a step's earlier save set aside while the same step is
+    saved again (save_checkpoint's swap: .tmp-old-ckpt-N.PID), else None."""
+    if not path.name.startswith(SET_ASIDE_PREFIX):
+        return None
+    return path.name[len(SET_ASIDE_PREFIX):].rsplit(".", 1)[0]
+
+
+def _stranded(out_dir: Path) -> list[Path]:
+    """Earlier saves of a step that a save of the same step set aside and was killed before it put
+    its new copy in their place: then they are that step's only complete copy, and count as its
+    checkpoint (clean_leftovers removed them, and a resume went back to the step before, without a
+    word: hunt, session 26). The step's next save, or pruning, removes them."""
+    return [p for p in out_dir.glob(f"{SET_ASIDE_PREFIX}{CKPT_PREFIX}*")
+            if _is_complete(p) and not (out_dir / _set_aside_name(p)).exists()]
+
+
 def list_checkpoints(out_dir: str | Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
+    """Complete checkpoints, oldest first (a stranded earlier save of a step among them: `_stranded`)."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return []
-    return sorted((p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _is_complete(p)),
-                  key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))  # by step: ckpt-10000000 after ckpt-9999999
+    complete = [p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _is_complete(p)] + _stranded(out_dir)
+    return sorted(complete, key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))  # by step: ckpt-10000000 after ckpt-9999999
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:
@@ -198,7 +219,9 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
         target = out_dir / (out_dir / name).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return target if _is_complete(target) else None
+    if _is_complete(target):
+        return target
+    return next((p for p in _stranded(out_dir) if _set_aside_name(p) == target.name), None)
 
 
 LORA_BASE_MARK = "lora-runs.txt"  # in a checkpoint that LoRA adapters load onto: pruning keeps it
@@ -252,9 +275,10 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
 
 
 def clean_leftovers(out_dir: str | Path) -> list[Path]:
-    """Remove what a killed save left behind (`.tmp-*`); returns what was removed."""
+    """Remove what a killed save left behind (`.tmp-*`), but a step's only complete copy
+    (`_stranded`); returns what was removed."""
     out_dir = Path(out_dir)
-    removed = sorted(out_dir.glob(f"{TMP_PREFIX}*")) if out_dir.is_dir() else []
+    removed = sorted(set(out_dir.glob(f"{TMP_PREFIX}*")) - set(_stranded(out_dir))) if out_dir.is_dir() else []
     for p in removed:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     return removed

@@ -172,6 +172,42 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+def test_a_resave_killed_between_its_renames_keeps_the_step(tmp_path):
+    # A step saved again (a resume stopped at once, say) sets its earlier save aside, then renames the
+    # new one into its place. Killed between the two, the step's two complete copies were both removed
+    # at the next start as leftovers, and the resume went back to the step before (hunt, session 26).
+    script = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(os.getcwd())!r})
+        import gpt.checkpoint as C
+        from tests.test_checkpoint import make_model, save
+        save({str(tmp_path)!r}, 1, make_model(1))
+        save({str(tmp_path)!r}, 2, make_model(2), best=True)
+        real = os.replace
+        def die_after_setting_aside(src, dst):
+            real(src, dst)
+            if Path(dst).name.startswith(".tmp-old-"):
+                os._exit(9)
+        os.replace = die_after_setting_aside
+        save({str(tmp_path)!r}, 2, make_model(2), val_loss=1.5)
+    """)
+    assert subprocess.run([sys.executable, "-c", script], cwd=os.getcwd()).returncode == 9
+    assert not (tmp_path / "ckpt-0000002").exists() and list(tmp_path.glob(".tmp-ckpt-0000002.*"))
+    [aside] = tmp_path.glob(".tmp-old-ckpt-0000002.*")
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001", aside.name]
+    assert find_checkpoint(tmp_path) == find_checkpoint(tmp_path, "best") == aside  # `latest` and `best` name step 2
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path == aside and ckpt.meta["step"] == 2 and skipped == []
+    loaded, _ = load_model(tmp_path)
+    assert torch.equal(loaded.transformer.wte.weight, make_model(2).transformer.wte.weight)
+    removed = clean_leftovers(tmp_path)  # train.py's next start: the torn swap's new copy goes, the only old one stays
+    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.") and aside.is_dir()
+    save(tmp_path, 2, make_model(2), val_loss=1.5)  # the step's next save replaces it
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+    assert open_checkpoint(tmp_path).meta["val_loss"] == 1.5
+
+
 def test_pointer_missing_falls_back_to_newest_complete(tmp_path):
     model = make_model()
     save(tmp_path, 1, model)
