@@ -36,6 +36,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -171,12 +172,21 @@ def warnings_as_lines():
         yield
 
 
-def _worker_signals() -> None:
+def _worker_start(parent: int) -> None:
     # Ctrl-C and SIGTERM are the parent's to handle: one clean stop. A SIGTERM to the whole process
     # group (timeout, Slurm, torchrun) used to kill a worker while it held the task queue's lock,
     # and the parent then waited forever for it (audit, 2026-11-26); the parent ends the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Unless it is killed (kill -9, the out-of-memory killer): then nothing ends them, and they
+    # waited on their queues for ever, holding its stdout open (`prepare.py | cat` never ended):
+    # each ends itself within a second of its parent (hunt, session 26).
+    def end_with_the_parent():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=end_with_the_parent, daemon=True).start()
 
 
 @contextlib.contextmanager
@@ -194,7 +204,8 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
 
     get_tokenizer(tokenizer_name)
     method = "fork" if "fork" in mp.get_all_start_methods() else None
-    pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_signals)
+    pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_start,
+                               initargs=(os.getpid(),))
     try:
         pool.submit(int).result()  # the workers forked now, before the progress bar starts a thread
         yield pool
@@ -437,11 +448,15 @@ def _build_name(out: Path, kind: str) -> Path:
 
 def _remove_stale_builds(out: Path) -> None:
     """Remove the temp build and set-aside directories beside out whose preparation, on this
-    machine, died (SIGKILL, a power cut): nothing else ever would, and a build can be gigabytes."""
+    machine, died (SIGKILL, a power cut): nothing else ever would, and a build can be gigabytes.
+    A set-aside directory without an out is put back: its preparation died between its renames."""
     stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-{re.escape(socket.gethostname())}-(\d+)")
     for path in out.parent.iterdir():
         if (match := stale.fullmatch(path.name)) and not _alive(int(match[2])):
-            path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
+            if match[1] == "old" and not out.exists() and not out.is_symlink():  # killed between its two renames:
+                path.rename(out)  # the previous data, back where it was
+            else:
+                path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
 
 
 def _cpu_count() -> int:
@@ -487,7 +502,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_builds(real)
-        building = _build_name(real, "tmp")
+        building, old = _build_name(real, "tmp"), _build_name(real, "old")
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir()
         try:
@@ -495,12 +510,13 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                              shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
             write_meta(building, meta)  # last: a directory with meta.json is complete
-            old = _build_name(real, "old")
             if real.exists():
                 real.rename(old)
             building.rename(real)
             shutil.rmtree(old, ignore_errors=True)
         except BaseException:
+            if old.exists() and not real.exists():  # stopped between the two renames: the previous data goes back
+                old.rename(real)  # (it was removed with the new build, said "nothing was written": hunt, session 26)
             shutil.rmtree(building, ignore_errors=True)
             for d in made:
                 with contextlib.suppress(OSError):  # (not empty: another run's, since)

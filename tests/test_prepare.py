@@ -401,6 +401,72 @@ def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
         assert no_leftovers(tmp_path, tmp_path / "out")
 
 
+def test_a_stop_between_the_two_renames_puts_the_previous_data_back(tmp_path, monkeypatch):
+    # The old directory was renamed aside, then the stop (Ctrl-C, SIGTERM's Terminated) removed the
+    # finished new build, left the old one hidden, and said "nothing was written" (hunt, session 26)
+    from gpt.errors import Terminated
+
+    write_docs(tmp_path / "in", 4)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    before = documents(out, "train")
+    rename = Path.rename
+
+    def stopped_before_the_second(self, target):
+        if self.name.startswith(".out.tmp-"):
+            raise Terminated
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", stopped_before_the_second)
+    with pytest.raises(Terminated):
+        run_prepare([tmp_path / "in"], out, force=True)
+    assert documents(out, "train") == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_preparation_killed_between_its_renames_gets_its_data_back_at_the_next(tmp_path):
+    from gpt.prepare import _build_name, _remove_stale_builds
+
+    write_docs(tmp_path / "in", 4)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    aside = _build_name(out, "old").with_name(_build_name(out, "old").name.rsplit("-", 1)[0] + f"-{dead.stdout.strip()}")
+    out.rename(aside)  # as a kill -9 after the first rename leaves it
+    _remove_stale_builds(out)
+    assert out.is_dir() and not aside.exists() and len(documents(out, "train")) == 3
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process's children in /proc (Linux)")
+def test_the_tokenizer_processes_end_with_a_killed_preparation(tmp_path):
+    # kill -9 of data/prepare.py --num_proc 2 left its workers waiting for ever, holding its stdout:
+    # `prepare.py | cat` never ended (hunt, session 26)
+    words = [f"w{i}" for i in range(5000)]
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "big.txt", "w") as f:
+        for _ in range(40):
+            f.write(" ".join(rng.choice(words, 50_000)) + "\n")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "data" / "prepare.py"), "--input", str(tmp_path / "big.txt"),
+                             "--tokenizer", "gpt2", "--out_dir", str(tmp_path / "out"), "--num_proc", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not children.read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = children.read_text().split()
+    assert workers, "no tokenizer process started"
+    proc.kill()
+    proc.communicate(timeout=20)  # the workers held its stdout and stderr open: this waited for ever
+
+    def running(pid: str) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(map(running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(running, workers))
+
+
 def test_refuses_to_replace_a_directory_it_did_not_make(tmp_path):
     write_docs(tmp_path / "in", 3)
     (tmp_path / "mine").mkdir()
