@@ -293,11 +293,19 @@ def _hf_config(path: Path) -> bool:
     return isinstance(config, dict) and ("model_type" in config or "n_positions" in config)
 
 
+def _refuse_a_file(path: Path) -> None:
+    """A file where a run or checkpoint directory was asked for: said so. It was "no checkpoint in
+    FILE yet; train one with: python train.py --out_dir=FILE", which train.py refuses (hunt, session 26)."""
+    if path.exists() and not path.is_dir():
+        raise NoCheckpoint(f"{path} is a file, not a run's out_dir or a checkpoint directory")
+
+
 def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
     path = Path(path)
     if _is_complete(path):
         return path
+    _refuse_a_file(path)
     found = _pointer(path, which)
     ckpts = list_checkpoints(path) if found is None else [found]
     if not ckpts:
@@ -392,6 +400,7 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
     when there is none, UnreadableFile when none of them can be read."""
     out_dir = Path(out_dir)
+    _refuse_a_file(out_dir)
     candidates = list_checkpoints(out_dir)[::-1]
     latest = _pointer(out_dir, "latest")
     if latest in candidates:  # the pointer first; it names the newest unless a save failed half-way

@@ -5,6 +5,7 @@ code from it: torch files are read with weights_only=True.
 
 from __future__ import annotations
 
+import errno
 import pickle
 import re
 import warnings
@@ -66,7 +67,8 @@ def read_torch_file(path: Path) -> dict:
                        "not only tensors and plain containers")
         raise UnreadableFile(path, f"refused: it holds pickled objects that torch.load(weights_only=True) does not "
                                    f"allow ({refused}); nothing in it was run") from None
-    except OSError as e:
-        raise UnreadableFile(path, describe_error(e)) from None
+    except OSError as e:  # EINVAL: torch's zip reader seeking by a torn file's offsets ("Invalid argument" alone
+        torn = e.errno == errno.EINVAL  # read as if an option were wrong: hunt, session 26)
+        raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e)})" if torn else describe_error(e)) from None
     except (EOFError, RuntimeError) as e:  # RuntimeError: torch's zip reader on a torn file
         raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e) if str(e) else 'ends early'})") from None

@@ -208,6 +208,20 @@ def test_a_resave_killed_between_its_renames_keeps_the_step(tmp_path):
     assert open_checkpoint(tmp_path).meta["val_loss"] == 1.5
 
 
+def test_a_file_where_a_run_directory_is_asked_for_is_said_to_be_a_file(tmp_path, capsys):
+    # "no checkpoint in FILE yet; train one with: python train.py --out_dir=FILE", which train.py
+    # then refused as not a directory (hunt, session 26)
+    import sample
+
+    (tmp_path / "afile").write_text("x")
+    message = f"{tmp_path / 'afile'} is a file, not a run's out_dir or a checkpoint directory"
+    for call in (find_checkpoint, open_resumable):
+        with pytest.raises(NoCheckpoint, match=f"^{re.escape(message)}$"):
+            call(tmp_path / "afile")
+    assert sample.main([f"--out_dir={tmp_path / 'afile'}"]) == 1
+    assert capsys.readouterr().err == f"sample.py: error: {message}\n"
+
+
 def test_pointer_missing_falls_back_to_newest_complete(tmp_path):
     model = make_model()
     save(tmp_path, 1, model)
@@ -270,6 +284,18 @@ def test_a_pickle_with_a_payload_is_refused_and_never_runs(tmp_path):
     with pytest.raises(UnreadableFile, match=r"hf/pytorch_model\.bin: refused"):
         GPT.from_pretrained(str(hf))
     assert not Payload.marker.exists()
+
+
+def test_a_torn_torch_file_is_said_to_be_truncated_whatever_torch_raises(tmp_path):
+    # torch's zip reader raises OSError(EINVAL) at some cuts: it said "state.pt: Invalid argument" (hunt, session 26)
+    from gpt.files import read_torch_file
+
+    torch.save({"a": torch.zeros(100_000)}, tmp_path / "whole.pt")
+    data = (tmp_path / "whole.pt").read_bytes()
+    for cut in (60_000, 1_000):  # OSError(EINVAL), RuntimeError
+        (tmp_path / "torn.pt").write_bytes(data[:cut])
+        with pytest.raises(UnreadableFile, match=r"torn\.pt: truncated or corrupt \("):
+            read_torch_file(tmp_path / "torn.pt")
 
 
 def corrupt(ckpt, how):
