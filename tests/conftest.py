@@ -81,6 +81,29 @@ def pytest_runtest_setup(item):
         pytest.skip(f"{DEADLINE_SKIP}: {item.nodeid}")  # (-rs groups skips by their reason)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """PYTEST_TIMES_DIR (a directory, which .ci/gpu sets for its test stages): each test leaves a file
+    in its running/ while it runs, and its seconds in times.tsv when done, in whichever process runs it.
+    A stage cut at its time limit ends pytest-xdist without its summary or --durations: those files
+    still name the tests that were running then, and the time every finished one took (five tests
+    of the H100's `tests` stage were cut unnamed, 2026-11-26)."""
+    folder = os.environ.get("PYTEST_TIMES_DIR")
+    if not folder:
+        yield
+        return
+    running = Path(folder, "running")
+    running.mkdir(parents=True, exist_ok=True)
+    marker = running / f"{os.getpid()}-{time.monotonic_ns()}"
+    marker.write_text(f"{item.nodeid} (started {time.strftime('%H:%M:%S')})\n")
+    start = time.monotonic()
+    outcome = yield
+    if outcome.excinfo is None:  # an interrupted test keeps its marker: it did not finish
+        with open(Path(folder, "times.tsv"), "a") as times:  # (a line per append: processes can share it)
+            times.write(f"{time.monotonic() - start:.1f}\t{item.nodeid}\n")
+        marker.unlink()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A run with tests skipped for the deadline did not run them all: its status says so (2, as an
     interrupted run's), so the stage fails as a cut one did (review, 2026-11-26)."""

@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ FAST_TEST = "tests/test_bench.py::test_quality_defaults_name_known_recipes_and_p
 
 def run_pytest(deadline) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTEST_DEADLINE": deadline if isinstance(deadline, str) else f"{deadline:.0f}"}
+    env.pop("PYTEST_TIMES_DIR", None)  # (a .ci/gpu stage's: this inner run's tests are not the stage's)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", FAST_TEST],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
@@ -27,3 +29,28 @@ def test_a_malformed_deadline_is_one_line_not_a_traceback_per_test():
     proc = run_pytest("tomorrow")
     assert proc.returncode == 4 and "PYTEST_DEADLINE must be seconds since the epoch, got 'tomorrow'" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_cut_run_leaves_the_names_of_its_running_tests_and_the_times_of_its_finished_ones(tmp_path):
+    # .ci/gpu's stages are cut by SIGINT at their time limit; pytest-xdist then prints no summary
+    (tmp_path / "test_two.py").write_text(
+        "import os, time\n"
+        "def test_quick():\n    pass\n"
+        "def test_slow():\n    open(os.environ['READY'], 'w').close()\n    time.sleep(120)\n")
+    times, ready = tmp_path / "times", tmp_path / "ready"
+    env = {**os.environ, "PYTEST_TIMES_DIR": str(times), "READY": str(ready)}
+    env.pop("PYTEST_DEADLINE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                             str(tmp_path / "test_two.py")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert ready.exists() and proc.returncode == 2, output  # (2: interrupted)
+    running = [p.read_text() for p in (times / "running").iterdir()]
+    assert len(running) == 1 and running[0].startswith("test_two.py::test_slow (started "), running
+    finished = (times / "times.tsv").read_text().splitlines()
+    assert len(finished) == 1 and finished[0].endswith("\ttest_two.py::test_quick"), finished
+    assert float(finished[0].split("\t")[0]) < 60
