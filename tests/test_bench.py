@@ -47,6 +47,9 @@ def test_quality_refuses_an_unknown_recipe():
     ("decode", "--repeat=0", "argument --repeat: must be >= 1, got 0"),  # was a TypeError in _timed
     ("prepare", "--seconds=0", "argument --seconds: must be > 0 and finite, got 0"),  # was a ZeroDivisionError
     ("train", "--warmup=-2", "argument --warmup: must be >= 0, got -2"),  # ran, and printed "after -2 warm-up"
+    # hunt, session 26: a traceback in nanoGPT's GPU stand-in; "all cores", silently
+    ("train", "--nanogpt_batch=0", "argument --nanogpt_batch: must be >= 1, got 0"),
+    ("prepare", "--num_proc=0", "argument --num_proc: must be >= 1, got 0"),
 ])
 def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -68,9 +71,28 @@ def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, mes
      "transformers' generate (the reference) stops: give fewer tokens, or --skip_transformers"),
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--sample_wall_out_dir=no-such-run"],
      "bench.py decode: error: --sample_wall_out_dir: no complete checkpoint in "),
+    # hunt, session 26: an allocator's traceback; a bad value of a later row, refused by train.py after
+    # the rows before it had run; an empty value, which ran some 15 minutes of default recipes or an
+    # unlabelled copy of the first row
+    (["decode", "--n_layer=1", "--n_head=2", "--n_embd=1000000000"],
+     "bench.py decode: error: the model of --n_layer=1 --n_embd=1000000000 (12,000,051,281,000M parameters) does "
+     "not fit: its float32 weights alone need "),
+    (["train", "--dtypes=float32,bogus"], "bench.py train: error: train.py bogus auto: invalid configuration:\n  "
+                                          "dtype must be one of auto, float32, bfloat16, float16, got 'bogus'"),
+    (["train", "--with=--batch_size=2", "--with=--bogus=1"],
+     "bench.py train: error: train.py --bogus=1: unknown option --bogus in the command line"),
+    (["train", "--with="], "bench.py train: --with needs a train.py flag, e.g. --with=--batch_size=64"),
+    (["quality", "--time_budget=1e300", "--recipes=default"],
+     "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
+    (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
+    (["train", "--dtypes=float32,"], "bench.py: --dtypes has an empty value"),
 ])
 def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_path, monkeypatch):
+    import train
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(train, "main", lambda *a, **k: pytest.fail("a row ran before the refusal"))
+    monkeypatch.setattr(bench, "run_child", lambda *a, **k: pytest.fail("a run started before the refusal"))
     with pytest.raises(SystemExit) as e:
         bench.main(argv)
     assert str(e.value.code).startswith(message), e.value.code
@@ -192,6 +214,7 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monke
     preset.write_text('optimizer = "adamw"\ndtype = "float32"\n')
     bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step",
                 "--with=--batch_size=2  --dropout=0.1",  # a row of two flags
+                "--with=--max_iters=3",  # a row that logs fewer steps than the first
                 "--", f"--config={preset}", f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32",
                 "--block_size=32", "--batch_size=4", "--compile=false", "--device=cpu", "--warmup_iters=2"])
     out = capsys.readouterr().out
@@ -200,14 +223,22 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monke
     assert "--optimizer" not in out and "--dtype" not in out
     rows = {flag: (tok_s, ratio) for flag, tok_s, ratio in re.findall(
         r"^  (--[^:(]+?)(?: \(.*?\))?: [\d.]+ ms/step, ([\d,]+) tokens/s, ([\d.]+)x the tokens/s", out, re.M)}
-    assert list(rows) == ["--batch_size=2 --dropout=0.1", "--deterministic=true", "--log_interval=1"], out[-3000:]
+    assert list(rows) == ["--batch_size=2 --dropout=0.1", "--max_iters=3", "--deterministic=true",
+                          "--log_interval=1"], out[-3000:]
+    # a row's loss drift counts the steps both rows logged: 3 of the first row's (0, 2, 4, 6: step 0
+    # logs no loss), 1 for a run of 3 steps (it said 3: hunt, session 26)
+    assert re.search(r"^  --max_iters=3: .* at the 1 step\(s\) both rows logged", out, re.M), out[-3000:]
+    assert re.search(r"^  --deterministic=true: .* at the 3 step\(s\) both rows logged", out, re.M), out[-3000:]
     assert re.search(r"^train --batch_size=2 --dropout=0\.1: python train\.py .* --batch_size=2 --dropout=0\.1$", out, re.M)
     first = float(re.search(r"^  \S+ \S+: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M).group(1).replace(",", ""))
     for tok_s, ratio in rows.values():  # the ratio is of tokens/s, also where a step holds fewer tokens
         assert float(ratio) == pytest.approx(float(tok_s.replace(",", "")) / first, abs=0.01)
     # the rows share one process, and PyTorch reads cuBLAS's deterministic workspace once per process:
-    # set before the first row, for every row
-    assert "train: CUBLAS_WORKSPACE_CONFIG=:4096:8 for every row" in out.split("train float32")[0]
+    # set before the first row, for every row; said where there is a GPU (a CUDA setting)
+    import torch
+
+    said = "train: CUBLAS_WORKSPACE_CONFIG=:4096:8 for every row" in out.split("\ntrain auto auto: ")[0]
+    assert said == torch.cuda.is_available(), out[:2000]
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     # the same seed and data: --deterministic and --log_interval=1 change no loss on the CPU
     assert re.search(r"--deterministic=true: .* at most 0\.0000 ", out) and re.search(r"--log_interval=1 .* at most 0\.0000 ", out)
@@ -340,5 +371,92 @@ def test_prepare_reports_data_prepares_own_peak_memory_not_this_processes():
     proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "prepare", "--mb=0.5", "--seconds=0.2",
                            "--num_proc=1", "--tokenizer=byte"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    main_mb = int(re.search(r"peak RSS: main process (\d+) MB", proc.stdout)[1])
+    main_mb = int(re.search(r"peak RSS: (\d+) MB, one process", proc.stdout)[1])  # (no worker: not reported)
     assert 10 < main_mb < 200, proc.stdout
+
+
+def test_nanogpt_cpu_runs_nanogpts_recipe_as_its_stand_in_does():
+    # train.py's defaults since issue 11 (Muon, rotary positions, QK-norm) timed against the stand-in's
+    # AdamW and learned positions compared other work (hunt, session 26)
+    cfg, _ = parse_args(bench.NANOGPT_CPU_SHAPE)
+    ref = bench.NANOGPT_CPU_REFERENCE
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size, cfg.batch_size) == \
+        (ref["L"], ref["H"], ref["C"], ref["T"], ref["B"]) == (4, 4, 128, 64, 12)
+    assert (cfg.optimizer, cfg.pos_encoding, cfg.qk_norm, cfg.qk_scale, cfg.bias, cfg.dropout, cfg.activation) == \
+        ("adamw", "learned", False, 1.0, False, 0.0, "gelu")  # the stand-in: no biases, exact GELU
+
+
+def test_nanogpt_cpu_with_another_shape_times_the_stand_in_at_that_shape(tmp_path, capsys, monkeypatch):
+    # A model 15x smaller than the recipe "met" the 2x target against the recipe's stand-in (hunt, session 26)
+    import re
+
+    from gpt.prepare import prepare
+    text = tmp_path / "text"
+    text.mkdir()
+    (text / "a.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 400)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
+                   quiet=True)
+    shapes = []
+
+    def stand_in(steps, warmup, **shape):
+        shapes.append(shape)
+        return 10.0  # ms/iter: the ratios' arithmetic is checked, not a speed
+
+    monkeypatch.setattr(bench, "nanogpt_reference_ms", stand_in)
+    small = ["--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4"]
+    bench.main(["train", "--nanogpt_cpu", "--steps=2", "--warmup=1", "--", f"--data={data}", *small])
+    out = capsys.readouterr().out
+    assert shapes == [dict(V=65, T=32, B=4, C=32, L=1, H=2, record=1)]
+    assert "the shape that ran (1 layers of 32, 2 heads, 4 x 32 tokens; not nanoGPT's recipe): 10.0 ms/iter" in out
+    tok_s = float(re.search(r"^  float32 adamw: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M)[1].replace(",", ""))
+    ratio = re.search(r"^  float32 adamw: ([\d.]+)x the reference's tokens/s$", out, re.M)  # the row says what ran
+    assert ratio and float(ratio[1]) == pytest.approx(tok_s / (4 * 32 / 10.0 * 1000), abs=0.01), out[-2000:]
+    assert "[target" not in out and "the issue's" not in out  # the recipe's figures are not this shape's
+    bench.main(["train", "--nanogpt_cpu", "--steps=2", "--warmup=1", "--", f"--data={data}"])  # the recipe itself
+    out = capsys.readouterr().out
+    assert shapes[1] == dict(bench.NANOGPT_CPU_REFERENCE, record=1)
+    assert re.search(r"^  float32 adamw: [\d.]+x the reference's tokens/s, [\d.]+x the issue's nanoGPT figure  "
+                     r"\[target >= 2x\]$", out, re.M), out[-2000:]
+
+
+def test_prepare_times_one_pass_at_least_however_short_its_seconds():
+    # --seconds=1e-9 timed no pass and divided by zero (hunt, session 26)
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "prepare", "--mb=0.1", "--seconds=1e-9",
+                           "--num_proc=1", "--tokenizer=byte", "--batch_size=2", "--block_size=64"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    single = re.search(r"tokenizer, 1 process \(byte\.encode\): ([\d.]+) MB/s; x 1 core = ", proc.stdout)
+    loader = re.search(r"loader: TrainBatches\.next_batch 2 x 64 on CPU: (\d+)M tokens/s", proc.stdout)
+    assert single and float(single[1]) > 0 and loader, proc.stdout
+    assert "end to end, 1 process:" in proc.stdout and "worker" not in proc.stdout  # no worker ran to report
+
+
+def test_sigterm_stops_a_quality_run_and_its_train_py_and_leaves_no_temporary_directory(tmp_path):
+    # SIGTERM (kill, timeout, a scheduler) ended bench.py at once: its temporary directories stayed,
+    # and its train.py ran on for its whole budget, writing checkpoints into one (hunt, session 26)
+    import os
+    import signal
+    import time
+
+    from tests.test_train import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench.py"), "quality", "--time_budget=120",
+                             "--recipes=default", "--", f"--data={corpus}", f"--data_cache={tmp_path / 'cache'}",
+                             "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4",
+                             "--tokenizer=byte", "--eval_interval=50", "--eval_iters=2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("bench-quality-*/default-0/ckpt-*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)  # until the budgeted run has written a checkpoint: it is well under way
+    run_dir = next(temp.glob("bench-quality-*/default-0"))
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "bench.py quality: interrupted", err[-2000:]
+    assert list(temp.iterdir()) == []  # its run and compile-cache directories are gone
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(run_dir) not in ps  # and no train.py of it runs on
