@@ -190,9 +190,8 @@ def check_decode_args(args: argparse.Namespace) -> None:
     from gpt.errors import ConfigError
     from gpt.model import GPTConfig
 
-    config = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)  # a ConfigError naming the bad value
+    config = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)  # a ConfigError names a bad one
     # Every row builds the model in float32 on the CPU first: a shape larger than the memory is one
-    # line here, not an allocator's traceback (hunt, session 26)
     # line here, not an allocator's traceback (hunt, session 26). Its matrices' parameters, counted
     # in Python's integers (a meta-device model overflows torch's sizes first):
     import torch
@@ -611,6 +610,7 @@ def bench_prepare(args: argparse.Namespace) -> None:
     from gpt.sources import shakespeare_files, shakespeare_play_text
 
     cores = args.num_proc if args.num_proc is not None else len(os.sched_getaffinity(0))
+    core_s, process_s = ("core", "process") if cores == 1 else ("cores", "processes")
     plays = [(p.stem, shakespeare_play_text(p.read_text(encoding="utf-8"))) for p in shakespeare_files()]
     corpus_bytes = sum(len(text.encode()) for _, text in plays)
     copies = math.ceil(args.mb * 1e6 / corpus_bytes)
@@ -622,7 +622,7 @@ def bench_prepare(args: argparse.Namespace) -> None:
                 (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
         total_mb = copies * corpus_bytes / 1e6
         print(f"prepare: {total_mb:.1f} MB of text (the Shakespeare plays x {copies}, {copies * len(plays)} files), "
-              f"{args.tokenizer} tokenizer, {cores} {'core' if cores == 1 else 'cores'}")
+              f"{args.tokenizer} tokenizer, {cores} {core_s}")
 
         # End to end in a fresh process, as a user runs it, reporting its own and its workers' peak
         # RSS. Its own is VmHWM, the peak of its memory since exec: Linux carries ru_maxrss over
@@ -654,9 +654,9 @@ def bench_prepare(args: argparse.Namespace) -> None:
             encoded += corpus_bytes
         single = encoded / 1e6 / (time.perf_counter() - start)
         name = "tiktoken encode_ordinary" if tok.name == "gpt2" else f"{tok.name}.encode"
-        print(f"  tokenizer, 1 process ({name}): {single:.1f} MB/s; x {cores} {'core' if cores == 1 else 'cores'} = {cores * single:.1f} MB/s")
+        print(f"  tokenizer, 1 process ({name}): {single:.1f} MB/s; x {cores} {core_s} = {cores * single:.1f} MB/s")
         e2e = total_mb / seconds
-        print(f"  data/prepare.py end to end, {cores} {'process' if cores == 1 else 'processes'}: {e2e:.1f} MB/s = {e2e / (cores * single):.2f} x "
+        print(f"  data/prepare.py end to end, {cores} {process_s}: {e2e:.1f} MB/s = {e2e / (cores * single):.2f} x "
               f"(cores x single-process)  [target >= 0.80]  ({seconds:.1f} s with interpreter start and imports)")
         if inner:
             steady = total_mb / float(inner.group(1))
@@ -966,7 +966,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                         "the issue's 33 ms/iter; with shape overrides, the stand-in takes the shape that ran")
     p.add_argument("--nanogpt_gpu", action="store_true", help="also time a stand-in for nanoGPT's GPT-2 124M step on "
                                                               "the GPU (compiled, bf16), for a same-run tokens/s ratio")
-    p.add_argument("--nanogpt_batch", type=positive_int, default=32, help="the GPU reference's batch size (default: 32)")
+    p.add_argument("--nanogpt_batch", type=positive_int, default=32,
+                   help="the GPU reference's batch size (default: 32)")
     p.add_argument("--deterministic", action="store_true", help="also time the run with --deterministic=true")
     p.add_argument("--fp8", action="store_true", help="also time the run with --fp8=true (float8 matmuls)")
     p.add_argument("--read_every_step", action="store_true",
