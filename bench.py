@@ -1185,7 +1185,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                 cuts = SECOND_LOOK.findall(log)  # why the run's count was shortened, if it was
                 planned = f" (planned {plan[1]} at the warmup's {plan[2]} ms{', shortened' if cuts else ''})" if plan else ""
                 print(f"  {last['step']:,} steps{planned}, median {ms:.1f} ms/step, {seconds:.0f} s wall "
-                      f"({seconds - args.time_budget:+.0f} s against the budget): "
+                      f"({round(seconds - args.time_budget):+d} s against the budget): "
                       f"validation {last['val_bpb']:.3f} bits per byte", flush=True)
                 for cut in cuts:
                     print(f"    shortened: {cut}", flush=True)  # (not always at an evaluation: review, session 24)
