@@ -27,7 +27,7 @@ import torch
 from gpt.errors import UsageError
 from gpt.files import decode_utf8
 from gpt.generation import Sample, crop_prompt, generate_samples
-from gpt.instruct import RecordError, prompt_ids, to_messages
+from gpt.instruct import RecordError, parse_json, prompt_ids, to_messages
 
 SEPARATOR = "---------------"  # sample.py's, between samples
 
@@ -140,7 +140,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             pass
         elif as_json:
             try:
-                messages = to_messages(json.loads(text), f"line {lineno}", answered=False)
+                messages = to_messages(parse_json(text), f"line {lineno}", answered=False)
             except (json.JSONDecodeError, RecordError) as e:
                 refuse(f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e))
             else:

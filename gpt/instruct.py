@@ -40,6 +40,7 @@ This module needs only numpy (data preparation starts without importing torch).
 
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
 import numpy as np
@@ -61,6 +62,31 @@ class RecordError(ValueError):
 # ----------------------------------------------------------------------------- records -> messages
 
 
+def json_kind(value) -> str:
+    """A JSON value's kind in JSON's words ("null", "a number", "a list"): messages about the
+    user's records named Python's types ("got NoneType", "is a int": hunts, sessions 24 and 27)."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), f"a {type(value).__name__}")
+
+
+def parse_json(text: str):
+    """json.loads of the user's text (a data record, a --chat --json line). Hostile text fails it
+    in two more ways than malformed JSON: nesting deeper than Python's recursion limit
+    (RecursionError) and an integer longer than int() converts (ValueError: Python's 4,300-digit
+    limit). Both are raised as json.JSONDecodeError too, so the caller's one line or error record
+    covers them: they were tracebacks that ended a --chat --json session (hunt, session 27)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion: ...; use ..."
+        raise json.JSONDecodeError(str(e).split(";")[0], text, 0) from None
+
+
 def is_supervised(record, text_field: str = "text") -> bool:
     """A record in one of the forms above (and without the plain-text field, which wins)."""
     return isinstance(record, dict) and text_field not in record and any(k in record for k in SUPERVISED_FIELDS)
@@ -73,10 +99,7 @@ def _text(record: dict, key: str, where: str, *, optional: bool = False) -> str:
     if key not in record:
         raise RecordError(f"{where}: field {key!r} is missing (the record has: {', '.join(map(str, record))})")
     if not isinstance(value, str):
-        # in JSON's words: "is a int" named Python's type (hunt, session 24)
-        what = "null" if value is None else {bool: "a boolean", int: "a number", float: "a number", list: "a list",
-                                             dict: "an object"}.get(type(value), f"a {type(value).__name__}")
-        raise RecordError(f"{where}: field {key!r} is {what}, not text")
+        raise RecordError(f"{where}: field {key!r} is {json_kind(value)}, not text")
     if not value.strip() and not optional:
         raise RecordError(f"{where}: field {key!r} is empty")
     return value
@@ -90,7 +113,7 @@ def to_messages(record, where: str, *, answered: bool = True) -> list[dict]:
     assistant message is left out if present (so a training file can be fed back for answers),
     and the last message must be the user's (or a system message)."""
     if not isinstance(record, dict):
-        raise RecordError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        raise RecordError(f"{where}: expected a JSON object, got {json_kind(record)}")
     if "messages" in record:
         messages = _messages(record["messages"], where)
         if not answered and messages[-1]["role"] == "assistant":
@@ -124,7 +147,7 @@ def _messages(messages, where: str) -> list[dict]:
     for i, message in enumerate(messages):
         at = f"{where}: messages[{i}]"
         if not isinstance(message, dict):
-            raise RecordError(f"{at}: expected an object with role and content, got {type(message).__name__}")
+            raise RecordError(f"{at}: expected an object with role and content, got {json_kind(message)}")
         role = _text(message, "role", at)
         if role not in ROLES:
             raise RecordError(f"{at}: role {role!r} is not one of {', '.join(ROLES)}")

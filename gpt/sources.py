@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gpt.errors import install_hint
-from gpt.instruct import RecordError, Segments, is_supervised, segments, to_messages
+from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
 
@@ -224,14 +224,14 @@ def _record_text(record, text_field: str, where: str) -> str | Segments:
         except RecordError as e:
             raise PrepareError(str(e)) from None
     if not isinstance(record, dict) or text_field not in record:
-        fields = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
+        fields = ", ".join(map(str, record)) if isinstance(record, dict) else json_kind(record)
         # (train.py has no --text_field: the message names the command that has one, for both)
         raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with data/prepare.py "
                            "--input FILE --text_field FIELD --out_dir DIR (then train.py --data=DIR), "
                            "or give prompt/response, instruction/output or messages records (instruction tuning)")
     text = record[text_field]
     if text is not None and not isinstance(text, str):
-        raise PrepareError(f"{where}: field {text_field!r} is a {type(text).__name__}, not text")
+        raise PrepareError(f"{where}: field {text_field!r} is {json_kind(text)}, not text")
     return text or ""
 
 
@@ -250,7 +250,7 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
             text, bad = _decode(line.removeprefix(codecs.BOM_UTF8) if lineno == 1 else line)
             replaced += bad
             try:
-                record = json.loads(text)
+                record = parse_json(text)
             except json.JSONDecodeError as e:
                 raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
             yield _record_text(record, text_field, f"{path}:{lineno}"), True
@@ -263,7 +263,7 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         text, replaced = _decode(f.read().removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
     stats.replaced(path, int(replaced))
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as e:
         raise PrepareError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}); "
                            "JSON lines belong in a .jsonl file") from None

@@ -182,3 +182,31 @@ def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answer
     errors, answers = chat(answerer, [b"\xff\xfe hi\n", "Who says: hi\n".encode()], Out())
     assert errors == 1 and warnings == ["line 1: not valid UTF-8 (invalid start byte at byte 0)"]
     assert len(answers) == 1 and "".join(out) == answers[0].text + "\n"
+
+
+def test_hostile_json_lines_get_their_error_record_and_the_next_line_is_answered():
+    # Deep nesting (RecursionError) and a 5,000-digit integer (ValueError) were tracebacks that ended
+    # the session; a null line was "got NoneType" (hunt, session 27)
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    out = []
+
+    class Out:
+        write = out.append
+
+        def flush(self):
+            pass
+
+    answerer = Answerer(model, tok, 4, warn=lambda message: None, temperature=0)
+    lines = ["[" * 100_000 + "]" * 100_000 + "\n", '{"prompt": 1' + "0" * 5000 + "}\n", "null\n", "[1]\n",
+             '{"prompt": "hi"}\n']
+    errors, answers = chat(answerer, lines, Out(), as_json=True)
+    records = [json.loads(line) for line in "".join(out).splitlines()]
+    assert errors == 4 and len(answers) == 1 and [r["line"] for r in records] == [1, 2, 3, 4, 5]
+    assert records[0] == {"line": 1, "error": "line 1: not valid JSON (nested too deeply)"}
+    assert records[1] == {"line": 2, "error": "line 2: not valid JSON (Exceeds the limit (4300 digits) for integer "
+                                              "string conversion: value has 5001 digits)"}
+    assert records[2] == {"line": 3, "error": "line 3: expected a JSON object, got null"}
+    assert records[3] == {"line": 4, "error": "line 4: expected a JSON object, got a list"}
+    assert records[4]["text"] == answers[0].text

@@ -179,6 +179,9 @@ def test_plain_jsonl_is_unchanged(tmp_path):
     ({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant"}]}, r"messages\[1\]: field 'content' is missing"),
     ({"title": "no text here"}, "no field 'text'.*prompt/response, instruction/output or messages"),
     ("{not json", "not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, r"not valid JSON \(nested too deeply\)"),  # a traceback (hunt, session 27)
+    ('{"text": 1' + "0" * 5000 + "}", r"not valid JSON \(Exceeds the limit \(4300 digits\)"),
+    (["a list"], "no field 'text' \\(has: a list\\)"),  # it said "(has: list)"
 ])
 def test_bad_records_name_the_file_and_line(tmp_path, line, message):
     path = write_jsonl(tmp_path / "pairs.jsonl", [PAIR, PAIR, line, PAIR])
