@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import Terminated, UsageError, first_of_its_machine
+from gpt.errors import Terminated, UsageError, first_of_its_machine, reported_oom
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -184,8 +184,16 @@ def check_args(args: argparse.Namespace) -> None:
         # they name the model too, and were silently ignored (audit, 2026-11-26)
         raise UsageError("--init_from names the model to sample: leave out --out_dir and --ckpt=PATH "
                          "(--ckpt=best picks the best checkpoint of an --init_from run directory)")
+    # Path("") is ".": an unset shell variable sampled the current directory (hunt, session 27)
+    if args.out_dir is not None and not args.out_dir.strip():
+        raise UsageError("--out_dir is empty: name a run directory (default: out)")
+    if not args.ckpt.strip():
+        raise UsageError("--ckpt is empty: give latest, best, or a checkpoint's name or path")
     if args.out_dir is None:
         args.out_dir = DEFAULT_OUT_DIR
+    reads = [f"{o}=-" for o, v in (("--start", args.start), ("--instruction", args.instruction)) if v == "-"]
+    if (reads or args.chat) and sys.stdin is None:  # (Python's sys.stdin for a closed descriptor 0: hunt, session 27)
+        raise UsageError(f"stdin is closed: nothing to read for {(reads or ['--chat'])[0]}")
     if args.chat and args.num_samples != 1:
         raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):
@@ -198,7 +206,8 @@ def check_args(args: argparse.Namespace) -> None:
 def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
-    from gpt.checkpoint import CKPT_PREFIX, is_hf_gpt2_dir, list_checkpoints, load_base_model, load_model
+    from gpt.checkpoint import (CKPT_PREFIX, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints, load_base_model,
+                                load_model)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
@@ -227,6 +236,8 @@ def load(args: argparse.Namespace, device: torch.device):
             if args.init_from:
                 raise UsageError(f"no checkpoint at {path}") from None
             if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)
+                if said := [why for p, why in incomplete_checkpoints(path.parent) if p == path]:
+                    raise UsageError(f"{said[0]}; {run_checkpoints(args.out_dir)}") from None  # (hunt, session 27)
                 where = f"{args.ckpt} (nor {path})" if Path(args.ckpt) != path else str(path)
                 raise UsageError(f"no checkpoint at {where}; {run_checkpoints(args.out_dir)}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
@@ -238,6 +249,9 @@ def load(args: argparse.Namespace, device: torch.device):
             others = [p for p in list_checkpoints(run) if p != e.path.parent]
             hint = f"choose another with --ckpt, e.g. --ckpt={others[-1]}" if others else f"no other checkpoint in {run}"
             raise UsageError(f"{e}; {hint}") from None
+        if which == "latest" and ckpt.path.parent == path:  # a newer one that lost a file: said, not passed over
+            for _, why in incomplete_checkpoints(path, newer_than=ckpt.path):  # in silence (hunt, session 27)
+                print(f"warning: {why}; sampling {ckpt.path.name}, the newest complete one", file=sys.stderr)
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
@@ -311,6 +325,8 @@ def sample(args: argparse.Namespace) -> int:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    check_batch_fits(model, args.num_samples, args.use_cache, device)
+
     prompt = tok.encode(prompt_text) if prompt_text else [tok.eot_token]
     prompt, dropped = crop_prompt(prompt, model.config.block_size)
     if dropped:
@@ -337,7 +353,8 @@ def sample(args: argparse.Namespace) -> int:
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
           f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)
     if asked or args.chat:
-        return answer(args, instruction, model, tok, decode_step, device)
+        with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
+            return answer(args, instruction, model, tok, decode_step, device)
 
     stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
     out = sys.stdout
@@ -352,11 +369,12 @@ def sample(args: argparse.Namespace) -> int:
         out.flush()
     generator = torch.Generator(device=device).manual_seed(args.seed)
     try:
-        samples = generate_samples(model, tok, prompt, args.num_samples, args.max_new_tokens,
-                                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                                   repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
-                                   generator=generator, use_cache=args.use_cache, decode_step=decode_step,
-                                   on_text=on_text if stream else None)
+        with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
+            samples = generate_samples(model, tok, prompt, args.num_samples, args.max_new_tokens,
+                                       temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                                       repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
+                                       generator=generator, use_cache=args.use_cache, decode_step=decode_step,
+                                       on_text=on_text if stream else None)
     finally:
         if stream:
             out.write("\n")
@@ -381,6 +399,20 @@ def sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_batch_fits(model, num_samples: int, use_cache: bool, device: torch.device) -> None:
+    """What a batch of num_samples needs at least, checked before anything is allocated for it: the
+    KV cache (keys and values of every layer over the whole context, in the weights' dtype) and a
+    few float32 rows of the vocabulary per sample (logits, noise, probabilities). Too many samples
+    were the allocator's traceback, or, at 10^8, minutes building their Python objects first (hunt,
+    session 27)."""
+    from gpt.runtime import check_fits
+
+    cfg, itemsize = model.config, model.transformer.wte.weight.element_size()
+    need = num_samples * (2 * cfg.n_layer * cfg.block_size * cfg.n_embd * itemsize * use_cache + 3 * cfg.vocab_size * 4)
+    with reported_oom(f"for {num_samples:,} samples at once", "give a smaller --num_samples"):
+        check_fits(need, device, "their KV cache and logits")
+
+
 def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, device: torch.device) -> int:
     """--instruction and --chat (gpt/chat.py), in the template the model was fine-tuned with."""
     from gpt.chat import Answerer, answer_instruction, chat
@@ -399,16 +431,67 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
     return 1 if errors else 0
 
 
+class SamplesOut:
+    """sys.stdout while sample.py runs. A write or flush that fails (a full disk, a quota, an I/O
+    error) is one line, not a traceback (hunt, session 27); a closed pipe stays BrokenPipeError,
+    which ends the script quietly (`| head`)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+            raise UsageError(f"writing the samples to stdout failed: {e.strerror or e}") from None
+
+    def __getattr__(self, name):  # isatty, encoding, ...
+        return getattr(self._stream, name)
+
+
+def samples_out(stream, as_json: bool) -> SamplesOut:
+    """The script's stdout, checked and wrapped: refused when closed; where its encoding is not
+    UTF-8 (a Latin-1 locale, Windows' cp1252 through a pipe), --json is written in UTF-8, JSON's
+    own encoding (RFC 8259), and text with '?' for what the encoding lacks, said once. Generated
+    text can hold any character, and both were UnicodeEncodeError tracebacks after generating
+    (hunt, session 27)."""
+    import codecs
+
+    if stream is None:  # (Python's sys.stdout for a closed descriptor 1)
+        raise UsageError("stdout is closed: nowhere to write the samples (redirect it, e.g. > samples.txt)")
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    if codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
+        if as_json:
+            stream.reconfigure(encoding="utf-8")
+        else:
+            stream.reconfigure(errors="replace")
+            print(f"warning: stdout's encoding is {encoding}: characters it lacks are printed as '?' "
+                  "(PYTHONIOENCODING=utf-8 keeps them)", file=sys.stderr)
+    return SamplesOut(stream)
+
+
 def main(argv: list[str] | None = None) -> int:
     from gpt.runtime import kernel_settings, set_kernel_settings
 
     argv = sys.argv[1:] if argv is None else list(argv)
     saved_kernel_settings = kernel_settings()  # TF32 is global: undone for in-process callers (tests, bench.py)
+    stdout = sys.stdout
     try:
         args = parse_args(argv)
         if args.help:
             print(make_parser().format_help())
             return 0
+        sys.stdout = samples_out(stdout, args.json)
         return sample(args)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
@@ -419,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{INTERRUPTED}", file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130
     finally:
+        sys.stdout = stdout
         set_kernel_settings(saved_kernel_settings)
 
 

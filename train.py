@@ -59,7 +59,8 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
 from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
                         fit_compile, new_run_from, parse_args, resume_config)
 from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
-                        UsageError, first_of_its_machine, lost_peer, out_of_memory, sigterm_raises)
+                        UsageError, first_of_its_machine, lost_peer, out_of_memory, reported_oom,
+                        sigterm_raises)
 from gpt.files import describe_error
 from gpt.data import DataChanged, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -910,18 +911,6 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: 
         return (sums[0] / sums[1].clamp(min=1)).item()
     finally:
         model.train()
-
-
-@contextlib.contextmanager
-def reported_oom(doing: str, hint: str):
-    """Running out of memory while `doing` is one line with `hint`, not the allocator's traceback."""
-    try:
-        yield
-    except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError; check_fits raises MemoryError
-        if not out_of_memory(e):
-            raise
-        said = (str(e).splitlines() or [type(e).__name__])[0]  # Python's own MemoryError has no message
-        raise UsageError(f"out of memory {doing}: {said}; {hint}") from None
 
 
 def val_line(step: int, val_loss: float, data: DataDir) -> str:

@@ -178,6 +178,20 @@ def _is_complete(path: Path) -> bool:
     return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, STATE, META))
 
 
+def incomplete_checkpoints(out_dir: str | Path, newer_than: Path | None = None) -> list[tuple[Path, str]]:
+    """The run's ckpt-* directories that lack a file (of a later step than `newer_than`, if given),
+    each with what it lacks ("ckpt-0000030: incomplete, without state.pt"). A save renames a
+    finished directory into place, so such a one lost its file afterwards (by hand, a sync tool):
+    the checkpoints it would have been are said, not passed over in silence."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    after = _step(newer_than) if newer_than is not None else None
+    return [(p, f"{p}: incomplete, without {', '.join(f for f in (WEIGHTS, STATE, META) if not (p / f).is_file())}")
+            for p in sorted(out_dir.glob(f"{CKPT_PREFIX}*")) if p.is_dir() and not _is_complete(p)
+            and (after is None or (_step(p) or 0) > after)]
+
+
 def _step(ckpt: Path) -> int | None:
     name = _set_aside_name(ckpt) or ckpt.name
     try:
@@ -408,10 +422,7 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
         candidates.insert(0, latest)
     if not candidates:
         raise NoCheckpoint(f"no complete checkpoint in {out_dir}")
-    # A save renames a finished directory into place, so a ckpt-* that lacks a file lost it afterwards
-    # (by hand, a sync tool): it is said and set aside like an unreadable one, not passed over in silence.
-    skipped = [(p, f"{p}: incomplete, without {', '.join(f for f in (WEIGHTS, STATE, META) if not (p / f).is_file())}")
-               for p in sorted(out_dir.glob(f"{CKPT_PREFIX}*")) if p.is_dir() and not _is_complete(p)]
+    skipped = incomplete_checkpoints(out_dir)  # said and set aside like an unreadable one
     for path in candidates:
         try:
             ckpt = Checkpoint(path, read_meta(path))

@@ -55,6 +55,18 @@ def out_of_memory(e: BaseException) -> bool:
         s in str(e) for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
+@contextlib.contextmanager
+def reported_oom(doing: str, hint: str):
+    """Running out of memory while `doing` is one line with `hint`, not the allocator's traceback."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError; check_fits raises MemoryError
+        if not out_of_memory(e):
+            raise
+        said = (str(e).splitlines() or [type(e).__name__])[0]  # Python's own MemoryError has no message
+        raise UsageError(f"out of memory {doing}: {said}; {hint}") from None
+
+
 def lost_peer(e: BaseException) -> bool:
     """A collective that failed because another process of a torchrun job is gone (killed, crashed):
     gloo says so in a plain RuntimeError, recognised by its text. (NCCL waits for its watchdog;

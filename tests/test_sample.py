@@ -757,3 +757,96 @@ def test_the_cuda_graph_step_runs_the_eager_step_off_cuda(capsys, run_dir):
         samples.append([{k: v for k, v in json.loads(line).items() if k not in ("seconds", "tokens_per_s")}
                         for line in out.splitlines()])
     assert samples[0] == samples[1] == samples[2] and len(samples[0]) == 2
+
+
+# -- what stdout, stdin and memory can refuse (hunt, session 27) ---------------------------------
+
+
+def run_sample(run_dir, *args, env=None, **kwargs) -> subprocess.CompletedProcess:
+    import os
+
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs}
+    return subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={run_dir}", "--max_new_tokens=8",
+                           "--device=cpu", *args], cwd=ROOT, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, **pipes)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("how", [[], ["--json"], ["--stream=true"]])
+def test_a_full_disk_under_stdout_is_one_line(run_dir, how):
+    # `sample.py > samples.txt` on a full disk was an OSError traceback (and a second report at exit)
+    with open("/dev/full", "w") as full:
+        proc = run_sample(run_dir, *how, stdout=full)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.splitlines()[-1] == \
+        "sample.py: error: writing the samples to stdout failed: No space left on device", err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_a_stdout_that_is_not_utf8_gets_json_in_utf8_and_text_with_question_marks(run_dir):
+    # An ASCII or Latin-1 stdout was a UnicodeEncodeError traceback after generating
+    text = run_sample(run_dir, "--start=café ✓", env={"PYTHONIOENCODING": "ascii"})
+    assert text.returncode == 0 and text.stdout.startswith(b"caf? ?"), text.stderr.decode()
+    assert "warning: stdout's encoding is ascii: characters it lacks are printed as '?'" in text.stderr.decode()
+    as_json = run_sample(run_dir, "--start=café ✓", "--json", env={"PYTHONIOENCODING": "latin-1"})
+    assert as_json.returncode == 0 and b"warning" not in as_json.stderr, as_json.stderr.decode()
+    assert json.loads(as_json.stdout.decode("utf-8"))["prompt"] == "café ✓"  # JSON's own encoding, exact
+
+
+@pytest.mark.parametrize("args, closed, message", [
+    (["--start=-"], 0, "stdin is closed: nothing to read for --start=-"),
+    (["--chat"], 0, "stdin is closed: nothing to read for --chat"),
+    ([], 1, "stdout is closed: nowhere to write the samples (redirect it, e.g. > samples.txt)"),
+])
+def test_a_closed_stdin_or_stdout_is_one_line(run_dir, args, closed, message):
+    # Python's sys.stdin / sys.stdout are None for a closed descriptor: an AttributeError traceback
+    import os
+
+    proc = run_sample(run_dir, *args, stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(closed),
+                      **({"stdout": None} if closed == 1 else {}))
+    assert proc.returncode == 1 and proc.stderr.decode().splitlines() == [f"sample.py: error: {message}"]
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("--out_dir=", "--out_dir is empty: name a run directory (default: out)"),
+    ("--ckpt=", "--ckpt is empty: give latest, best, or a checkpoint's name or path"),
+])
+def test_an_empty_run_or_checkpoint_is_refused_not_read_as_the_current_directory(capsys, arg, message):
+    rc, out, err = cli(capsys, arg)
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {message}"] and out == ""
+
+
+def test_more_samples_than_memory_holds_is_one_line(capsys, run_dir, monkeypatch):
+    # 10^8 samples built their Python objects for minutes, then the allocator's traceback; checked first now
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--num_samples=100000000")
+    assert rc == 1 and out == "", err
+    assert err.splitlines()[-1].startswith("sample.py: error: out of memory for 100,000,000 samples at once: "
+                                           "their KV cache and logits need "), err
+    assert err.splitlines()[-1].endswith("; give a smaller --num_samples")
+    # and an allocation that fails anyway (a ulimit, a GPU shared with others) is one line too
+    import gpt.generation
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2457600000 bytes")
+
+    monkeypatch.setattr(gpt.generation, "generate_samples", out_of_memory)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--num_samples=3")
+    assert rc == 1 and err.splitlines()[-1] == (
+        "sample.py: error: out of memory generating 3 samples at once: DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 2457600000 bytes; give a smaller --num_samples"), err
+
+
+def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp_path):
+    run = make_run(tmp_path / "run")  # ckpt-0000007
+    newer = run / "ckpt-0000009"
+    import shutil
+
+    shutil.copytree(run / "ckpt-0000007", newer)
+    (newer / "state.pt").unlink()  # (sampling does not read it; a resume needs it: a checkpoint is all three)
+    (run / "latest").write_text("ckpt-0000009")
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--max_new_tokens=2")
+    assert rc == 0 and f"warning: {newer}: incomplete, without state.pt; sampling ckpt-0000007, the newest " \
+                       "complete one" in err.splitlines(), err
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--ckpt=ckpt-0000009")
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
+                                            "ckpt-0000007"], err  # it said "no checkpoint at ckpt-0000009"
