@@ -45,6 +45,7 @@ import json
 import math
 import os
 import re
+import shlex
 import socket
 import statistics
 from dataclasses import replace
@@ -196,6 +197,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                  rank=dist.rank, world_size=dist.world_size, device=device)
     val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
                              rank=dist.rank, world_size=dist.world_size, device=device)
+    # Instruction data's validation windows may hold no answer token (a small split, long records): its
+    # loss was then 0/0, logged as 0.0000, and `best` stayed on the first evaluation (hunt, session 27)
+    no_val_targets = data.supervised and not val_batches.holds_targets()
+    if no_val_targets and cfg.eval_only:
+        raise UsageError(f"the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
+                         "token: there is nothing to evaluate; prepare with a larger --val_fraction")
 
     # ---------------------------------------------------------------- optimizer, resume
     optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
@@ -315,6 +322,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                   "longer than the window) and train nothing: shorten the records"
                   + (" (a resumed run keeps its --block_size)" if resume else
                      ", or raise --block_size up to the model's context"), file=sys.stderr)
+        if no_val_targets:
+            print(f"warning: the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
+                  "token (instruction data counts only those): evaluations measure nothing, so no validation loss "
+                  "is logged and no `best` checkpoint is kept; prepare with a larger --val_fraction, or shorter "
+                  "records", file=sys.stderr)
         for note in metrics.notes:
             print("note:", note)
 
@@ -578,7 +590,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
                                    profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
                                    before_loop_s))
-            print(f"done: step {step}, best validation loss {best_val:.4f}. Sample with: python sample.py --out_dir={out_dir}")
+            best = f"best validation loss {best_val:.4f}" if math.isfinite(best_val) else "no validation loss measured"
+            # (quoted: a path with a space, pasted as printed, was two arguments: hunt, session 27)
+            print(f"done: step {step}, {best}. Sample with: python sample.py --out_dir={shlex.quote(str(out_dir))}")
     return exit_status
 
 
@@ -908,7 +922,9 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: 
             if dist.is_main:
                 print("warning: evaluation ran out of memory in another process; saving without it", file=sys.stderr)
             return None
-        return (sums[0] / sums[1].clamp(min=1)).item()
+        if not sums[1].item():  # no target counted in any window (the start said so): nothing measured
+            return None
+        return (sums[0] / sums[1]).item()
     finally:
         model.train()
 

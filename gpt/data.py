@@ -243,6 +243,16 @@ class ValBatches:
         self._all = (np.arange(count, dtype=np.int64) * self._windows.total // count).reshape(n, batch_size)
         self._ids = self._all[rank::world_size]
 
+    @property
+    def windows(self) -> int:
+        """The windows of the set, every rank's."""
+        return self._all.size
+
+    def holds_targets(self) -> bool:
+        """Whether a window of the set (every rank's) has a target that counts: instruction data counts
+        its answers' tokens only, and a small validation split may hold none in its windows."""
+        return any(bool((self._windows.batch(ids)[1] != -1).any()) for ids in self._all)
+
     def example(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The set's first batch, on every rank (one to compile with, where a rank has none of its own)."""
         return self._windows.batch(self._all[0])

@@ -454,3 +454,31 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     # resumed, the window cannot change: the advice is only what can (review, 2026-11-26)
     assert train.main([*run, "--max_iters=2", "--init_from=resume"]) == 0
     assert f"{warning} (a resumed run keeps its --block_size)\n" in capsys.readouterr().err
+
+
+def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_best(tmp_path, capsys):
+    # Their loss was 0/0, logged as 0.0000, and `best` stayed on the first evaluation, an untrained
+    # model that sample.py --ckpt=best then took (hunt, session 27)
+    from gpt.data import ValBatches
+
+    pairs = [{"prompt": f"Question {i}: " + "tell me about the weather today " * 4, "response": "Sunny."}
+             for i in range(8)]
+    data = prepare_bytes(write_jsonl(tmp_path / "few.jsonl", pairs), tmp_path / "data")
+    val = ValBatches(data, 1, 64, max_batches=20)
+    assert val.windows >= 1 and not val.holds_targets()  # the one record's answer is past the split's windows
+    run = [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=64", "--batch_size=1",
+           "--eval_interval=2", "--compile=false", "--device=cpu", f"--out_dir={tmp_path / 'run with space'}"]
+    assert train.main([*run, "--max_iters=4"]) == 0
+    out, err = capsys.readouterr()
+    assert (f"warning: the validation windows ({val.windows} of 64 tokens) hold no answer token (instruction data "
+            "counts only those): evaluations measure nothing") in err
+    records = [json.loads(line) for line in (tmp_path / "run with space" / "metrics.jsonl").read_text().splitlines()]
+    assert not any("val_loss" in r for r in records) and "val loss" not in out
+    assert not (tmp_path / "run with space" / "best").exists()
+    # the closing line says so, and its command pastes as one argument (a path with a space split in two)
+    assert out.splitlines()[-1] == (f"done: step 4, no validation loss measured. Sample with: python sample.py "
+                                    f"--out_dir='{tmp_path / 'run with space'}'")
+    assert train.main([*run, "--eval_only=true", "--init_from=resume"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"train.py: error: the validation windows ({val.windows} of 64 tokens) hold no answer token: there is "
+        "nothing to evaluate; prepare with a larger --val_fraction")
