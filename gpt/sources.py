@@ -163,16 +163,43 @@ def _shakespeare_pieces(files: list[Path], conversion: int, stats: SourceStats) 
 
 
 def _directory_files(path: Path) -> list[Path]:
-    """A directory's files, recursively, sorted, skipping hidden names below it and data that
-    data/prepare.py wrote there: `train.py --data=data/` put its cache in data/cache, and the next
-    run read the shards and meta.json back as input and was refused, resume included (audit,
-    2026-11-26); so did a --out_dir inside an --input directory."""
-    files = []
-    for root, dirs, names in os.walk(path):
+    """A directory's files, recursively, sorted, skipping hidden names below it and what
+    data/prepare.py or train.py wrote there: `train.py --data=data/` put its cache in data/cache,
+    and the next run read the shards and meta.json back as input and was refused, resume included
+    (audit, 2026-11-26); so did a --out_dir inside an --input directory, and a run's out_dir inside
+    its --data (`cd notes && python train.py --data=.` puts out/ there: its checkpoints' meta.json
+    were read as records, hunt, session 27). Linked directories are followed, each once (a link to
+    a corpus was passed over in silence: hunt, session 27)."""
+    files, walked = [], set()
+    for root, dirs, names in os.walk(path, followlinks=True):
         here = Path(root)
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)]
+        if here.resolve() in walked:  # (a link back up the tree, or a second link to one directory)
+            dirs[:] = []
+            continue
+        walked.add(here.resolve())
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
+                   and not _training_output(here / d)]
         files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
     return sorted(files)
+
+
+def _training_output(directory: Path) -> bool:
+    """Whether train.py wrote this directory: a run's out_dir (the config.json it writes first, its
+    checkpoints ckpt-*) or one of its checkpoints (gpt/checkpoint.py's files, named here to keep
+    torch out of this module). Recognised by train.py's own JSON, not by names a corpus may share."""
+    def json_keys(file: Path) -> set:
+        try:
+            value = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return set()
+        return set(value) if isinstance(value, dict) else set()
+
+    def checkpoint(d: Path) -> bool:
+        return (d / "model.safetensors").is_file() and "model_config" in json_keys(d / "meta.json")
+
+    return ({"out_dir", "n_layer", "max_iters"} <= json_keys(directory / "config.json") or checkpoint(directory)
+            or {"pid", "host", "command"} <= json_keys(directory / "train.lock")  # (gpt/rundir.py's, from the start)
+            or any(checkpoint(c) for c in directory.glob("ckpt-*")))
 
 
 def _prepared_data(directory: Path) -> bool:

@@ -392,6 +392,27 @@ def test_prepared_data_inside_an_input_directory_is_not_read_back_as_input(tmp_p
     assert [p.name for p in cache.iterdir()] == [one.name]  # the same content, the same cache: reused
 
 
+def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories_are(tmp_path):
+    # `cd notes && python train.py --data=.` put out/ in the data: the next run, resume included, read
+    # its checkpoints' meta.json as records and was refused; a linked corpus directory was passed over
+    # in silence, a link back up the tree must not loop (hunt, session 27)
+    import train
+
+    write_docs(tmp_path / "notes", 4)
+    run = tmp_path / "notes" / "out"
+    tiny = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16", "--batch_size=2", "--eval_iters=1",
+            "--eval_interval=2", "--compile=false", "--device=cpu", "--tokenizer=byte",
+            f"--data_cache={tmp_path / 'cache'}", f"--data={tmp_path / 'notes'}", f"--out_dir={run}"]
+    assert train.main([*tiny, "--max_iters=2"]) == 0 and (run / "ckpt-0000002" / "meta.json").is_file()
+    assert train.main([*tiny, "--max_iters=4", "--init_from=resume"]) == 0  # the same data, resumed
+    assert [p.parent.name for p in sources.expand_inputs([tmp_path / "notes"])] == ["notes"] * 4
+    write_docs(tmp_path / "corpus", 3)
+    (tmp_path / "notes" / "linked").symlink_to(tmp_path / "corpus", target_is_directory=True)
+    (tmp_path / "corpus" / "up").symlink_to(tmp_path / "notes", target_is_directory=True)  # a loop
+    found = sources.expand_inputs([tmp_path / "notes"])
+    assert len(found) == 7 and sorted({p.resolve().parent.name for p in found}) == ["corpus", "notes"]
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
