@@ -787,6 +787,10 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
     from gpt.prepare import PrepareError, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
 
+    # `--data=~/notes`: the shell leaves a ~ after = as it is (data/prepare.py --input expanded it,
+    # train.py said "no such file": hunt, session 27)
+    data = os.path.expanduser(data)
+
     def prepared() -> Path:
         if (Path(data) / "meta.json").is_file():
             return Path(data)
@@ -794,6 +798,9 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
                                "again with data/prepare.py")
         if data == "shakespeare":
+            if Path(data).exists():  # (a folder of that name was passed over in silence: hunt, session 27)
+                print("note: --data=shakespeare is the embedded plays; for the local ./shakespeare give "
+                      "--data=./shakespeare", file=sys.stderr)
             return prepare(source="shakespeare", tokenizer=tokenizer)
         if not any(c in data for c in "*?[") and not Path(data).exists():  # (a glob is matched by the preparation)
             # the way on, where a preset's data not prepared yet (--config=gpt2-124m) said only "no

@@ -1897,6 +1897,28 @@ def test_data_that_is_not_there_says_how_to_make_it(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_data_under_the_home_directory_and_a_local_folder_named_like_the_plays(tmp_path, monkeypatch, capsys):
+    # `--data=~/notes`: the shell leaves a ~ after = as it is, and train.py said "no such file"; a local
+    # ./shakespeare folder was passed over for the embedded plays without a word (hunt, session 27)
+    import gpt.prepare
+    from gpt.runtime import Dist
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("\n".join(f"line {i} of my own notes." for i in range(400)))
+    prepared = train.prepare_data("~/notes", "byte", str(tmp_path / "cache"), Dist())
+    assert (prepared / "meta.json").is_file() and prepared.parent == tmp_path / "cache"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shakespeare").mkdir()
+    (tmp_path / "the-plays").mkdir()  # (what prepare would return: the embedded plays, prepared)
+    (tmp_path / "the-plays" / "meta.json").write_text("{}")
+    monkeypatch.setattr(gpt.prepare, "prepare", lambda **kwargs: tmp_path / "the-plays")
+    capsys.readouterr()
+    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert capsys.readouterr().err == ("note: --data=shakespeare is the embedded plays; for the local ./shakespeare "
+                                       "give --data=./shakespeare\n")
+
+
 def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
     import gpt.model
