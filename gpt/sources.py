@@ -389,6 +389,8 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                 after = data.find(b"\n", at, cut) + 1
                 if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
                     after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
+                if not after and end:  # and before a blank tail, which would leave the second document empty (a
+                    at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
                 line_end = after or data.rfind(b"\n", 0, at) + 1
                 if line_end:
                     cut, end = line_end, True

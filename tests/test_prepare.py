@@ -413,6 +413,16 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
     assert len(found) == 7 and sorted({p.resolve().parent.name for p in found}) == ["corpus", "notes"]
 
 
+def test_a_lone_file_that_ends_in_blank_lines_is_still_cut_in_two(tmp_path):
+    # its last tenth was blank lines, so the cut left an empty second document and the file was
+    # refused as one (hunt, session 27)
+    lines = [f"line {i}: " + "word " * 20 for i in range(10)]
+    (tmp_path / "trail.txt").write_text("\n".join(lines) + "\n" * 200)
+    out = run_prepare([tmp_path / "trail.txt"], tmp_path / "out")
+    train, val = documents(out, "train"), documents(out, "val")
+    assert len(train) == len(val) == 1 and val[0].strip() == lines[-1].strip()
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
