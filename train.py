@@ -763,6 +763,9 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
     if differs:
         raise UsageError(f"the weights of {cfg.init_from} have their own architecture: {', '.join(differs)}; "
                          "leave these options out (to train another shape, start from scratch)")
+    if "block_size" in typed and cfg.block_size > weights.block_size:  # (fit_block_size's refusal, said before
+        # the data is prepared: it came after minutes of preparing a large corpus, hunt, session 27)
+        raise UsageError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
 
 
 def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:

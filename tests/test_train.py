@@ -1334,6 +1334,13 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=64",
                        f"--out_dir={tmp_path / 'ft64'}"]) == 1
     assert "block_size 64 exceeds the model's context of 32" in capsys.readouterr().err
+    # and before raw text is prepared: it came after the preparation, minutes of a large corpus (hunt, session 27)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("\n".join(f"line {i} of my notes." for i in range(300)))
+    assert train.main([f"--init_from={base}", f"--data={tmp_path / 'notes'}", f"--data_cache={tmp_path / 'cache'}",
+                       *small, "--block_size=64", f"--out_dir={tmp_path / 'ft64'}"]) == 1
+    assert capsys.readouterr().err == "train.py: error: block_size 64 exceeds the model's context of 32\n"
+    assert not (tmp_path / "cache").exists()
 
 
 def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, capsys):
