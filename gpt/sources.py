@@ -279,7 +279,10 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
             try:
                 record = parse_json(text)
             except json.JSONDecodeError as e:
-                raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                utf16 = lineno == 1 and line[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+                raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})"
+                                   + ("; the file is UTF-16 (its byte order mark): save it as UTF-8" if utf16 else "")
+                                   ) from None
             yield _record_text(record, text_field, f"{path}:{lineno}"), True
     stats.replaced(path, replaced)
 
@@ -379,7 +382,11 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
             data, pos = data[3:], 3  # .json and .jsonl drop it, and sample.py a prompt file's (audit, 2026-11-26)
         if b"\0" in data[:8192]:
             stats.binary_files.append(str(path))
-            warnings.warn(f"{path}: skipped, looks binary (contains NUL bytes)", PrepareWarning, stacklevel=2)
+            # UTF-16, as Windows Notepad and PowerShell's > write it, is text in another encoding: named so
+            # (it was "looks binary": hunt, session 27)
+            why = ("UTF-16 text (its byte order mark): save it as UTF-8" if data[:2] in (codecs.BOM_UTF16_LE,
+                   codecs.BOM_UTF16_BE) else "looks binary (contains NUL bytes)")
+            warnings.warn(f"{path}: skipped, {why}", PrepareWarning, stacklevel=2)
             return
         while True:
             more = f.read(PIECE_BYTES)

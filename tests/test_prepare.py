@@ -413,6 +413,21 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
     assert len(found) == 7 and sorted({p.resolve().parent.name for p in found}) == ["corpus", "notes"]
 
 
+def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
+    # Windows Notepad's and PowerShell's UTF-16 was "looks binary", and a UTF-16 .jsonl "not valid
+    # JSON (Expecting value)", neither naming the encoding (hunt, session 27)
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "notepad.txt").write_bytes("Some notes.\n".encode("utf-16"))  # (with its byte order mark)
+    with pytest.warns(PrepareWarning, match=r"notepad\.txt: skipped, UTF-16 text \(its byte order mark\): save it "
+                                            r"as UTF-8$"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    (tmp_path / "u16.jsonl").write_bytes('{"text": "hi"}\n'.encode("utf-16"))
+    with pytest.raises(PrepareError, match=r"u16\.jsonl:1: not valid JSON \(.*\); the file is UTF-16 \(its byte "
+                                           r"order mark\): save it as UTF-8$"):
+        run_prepare([tmp_path / "u16.jsonl"], tmp_path / "out2")
+
+
 def test_a_lone_file_that_ends_in_blank_lines_is_still_cut_in_two(tmp_path):
     # its last tenth was blank lines, so the cut left an empty second document and the file was
     # refused as one (hunt, session 27)
