@@ -307,6 +307,9 @@ def _import_datasets():
         raise PrepareError(f"this input needs the PyPI package 'datasets': {install_hint(e, 'datasets')}") from None
     # Its errors reach us as exceptions and are reported as one line; its log would repeat them first.
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
+    import logging
+
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # (its retries: a line each, then our one)
     return datasets
 
 
@@ -436,15 +439,23 @@ def _hf_offline() -> bool:
 def _check_hub_reachable(name: str) -> None:
     """Fail in a moment, not after a minute of retries, when there is no network. In offline mode
     (HF_HUB_OFFLINE=1) datasets itself answers at once, from its cache or with an error."""
-    proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
-    if _hf_offline() or proxied:  # behind a proxy a direct probe proves nothing
+    from urllib.request import getproxies, proxy_bypass
+
+    if _hf_offline():
         return
     url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    proxies = getproxies()  # (HTTPS_PROXY, ALL_PROXY, ... from the environment)
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    what = f"{host}:{port}"
+    if proxy and not proxy_bypass(host):  # behind a proxy the probe is of the proxy: a refused one
+        proxy_url = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")  # took 25 s of retries,
+        host, port = proxy_url.hostname or "", proxy_url.port or 80  # 12 lines of them (hunt, session 27)
+        what = f"the proxy {host}:{port}"
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as e:
-        raise PrepareError(f"--hf {name}: cannot reach {host}:{port} ({e.strerror or e}); streaming from the "
+        raise PrepareError(f"--hf {name}: cannot reach {what} ({e.strerror or e}); streaming from the "
                            "Hugging Face Hub needs the network (for a dataset in the local cache: HF_HUB_OFFLINE=1)"
                            ) from None
 

@@ -561,6 +561,13 @@ def test_hf_without_network_fails_fast_and_says_so(tmp_path):
     assert r.returncode == 1 and seconds < 30
     assert r.stderr.splitlines() == [r.stderr.splitlines()[0]] and "cannot reach 127.0.0.1:9" in r.stderr
     assert not (tmp_path / "out").exists()
+    # Behind a proxy that refuses: the probe is of the proxy (the hub's client retried for 25 s, a line a
+    # retry: hunt, session 27); nothing but 127.0.0.1 is contacted
+    r, seconds = cli("--hf", "roneneldan/TinyStories", "--out_dir", str(tmp_path / "out"),
+                     env=offline_env(HTTPS_PROXY="http://127.0.0.1:9"))
+    assert r.returncode == 1 and seconds < 30, r.stderr
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[0]] and "cannot reach the proxy 127.0.0.1:9" in r.stderr
+    assert not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- audit fixes
