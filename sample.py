@@ -486,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     saved_kernel_settings = kernel_settings()  # TF32 is global: undone for in-process callers (tests, bench.py)
     stdout = sys.stdout
+    if sys.stderr is None:  # a closed descriptor 2: print(file=None) wrote the information lines to stdout,
+        sys.stderr = open(os.devnull, "w")  # into --json's records (hunt, session 27)
     try:
         args = parse_args(argv)
         if args.help:
@@ -499,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sample.py: error: {message}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)
-        print(f"\n{INTERRUPTED}", file=sys.stderr)
+        # (a new line first only on a terminal, after its ^C; elsewhere it was an empty line: hunt, session 27)
+        print(("\n" if sys.stderr.isatty() else "") + INTERRUPTED, file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130
     finally:
         sys.stdout = stdout

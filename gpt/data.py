@@ -236,7 +236,7 @@ class ValBatches:
         if max_batches is not None:
             n = min(n, max_batches)
         if n < 1:
-            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} windows of "
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} window{'s' * (self._windows.total != 1)} of "
                              f"{block_size + 1} tokens, fewer than one batch of {batch_size}; use a smaller batch or "
                              "block size, or prepare with a larger --val_fraction")
         count = n * batch_size

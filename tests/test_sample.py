@@ -427,7 +427,8 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
         raise Terminated
     monkeypatch.setattr(gpt.generation, "generate_samples", preempted)
     assert sample.main([f"--out_dir={run_dir}", "--device=cpu", "--compile=false"]) == 143
-    assert capsys.readouterr().err.endswith("\nsample.py: interrupted\n")
+    err = capsys.readouterr().err
+    assert err.endswith("\nsample.py: interrupted\n") and "\n\n" not in err  # (no empty line: hunt, session 27)
 
 
 # -- bad values ----------------------------------------------------------------------------------
@@ -850,3 +851,13 @@ def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp
     rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--ckpt=ckpt-0000009")
     assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
                                             "ckpt-0000007"], err  # it said "no checkpoint at ckpt-0000009"
+
+
+def test_a_closed_stderr_keeps_json_on_stdout_clean(run_dir):
+    # print(file=sys.stderr) with sys.stderr None (a closed descriptor 2) wrote the information lines to
+    # stdout, between --json's records (hunt, session 27)
+    import os
+
+    proc = run_sample(run_dir, "--json", "--num_samples=2", preexec_fn=lambda: os.close(2), stderr=None)
+    assert proc.returncode == 0
+    assert [json.loads(line)["index"] for line in proc.stdout.decode().splitlines()] == [0, 1]
