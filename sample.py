@@ -452,7 +452,9 @@ class SamplesOut:
             raise
         except OSError as e:
             if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
-                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self._stream.fileno())
+                os.close(null)
             raise UsageError(f"writing the samples to stdout failed: {e.strerror or e}") from None
 
     def __getattr__(self, name):  # isatty, encoding, ...

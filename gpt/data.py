@@ -236,9 +236,10 @@ class ValBatches:
         if max_batches is not None:
             n = min(n, max_batches)
         if n < 1:
-            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self._windows.total} window{'s' * (self._windows.total != 1)} of "
-                             f"{block_size + 1} tokens, fewer than one batch of {batch_size}; use a smaller batch or "
-                             "block size, or prepare with a larger --val_fraction")
+            total = self._windows.total
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {total} window{'s' * (total != 1)} "
+                             f"of {block_size + 1} tokens, fewer than one batch of {batch_size}; use a smaller batch "
+                             "or block size, or prepare with a larger --val_fraction")
         count = n * batch_size
         self._all = (np.arange(count, dtype=np.int64) * self._windows.total // count).reshape(n, batch_size)
         self._ids = self._all[rank::world_size]
