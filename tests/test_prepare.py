@@ -411,6 +411,9 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
     (tmp_path / "corpus" / "up").symlink_to(tmp_path / "notes", target_is_directory=True)  # a loop
     found = sources.expand_inputs([tmp_path / "notes"])
     assert len(found) == 7 and sorted({p.resolve().parent.name for p in found}) == ["corpus", "notes"]
+    (tmp_path / "notes" / "moved.txt").symlink_to(tmp_path / "gone.txt")  # a link to nothing: said
+    with pytest.warns(PrepareWarning, match=r"moved\.txt: skipped, a link to nothing \(.*gone\.txt\)$"):
+        assert len(sources.expand_inputs([tmp_path / "notes"])) == 7
 
 
 def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
