@@ -400,12 +400,13 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
             cut, end = (safe_cut(data), False) if more else (len(data), True)
             if split_at is not None and split_at < pos + cut:  # the cut into two documents is in this piece
                 at = split_at - pos
-                after = data.find(b"\n", at, cut) + 1
+                nl = b"\r" if b"\n" not in data and b"\r" in data else b"\n"  # (old Macs' line breaks: hunt, session 27)
+                after = data.find(nl, at, cut) + 1
                 if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
                     after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
                 if not after and end:  # and before a blank tail, which would leave the second document empty (a
                     at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
-                line_end = after or data.rfind(b"\n", 0, at) + 1
+                line_end = after or data.rfind(nl, 0, at) + 1
                 if line_end:
                     cut, end = line_end, True
                 split_at = None

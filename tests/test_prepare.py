@@ -431,13 +431,17 @@ def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
         run_prepare([tmp_path / "u16.jsonl"], tmp_path / "out2")
 
 
-def test_a_lone_file_that_ends_in_blank_lines_is_still_cut_in_two(tmp_path):
+def test_a_lone_file_that_ends_in_blank_lines_or_breaks_lines_with_cr_is_still_cut_in_two(tmp_path):
     # its last tenth was blank lines, so the cut left an empty second document and the file was
     # refused as one (hunt, session 27)
     lines = [f"line {i}: " + "word " * 20 for i in range(10)]
     (tmp_path / "trail.txt").write_text("\n".join(lines) + "\n" * 200)
     out = run_prepare([tmp_path / "trail.txt"], tmp_path / "out")
     train, val = documents(out, "train"), documents(out, "val")
+    assert len(train) == len(val) == 1 and val[0].strip() == lines[-1].strip()
+    (tmp_path / "mac.txt").write_bytes("\r".join(lines).encode() + b"\r")  # old Macs' line breaks: never cut
+    mac = run_prepare([tmp_path / "mac.txt"], tmp_path / "mac")
+    train, val = documents(mac, "train"), documents(mac, "val")
     assert len(train) == len(val) == 1 and val[0].strip() == lines[-1].strip()
 
 
