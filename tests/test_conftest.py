@@ -41,7 +41,8 @@ def test_a_cut_run_leaves_the_names_of_its_running_tests_and_the_times_of_its_fi
     env = {**os.environ, "PYTEST_TIMES_DIR": str(times), "READY": str(ready)}
     env.pop("PYTEST_DEADLINE", None)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
-                             str(tmp_path / "test_two.py")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             f"--rootdir={tmp_path}", str(tmp_path / "test_two.py")],  # (node ids from there, whatever
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE,  # configuration file a parent directory holds)
                             stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
