@@ -180,7 +180,8 @@ def _directory_files(path: Path) -> list[Path]:
         dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
                    and not _training_output(here / d)]
         files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
-        for broken in sorted(n for n in names if not n.startswith(".") and not (here / n).exists()):
+        for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
+                             and not (here / n).exists()):
             # a link to nothing (its target moved or deleted): said, as a binary file is (hunt, session 27)
             warnings.warn(f"{here / broken}: skipped, a link to nothing ({os.readlink(here / broken)})",
                           PrepareWarning, stacklevel=2)
