@@ -176,6 +176,12 @@ def test_train_bpe_script_stopped_by_ctrl_c_or_sigterm_is_one_line_and_keeps_the
     script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["to be or not to be"])
     monkeypatch.setattr(script, "train_bpe", stopped)
     before = signal.getsignal(signal.SIGTERM)
-    assert script.main([]) == status
+    # SIGINT raises KeyboardInterrupt here as at a terminal: a suite started in a shell's background
+    # (`python -m pytest &` in a script) inherits SIGINT ignored, and then nothing happened at all
+    int_before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert script.main([]) == status
+    finally:
+        signal.signal(signal.SIGINT, int_before)
     assert capsys.readouterr().err == f"interrupted: {target} is unchanged\n"
     assert target.read_bytes() == b"YQ== 0\n" and signal.getsignal(signal.SIGTERM) == before

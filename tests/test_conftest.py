@@ -43,7 +43,9 @@ def test_a_cut_run_leaves_the_names_of_its_running_tests_and_the_times_of_its_fi
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
                              f"--rootdir={tmp_path}", str(tmp_path / "test_two.py")],  # (node ids from there, whatever
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,  # configuration file a parent directory holds)
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            # SIGINT reaches it even where this suite inherited it ignored (a shell's background job)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
