@@ -286,7 +286,8 @@ def test_torchrun_one_process(byte_data, tmp_path):
     # NCCL and DDP are exercised only by the two-GPU test below (and DDP on gloo in test_train.py).
     out = tmp_path / "run"
     proc = train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", f"--out_dir={out}",
-                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"))
+                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+                           f"--log-dir={tmp_path / 'torchrun-logs'}"))
     assert "device cuda x1 |" in proc.stdout and sorted(losses(out)) == [1, 2, 3]
 
 
@@ -295,7 +296,8 @@ def test_torchrun_two_processes_on_nccl(byte_data, tmp_path):
     out = tmp_path / "run"
     proc = train(f"--data={byte_data}", *TINY, "--compile=false", "--max_iters=3", "--gradient_accumulation_steps=2",
                  f"--out_dir={out}",
-                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"))
+                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           f"--log-dir={tmp_path / 'torchrun-logs'}"))
     assert "x2" in proc.stdout and sorted(losses(out)) == [1, 2, 3]
 
 
@@ -310,7 +312,8 @@ def test_instruction_steps_weigh_answer_tokens_across_processes_on_nccl(tmp_path
     common += ["--dtype=float32"]
     train(*common, "--batch_size=4", f"--out_dir={tmp_path / 'one'}")
     proc = train(*common, "--batch_size=2", "--gradient_accumulation_steps=2", f"--out_dir={tmp_path / 'ranks'}",
-                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"))
+                 launcher=(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           f"--log-dir={tmp_path / 'torchrun-logs'}"))
     assert "x2" in proc.stdout
     # fp32 matmuls run in TF32 on the GPU and the two shapes round differently; a micro-batch weighed
     # by its own mean rather than by its answer tokens moved these losses by percents (CPU: rel 1e-5)

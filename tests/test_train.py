@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -60,17 +61,19 @@ def torchrun(script: Path, *args) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node=2 script args` on the CPU (gloo, one thread a rank).
     A run past 300 s is a hang: torchrun gets SIGTERM, which it passes on to the ranks (they run in
     sessions of their own: killing torchrun alone, as subprocess.run's timeout does, leaves them running
-    and holding its output open), and the test fails with what the ranks printed."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           *map(str, args)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        out, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        out, err = proc.communicate(timeout=60)
-        pytest.fail(f"torchrun ran past 300 s and was stopped, ranks included:\n{out[-3000:]}\n{err[-3000:]}")
+    and holding its output open), and the test fails with what the ranks printed. Its log directory
+    is a temporary one (without --log-dir, torchrun leaves a torchelastic_* directory in /tmp at each run)."""
+    with tempfile.TemporaryDirectory(prefix="torchrun-logs-") as logs:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", f"--log-dir={logs}",
+               str(script), *map(str, args)]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            out, err = proc.communicate(timeout=60)
+            pytest.fail(f"torchrun ran past 300 s and was stopped, ranks included:\n{out[-3000:]}\n{err[-3000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
@@ -2207,8 +2210,8 @@ def test_two_nodes_where_one_lacks_the_data_the_other_stops_without_a_traceback(
     procs = []
     for node, cwd in ((0, byte_data.parent), (1, tmp_path / "node1")):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
-               "--master_addr=127.0.0.1", f"--master_port={port}", str(ROOT / "train.py"), f"--data={byte_data.name}",
-               *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run'}"]
+               f"--log-dir={tmp_path / f'torchrun-logs-{node}'}", "--master_addr=127.0.0.1", f"--master_port={port}",
+               str(ROOT / "train.py"), f"--data={byte_data.name}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run'}"]
         procs.append(subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env={**os.environ, "OMP_NUM_THREADS": "1"}))
     (out0, err0), (out1, err1) = (p.communicate(timeout=240) for p in procs)
