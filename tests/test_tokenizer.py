@@ -28,9 +28,12 @@ def test_gpt2_known_ids():
     assert 50256 not in tok.encode("a <|endoftext|> b")
 
 
-def test_gpt2_ranks_equal_a_tiktoken_encoding_built_from_the_same_files():
+def test_gpt2_ranks_equal_a_tiktoken_encoding_built_from_the_same_files(monkeypatch):
     # tiktoken's own data-gym loader, pointed at the same local files, must agree with ours.
     from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    # "" turns its cache off: it copied both files (1.5 MB) into /tmp/data-gym-cache for every new
+    # path they had, so each fresh virtual environment (.ci/run's) left a copy behind
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
     d = _gpt2_data_dir()
     theirs = data_gym_to_mergeable_bpe_ranks(str(d / "vocab.bpe"), str(d / "encoder.json"))
     assert load_gpt2_ranks() == theirs
