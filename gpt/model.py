@@ -766,6 +766,14 @@ def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
         raise ValueError(f"n_inner {hf['n_inner']} is not 4 * n_embd")
     if abs(hf.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
         raise ValueError(f"layer_norm_epsilon {hf['layer_norm_epsilon']} is not 1e-5")
+    # Two switches of transformers' GPT-2 attention that this model's attention does not have: read
+    # without them, such a model gave other logits than transformers' in silence
+    if hf.get("scale_attn_weights", True) is not True:
+        raise ValueError("scale_attn_weights false (attention logits not divided by sqrt(head size)) is not "
+                         "this model's attention")
+    if hf.get("scale_attn_by_inverse_layer_idx", False) is not False:
+        raise ValueError("scale_attn_by_inverse_layer_idx true (Stanford CRFM's Mistral GPT-2s) is not this "
+                         "model's attention")
     return GPTConfig(vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
                      n_head=hf["n_head"], n_embd=hf["n_embd"], dropout=dropout, bias=True,
                      activation=HF_ACTIVATIONS[act])

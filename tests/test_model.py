@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from gpt.errors import UnreadableFile
 from gpt.model import GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
@@ -474,6 +475,20 @@ def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
     idx = torch.randint(0, 211, (1, 16))
     with torch.no_grad():
         assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize("switch, value", [("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)])
+def test_from_pretrained_refuses_attention_switches_this_model_lacks(hf_gpt2, tmp_path, switch, value):
+    # Read without them, such models gave other logits than transformers' in silence (hunt, 2026-11-27)
+    transformers, hf, _ = hf_gpt2
+    other = transformers.GPT2LMHeadModel(transformers.GPT2Config(**{**hf.config.to_dict(), switch: value})).eval()
+    other.load_state_dict(hf.state_dict())
+    idx = torch.randint(0, 211, (1, 16))
+    with torch.no_grad():
+        assert not torch.allclose(other(idx).logits, hf(idx).logits, atol=1e-4)  # the switch changes the model
+    other.save_pretrained(tmp_path)
+    with pytest.raises(UnreadableFile, match=rf"config\.json: not a usable GPT-2 config \({switch} {str(value).lower()} "):
+        GPT.from_pretrained(str(tmp_path))
 
 
 def test_from_pretrained_unknown_name_fails_fast():
