@@ -539,6 +539,20 @@ def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):
     assert rc == 1 and f"no checkpoint in {tmp_path / 'run'}/ yet" in err, err
 
 
+def test_a_hugging_face_model_given_as_a_run_says_to_give_it_as_init_from(capsys, tmp_path):
+    # --out_dir= or --ckpt= a Hugging Face directory with its weights said it had no weights (hunt, 2026-11-27)
+    from gpt.model import GPT, GPTConfig
+
+    GPT(GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=2, n_embd=16)).save_pretrained(tmp_path / "hf")
+    for arg in f"--ckpt={tmp_path / 'hf'}", f"--out_dir={tmp_path / 'hf'}":
+        rc, out, err = cli(capsys, arg)
+        assert rc == 1 and out == "" and err == (
+            f"sample.py: error: {tmp_path / 'hf'} is a Hugging Face model, not a run of train.py: give it as "
+            f"--init_from={tmp_path / 'hf'}\n"), err
+    rc, out, err = cli(capsys, f"--init_from={tmp_path / 'hf'}", "--max_new_tokens=2", "--seed=1")
+    assert rc == 0 and out, err
+
+
 def test_checkpoint_whose_vocabulary_does_not_match_its_tokenizer_is_refused(capsys, tmp_path):
     small = make_run(tmp_path / "small", tokenizer="gpt2", meta_vocab=None)  # 257 ids for GPT-2's 50257
     rc, _, err = cli(capsys, f"--out_dir={small}")
