@@ -602,7 +602,8 @@ StepProfiler.close, train.shorten_to_budget = slow_close, seen
 sys.exit(train.main(sys.argv[1:]))
 """)
     out = tmp_path / "run"
-    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0", "--time_budget=12",
+    # 18 s: with 12, a busy 2-core machine's run ended at step 14, before the look at step 15 (hunt 28-b)
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0", "--time_budget=18",
                     "--eval_interval=5", "--profile=2", f"--out_dir={out}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "profile of steps 11-12" in proc.stdout
