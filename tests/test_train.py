@@ -952,6 +952,20 @@ def test_finetune_a_hugging_face_gpt2_on_raw_text(hf_dir, tmp_path):
     assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, base.transformer.h[0].mlp.c_fc.weight)
 
 
+@pytest.mark.parametrize("lora", [False, True])
+def test_weights_saved_in_float16_are_trained_and_saved_in_float32(hf_dir, tmp_path, lora):
+    # They trained in float16 under "fp32 on cpu", and the loss blew up (hunt 28-a)
+    half = tmp_path / "hf-fp16"
+    GPT.from_pretrained(str(hf_dir)).half().save_pretrained(half)
+    assert {t.dtype for t in load_file(half / "model.safetensors").values()} == {torch.float16}
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    out = tmp_path / "ft"
+    run(f"--init_from={half}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--config=finetune",
+        "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--compile=false",
+        "--device=cpu", *(["--lora_rank=4"] if lora else []), f"--out_dir={out}")
+    assert {t.dtype for t in open_checkpoint(out).weights().values()} == {torch.float32}
+
+
 def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
     text = write_corpus(tmp_path / "notes", docs=30, words=300)
     out = tmp_path / "lora"
