@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import pickle
 import re
+import struct
 import warnings
 from pathlib import Path
 
@@ -57,7 +58,18 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 
 def read_torch_file(path: Path) -> dict:
     """A torch.save file of tensors and plain containers. weights_only=True: anything else (a
-    pickled payload) is refused before it runs, and reported in one line, not torch's screenful."""
+    pickled payload) is refused before it runs, and reported in one line, not torch's screenful.
+    Text where the file should be (a Git LFS pointer of a repository cloned without LFS, an error
+    page saved in its place, junk) is said to be that (hunt 28-a: torch's unpickler raised KeyError,
+    IndexError or struct.error on such bytes, a traceback, and a pointer was called a refused pickle)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise UnreadableFile(path, describe_error(e)) from None
+    if head.startswith(b"version https://git-lfs"):
+        raise UnreadableFile(path, "a Git LFS pointer, not the file itself: fetch it with `git lfs pull` "
+                                   "where it was cloned")
     try:
         with warnings.catch_warnings():  # torch warns about the pickle protocol of files it then refuses
             warnings.simplefilter("ignore", UserWarning)
@@ -72,3 +84,5 @@ def read_torch_file(path: Path) -> dict:
         raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e)})" if torn else describe_error(e)) from None
     except (EOFError, RuntimeError) as e:  # RuntimeError: torch's zip reader on a torn file
         raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e) if str(e) else 'ends early'})") from None
+    except (KeyError, IndexError, struct.error) as e:  # the weights-only unpickler on bytes that are no torch file
+        raise UnreadableFile(path, f"not a torch.save file, or a corrupt one ({type(e).__name__} reading it)") from None

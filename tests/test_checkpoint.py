@@ -298,6 +298,20 @@ def test_a_torn_torch_file_is_said_to_be_truncated_whatever_torch_raises(tmp_pat
             read_torch_file(tmp_path / "torn.pt")
 
 
+def test_text_where_a_torch_file_should_be_is_one_line_naming_it(tmp_path):
+    # torch's weights-only unpickler raised KeyError, IndexError or struct.error on such bytes: a
+    # traceback, on --init_from=resume too; a Git LFS pointer was called a refused pickle (hunt 28-a)
+    from gpt.files import read_torch_file
+
+    for i, junk in enumerate((b"junk\n", b"hello world\n", b"(", b"G" + bytes(8), b"h\x00", b"<html>404</html>")):
+        (tmp_path / f"{i}.pt").write_bytes(junk)
+        with pytest.raises(UnreadableFile, match=rf"{i}\.pt: "):
+            read_torch_file(tmp_path / f"{i}.pt")
+    (tmp_path / "lfs.bin").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 548105171\n")
+    with pytest.raises(UnreadableFile, match=r"lfs\.bin: a Git LFS pointer, not the file itself: fetch it with `git lfs pull`"):
+        read_torch_file(tmp_path / "lfs.bin")
+
+
 def corrupt(ckpt, how):
     """Break one file of a checkpoint the ways issue 10 found: torn weights, a pickle payload, bad JSON."""
     if how == "truncated weights":
