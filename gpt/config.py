@@ -321,9 +321,13 @@ def load_preset(name_or_path: str) -> dict:
     """A TOML preset: a path, or a name in configs/ (e.g. 'gpt2-124m')."""
     path = preset_path(name_or_path)
     try:
-        values = tomllib.loads(path.read_text())
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # (a traceback before: hunt 28-a)
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror or e}") from None
     _check_keys(values, str(path))
     return values
 
@@ -331,7 +335,9 @@ def load_preset(name_or_path: str) -> dict:
 def preset_path(name_or_path: str) -> Path:
     """The file of a preset: the path given, or configs/NAME.toml; ConfigError listing the presets."""
     path = Path(name_or_path)
-    if not path.exists() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
+    # a folder of that name where train.py runs (a `finetune/` beside one's data) is not a preset file:
+    # it shadowed the preset, an IsADirectoryError traceback (hunt 28-a)
+    if not path.is_file() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
         path = CONFIG_DIR / f"{name_or_path}.toml"
     if not path.exists():
         presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))

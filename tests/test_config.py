@@ -411,3 +411,17 @@ def test_the_presets_cuda_graphs_give_way_under_torchrun_and_off_cuda(argv, devi
             fitted.validate(world)
     else:
         fitted.validate(world)
+
+
+def test_a_folder_named_as_a_preset_does_not_shadow_it_and_unreadable_presets_are_one_line(tmp_path, monkeypatch):
+    # a `finetune/` folder where train.py ran was taken for the preset (IsADirectoryError); a preset
+    # that is not UTF-8 was a UnicodeDecodeError traceback (hunt 28-a)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "finetune").mkdir()
+    assert parse_args(["--config=finetune"])[0].init_from == "gpt2"  # the shipped preset's
+    (tmp_path / "bin.toml").write_bytes(b"\xff\xfe = 1\n")
+    with pytest.raises(ConfigError, match=r"bin\.toml: not valid TOML: not UTF-8 \(invalid start byte at byte 0\)$"):
+        parse_args(["--config=bin.toml"])
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(ConfigError, match=r"dir\.toml: Is a directory$"):
+        parse_args(["--config=dir.toml"])
