@@ -725,7 +725,12 @@ class GPT(nn.Module):
         """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads."""
         from safetensors.torch import save_file
 
+        from gpt.lora import is_lora
+
         cfg = self.config
+        if is_lora(self):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
+            raise ValueError("this model has LoRA adapters: merge them into its weights first "
+                             "(gpt.lora.merge_lora(model)), then save it in the GPT-2 layout")
         if cfg.pos_encoding != "learned" or not cfg.bias or cfg.qk_norm or cfg.qk_scale != 1.0:
             raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
                              "can be saved in the GPT-2 layout")

@@ -507,6 +507,18 @@ def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
         tiny_model(qk_scale=2.0).save_pretrained(tmp_path)
 
 
+def test_save_pretrained_refuses_unmerged_lora_adapters_and_saves_merged_ones(tmp_path):
+    # their keys went into the file, and transformers loaded it without them, in silence (hunt 28-a)
+    from gpt.lora import LoRAConfig, apply_lora, merge_lora
+
+    model = apply_lora(tiny_model(), LoRAConfig(rank=2, alpha=4, dropout=0.0))
+    with pytest.raises(ValueError, match=r"LoRA adapters: merge them into its weights first \(gpt\.lora\.merge_lora"):
+        model.save_pretrained(tmp_path / "unmerged")
+    assert not (tmp_path / "unmerged").exists()
+    merge_lora(model).save_pretrained(tmp_path / "merged")
+    assert GPT.from_pretrained(str(tmp_path / "merged")).config.n_layer == model.config.n_layer
+
+
 def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():
     model = tiny_model(n_embd=64).to(torch.bfloat16)
     idx = torch.randint(0, 97, (2, 12))
