@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -40,7 +41,8 @@ import torch
 
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its calls)
-from gpt.errors import ChangedBase, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
+from gpt.config import saved_config
+from gpt.errors import ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, read_hf_config
 
@@ -365,8 +367,9 @@ def read_meta(ckpt: Path) -> dict:
     """meta.json of a checkpoint, checked for what loading it needs."""
     try:
         meta = json.loads((ckpt / META).read_text())
-        if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
-            raise ValueError("no integer 'step'")
+        # (True is an int to isinstance, and a step below 0 resumed into more steps than asked: hunt 28-a F6)
+        if not isinstance(meta, dict) or type(meta.get("step")) is not int or meta["step"] < 0:
+            raise ValueError("no 'step' that is an integer >= 0")
         if not meta.get("lora"):
             GPTConfig.from_dict(meta["model_config"])
         else:
@@ -411,6 +414,19 @@ def _check_keys(path: Path, found, expected: dict[str, type], what: str) -> None
             raise UnreadableFile(path, f"{what} ({key!r} is {type(found[key]).__name__}, not {kind.__name__})")
 
 
+def _check_resume_values(path: Path, meta: dict) -> None:
+    """meta.json's config converted to the options' types in place, and its best_val_loss a number
+    or null, else UnreadableFile: hand edits were TypeError tracebacks mid-setup (hunt 28-a F6)."""
+    try:
+        meta["config"] = saved_config(meta["config"])
+    except ConfigError as e:
+        raise UnreadableFile(path, f"unreadable checkpoint metadata ({e})") from None
+    best = meta.get("best_val_loss")  # (null: no evaluation yet; absent in runs saved before it was)
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or not math.isfinite(best)):
+        raise UnreadableFile(path, f"unreadable checkpoint metadata ('best_val_loss' is {best!r}, not a finite "
+                                   "number or null)")
+
+
 def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
     """The newest checkpoint of a run whose files all read back, and (path, why) for each newer
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
@@ -429,6 +445,7 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
         try:
             ckpt = Checkpoint(path, read_meta(path))
             _check_keys(path / META, ckpt.meta, RESUME_META, "unreadable checkpoint metadata")
+            _check_resume_values(path / META, ckpt.meta)
             ckpt.weights()  # read through once: a torn file is found now, not half-way through setup
             ckpt.loaded_state = ckpt.state()
             _check_keys(path / STATE, ckpt.loaded_state, RESUME_STATE, "not a training state")

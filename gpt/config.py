@@ -472,6 +472,15 @@ def data_options(cfg: TrainConfig) -> str:
     return " ".join([f"--data={shlex.quote(cfg.data)}", *cache])
 
 
+def saved_config(saved: dict) -> dict:
+    """A checkpoint's train config (meta.json's "config") with its values converted to the options'
+    types, as a preset's are, or ConfigError: a hand-edited `"learning_rate": "abc"` was a TypeError
+    traceback on resume, and `"max_iters": true` ran (hunt 28-a F6). Options since removed are kept
+    as they are; resume_config leaves them out."""
+    hints = typing.get_type_hints(TrainConfig)
+    return {k: _convert(k, v, hints[k], '"config"') if k in hints else v for k, v in saved.items()}
+
+
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger

@@ -424,6 +424,40 @@ def test_resume_skips_a_checkpoint_missing_what_resuming_reads(tmp_path, file, k
     assert [(p.name, why) for p, why in skipped] == [("ckpt-0000003", f"{newest / file}: {reason}")]
 
 
+@pytest.mark.parametrize("edit, reason", [
+    ({"config": {"learning_rate": "abc"}}, """learning_rate = 'abc' in "config": expects float"""),
+    ({"config": {"seed": "x"}}, """seed = 'x' in "config": expects int"""),
+    ({"config": {"max_iters": True}}, """max_iters = True in "config": expects int"""),
+    ({"best_val_loss": "x"}, "'best_val_loss' is 'x', not a finite number or null"),
+    ({"best_val_loss": float("nan")}, "'best_val_loss' is nan, not a finite number or null"),
+    ({"step": True}, "no 'step' that is an integer >= 0"),
+    ({"step": -5}, "no 'step' that is an integer >= 0"),
+])
+def test_resume_skips_a_checkpoint_whose_meta_json_holds_a_value_of_the_wrong_type(tmp_path, edit, reason):
+    # Hunt 28-a F6: the first four were TypeError tracebacks mid-setup; a step of true or -5 resumed
+    # (at step 1, or training 27 steps to reach step 22).
+    save(tmp_path, 2, make_model(2), config={"learning_rate": 1e-3, "seed": 3})
+    newest = save(tmp_path, 3, make_model(3), config={"learning_rate": 1e-3, "seed": 3})
+    meta = json.loads((newest / "meta.json").read_text())
+    for key, value in edit.items():
+        meta[key] = {**meta[key], **value} if key == "config" else value
+    (newest / "meta.json").write_text(json.dumps(meta))
+    ckpt, skipped = open_resumable(tmp_path)
+    assert ckpt.path.name == "ckpt-0000002" and ckpt.meta["config"] == {"learning_rate": 1e-3, "seed": 3}
+    assert [(p.name, why) for p, why in skipped] == [
+        ("ckpt-0000003", f"{newest / 'meta.json'}: unreadable checkpoint metadata ({reason})")]
+
+
+def test_resume_converts_a_hand_edited_config_value_that_reads_as_its_type(tmp_path):
+    # As a preset's values are: "30" for an int option, "yes" for a bool, false for --compile (which
+    # runs saved before it took "auto" hold)
+    save(tmp_path, 2, make_model(), config={"max_iters": "30", "bias": "yes", "compile": False, "gone_option": 1},
+         best_val_loss=None)
+    ckpt, skipped = open_resumable(tmp_path)
+    assert skipped == [] and ckpt.meta["config"] == {"max_iters": 30, "bias": True, "compile": "false",
+                                                     "gone_option": 1}
+
+
 def test_fine_tuning_from_a_checkpoint_without_a_tokenizer_names_its_meta_json(tmp_path):
     from gpt.checkpoint import pretrained_tokenizer
 
