@@ -320,6 +320,9 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
     path = Path(path)
     if _is_complete(path):
+        if which == "best":  # it sampled this one, whatever `best` names (hunt 28-a F9)
+            raise NoCheckpoint(f"{path} is one checkpoint, not a run: `best` picks among a run's checkpoints; "
+                               f"name the run ({path.parent}) or leave out --ckpt=best")
         return path
     _refuse_a_file(path)
     found = _pointer(path, which)

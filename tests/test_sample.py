@@ -487,6 +487,13 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
         rc, _, err = cli(capsys, f"--init_from={tmp_path / 'run'}", f"--ckpt={ckpt}", "--max_new_tokens=1", "--json",
                          "--device=cpu")
         assert rc == 0 and f"{tmp_path / 'run' / f'ckpt-{step:07d}'} (step {step})" in err, err
+    # with one checkpoint's directory, best was dropped and that checkpoint sampled (hunt 28-a F9)
+    one = tmp_path / "run" / "ckpt-0000007"
+    for given in f"--init_from={one}", f"--out_dir={one}":
+        rc, out, err = cli(capsys, given, "--ckpt=best", "--max_new_tokens=1", "--device=cpu")
+        assert rc == 1 and out == "" and err == (
+            f"sample.py: error: {one} is one checkpoint, not a run: `best` picks among a run's checkpoints; "
+            f"name the run ({tmp_path / 'run'}) or leave out --ckpt=best\n"), err
 
 
 def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkeypatch):
