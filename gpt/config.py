@@ -444,8 +444,10 @@ def fit_block_size(cfg: TrainConfig, context: int, preset_set: bool, user_set: b
 # would no longer fit. (Fine-tuning a finished run on new data is init_from=<its out_dir>.)
 RESUME_FIXED = ("n_layer", "n_head", "n_embd", "block_size", "bias", "pos_encoding", "activation", "qk_norm",
                 "qk_scale", "tokenizer", "data", "lora_rank", "lora_alpha")
-# The optimizer too: its saved state fits only the optimizer that wrote it.
-RESUME_FIXED += ("optimizer",)
+# The optimizer too: its saved state fits only the optimizer that wrote it. And the seed: the run
+# continues the saved data order and random streams, so another seed was recorded but not used
+# (hunt 28-a F8); it is a new run from these weights.
+RESUME_FIXED += ("optimizer", "seed")
 # What runs saved before an option existed used (so resuming them keeps their recipe even where
 # the default changed since).
 BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing": 0.0, "qk_norm": False,
@@ -500,7 +502,7 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
                    f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")
         else:
             way = f"to start a new run from these weights with these options, give them with {new_run_from(cfg.out_dir, on)}"
-        raise ConfigError("cannot resume with a different architecture, tokenizer, data or optimizer:\n  "
+        raise ConfigError("cannot resume with a different architecture, tokenizer, data, optimizer or seed:\n  "
                           + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)
                           + f"\n({way})")
     merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}

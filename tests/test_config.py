@@ -178,6 +178,18 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
     assert (merged.optimizer, merged.lr_schedule, merged.label_smoothing) == ("adamw", "cosine", 0.0)
 
 
+def test_resume_with_another_seed_is_refused_and_with_the_same_seed_runs():
+    # Hunt 28-a F8: the run continued the saved data order and random streams, and recorded the
+    # typed seed as if it had been used
+    saved = TrainConfig(seed=1337).to_dict()
+    cfg, keys = parse_args(["--init_from=resume", "--seed=5"])
+    with pytest.raises(ValueError, match=re.escape("cannot resume with a different architecture, tokenizer, data, "
+                                                   "optimizer or seed:\n  seed: checkpoint 1337, now 5")):
+        resume_config(saved, cfg, keys)
+    cfg, keys = parse_args(["--init_from=resume", "--seed=1337"])
+    assert resume_config(saved, cfg, keys).seed == 1337
+
+
 @pytest.mark.parametrize("spelling, value", [("False", "false"), ("false", "false"), ("0", "false"), ("NO", "false"),
                                              ("True", "true"), ("yes", "true"), ("1", "true"), ("Auto", "auto")])
 def test_booleans_as_nanogpt_users_type_them(spelling, value):
