@@ -57,8 +57,8 @@ from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
                             open_resumable, pretrained_config, pretrained_tokenizer, save_checkpoint, set_aside,
                             unmark_lora_base, write_failed)
-from gpt.config import (MODEL_KEYS, TrainConfig, command_line_keys, describe_options, fit_accumulation, fit_block_size,
-                        fit_compile, new_run_from, parse_args, resume_config)
+from gpt.config import (MODEL_KEYS, TrainConfig, check_options_apply, command_line_keys, describe_options,
+                        fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args, resume_config)
 from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
                         UsageError, first_of_its_machine, lost_peer, out_of_memory, reported_oom,
                         sigterm_raises)
@@ -129,6 +129,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     check_deterministic_cublas(device)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
+    check_options_apply(cfg, command_line_keys(argv))
     if "time_budget" in command_line_keys(argv) and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise UsageError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"

@@ -332,6 +332,11 @@ def load_preset(name_or_path: str) -> dict:
     return values
 
 
+def presets() -> str:
+    """The preset names in configs/, for messages."""
+    return ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
+
+
 def preset_path(name_or_path: str) -> Path:
     """The file of a preset: the path given, or configs/NAME.toml; ConfigError listing the presets."""
     path = Path(name_or_path)
@@ -340,8 +345,7 @@ def preset_path(name_or_path: str) -> Path:
     if not path.is_file() and (CONFIG_DIR / f"{name_or_path}.toml").exists():
         path = CONFIG_DIR / f"{name_or_path}.toml"
     if not path.exists():
-        presets = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-        raise ConfigError(f"config file {name_or_path!r} not found; presets: {presets}")
+        raise ConfigError(f"config file {name_or_path!r} not found; presets: {presets()}")
     return path
 
 
@@ -368,6 +372,8 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
                 raise ConfigError(f"--{typed} needs a value (--{typed}=VALUE)")
             value, i = argv[i + 1], i + 1
         if key == "config":
+            if not value.strip():  # (it ran with no preset: hunt 28-a F10)
+                raise ConfigError(f"--{typed} is empty: give a preset's name ({presets()}) or a TOML file")
             preset = value
         else:
             overrides[key] = value
@@ -384,6 +390,28 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
 def command_line_keys(argv: list[str]) -> set[str]:
     """The options set on the command line itself, not by a preset (--config) or a default."""
     return {a[2:].partition("=")[0].replace("-", "_") for a in argv if a.startswith("--")} - {"config"}
+
+
+# Options that only act beside another's value: typed without it, they were ignored in silence
+# (hunt 28-a F10), as --time_budget beside --max_iters would be, which is refused too.
+APPLIES_ONLY = {
+    "decay_fraction": ("lr_schedule", ("wsd",)),
+    "min_lr": ("lr_schedule", ("cosine", "wsd")),
+    "lr_decay_iters": ("lr_schedule", ("cosine", "wsd")),
+    "muon_learning_rate": ("optimizer", ("muon",)),
+}
+
+
+def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
+    """ConfigError for each option typed on the command line that this run would ignore: a preset's
+    values are not checked (a preset serves several schedules), and a resumed run is checked with
+    its saved config (its lr_schedule, its LoRA rank)."""
+    errors = [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}"
+              for k, (on, values) in APPLIES_ONLY.items() if k in typed and getattr(cfg, on) not in values]
+    errors += [f"--{k} applies to LoRA runs (--lora_rank > 0), and this run trains every weight"
+               for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
+    if errors:
+        raise ConfigError("; ".join(errors) + ": leave it out, or give the option it applies to")
 
 
 def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple[TrainConfig, str | None]:

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from gpt.config import TrainConfig, parse_args, resume_config
+from gpt.config import TrainConfig, check_options_apply, command_line_keys, parse_args, resume_config
 from gpt.errors import ConfigError
 
 
@@ -176,6 +176,47 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
     cfg, keys = parse_args(["--init_from=resume"])
     merged = resume_config(old, cfg, keys)
     assert (merged.optimizer, merged.lr_schedule, merged.label_smoothing) == ("adamw", "cosine", 0.0)
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--decay_fraction=0.5"], "--decay_fraction applies to --lr_schedule=wsd, and this run's --lr_schedule is cosine"),
+    (["--lr_schedule=constant", "--min_lr=1e-5", "--lr_decay_iters=50"],
+     "--min_lr applies to --lr_schedule=cosine or wsd, and this run's --lr_schedule is constant; --lr_decay_iters "
+     "applies to --lr_schedule=cosine or wsd, and this run's --lr_schedule is constant"),
+    (["--optimizer=adamw", "--muon_learning_rate=0.02"],
+     "--muon_learning_rate applies to --optimizer=muon, and this run's --optimizer is adamw"),
+    (["--lora_alpha=32"], "--lora_alpha applies to LoRA runs (--lora_rank > 0), and this run trains every weight"),
+    (["--lora_dropout=0.1"], "--lora_dropout applies to LoRA runs (--lora_rank > 0), and this run trains every weight"),
+])
+def test_an_option_typed_where_it_has_no_effect_is_refused(argv, error):
+    # Hunt 28-a F10: each was ignored in silence
+    cfg, _ = parse_args(argv)
+    with pytest.raises(ConfigError, match=re.escape(error + ": leave it out, or give the option it applies to")):
+        check_options_apply(cfg, command_line_keys(argv))
+
+
+def test_options_typed_where_they_apply_and_a_presets_values_are_not_refused(tmp_path):
+    for argv in (["--lr_schedule=wsd", "--decay_fraction=0.5", "--min_lr=1e-5"], ["--init_from=gpt2", "--lora_rank=4", "--lora_alpha=8"],
+                 ["--optimizer=muon", "--muon_learning_rate=0.02"]):
+        cfg, _ = parse_args(argv)
+        check_options_apply(cfg, command_line_keys(argv))
+    preset = tmp_path / "p.toml"  # a preset serves several schedules: its min_lr stays quiet under constant
+    preset.write_text("min_lr = 1e-5\ndecay_fraction = 0.3\n")
+    argv = [f"--config={preset}", "--lr_schedule=constant"]
+    cfg, keys = parse_args(argv)
+    assert {"min_lr", "decay_fraction"} <= keys
+    check_options_apply(cfg, command_line_keys(argv))
+    # a resumed LoRA run's rank is its saved one: --lora_dropout applies
+    merged = resume_config(TrainConfig(init_from="gpt2", lora_rank=4).to_dict(),
+                           *parse_args(["--init_from=resume", "--lora_dropout=0.1"]))
+    check_options_apply(merged, {"init_from", "lora_dropout"})
+
+
+def test_an_empty_config_is_refused_naming_the_presets():
+    # (it ran with no preset: hunt 28-a F10)
+    for argv in (["--config="], ["--config", " "]):
+        with pytest.raises(ConfigError, match=r"--config is empty: give a preset's name \(.*gpt2-124m.*\) or a TOML file"):
+            parse_args(argv)
 
 
 def test_resume_with_another_seed_is_refused_and_with_the_same_seed_runs():

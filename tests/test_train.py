@@ -624,6 +624,14 @@ def test_a_resume_that_changes_the_validation_set_says_so(byte_data, tmp_path, c
             in capsys.readouterr().out)
 
 
+def test_an_option_this_run_would_ignore_is_refused_before_anything_is_written(byte_data, tmp_path, capsys):
+    # Hunt 28-a F10: --decay_fraction with the cosine schedule, --lora_alpha without LoRA ran without a word
+    for typed in "--decay_fraction=0.5", "--lora_alpha=32":
+        assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", typed, f"--out_dir={tmp_path}"]) == 1
+        assert f"train.py: error: {typed.split('=')[0]} applies to " in one_line_error(capsys.readouterr().err)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
