@@ -22,6 +22,7 @@ affected are counted and a warning names each file.
 from __future__ import annotations
 
 import codecs
+import csv
 import glob
 import html
 import importlib.util
@@ -276,10 +277,12 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     replaced = 0
     with open_input(path) as f:
         for lineno, line in enumerate(f, 1):
+            # a byte order mark (Windows editors) is refused by json.loads: dropped, as the file's first bytes
+            # only, and before the blank-line check (a mark, then a blank line, was "not valid JSON": hunt 29-b)
+            line = line.removeprefix(codecs.BOM_UTF8) if lineno == 1 else line
             if not line.strip():
                 continue
-            # a byte order mark (Windows editors) is refused by json.loads: dropped, as the file's first bytes only
-            text, bad = _decode(line.removeprefix(codecs.BOM_UTF8) if lineno == 1 else line)
+            text, bad = _decode(line)
             replaced += bad
             try:
                 record = parse_json(text)
@@ -319,22 +322,43 @@ def _import_datasets():
 
 
 def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
-    """.parquet and .csv through datasets' local loaders, streamed (row groups, not the whole table).
-    An empty file is skipped like an empty document; invalid UTF-8 in a CSV is replaced by U+FFFD."""
+    """.parquet through datasets' local loader, streamed (row groups, not the whole table), and .csv
+    through Python's csv module. An empty file is skipped like an empty document; invalid UTF-8 in a
+    CSV is replaced by U+FFFD."""
     if path.stat().st_size == 0:
         stats.empty_documents += 1
         return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
-    options = {"encoding_errors": "replace"} if builder == "csv" else {}
-    load_dataset = _import_datasets().load_dataset
-    records = _library_rows(path, builder, lambda: load_dataset(builder, data_files=str(path), split="train",
-                                                                streaming=True, **options))
+    if builder == "csv":
+        records = _library_rows(path, builder, lambda: _csv_rows(path))
+    else:
+        load_dataset = _import_datasets().load_dataset
+        records = _library_rows(path, builder, lambda: load_dataset(builder, data_files=str(path), split="train",
+                                                                    streaming=True))
     replaced = 0
     for piece in _records(records, text_field, lambda i: f"{path}: row {i}"):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
         yield piece
     if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
         stats.replaced(path, replaced)
+
+
+def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
+    """A .csv's rows, each cell the text written there: the first row names the columns. (datasets'
+    CSV loader, through pandas, read "NA", "null", "nan", "None" or "#N/A" as missing and counted
+    those documents as empty, in silence, and refused a column of numbers: hunt 29-b.) A row whose
+    cell count is not the header's is refused: an unquoted comma in a text cut it in silence."""
+    csv.field_size_limit(2**31 - 1)  # a document per cell: the default limit, 128 KiB, is a short story
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        rows = csv.reader(f, strict=True)
+        header = next((row for row in rows if row), None)  # (blank lines before it too)
+        for row in rows:
+            if not row:  # a blank line
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"line {rows.line_num}: {len(row)} cells, and the header has {len(header)} "
+                                 "(a comma in a text that is not in double quotes?)")
+            yield dict(zip(header, row))
 
 
 def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -> Iterator:

@@ -1,5 +1,6 @@
 """Data preparation (gpt/prepare.py, data/prepare.py)."""
 
+import csv
 import json
 import os
 import re
@@ -86,6 +87,10 @@ def test_jsonl_and_json_records(tmp_path):
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
     with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with data/prepare\.py --input FILE --text_f"):
         run_prepare([tmp_path / "in" / "a.jsonl"], tmp_path / "out2")
+    # a mark, then a blank line, was "a.jsonl:1: not valid JSON" (hunt 29-b)
+    (tmp_path / "in" / "a.jsonl").write_text("\n \n" + "\n".join(lines[:5]), encoding="utf-8-sig")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out3", text_field="body")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
 
 
 def test_parquet_and_csv(tmp_path):
@@ -96,6 +101,26 @@ def test_parquet_and_csv(tmp_path):
     (tmp_path / "in" / "t.csv").write_text("n,text\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(texts[4:])))
     out = run_prepare([tmp_path / "in" / "*.parquet", tmp_path / "in" / "t.csv"], tmp_path / "out")
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+
+
+def test_every_csv_cell_is_its_text_as_written(tmp_path):
+    # Hunt 29-b: datasets' CSV loader (pandas) read these cells as missing and dropped the documents
+    # in silence, counted as empty; "12" was refused as a number, and "007" would have read as 7.
+    texts = ["NA", "null", "nan", "N/A", "#N/A", "None", "12", "007", "1e5", "True", "a text, with a comma",
+             'a "quoted" word', "two\nlines", "café"]
+    (tmp_path / "in").mkdir()
+    with open(tmp_path / "in" / "t.csv", "w", newline="", encoding="utf-8-sig") as f:  # (with a BOM, as Excel)
+        writer = csv.writer(f)
+        writer.writerow(["id", "text"])
+        writer.writerows([[i, t] for i, t in enumerate(texts)] + [[99, ""]])
+    out = run_prepare([tmp_path / "in" / "t.csv"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    assert DataDir(out).meta["empty_documents_skipped"] == 1  # the one cell that is empty
+    # an unquoted comma cut the text at it, in silence: a row of another length is refused
+    (tmp_path / "cut.csv").write_text("text\nhello, world\n")
+    with pytest.raises(PrepareError, match=r"cut\.csv: cannot read as csv \(line 2: 2 cells, and the header has 1 "
+                                           r"\(a comma in a text that is not in double quotes\?\)\)$"):
+        run_prepare([tmp_path / "cut.csv"], tmp_path / "cut")
 
 
 def test_shakespeare_is_a_play_in_plain_text(tmp_path):
@@ -324,7 +349,7 @@ def test_empty_files_are_skipped_and_no_text_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("name, text, repaired", [
     ("latin1.txt", "café au lait, s'il vous plaît", "caf\ufffd au lait, s'il vous pla\ufffdt"),
-    ("latin1.csv", "text\ncafé\nworld\n", "caf\ufffd"),  # read by the datasets package's CSV loader
+    ("latin1.csv", "text\ncafé\nworld\n", "caf\ufffd"),
 ])
 def test_invalid_utf8_is_replaced_counted_and_named(tmp_path, name, text, repaired):
     write_docs(tmp_path / "in", 3)
