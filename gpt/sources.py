@@ -217,6 +217,33 @@ def _prepared_data(directory: Path) -> bool:
     return isinstance(meta, dict) and {"fingerprint", "prepare_version"} <= meta.keys()
 
 
+def _glob_files(pattern: str) -> list[Path]:
+    """The files a glob matches, a matched directory read like a directory, leaving out what
+    prepare.py or train.py wrote (as _directory_files does) below the pattern's literal part:
+    `train.py --data='*'` from its text's folder read its own out/config.json back as a record
+    on resume, and `--input 'corp/**'` a cache's meta.json (hunt 29-b)."""
+    parts = Path(os.path.expanduser(pattern)).parts
+    base = Path(*parts[:next(i for i, p in enumerate(parts) if any(c in p for c in "*?["))])
+    written: dict[Path, bool] = {}
+
+    def below_written(path: Path) -> bool:  # path, or a directory between base and it, is theirs
+        for d in [path, *path.parents]:
+            if d == base or d in (Path("."), Path(d.anchor)):
+                return False
+            if d not in written:
+                written[d] = d.is_dir() and (_prepared_data(d) or _training_output(d))
+            if written[d]:
+                return True
+        return False
+
+    matches = sorted(map(Path, glob.glob(os.path.expanduser(pattern), recursive=True)))
+    kept = [m for m in matches if not below_written(m)]
+    if matches and not kept:
+        raise PrepareError(f"{pattern}: matches only what prepare.py or train.py wrote (prepared data, a run's "
+                           "out_dir), which is not read back as text")
+    return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
     as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
@@ -229,8 +256,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
         elif path.is_dir():
             found = _directory_files(path)
         elif any(c in item for c in "*?["):
-            matches = sorted(map(Path, glob.glob(os.path.expanduser(item), recursive=True)))
-            found = [f for m in matches for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
+            found = _glob_files(item)
             if not found:
                 raise PrepareError(f"{item}: no file matches")
         elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)

@@ -431,6 +431,16 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
     assert train.main([*tiny, "--max_iters=2"]) == 0 and (run / "ckpt-0000002" / "meta.json").is_file()
     assert train.main([*tiny, "--max_iters=4", "--init_from=resume"]) == 0  # the same data, resumed
     assert [p.parent.name for p in sources.expand_inputs([tmp_path / "notes"])] == ["notes"] * 4
+    # the same through a glob: `--data='*'` read out/config.json back as a record, and 'notes/**' a
+    # prepared directory's meta.json (hunt 29-b)
+    run_prepare([tmp_path / "notes"], tmp_path / "notes" / "prepared")
+    for pattern in "*", "**", "**/*":
+        found = sources.expand_inputs([f"{tmp_path / 'notes'}/{pattern}"])
+        assert [p.name for p in found] == [f"doc0{i}.txt" for i in range(4)], pattern
+    for pattern in "**/*.json*", "*/ckpt-*/*", "prepared*/*":
+        with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / 'notes'}/{pattern}: matches only what "
+                                                         "prepare.py or train.py wrote")):
+            sources.expand_inputs([f"{tmp_path / 'notes'}/{pattern}"])
     write_docs(tmp_path / "corpus", 3)
     (tmp_path / "notes" / "linked").symlink_to(tmp_path / "corpus", target_is_directory=True)
     (tmp_path / "corpus" / "up").symlink_to(tmp_path / "notes", target_is_directory=True)  # a loop
