@@ -482,6 +482,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
     fingerprint = _fingerprint(src.description, src.stamp, options)
     if not force and _is_up_to_date(out, fingerprint):
+        with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed
+            _remove_stale_builds(out.resolve())  # until a run that was not up to date); a failure changes nothing
         _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")
         return out
     if out.exists() and not _made_by_prepare(out):

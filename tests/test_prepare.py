@@ -734,6 +734,10 @@ def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
         (tmp_path / name / "train_000000.bin").write_bytes(b"GPTSHARD")
     run_prepare([tmp_path / "in"], tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(left)
+    # and by a run that finds the output up to date (they stayed until one that was not: hunt 29-b)
+    (tmp_path / f".out.tmp-{host}-{dead}").mkdir()
+    run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(left)
 
 
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
