@@ -346,9 +346,15 @@ class DataDir:
             if not (isinstance(shards, list) and shards and all(isinstance(f, str) and f for f in shards)):
                 check(f"splits.{name}.shards", shards, False, "a list of shard file names")
                 continue
-            # A shard listed twice, or in two splits, would train on the validation text or count it twice.
+            # A shard listed twice, or in two splits, would train on the validation text or count it twice;
+            # so would one spelled as a path out of the directory and back (hunt 29-b: /abs/dir/train_*.bin
+            # or ../dir/train_*.bin listed in val went unnoticed), and one from elsewhere is not this data's.
             for f in shards:
                 key = os.path.normpath(f)
+                if os.path.isabs(key) or key.split(os.sep)[0] == os.pardir:
+                    problems.append(f"splits.{name}.shards lists {f!r}: shards are named by their path inside "
+                                    "the data directory")
+                    continue
                 if key in listed:
                     where = "twice in" if listed[key] == name else f"in splits.{listed[key]}.shards and in"
                     problems.append(f"{f} is listed {where} splits.{name}.shards")
@@ -420,6 +426,10 @@ class DataDir:
             want = (self.tokenizer_name, self.vocab_size, self.eot_token)
             if got != want:
                 raise ShardError(path, f"header says tokenizer/vocab/eot {got}, {META_NAME} says {want}")
+            if shard.version == MASKED_FORMAT_VERSION and not self.supervised:  # (hunt 29-b: bits per byte were
+                # then counted over prompts too, and the masks still applied: a wrong figure, in silence)
+                raise ShardError(path, f"holds a loss mask (instruction data), and {META_NAME} does not say "
+                                 '"supervised": true; rebuild with data/prepare.py --force')
             shards.append(shard)
         # From the headers: a shard swapped in from another data set (same tokenizer) or a
         # hand-edited count would otherwise train and report bits per byte on the wrong text.

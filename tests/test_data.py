@@ -410,6 +410,20 @@ def test_a_shard_listed_twice_or_in_two_splits_is_refused(tmp_path, train_shards
         DataDir(tmp_path)
 
 
+@pytest.mark.parametrize("spelling", ["absolute", "../d/", "../other/"])
+def test_a_shard_named_by_a_path_out_of_the_data_directory_is_refused(tmp_path, spelling):
+    # Hunt 29-b: the train shard listed in val as /abs/d/train_000000.bin or ../d/train_000000.bin
+    # passed the check that each shard is listed once: validation on the training text
+    (tmp_path / "d").mkdir()
+    make_data_dir(tmp_path / "d", {"train": [np.arange(100)], "val": [np.arange(100)]})
+    name = {"absolute": str(tmp_path / "d" / "train_000000.bin"), "../d/": "../d/train_000000.bin",
+            "../other/": "../other/val_000000.bin"}[spelling]
+    edit_meta(tmp_path / "d", lambda m: m["splits"]["val"].update(shards=[name]))
+    with pytest.raises(ShardError, match=re.escape(f"splits.val.shards lists {name!r}: shards are named by their "
+                                                   "path inside the data directory")):
+        DataDir(tmp_path / "d")
+
+
 def _set(key, value):
     def edit(meta):
         *path, last = key.split(".")

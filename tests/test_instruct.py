@@ -9,6 +9,7 @@ import importlib.util
 import io
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ import sample
 import train
 from gpt import instruct
 from gpt.checkpoint import load_model
-from gpt.data import DataDir, TrainBatches, ValBatches
+from gpt.data import DataDir, ShardError, TrainBatches, ValBatches
 from gpt.prepare import PrepareError, _SplitPicker, prepare
 from gpt.tokenizer import get_tokenizer
 
@@ -131,6 +132,17 @@ def test_loader_ignores_context_targets(tmp_path):
                          and all(t == -1 or t == tokens[i + 1 + j] for j, t in enumerate(row_y)))
             want = np.where(mask[start + 1:start + 17] == 1, tokens[start + 1:start + 17], -1)
             assert row_y == want.tolist()
+
+
+@pytest.mark.parametrize("edit", [{"supervised": False}, {"supervised": False, "format_version": 1}])
+def test_masked_shards_under_a_meta_json_that_does_not_say_supervised_are_refused(tmp_path, edit):
+    # Hunt 29-b: they loaded, the masks applied, and bits per byte counted the prompts too, in silence
+    out = prepare_bytes(write_jsonl(tmp_path / "pairs.jsonl", [PAIR] * 40), tmp_path / "d")
+    meta = json.loads((out / "meta.json").read_text())
+    (out / "meta.json").write_text(json.dumps({**meta, **edit}))
+    with pytest.raises(ShardError, match=re.escape(f"{out / 'train_000000.bin'}: holds a loss mask (instruction "
+                                                   'data), and meta.json does not say "supervised": true')):
+        TrainBatches(out, batch_size=4, block_size=16)
 
 
 def test_masked_shards_roll_over_with_their_masks(tmp_path):
