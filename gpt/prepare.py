@@ -4,8 +4,9 @@ The sources (Shakespeare, local files, Hugging Face) are in gpt/sources.py, the 
 Every document ends with the tokenizer's end-of-text token. The train/val split is by document
 and deterministic: document 1 goes to validation (the floor: any corpus of 2+ documents gets a
 validation split), then documents 2, 3, ... are taken in blocks of round(1 / val_fraction) and one
-document of each block, picked by a hash of (seed, block), goes to validation. So val holds
-val_fraction of the documents, whatever their order. Nothing depends on num_proc.
+document of each block, picked by a hash of (seed, block), goes to validation. So val holds one
+document in round(1 / val_fraction), whatever their order: val_fraction itself where 1 / val_fraction
+is whole (0.1, 0.01), and 0.4 gives one in 2 (hunt 29-b). Nothing depends on num_proc.
 
 Tokenizing runs in num_proc worker processes over ~1 MB chunks, at most 2 chunks per worker in
 flight, so memory stays bounded however large the input. Empty documents are skipped and
@@ -602,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--out_dir", metavar="DIR", help="where the shards go (default: data/<source>-<tokenizer>)")
     p.add_argument("--val_fraction", metavar="F", type=float, default=DEFAULT_VAL_FRACTION, help="share of the "
-                   f"documents for validation (default: {DEFAULT_VAL_FRACTION}); 2+ documents always give one")
+                   f"documents for validation: one in round(1/F) (default: {DEFAULT_VAL_FRACTION}); 2+ documents "
+                   "always give one")
     p.add_argument("--seed", metavar="N", type=int, default=0, help="picks the validation documents (default: 0)")
     p.add_argument("--num_proc", metavar="N", type=int, default=None, help="tokenizer processes (default: all cores)")
     p.add_argument("--shard_tokens", metavar="N", type=int, default=100_000_000,
