@@ -4,6 +4,7 @@ prompt cropping, cached == uncached == static decode step, shared prefill, strea
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -684,7 +685,8 @@ def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
         (text / f"doc{i}.txt").write_text("To be, or not to be: that is the question.\n" * (20 + i))
     data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards",
                    num_proc=1, quiet=True)
-    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    # the caller's environment (PYTHONDONTWRITEBYTECODE, LD_LIBRARY_PATH were dropped: hunt 28-b), one thread
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     train = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"--data={data}", "--n_layer=2", "--n_head=2", "--n_embd=32",
          "--block_size=32", "--batch_size=4", "--max_iters=3", "--eval_interval=100", "--eval_iters=2",
