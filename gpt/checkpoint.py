@@ -44,7 +44,7 @@ from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its
 from gpt.config import saved_config
 from gpt.errors import ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, read_hf_config
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, missing_hf_weights, read_hf_config
 
 CKPT_PREFIX = "ckpt-"
 SET_ASIDE_PREFIX = f"{TMP_PREFIX}old-"  # a step's earlier save while the same step is saved again (save_checkpoint)
@@ -334,8 +334,8 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
         if _hf_config(path) and is_hf_gpt2_dir(path):  # (it was said to have no weights: hunt, 2026-11-27)
             raise NoCheckpoint(f"{path} is a Hugging Face model, not a run of train.py: give it as --init_from={path}")
         if _hf_config(path):
-            raise NoCheckpoint(f"{path} has a Hugging Face config.json but no weights beside it: neither "
-                               f"model.safetensors nor pytorch_model.bin")
+            raise NoCheckpoint(f"{path} is a Hugging Face model directory, and " + missing_hf_weights(path)
+                               .removeprefix(f"{path} "))
         raise NoCheckpoint(f"no complete checkpoint in {path}")
     if found is None and which == "best":  # the newest is not the best: say so rather than stand in for it
         try:

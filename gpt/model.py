@@ -756,6 +756,10 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
         return config_from_hf(hf, dropout=dropout)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
+        if (path / "meta.json").is_file() or any(path.glob("ckpt-*/meta.json")):  # (it said "no 'vocab_size'",
+            # or "No such file or directory": hunt 28-a F11)
+            raise UnreadableFile(path, "a run or checkpoint of train.py, not a Hugging Face GPT-2 directory: "
+                                       "load it with gpt.checkpoint.load_model") from None
         raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
                              f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
 
@@ -769,8 +773,9 @@ def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
         raise ValueError(f"activation_function {act!r} is not a GELU this model has ({', '.join(HF_ACTIVATIONS)})")
     if hf.get("n_inner") not in (None, 4 * hf["n_embd"]):
         raise ValueError(f"n_inner {hf['n_inner']} is not 4 * n_embd")
-    if abs(hf.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
-        raise ValueError(f"layer_norm_epsilon {hf['layer_norm_epsilon']} is not 1e-5")
+    eps = hf.get("layer_norm_epsilon", 1e-5)  # (a string was "unsupported operand type(s) for -": hunt 28-a F11)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or abs(eps - 1e-5) > 1e-12:
+        raise ValueError(f"layer_norm_epsilon {eps!r} is not 1e-5")
     # Two switches of transformers' GPT-2 attention that this model's attention does not have: read
     # without them, such a model gave other logits than transformers' in silence
     if hf.get("scale_attn_weights", True) is not True:
@@ -797,6 +802,18 @@ def config_to_hf(cfg: GPTConfig) -> dict:
     }
 
 
+def missing_hf_weights(path: Path) -> str:
+    """What to say of a Hugging Face directory without model.safetensors or pytorch_model.bin:
+    sharded weights (transformers shards files over its max_shard_size, e.g. a fine-tuned gpt2-xl
+    in float32) are there, but not read here (hunt 28-a F11: they were said to be missing)."""
+    index = next((n for n in ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+                  if (path / n).is_file()), None)
+    if index:
+        return (f"{path} holds sharded weights ({index}), which are not read here: save the model as one file, "
+                "e.g. transformers' model.save_pretrained(DIR, max_shard_size=\"100GB\")")
+    return f"{path} has neither model.safetensors nor pytorch_model.bin"
+
+
 def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
     if (path / "model.safetensors").exists():
@@ -804,7 +821,7 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     elif (path / "pytorch_model.bin").exists():
         raw = read_torch_file(path / "pytorch_model.bin")  # weights_only: never runs pickled code
     else:
-        raise MissingFile(f"{path} has neither model.safetensors nor pytorch_model.bin")
+        raise MissingFile(missing_hf_weights(path))
     out = {}
     for k, v in raw.items():
         if k.endswith(IGNORED_HF_SUFFIXES):

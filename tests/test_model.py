@@ -496,6 +496,35 @@ def test_from_pretrained_unknown_name_fails_fast():
         GPT.from_pretrained("not-a-model-or-dir")
 
 
+def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
+    # Hunt 28-a F11: "unsupported operand type(s) for -: 'str' and 'float'", "no 'vocab_size'" for one of
+    # our runs, and sharded weights said to be missing
+    import json
+
+    from gpt.checkpoint import save_checkpoint
+    from gpt.errors import MissingFile
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    model.save_pretrained(tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "layer_norm_epsilon": "1e-5"}))
+    with pytest.raises(UnreadableFile, match=r"not a usable GPT-2 config \(layer_norm_epsilon '1e-5' is not 1e-5\)"):
+        GPT.from_pretrained(str(tmp_path / "hf"))
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "hf" / "model.safetensors").rename(tmp_path / "hf" / "model-00001-of-00001.safetensors")
+    (tmp_path / "hf" / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"transformer.wte.weight": "model-00001-of-00001.safetensors"}}))
+    with pytest.raises(MissingFile, match=r"hf holds sharded weights \(model\.safetensors\.index\.json\), which are "
+                                          r"not read here: save the model as one file"):
+        GPT.from_pretrained(str(tmp_path / "hf"))
+    ckpt = save_checkpoint(tmp_path / "run", 3, model, {}, {"model_config": model.config.to_dict(), "config": {}},
+                           keep_last=1)
+    for path in tmp_path / "run", ckpt:
+        with pytest.raises(UnreadableFile, match=f"{path}: a run or checkpoint of train.py, not a Hugging Face GPT-2 "
+                                                 "directory: load it with gpt.checkpoint.load_model"):
+            GPT.from_pretrained(str(path))
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)

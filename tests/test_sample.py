@@ -538,8 +538,15 @@ def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):
     for arg in f"--init_from={tmp_path / 'hf'}", f"--ckpt={tmp_path / 'hf'}", f"--out_dir={tmp_path / 'hf'}":
         rc, out, err = cli(capsys, arg)
         assert rc == 1 and out == "" and err == (
-            f"sample.py: error: {tmp_path / 'hf'} has a Hugging Face config.json but no weights beside it: "
-            "neither model.safetensors nor pytorch_model.bin\n"), err
+            f"sample.py: error: {tmp_path / 'hf'} is a Hugging Face model directory, and has neither "
+            "model.safetensors nor pytorch_model.bin\n"), err
+    # sharded weights are there: said so, where they were said to be missing (hunt 28-a F11)
+    (tmp_path / "hf" / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {}}))
+    rc, out, err = cli(capsys, f"--init_from={tmp_path / 'hf'}")
+    assert rc == 1 and out == "" and err == (
+        f"sample.py: error: {tmp_path / 'hf'} is a Hugging Face model directory, and holds sharded weights "
+        "(model.safetensors.index.json), which are not read here: save the model as one file, e.g. transformers' "
+        'model.save_pretrained(DIR, max_shard_size="100GB")\n'), err
     # a run train.py has begun keeps its own config.json: still "no checkpoint yet", not a model's weights
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text(json.dumps({"out_dir": "run", "max_iters": 10, "n_layer": 2}))
