@@ -118,18 +118,23 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
     """Group pieces into worker tasks of about CHUNK_CHARS characters, each piece tagged with its
     document's split and whether it ends the document. Empty documents are skipped here."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
-    for text, end in pieces:
-        if not doc_started and end and _empty_document(text):
-            stats.empty_documents += 1
-            continue
-        texts.append(text)
-        ends.append(end)
-        val.append(picker.is_val(doc))
-        size += len(text) if isinstance(text, str) else sum(len(t) for t, _ in text)
-        doc, doc_started = (doc + 1, False) if end else (doc, True)
-        if size >= CHUNK_CHARS:
+    try:
+        for text, end in pieces:
+            if not doc_started and end and _empty_document(text):
+                stats.empty_documents += 1
+                continue
+            texts.append(text)
+            ends.append(end)
+            val.append(picker.is_val(doc))
+            size += len(text) if isinstance(text, str) else sum(len(t) for t, _ in text)
+            doc, doc_started = (doc + 1, False) if end else (doc, True)
+            if size >= CHUNK_CHARS:
+                yield texts, np.array(ends), np.array(val)
+                texts, ends, val, size = [], [], [], 0
+    except PrepareError:  # a bad record: the documents before it first, which --max_tokens may stop in (_encoded)
+        if texts:
             yield texts, np.array(ends), np.array(val)
-            texts, ends, val, size = [], [], [], 0
+        raise
     if texts:
         yield texts, np.array(ends), np.array(val)
 
@@ -225,11 +230,20 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
             yield ends, val, _encode_chunk(tokenizer_name, texts, ends)
         return
     pending: deque = deque()
-    for texts, ends, val in chunks:
-        pending.append((ends, val, pool.submit(_encode_chunk, tokenizer_name, texts, ends)))
-        if len(pending) >= in_flight:
+    try:
+        for texts, ends, val in chunks:
+            pending.append((ends, val, pool.submit(_encode_chunk, tokenizer_name, texts, ends)))
+            if len(pending) >= in_flight:
+                ends, val, result = pending.popleft()
+                yield ends, val, _result(result)
+    except PrepareError:
+        # A bad record read ahead of the chunks in flight: raised only if the writer takes them all.
+        # --max_tokens stops it before, where the input is read ahead by up to 1 + in_flight chunks,
+        # and a record it never reached failed the run (hunt 29-b).
+        while pending:
             ends, val, result = pending.popleft()
             yield ends, val, _result(result)
+        raise
     while pending:
         ends, val, result = pending.popleft()
         yield ends, val, _result(result)

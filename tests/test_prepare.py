@@ -740,6 +740,20 @@ def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(left)
 
 
+@pytest.mark.parametrize("num_proc", [1, 2])
+@pytest.mark.parametrize("chunk_chars", [200, 1 << 20])  # a chunk per record, several in flight; one chunk
+def test_a_bad_record_past_where_max_tokens_stops_is_never_reached(tmp_path, monkeypatch, num_proc, chunk_chars):
+    # Hunt 29-b: the input is read ahead of what is written, and a bad record there failed the run
+    monkeypatch.setattr(prep, "CHUNK_CHARS", chunk_chars)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": f"record {i}: {STORY}"}) + "\n" for i in range(4))
+                                       + "{bad json\n")
+    out = run_prepare([tmp_path / "in.jsonl"], tmp_path / "out", max_tokens=30, num_proc=num_proc)
+    assert sorted(documents(out, "train") + documents(out, "val")) == [f"record {i}: {STORY}" for i in (0, 1)]
+    with pytest.raises(PrepareError, match=r"in\.jsonl:5: not valid JSON"):  # one it reaches fails it
+        run_prepare([tmp_path / "in.jsonl"], tmp_path / "all", num_proc=num_proc)
+    assert not (tmp_path / "all").exists()
+
+
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "PIECE_BYTES", 300)  # each document spans several pieces and chunks
     monkeypatch.setattr(prep, "CHUNK_CHARS", 300)
