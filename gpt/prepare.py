@@ -114,9 +114,11 @@ def _empty_document(text) -> bool:
     return isinstance(text, str) and (not text or text.isspace())
 
 
-def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: SourceStats):
+def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: SourceStats, may_stop: bool = False):
     """Group pieces into worker tasks of about CHUNK_CHARS characters, each piece tagged with its
-    document's split and whether it ends the document. Empty documents are skipped here."""
+    document's split and whether it ends the document. Empty documents are skipped here. Where the
+    writer may stop before the end (may_stop: --max_tokens), a bad record's PrepareError comes after
+    the pieces before it (see _encoded)."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
     try:
         for text, end in pieces:
@@ -131,8 +133,8 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
             if size >= CHUNK_CHARS:
                 yield texts, np.array(ends), np.array(val)
                 texts, ends, val, size = [], [], [], 0
-    except PrepareError:  # a bad record: the documents before it first, which --max_tokens may stop in (_encoded)
-        if texts:
+    except PrepareError:
+        if may_stop and texts:
             yield texts, np.array(ends), np.array(val)
         raise
     if texts:
@@ -222,7 +224,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
+def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool = False):
     """(ends, val, encoded chunk) in input order, with at most in_flight chunks queued: memory stays
     bounded (Pool.imap would read the whole input ahead)."""
     if pool is None:
@@ -237,9 +239,12 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int):
                 ends, val, result = pending.popleft()
                 yield ends, val, _result(result)
     except PrepareError:
-        # A bad record read ahead of the chunks in flight: raised only if the writer takes them all.
-        # --max_tokens stops it before, where the input is read ahead by up to 1 + in_flight chunks,
-        # and a record it never reached failed the run (hunt 29-b).
+        # A bad record read ahead of the chunks in flight: where the writer may stop (--max_tokens),
+        # raised only if it takes them all. The input is read ahead by up to 1 + in_flight chunks, and
+        # a record the writer never reached failed the run (hunt 29-b). (Otherwise at once: before any
+        # progress output where it is in the first chunk.)
+        if not may_stop:
+            raise
         while pending:
             ends, val, result = pending.popleft()
             yield ends, val, _result(result)
@@ -316,13 +321,14 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     """Stream the source through the workers into train/val shards; returns the meta.json content."""
     stats = SourceStats()
     writers = {s: _SplitWriter(directory, s, shard_tokens, tok) for s in ("train", "val")}
-    chunks = _chunks(source.pieces(stats), _SplitPicker(seed, val_fraction), stats)
+    chunks = _chunks(source.pieces(stats), _SplitPicker(seed, val_fraction), stats, may_stop=max_tokens is not None)
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
         bar = tqdm(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True)
         try:
-            _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc), writers, max_tokens, bar)
+            _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
+                          bar)
             bar.close()
             _check_enough(writers, stats)
             splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
