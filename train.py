@@ -194,8 +194,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if block_note and dist.is_main:
         print("note:", block_note)
     block_size = cfg.block_size
-    train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed,
-                                 rank=dist.rank, world_size=dist.world_size, device=device)
+    train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
+                                 world_size=dist.world_size,
+                                 micro_batches=cfg.gradient_accumulation_steps // dist.world_size, device=device)
     val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
                              rank=dist.rank, world_size=dist.world_size, device=device)
     # Instruction data's validation windows may hold no answer token (a small split, long records): its

@@ -12,9 +12,11 @@ places. One shard's last < 2 * (block_size + 1) tokens hold that slack.
 Distributed training: the permutation is cut into global batches of batch_size * world_size
 consecutive windows and rank r takes windows [r * batch_size, (r + 1) * batch_size) of each, so
 2 ranks with 1 micro-step see the same data as 1 rank with 2 micro-steps of gradient accumulation.
-The last, partial global batch of an epoch is dropped: every batch is full and every rank takes
-the same number of steps; the next epoch's permutation differs, so no window is left out twice
-in a row systematically.
+An epoch's last windows too few for a whole optimizer step (micro_batches global batches) are
+dropped: every batch is full, every rank takes the same number of steps, and how a step is split
+(ranks, accumulation) never changes the windows it trains on, also across an epoch's end (they
+parted there when only a global batch had to fit: hunt 29-a). The next epoch's permutation
+differs, so no window is left out twice in a row systematically.
 
 Instruction data (shards with a loss mask, gpt/shards.py format version 2): y is -1 wherever the
 token is context only (a prompt, a role marker), so the loss counts the responses alone.
@@ -120,18 +122,24 @@ class TrainBatches:
     """Endless training batches: next_batch() -> (x, y), int64 tensors of shape (batch_size, block_size)."""
 
     def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "train", seed: int = 0,
-                 rank: int = 0, world_size: int = 1, device="cpu"):
+                 rank: int = 0, world_size: int = 1, micro_batches: int = 1, device="cpu"):
+        """micro_batches: next_batch() calls per optimizer step on each rank (gradient accumulation)."""
         _check_rank(batch_size, block_size, rank, world_size)
+        if micro_batches < 1:
+            raise ValueError(f"micro_batches must be >= 1, got {micro_batches}")
         self._windows = _Windows(data_dir, split, block_size, device)
         self.split, self.batch_size, self.block_size = split, batch_size, block_size
         self.rank, self.world_size = rank, world_size
         self.global_batch = batch_size * world_size
+        self.micro_batches, self._taken = micro_batches, 0  # (_taken: micro-batches of the current step)
+        self.step_windows = self.global_batch * micro_batches
         self.windows_per_epoch = self._windows.total
-        if self.windows_per_epoch < self.global_batch:
+        if self.windows_per_epoch < self.step_windows:
+            step = f"{batch_size} x {world_size}" + (f" x {micro_batches} micro-batches" if micro_batches > 1 else "")
             raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
-                             f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
+                             f"of {block_size + 1} tokens, fewer than one step's {step}; "
                              "use a smaller batch or block size, or more text")
-        self.batches_per_epoch = self.windows_per_epoch // self.global_batch
+        self.steps_per_epoch = self.windows_per_epoch // self.step_windows
         self.tokens_per_epoch = self.windows_per_epoch * block_size  # x tokens in one pass over every window
         self.seed, self.epoch, self._position = seed, 0, 0  # position: next window index in this epoch's order
         self._saved_sha256: str | None = None  # a loaded state's digest, kept where the data has none
@@ -152,7 +160,9 @@ class TrainBatches:
         start = self._position + self.rank * self.batch_size
         ids = order[start : start + self.batch_size].astype(np.int64)
         self._position += self.global_batch
-        self._roll_epoch()
+        self._taken = (self._taken + 1) % self.micro_batches
+        if self._taken == 0:  # a step's end: the next one begins in this epoch only if it fits whole
+            self._roll_epoch()
         return self._windows.batch(ids, offsets)
 
     def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
@@ -160,7 +170,7 @@ class TrainBatches:
         return self._windows.without_targets(limit)
 
     def _roll_epoch(self) -> None:
-        if self._position + self.global_batch > self.windows_per_epoch:  # drop the partial global batch
+        if self._position + self.step_windows > self.windows_per_epoch:  # drop the partial step
             self.epoch, self._position = self.epoch + 1, 0
 
     def state_dict(self) -> dict:
@@ -213,6 +223,7 @@ class TrainBatches:
                                                           f"[0, {self.windows_per_epoch})")
         self.seed, self.epoch, self._position = int(state["seed"]), int(state["epoch"]), int(state["position"])
         self._saved_sha256 = state.get("sha256")
+        self._taken = 0  # (saved between steps)
         self._roll_epoch()
 
     def __repr__(self) -> str:

@@ -207,7 +207,7 @@ def test_check_compatible(tmp_path):
 
 def epoch_windows(loader):
     """First token of every x row of one epoch (the rows' global start positions)."""
-    rows = [loader.next_batch()[0][:, 0] for _ in range(loader.batches_per_epoch)]
+    rows = [loader.next_batch()[0][:, 0] for _ in range(loader.steps_per_epoch)]
     return torch.cat(rows).numpy()
 
 
@@ -240,7 +240,7 @@ def test_every_window_exactly_once_per_epoch(tmp_path):
         assert loader.epoch == epoch
         starts = epoch_windows(loader)
         # every batch is full: the last partial global batch (217 % 4 = 1 window) is dropped
-        assert len(starts) == loader.batches_per_epoch * 4 == 216
+        assert len(starts) == loader.steps_per_epoch * 4 == 216
         assert len(set(starts)) == len(starts)  # no window twice
         for lo, hi in ((0, 2000), (2000, 3500), (3500, 4400)):  # non-overlapping, whole windows, in the shard
             s = np.sort(starts[(starts >= lo) & (starts < hi)])
@@ -300,17 +300,35 @@ def test_ranks_are_disjoint_and_cover_the_global_batch(tmp_path):
     counting_dir(tmp_path, [3000, 2000])
     single = TrainBatches(tmp_path, 8, 15, seed=3)
     ranks = [TrainBatches(tmp_path, 4, 15, seed=3, rank=r, world_size=2) for r in range(2)]
-    assert single.batches_per_epoch == ranks[0].batches_per_epoch
-    for _ in range(single.batches_per_epoch + 5):  # into the second epoch
+    assert single.steps_per_epoch == ranks[0].steps_per_epoch
+    for _ in range(single.steps_per_epoch + 5):  # into the second epoch
         x, y = single.next_batch()
         parts = [loader.next_batch() for loader in ranks]
         assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(torch.cat([p[1] for p in parts]), y)
         assert not set(parts[0][0][:, 0].tolist()) & set(parts[1][0][:, 0].tolist())
 
 
+def test_a_step_trains_on_the_same_windows_however_it_is_split_also_across_an_epochs_end(tmp_path):
+    # Hunt 29-a: 1 rank x 2 micro-batches of accumulation parted from 2 ranks x 1 (and from one batch
+    # of 8) at the first epoch's end: only a global batch had to fit, so its step took windows of two epochs
+    counting_dir(tmp_path, [3000, 2000])
+    whole = TrainBatches(tmp_path, 8, 15, seed=3)
+    assert whole.windows_per_epoch % 8 >= 4  # (an end where a half step fits and a whole one does not)
+    accumulated = TrainBatches(tmp_path, 4, 15, seed=3, micro_batches=2)
+    ranks = [TrainBatches(tmp_path, 2, 15, seed=3, rank=r, world_size=2, micro_batches=2) for r in range(2)]
+    def windows(*batches):  # a step's windows, in no order
+        return sorted(map(tuple, torch.cat(batches).tolist()))
+
+    for _ in range(2 * whole.steps_per_epoch + 3):  # into the third epoch
+        step = windows(whole.next_batch()[0])
+        assert windows(*[accumulated.next_batch()[0] for _ in range(2)]) == step
+        assert windows(*[loader.next_batch()[0] for loader in ranks for _ in range(2)]) == step
+    assert whole.epoch == accumulated.epoch == ranks[1].epoch == 2
+
+
 def test_too_few_windows_for_a_global_batch(tmp_path):
     counting_dir(tmp_path, [100])
-    with pytest.raises(ValueError, match="fewer than one global batch of 4 x 2"):
+    with pytest.raises(ValueError, match="fewer than one step's 4 x 2;"):
         TrainBatches(tmp_path, 4, 15, world_size=2, rank=1)
 
 
