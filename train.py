@@ -67,7 +67,7 @@ from gpt.data import DataChanged, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
-from gpt.optim import lr_at, make_optimizer, set_lr, step_unless
+from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state,
@@ -213,7 +213,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     step, tokens_seen, best_val, bad_total = 0, 0, math.inf, 0
     if resume:
         state = resume.state()
-        optimizer.load_state_dict(state["optimizer"])
+        load_state_under_these_settings(optimizer, state["optimizer"])
         if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
             scaler.load_state_dict(state["scaler"])
         try:  # (an evaluation reads no batches from it: --eval_only evaluates whatever the data now is)

@@ -50,6 +50,18 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
+def load_state_under_these_settings(optimizer, state: dict) -> None:
+    """Load a saved optimizer state (its moments and step counts) under this run's settings: torch's
+    load_state_dict also puts back each group's saved weight_decay, betas and Muon's lr_scale, so a
+    resume's --weight_decay, --beta1, --beta2 and --muon_learning_rate were recorded in its config and
+    ignored, and a new --learning_rate moved Muon's rate by the saved ratio (hunt 29-a). The settings
+    are static: unchanged, the resume stays bit for bit the uninterrupted run."""
+    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, own in zip(optimizer.param_groups, settings):
+        group.update(own)
+
+
 def adamw(params: list[torch.nn.Parameter], learning_rate: float, weight_decay: float,
           betas: tuple[float, float], device_type: str) -> torch.optim.AdamW:
     """AdamW over `params`. Matrices (linear weights, embeddings) decay; biases and LayerNorm

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gpt.model import GPT, GPTConfig
-from gpt.optim import Muon, lr_at, make_optimizer, muon_params, newton_schulz, set_lr
+from gpt.optim import Muon, load_state_under_these_settings, lr_at, make_optimizer, muon_params, newton_schulz, set_lr
 
 
 def test_lr_schedule_warmup_cosine_floor():
@@ -158,6 +158,31 @@ def test_optimizers_state_round_trips_and_refuses_a_different_optimizer():
     assert len(fresh.optimizers[1].state) == 8 and len(fresh.optimizers[0].state) > 0
     with pytest.raises(ValueError, match="different --optimizer"):
         make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer="muon").load_state_dict({"state": {}})
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_a_resumed_optimizer_keeps_its_moments_and_takes_this_runs_settings(optimizer):
+    # Hunt 29-a: torch's load_state_dict put back the saved weight_decay, betas and Muon's lr_scale, so a
+    # resume's --weight_decay, --beta1/2 and --muon_learning_rate were recorded and ignored
+    model = tiny_model()
+    saved = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "cpu", optimizer=optimizer, muon_learning_rate=0.015)
+    _, loss = model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
+    loss.backward()
+    saved.step()
+    state = saved.state_dict()
+    resumed = make_optimizer(model, 2e-3, 0.5, (0.8, 0.99), "cpu", optimizer=optimizer, muon_learning_rate=0.03)
+    load_state_under_these_settings(resumed, state)
+    groups = resumed.param_groups
+    assert sorted({g["weight_decay"] for g in groups}) == [0.0, 0.5]
+    assert all(g["betas"] == (0.8, 0.99) for g in groups if "betas" in g)
+    scales = [g.get("lr_scale", 1.0) for g in groups]  # (Muon's group last: muon_learning_rate / learning_rate)
+    assert scales == [1.0] * len(groups) if optimizer == "adamw" else scales == [1.0, 1.0, 0.03 / 2e-3]
+    moments = [(k, v) for opt in getattr(resumed, "optimizers", [resumed]) for st in opt.state.values()
+               for k, v in st.items() if torch.is_tensor(v) and v.dim() > 0]
+    before = [(k, v) for opt in getattr(saved, "optimizers", [saved]) for st in opt.state.values()
+              for k, v in st.items() if torch.is_tensor(v) and v.dim() > 0]
+    assert moments and [k for k, _ in moments] == [k for k, _ in before]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(moments, before))
 
 
 @pytest.mark.parametrize("optimizer, schedule", [("adamw", "noam"), ("adamw", "wsd"), ("adamw", "constant"),
