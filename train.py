@@ -135,6 +135,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
                             if resume and "max_iters" not in command_line_keys(argv)
                             else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
+    if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
+        # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
+        print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
+              "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
     out_dir = Path(cfg.out_dir)
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))

@@ -406,12 +406,17 @@ def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
     """ConfigError for each option typed on the command line that this run would ignore: a preset's
     values are not checked (a preset serves several schedules), and a resumed run is checked with
     its saved config (its lr_schedule, its LoRA rank)."""
-    errors = [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}"
-              for k, (on, values) in APPLIES_ONLY.items() if k in typed and getattr(cfg, on) not in values]
-    errors += [f"--{k} applies to LoRA runs (--lora_rank > 0), and this run trains every weight"
+    errors = [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}: "
+              f"leave it out, or give --{on}" for k, (on, values) in APPLIES_ONLY.items()
+              if k in typed and getattr(cfg, on) not in values]
+    errors += [f"--{k} applies to LoRA runs, and this run trains every weight: leave it out, or give --lora_rank"
                for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
+    if "lr_decay_iters" in typed and 0 < cfg.lr_decay_iters <= cfg.warmup_iters:  # (the rate dropped from the
+        # warmup's ramp straight to min_lr: hunt 29-a)
+        errors.append(f"--lr_decay_iters={cfg.lr_decay_iters} ends the decay within the {cfg.warmup_iters}-step "
+                      "warmup, before it begins: give a larger one, or fewer --warmup_iters")
     if errors:
-        raise ConfigError("; ".join(errors) + ": leave it out, or give the option it applies to")
+        raise ConfigError("; ".join(errors))
 
 
 def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple[TrainConfig, str | None]:

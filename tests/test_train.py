@@ -630,6 +630,11 @@ def test_an_option_this_run_would_ignore_is_refused_before_anything_is_written(b
         assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", typed, f"--out_dir={tmp_path}"]) == 1
         assert f"train.py: error: {typed.split('=')[0]} applies to " in one_line_error(capsys.readouterr().err)
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+    # a count that ends within the warmup runs, and says so (hunt 29-a: a time budget said it, a count did not)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--warmup_iters=5", "--eval_interval=2",
+                       f"--out_dir={tmp_path}"]) == 0
+    assert ("note: --max_iters=2 ends within the 5-step warmup: the learning rate never reaches its peak nor decays"
+            in capsys.readouterr().out)
 
 
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
