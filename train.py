@@ -198,9 +198,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if block_note and dist.is_main:
         print("note:", block_note)
     block_size = cfg.block_size
+    accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
-                                 world_size=dist.world_size,
-                                 micro_batches=cfg.gradient_accumulation_steps // dist.world_size, device=device)
+                                 world_size=dist.world_size, micro_batches=accum, device=device)
     val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
                              rank=dist.rank, world_size=dist.world_size, device=device)
     # Instruction data's validation windows may hold no answer token (a small split, long records): its
@@ -285,7 +285,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             print(val_line(step, val_loss, data))
         return 0
 
-    accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
     flops_per_step = model.flops_per_token(block_size) * tokens_per_step
     peak = peak_flops(device)
