@@ -348,25 +348,33 @@ def _import_datasets():
 
 
 def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
-    """.parquet through datasets' local loader, streamed (row groups, not the whole table), and .csv
+    """.parquet through pyarrow, streamed (a batch of rows at a time, not the whole table), and .csv
     through Python's csv module. An empty file is skipped like an empty document; invalid UTF-8 in a
     CSV is replaced by U+FFFD."""
     if path.stat().st_size == 0:
         stats.empty_documents += 1
         return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
-    if builder == "csv":
-        records = _library_rows(path, builder, lambda: _csv_rows(path))
-    else:
-        load_dataset = _import_datasets().load_dataset
-        records = _library_rows(path, builder, lambda: load_dataset(builder, data_files=str(path), split="train",
-                                                                    streaming=True))
+    records = _library_rows(path, builder, lambda: _csv_rows(path) if builder == "csv" else _parquet_rows(path))
     replaced = 0
     for piece in _records(records, text_field, lambda i: f"{path}: row {i}"):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
         yield piece
     if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
         stats.replaced(path, replaced)
+
+
+def _parquet_rows(path: Path) -> Iterator[dict]:
+    """A .parquet's rows, read with pyarrow (which datasets brings) a batch at a time. (datasets'
+    local loader read the same rows, and left lock files in ~/.cache/huggingface for each file read:
+    hunt 28-b.)"""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise PrepareError(f"a .parquet input needs the PyPI package 'pyarrow': {install_hint(e, 'pyarrow')}") from None
+    with open(path, "rb") as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
 
 
 def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
@@ -397,7 +405,9 @@ def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -
             row = next(rows)
         except StopIteration:
             return
-        except Exception as e:  # pandas', pyarrow's and datasets' errors share no base class; only their calls are here
+        except PrepareError:  # (its own: a package missing)
+            raise
+        except Exception as e:  # csv's and pyarrow's errors share no base class; only their calls are here
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise PrepareError(f"{path}: cannot read as {builder} ({reason})") from None
         yield row

@@ -93,8 +93,10 @@ def test_jsonl_and_json_records(tmp_path):
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
 
 
-def test_parquet_and_csv(tmp_path):
+def test_parquet_and_csv(tmp_path, monkeypatch):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    # read without the datasets package, whose local loaders left lock files in ~/.cache (hunt 28-b)
+    monkeypatch.setattr(sources, "_import_datasets", lambda: pytest.fail("datasets used for a local file"))
     (tmp_path / "in").mkdir()
     texts = [f"row {i}: " + STORY for i in range(6)]
     pq.write_table(pa.table({"text": texts[:4], "n": list(range(4))}), tmp_path / "in" / "t.parquet")
