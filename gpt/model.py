@@ -374,10 +374,14 @@ class GPT(nn.Module):
     def flops_per_token(self, seq_len: int | None = None) -> int:
         """Training FLOPs (forward + backward) per token: 6N + 12·L·H·Q·T, with N the non-embedding
         parameters, L layers, H heads, Q head size and T the sequence length; the second term is
-        attention's score and value matmuls (PaLM, Chowdhery et al. 2022, appendix B)."""
+        attention's score and value matmuls (PaLM, Chowdhery et al. 2022, appendix B). A frozen
+        parameter (LoRA's base) counts 4, not 6: its forward and the gradient through it, but no
+        gradient of its own (LoRA runs' MFU read up to 1.5x high: hunt 29-a)."""
         cfg = self.config
         T = seq_len or cfg.block_size
-        return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * T
+        frozen = sum(p.numel() for name, p in self.named_parameters()
+                     if not p.requires_grad and name != "transformer.wpe.weight")  # (wpe: not in N)
+        return 6 * self.num_params() - 2 * frozen + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * T
 
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (e.g. fine-tuning pretrained weights)."""

@@ -52,6 +52,12 @@ def test_gpt2_124m_parameter_count_and_flops():
     assert model.num_params() == 124_439_808 - 1024 * 768  # minus the position table
     n, L, H, Q, T = model.num_params(), 12, 12, 64, 1024
     assert model.flops_per_token() == 6 * n + 12 * L * H * Q * T
+    # frozen weights (LoRA's base) cost their forward and the gradient through them, 4 per parameter
+    # (counted 6 as trained, LoRA runs' MFU read up to 1.5x high: hunt 29-a)
+    model.requires_grad_(False)
+    model.transformer.h[0].mlp.c_fc.weight.requires_grad_(True)
+    trained = 768 * 3072
+    assert model.flops_per_token() == 6 * trained + 4 * (n - trained) + 12 * L * H * Q * T
 
 
 def test_lm_head_is_tied_and_residual_projections_are_scaled():
