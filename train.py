@@ -177,7 +177,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
     # new text without a word, or failed on the loader's state (audit, 2026-11-26)
     saved_data = resume.meta.get("data") if resume else None
-    if saved_data and cfg.data != "shakespeare" and data.path != Path(cfg.data) and Path(saved_data).name != data.path.name:
+    # (--eval_only scores the checkpoint on the text as it is now, as it does a prepared directory's: hunt 29-c)
+    if (saved_data and not cfg.eval_only and cfg.data != "shakespeare" and data.path != Path(cfg.data)
+            and Path(saved_data).name != data.path.name):
         raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
                           f"now {data.path}; resume with the text it trained on, or start a new run from these "
                           f"weights with {new_run_from(out_dir, cfg)}")

@@ -1780,6 +1780,9 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
                           f"and is now {tmp_path / 'cache'}/"), err
     assert err.endswith(f"; resume with the text it trained on, or start a new run from these weights with "
                         f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>")
+    # --eval_only scores the checkpoint on the text as it is now, as the README says (it was refused: hunt 29-c)
+    assert train.main(["--init_from=resume", "--eval_only=true", *common]) == 0
+    assert re.search(r"^step 2: val loss [\d.]+", capsys.readouterr().out, re.M)
     advice = err.split("start a new run from these weights with ")[1]  # as printed (reviews, session 23)
     again = tmp_path / "again"
     capsys.readouterr()
