@@ -3,7 +3,7 @@
     python bench.py decode    # KV-cache decode vs uncached vs transformers.generate, model and CLI (issues 2, 5)
     python bench.py prepare   # tokenizer MB/s vs end-to-end data/prepare.py MB/s (issue 3)
     python bench.py train --nanogpt_cpu --dtypes=float32,bfloat16   # train.py's loop on nanoGPT's CPU shape (issue 4)
-    python bench.py train --nanogpt_gpu --fp8 -- --config=gpt2-124m --data=data/shakespeare-gpt2 \
+    python bench.py train --nanogpt_gpu --fp8 -- --config=gpt2-124m --data=data/shakespeare-gpt2 \\
         --gradient_accumulation_steps=1   # on a GPU: MFU, tokens/s vs a same-run nanoGPT step, --fp8's gain
     python bench.py quality   # bits per byte in 5 minutes: the default vs the recipes issue 11 names (issue 11)
 
@@ -1143,7 +1143,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     names = distinct(args.recipes, "--recipes")
     unknown = [n for n in names if n not in QUALITY_RECIPES]
     if unknown:
-        raise SystemExit(f"bench.py quality: unknown recipe(s) {', '.join(unknown)}; "
+        raise SystemExit(f"bench.py quality: error: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
     for name in names:  # every run's command line, before the first (a bad one was found after the others ran)
         try:
@@ -1224,9 +1224,13 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):  # (its subcommands' parsers are of its class too)
+    def error(self, message: str):  # one line and status 1, as train.py's and sample.py's bad values: not
+        raise SystemExit(f"{self.prog}: error: {message}")  # argparse's usage block and status 2 (hunt 29-c)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))

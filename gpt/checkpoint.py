@@ -343,7 +343,10 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
             why = (f"`best` names {named if named.isprintable() else ascii(named)}, which is gone or incomplete"
                    if named else "`best` is empty")
         except OSError:
-            why = "no evaluation has recorded one (it ran out of memory or was not finite)"
+            # (a run stopped before its first evaluation at a checkpoint was said to have failed its evaluations:
+            # hunt 29-c; step 0's evaluation saves no checkpoint)
+            why = ("no checkpoint was saved with an evaluation (none ran at a save yet, or each ran out of memory "
+                   "or was not finite)")
         raise NoCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "
                            f"e.g. --ckpt={ckpts[-1]}")
     return ckpts[-1]  # a `latest` pointer missing or stale: the newest complete checkpoint

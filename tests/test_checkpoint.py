@@ -512,7 +512,7 @@ def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tm
     from gpt.checkpoint import NoCheckpoint
 
     save(tmp_path, 5, make_model())  # saved without an evaluation that made it the best
-    with pytest.raises(NoCheckpoint, match=rf"no best checkpoint in {tmp_path}: no evaluation has recorded one .*"
+    with pytest.raises(NoCheckpoint, match=rf"no best checkpoint in {tmp_path}: no checkpoint was saved with an evaluation \(none ran at a save yet, .*"
                                            rf"--ckpt={tmp_path / 'ckpt-0000005'}$"):
         find_checkpoint(tmp_path, "best")
     assert find_checkpoint(tmp_path, "latest").name == "ckpt-0000005"
