@@ -140,7 +140,9 @@ class TrainBatches:
                              f"of {block_size + 1} tokens, fewer than one step's {step}; "
                              "use a smaller batch or block size, or more text")
         self.steps_per_epoch = self.windows_per_epoch // self.step_windows
-        self.tokens_per_epoch = self.windows_per_epoch * block_size  # x tokens in one pass over every window
+        # x tokens an epoch trains on: its whole steps (it counted the windows dropped at its end, so that
+        # "= N epochs" in train.py's plan ran ahead of the loader's epochs: hunt 29-c)
+        self.tokens_per_epoch = self.steps_per_epoch * self.step_windows * block_size
         self.seed, self.epoch, self._position = seed, 0, 0  # position: next window index in this epoch's order
         self._saved_sha256: str | None = None  # a loaded state's digest, kept where the data has none
         self._plan: tuple[int, int, np.ndarray, np.ndarray] | None = None
