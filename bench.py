@@ -893,7 +893,7 @@ def bench_train(args: argparse.Namespace) -> None:
                                                        f"{dtype} {optimizer}")
             ran_with[dtype, optimizer] = ran_as(config_of[dtype, optimizer])
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-            loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if "loss" in r})
+            loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if r.get("loss") is not None})
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
@@ -915,7 +915,7 @@ def bench_train(args: argparse.Namespace) -> None:
         ms = statistics.median(r["ms_per_step"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
         # the steps both rows logged: a flag that changes the logging or the length compares fewer
-        both = [(r["loss"], base_loss[r["step"]]) for r in records if r.get("step") in base_loss and "loss" in r]
+        both = [(r["loss"], base_loss[r["step"]]) for r in records if r.get("step") in base_loss and r.get("loss") is not None]
         drift = (f"its losses differ from that row's by at most {max(abs(a - b) for a, b in both):.4f} at the "
                  f"{len(both)} step(s) both rows logged" if both else "no step logged by both rows to compare losses")
         tokens_per_s[flag] = statistics.median(r["tokens_per_s"] for r in steps)
@@ -1110,7 +1110,7 @@ def fit_line(records: list[dict], dropout: float) -> str:
     was better than the last (the model overfits by the end)."""
     import statistics
 
-    train_losses = [r["loss"] for r in records if "loss" in r][-5:]
+    train_losses = [r["loss"] for r in records if r.get("loss") is not None][-5:]
     evaluations = [r for r in records if "val_loss" in r]
     last, best = evaluations[-1], min(evaluations, key=lambda r: r["val_loss"])
     line = (f"training loss {statistics.fmean(train_losses):.3f} at the end (last {len(train_losses)} records"

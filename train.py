@@ -491,7 +491,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             loss_sum = torch.zeros((), device=device)
             new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
             batches = [train_batches.next_batch() for _ in range(accum)]
-            shares = target_shares([y for _, y in batches], dist) if data.supervised else None
+            shares, targets = target_shares([y for _, y in batches], dist) if data.supervised else (None, None)
             for micro, (x, y) in enumerate(batches):
                 last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
                 with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
@@ -512,7 +512,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             step_unless(optimizer, scaler, ~finite)
             scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        checks.add(step, loss_sum, grad_norm)
+        checks.add(step, loss_sum, grad_norm, targets)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
         writing = 0.0  # seconds of writing the profile's files (after its last recorded step), not the step's
         t_profile = time.perf_counter()
@@ -579,7 +579,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             if peak:
                 record["mfu"] = flops_per_step / dt / (peak * dist.world_size)
             metrics.log(record)
-            progress.set_postfix(loss=f"{loss_value:.4f}", tok_s=f"{tokens_per_step / dt:,.0f}",
+            progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
+                                 tok_s=f"{tokens_per_step / dt:,.0f}",
                                  **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
         progress.update(1)
 
@@ -893,17 +894,18 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
     return model.to(device=device, dtype=torch.float32).train(), base
 
 
-def target_shares(targets: list[torch.Tensor], dist: Dist) -> torch.Tensor:
+def target_shares(targets: list[torch.Tensor], dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
     """Instruction data: each micro-batch's weight in its step, its counted targets (not -1) over the
-    step's on every rank, times the ranks (DDP averages their gradients). The step's loss is then
-    the mean over all its answer tokens, as validation's is (`evaluate`); a mean of the micro-batches'
-    own means gave one with few answer tokens the weight of one with many, and one with none
-    diluted the step (audit, 2026-11-26). A step without any target gets weights 0."""
+    step's on every rank, times the ranks (DDP averages their gradients), and that count of the
+    step's targets. The step's loss is then the mean over all its answer tokens, as validation's is
+    (`evaluate`); a mean of the micro-batches' own means gave one with few answer tokens the weight
+    of one with many, and one with none diluted the step (audit, 2026-11-26). A step without any
+    target gets weights 0, and no loss in the log (StepChecks.read)."""
     counts = torch.stack([(y != -1).sum() for y in targets]).float()
     total = counts.sum()
     if dist.enabled:
         torch.distributed.all_reduce(total)
-    return counts * dist.world_size / total.clamp(min=1)
+    return counts * dist.world_size / total.clamp(min=1), total
 
 
 @torch.no_grad()

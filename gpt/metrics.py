@@ -169,7 +169,7 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
     plt = pyplot()
     if plt is None:
         return "loss curve not drawn: matplotlib is not installed (pip install matplotlib)"
-    train = [(r["step"], r["loss"]) for r in records if "loss" in r and math.isfinite(r["loss"])]
+    train = [(r["step"], r["loss"]) for r in records if r.get("loss") is not None and math.isfinite(r["loss"])]
     val = [(r["step"], r["val_loss"]) for r in records if r.get("val_loss") is not None]
     bpb = [(r["step"], r["val_bpb"]) for r in records if r.get("val_bpb") is not None]
     # tokens per step, from the newest record that has both (a resumed run may have changed it)

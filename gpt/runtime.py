@@ -516,8 +516,10 @@ class StepChecks:
         self._grad_overflow_skipped, self._say = grad_overflow_skipped, say
         self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm])
 
-    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
-        self._unread.append((step, torch.stack((loss.float(), grad_norm.float()))))
+    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, targets: torch.Tensor | None = None) -> None:
+        """targets: instruction data's answer tokens in the step (all ranks'); a step without any has no loss."""
+        counted = loss.new_ones(()) if targets is None else targets
+        self._unread.append((step, torch.stack((loss.float(), grad_norm.float(), counted.float()))))
 
     @property
     def unread(self) -> int:
@@ -530,12 +532,13 @@ class StepChecks:
     def read(self) -> tuple[float, float]:
         """Wait for the device once; count and report the bad steps read, up to the one that makes
         too many (the run stops there). Returns the newest step's (loss, gradient norm), (nan, nan)
-        when nothing was unread."""
+        when nothing was unread; its loss is None where it had no answer token to count (it was
+        logged 0.0, a perfect loss: hunt 29-c)."""
         if not self._unread:
             return math.nan, math.nan
         values = torch.stack([v for _, v in self._unread]).tolist()
         steps, self._unread = [s for s, _ in self._unread], []
-        for step, (loss, grad_norm) in zip(steps, values):
+        for step, (loss, grad_norm, _) in zip(steps, values):
             if math.isfinite(loss) and (math.isfinite(grad_norm) or self._grad_overflow_skipped):
                 self.in_a_row = 0
                 continue
@@ -544,7 +547,8 @@ class StepChecks:
                       f"update skipped ({self.in_a_row} in a row)")
             if self.too_many:
                 break
-        return values[-1][0], values[-1][1]
+        loss, grad_norm, counted = values[-1]
+        return (loss if counted else None), grad_norm
 
 
 class StopSignal:

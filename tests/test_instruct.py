@@ -468,6 +468,26 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     assert f"{warning} (a resumed run keeps its --block_size)\n" in capsys.readouterr().err
 
 
+def test_a_step_without_an_answer_token_logs_no_loss(tmp_path):
+    # It logged "loss": 0.0, a perfect loss, where there was nothing to count (hunt 29-c)
+    from gpt.config import TrainConfig
+
+    pairs = [{"prompt": "x" * 1500, "response": "LONG"}, *({"prompt": "Hi", "response": "Yo"} for _ in range(40))]
+    data = prepare_bytes(write_jsonl(tmp_path / "long.jsonl", pairs), tmp_path / "data", val_fraction=0.1)
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32",
+                       "--batch_size=2", "--eval_iters=1", "--compile=false", "--device=cpu", "--max_iters=16",
+                       "--log_interval=1", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    loader = TrainBatches(data, 2, 32, seed=TrainConfig().seed)  # the run's batches, step by step
+    empty = [not bool((loader.next_batch()[1] != -1).any()) for _ in range(16)]
+    assert any(empty) and not all(empty)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "loss" in r]
+    assert [r["step"] for r in steps] == list(range(1, 17))
+    assert [r["loss"] is None for r in steps] == empty
+    assert all(r["loss"] > 0 for r in steps if r["loss"] is not None) and (out / "loss.png").is_file()
+
+
 def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_best(tmp_path, capsys):
     # Their loss was 0/0, logged as 0.0000, and `best` stayed on the first evaluation, an untrained
     # model that sample.py --ckpt=best then took (hunt, session 27)

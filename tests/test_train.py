@@ -710,8 +710,8 @@ def counted(value, dist):  # written at once: torchrun ends the other rank when 
     calls.append(value)
     open(os.path.join({str(tmp_path)!r}, "agreed-rank" + os.environ["RANK"]), "w").write(repr(calls))
     return largest(value, dist)
-def add_then_signal(self, step, loss, grad_norm):
-    add(self, step, loss, grad_norm)
+def add_then_signal(self, step, *values):
+    add(self, step, *values)
     if step == 2 and os.environ["RANK"] == "1":
         os.kill(os.getpid(), signal.SIGTERM)  # to this rank alone, between two reads
 train.largest, StepChecks.add = counted, add_then_signal
@@ -742,8 +742,8 @@ import train
 from gpt.metrics import Metrics
 from gpt.runtime import StepChecks
 add, close = StepChecks.add, Metrics.close
-def add_then_die(self, step, loss, grad_norm):
-    add(self, step, loss, grad_norm)
+def add_then_die(self, step, *values):
+    add(self, step, *values)
     if step == 6 and os.environ["RANK"] == "1":
         os.kill(os.getpid(), signal.SIGKILL)
 def close_under_sigterm(self):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
@@ -2126,8 +2126,8 @@ def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation
     assert train.main([*common, f"--out_dir={straight}"]) == 0
     add = StepChecks.add
 
-    def add_then_signal(self, step, loss, grad_norm):
-        add(self, step, loss, grad_norm)
+    def add_then_signal(self, step, *values):
+        add(self, step, *values)
         if step + 1 == stop_at:
             os.kill(os.getpid(), signal.SIGTERM)
     with monkeypatch.context() as patch:
