@@ -887,6 +887,10 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         model = load_base_model(base["base"], dropout=cfg.dropout)
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
+        if cfg.lora_rank > model.config.n_embd:  # (adapters 10x the model's size trained without a word: hunt 28-a)
+            raise UsageError(f"--lora_rank={cfg.lora_rank} is above the adapted layers' smallest dimension, the "
+                             f"model's width {model.config.n_embd}: a rank of {model.config.n_embd} already spans "
+                             f"every update they can take; give --lora_rank={model.config.n_embd} or less")
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
     # Trained in float32, as a model built here is (--dtype is autocast's): weights saved in float16 or
     # bfloat16 (many hub fine-tunes are) kept their dtype and trained in it, on the CPU in float16,

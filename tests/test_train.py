@@ -1417,6 +1417,11 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
     base, lora = tmp_path / "base", tmp_path / "lora"
     tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
     assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    # a rank above the model's width (32) trained adapters larger than the model without a word (hunt 28-a)
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=33", f"--out_dir={lora}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == (
+        "train.py: error: --lora_rank=33 is above the adapted layers' smallest dimension, the model's width 32: a rank "
+        "of 32 already spans every update they can take; give --lora_rank=32 or less") and not lora.exists()
     assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
     recorded = open_checkpoint(lora).meta["lora"]
     assert recorded["base"] == str(base / "ckpt-0000001") and recorded["base_step"] == 1 and recorded["base_weights"]
