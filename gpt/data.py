@@ -123,7 +123,9 @@ class TrainBatches:
 
     def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "train", seed: int = 0,
                  rank: int = 0, world_size: int = 1, micro_batches: int = 1, device="cpu"):
-        """micro_batches: next_batch() calls per optimizer step on each rank (gradient accumulation)."""
+        """micro_batches: next_batch() calls per optimizer step on each rank (gradient accumulation).
+        steps_per_epoch and step_windows count whole steps, or global batches where the split holds
+        fewer windows than one step."""
         _check_rank(batch_size, block_size, rank, world_size)
         if micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {micro_batches}")
@@ -131,14 +133,18 @@ class TrainBatches:
         self.split, self.batch_size, self.block_size = split, batch_size, block_size
         self.rank, self.world_size = rank, world_size
         self.global_batch = batch_size * world_size
+        self.windows_per_epoch = self._windows.total
+        if self.windows_per_epoch < self.global_batch:
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
+                             f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
+                             "use a smaller batch or block size, or more text")
+        # An epoch ends at a whole step; one smaller than a step (a small fine-tuning set under the
+        # finetune preset's 4 micro-batches, say) ends at a whole global batch, its steps spanning
+        # epochs, as before (review 29: such runs were refused)
+        if self.windows_per_epoch < self.global_batch * micro_batches:
+            micro_batches = 1
         self.micro_batches, self._taken = micro_batches, 0  # (_taken: micro-batches of the current step)
         self.step_windows = self.global_batch * micro_batches
-        self.windows_per_epoch = self._windows.total
-        if self.windows_per_epoch < self.step_windows:
-            step = f"{batch_size} x {world_size}" + (f" x {micro_batches} micro-batches" if micro_batches > 1 else "")
-            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
-                             f"of {block_size + 1} tokens, fewer than one step's {step}; "
-                             "use a smaller batch or block size, or more text")
         self.steps_per_epoch = self.windows_per_epoch // self.step_windows
         # x tokens an epoch trains on: its whole steps (it counted the windows dropped at its end, so that
         # "= N epochs" in train.py's plan ran ahead of the loader's epochs: hunt 29-c)

@@ -324,11 +324,17 @@ def test_a_step_trains_on_the_same_windows_however_it_is_split_also_across_an_ep
         assert windows(*[accumulated.next_batch()[0] for _ in range(2)]) == step
         assert windows(*[loader.next_batch()[0] for loader in ranks for _ in range(2)]) == step
     assert whole.epoch == accumulated.epoch == ranks[1].epoch == 2
+    # a split smaller than one step still trains, its steps spanning epochs at a global batch's end, as
+    # before (review 29: the finetune preset's 4 micro-batches of 8 on 27 windows were refused)
+    small = TrainBatches(tmp_path, 8, 15, seed=3, micro_batches=whole.windows_per_epoch // 8 + 1)
+    assert (small.step_windows, small.steps_per_epoch) == (8, whole.steps_per_epoch)
+    taken = [small.next_batch()[0] for _ in range(whole.steps_per_epoch + 1)]
+    assert small.epoch == 1 and all(t.shape == (8, 15) for t in taken)
 
 
 def test_too_few_windows_for_a_global_batch(tmp_path):
     counting_dir(tmp_path, [100])
-    with pytest.raises(ValueError, match="fewer than one step's 4 x 2;"):
+    with pytest.raises(ValueError, match="fewer than one global batch of 4 x 2;"):
         TrainBatches(tmp_path, 4, 15, world_size=2, rank=1)
 
 
