@@ -52,6 +52,7 @@ from gpt.atomic import files_sha256
 from gpt.errors import Terminated, UsageError, sigterm_raises
 from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
+    CSV_READER,
     SHAKESPEARE_CONVERSION,
     PrepareError,
     PrepareWarning,
@@ -566,7 +567,8 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
                                     for k in ("val_fraction", "seed", "shard_tokens", "max_tokens", "text_field")))
     key = hashlib.sha256(_fingerprint(options).encode())
     for path in files:
-        key.update(f"{path.suffix.lower()}:{path.stat().st_size}:".encode())  # the suffix decides how it is read
+        suffix = path.suffix.lower()  # it decides how the file is read (and a .csv, by which reader: CSV_READER)
+        key.update(f"{suffix}{CSV_READER if suffix == '.csv' else ''}:{path.stat().st_size}:".encode())
         with open_input(path) as f:
             while block := f.read(1 << 24):
                 key.update(block)

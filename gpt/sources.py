@@ -8,9 +8,10 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
   input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs
                (a matched directory read as a directory), each file once however it is named;
                .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
-               messages records for instruction tuning: see gpt/instruct.py); .parquet/.csv
-               through the `datasets` package's local loaders. One file or record = one document. Files with NUL bytes
-               are skipped as binary. A single plain-text file is the exception: it is cut at a
+               messages records for instruction tuning: see gpt/instruct.py); .parquet through
+               pyarrow and .csv through Python's csv module (every cell its text; the first row
+               names the columns). One file or record = one document. Files with a NUL byte in
+               their first 8 KiB are skipped as binary. A single plain-text file is the exception: it is cut at a
                line break at (1 - val_fraction) of its size into two documents, so it still gets
                a validation split (the tail), as in nanoGPT's input.txt.
   hf           a Hugging Face dataset, streamed, so the raw dataset never has to fit on disk.
@@ -377,6 +378,12 @@ def _parquet_rows(path: Path) -> Iterator[dict]:
             yield from batch.to_pylist()
 
 
+# How a .csv is read, in the description of sources with one (and train.py's cache key), so that
+# data prepared by an older reader is prepared again: 2, Python's csv module, every cell its text;
+# 1, the datasets package's pandas loader, which dropped NA-like cells (review 29).
+CSV_READER = 2
+
+
 def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
     """A .csv's rows, each cell the text written there: the first row names the columns. (datasets'
     CSV loader, through pandas, read "NA", "null", "nan", "None" or "#N/A" as missing and counted
@@ -385,14 +392,21 @@ def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
     csv.field_size_limit(2**31 - 1)  # a document per cell: the default limit, 128 KiB, is a short story
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         rows = csv.reader(f, strict=True)
-        header = next((row for row in rows if row), None)  # (blank lines before it too)
-        for row in rows:
-            if not row:  # a blank line
-                continue
-            if len(row) != len(header):
-                raise ValueError(f"line {rows.line_num}: {len(row)} cells, and the header has {len(header)} "
-                                 "(a comma in a text that is not in double quotes?)")
-            yield dict(zip(header, row))
+        try:
+            header = next((row for row in rows if row), None)  # (blank lines before it too)
+            if header and (repeated := sorted({n for n in header if header.count(n) > 1})):  # (the last one
+                # was read, in silence; pandas read the first: review 29)
+                raise ValueError(f"line {rows.line_num}: the header names {', '.join(map(repr, repeated))} more "
+                                 "than once")
+            for row in rows:
+                if not row:  # a blank line
+                    continue
+                if len(row) != len(header):
+                    raise ValueError(f"line {rows.line_num}: {len(row)} cells, and the header has {len(header)} "
+                                     "(a comma in a text that is not in double quotes?)")
+                yield dict(zip(header, row))
+        except csv.Error as e:  # (a stray quote: where, in a large file)
+            raise ValueError(f"line {rows.line_num}: {e}") from None
 
 
 def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -> Iterator:
@@ -565,7 +579,8 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         if not inputs:
             raise PrepareError("source 'input' needs at least one path (--input PATH ...)")
         files = expand_inputs(inputs)
-        return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files)},
+        csv_reader = {"csv_reader": CSV_READER} if any(f.suffix.lower() == ".csv" for f in files) else {}
+        return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader},
                       _stamp(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
     if source == "hf":
         if not hf_name:

@@ -123,6 +123,31 @@ def test_every_csv_cell_is_its_text_as_written(tmp_path):
     with pytest.raises(PrepareError, match=r"cut\.csv: cannot read as csv \(line 2: 2 cells, and the header has 1 "
                                            r"\(a comma in a text that is not in double quotes\?\)\)$"):
         run_prepare([tmp_path / "cut.csv"], tmp_path / "cut")
+    # a repeated column name (the last one was read in silence), a stray quote (no line said): review 29
+    for name, text, reason in (("dup.csv", "text,text\nfirst,second\n", "line 1: the header names 'text' more than once"),
+                               ("quote.csv", 'id,text\n1,fine\n2,"abc"def\n', "line 3: ',' expected after '\"'")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrepareError, match=re.escape(f"{name}: cannot read as csv ({reason})") + "$"):
+            run_prepare([tmp_path / name], tmp_path / "bad")
+
+
+def test_data_prepared_from_a_csv_by_the_older_reader_is_prepared_again(tmp_path, monkeypatch):
+    # The reader's change (NA-like cells kept) reached only new data: an output made by the pandas
+    # reader was "up to date", and train.py's cache of the same file reused (review 29)
+    (tmp_path / "in").mkdir()
+    with open(tmp_path / "in" / "t.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["text"], *([f"row {i}: {STORY}"] for i in range(6))])
+    with monkeypatch.context() as old:
+        old.setattr(sources, "CSV_READER", 1)
+        old.setattr(prep, "CSV_READER", 1)
+        before = run_prepare([tmp_path / "in"], tmp_path / "out")
+        cached = prepare_cached([str(tmp_path / "in")], tokenizer="byte", cache_root=tmp_path / "cache", quiet=True)
+    assert DataDir(before).meta["source"]["csv_reader"] == 1
+    fingerprint = DataDir(before).meta["fingerprint"]
+    assert DataDir(run_prepare([tmp_path / "in"], tmp_path / "out")).meta["fingerprint"] != fingerprint  # rebuilt
+    assert prepare_cached([str(tmp_path / "in")], tokenizer="byte", cache_root=tmp_path / "cache", quiet=True) != cached
+    write_docs(tmp_path / "plain", 3)  # data without a .csv keeps its description, and is not prepared again
+    assert "csv_reader" not in DataDir(run_prepare([tmp_path / "plain"], tmp_path / "p")).meta["source"]
 
 
 def test_shakespeare_is_a_play_in_plain_text(tmp_path):
