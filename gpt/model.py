@@ -760,12 +760,22 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
         return config_from_hf(hf, dropout=dropout)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
-        if (path / "meta.json").is_file() or any(path.glob("ckpt-*/meta.json")):  # (it said "no 'vocab_size'",
-            # or "No such file or directory": hunt 28-a F11)
+        if any(_json_keys(m) >= {"model_config"} for m in (path / "meta.json", *path.glob("ckpt-*/meta.json"))):
+            # (it said "no 'vocab_size'", or "No such file or directory": hunt 28-a F11; prepared data has a
+            # meta.json too, without a model: review 29)
             raise UnreadableFile(path, "a run or checkpoint of train.py, not a Hugging Face GPT-2 directory: "
                                        "load it with gpt.checkpoint.load_model") from None
         raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
                              f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
+
+
+def _json_keys(path: Path) -> set:
+    """The keys of a JSON object in a file; empty where it is not one (or not there)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return set(value) if isinstance(value, dict) else set()
 
 
 def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:

@@ -240,8 +240,9 @@ def _glob_files(pattern: str) -> list[Path]:
     matches = sorted(map(Path, glob.glob(os.path.expanduser(pattern), recursive=True)))
     kept = [m for m in matches if not below_written(m)]
     if matches and not kept:
-        raise PrepareError(f"{pattern}: matches only what prepare.py or train.py wrote (prepared data, a run's "
-                           "out_dir), which is not read back as text")
+        raise PrepareError(f"{pattern}: matches only what lies in directories prepare.py or train.py wrote "
+                           "(prepared data, a run's out_dir), which are not read back as text: name such a file "
+                           "itself to read it")
     return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
 
 

@@ -529,6 +529,10 @@ def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
         with pytest.raises(UnreadableFile, match=f"{path}: a run or checkpoint of train.py, not a Hugging Face GPT-2 "
                                                  "directory: load it with gpt.checkpoint.load_model"):
             GPT.from_pretrained(str(path))
+    (tmp_path / "data").mkdir()  # prepared data has a meta.json too, and no model (review 29)
+    (tmp_path / "data" / "meta.json").write_text(json.dumps({"format_version": 1, "splits": {}}))
+    with pytest.raises(UnreadableFile, match=r"data/config\.json: not a usable GPT-2 config \(No such file"):
+        GPT.from_pretrained(str(tmp_path / "data"))
 
 
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):

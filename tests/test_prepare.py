@@ -465,9 +465,12 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
         found = sources.expand_inputs([f"{tmp_path / 'notes'}/{pattern}"])
         assert [p.name for p in found] == [f"doc0{i}.txt" for i in range(4)], pattern
     for pattern in "**/*.json*", "*/ckpt-*/*", "prepared*/*":
-        with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / 'notes'}/{pattern}: matches only what "
-                                                         "prepare.py or train.py wrote")):
+        with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / 'notes'}/{pattern}: matches only what lies in "
+                                                         "directories prepare.py or train.py wrote")):
             sources.expand_inputs([f"{tmp_path / 'notes'}/{pattern}"])
+    # a file of the user's inside such a directory is read when named itself (review 29)
+    (run / "samples.txt").write_text("the user's own")
+    assert sources.expand_inputs([run / "samples.txt"]) == [run / "samples.txt"]
     write_docs(tmp_path / "corpus", 3)
     (tmp_path / "notes" / "linked").symlink_to(tmp_path / "corpus", target_is_directory=True)
     (tmp_path / "corpus" / "up").symlink_to(tmp_path / "notes", target_is_directory=True)  # a loop
