@@ -813,7 +813,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
     import torch
 
-    from gpt.config import parse_args
+    from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, pick_device, pick_dtype
 
@@ -842,7 +842,9 @@ def bench_train(args: argparse.Namespace) -> None:
     for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o)]) for d, o in variants),
                        *((flag, [*overrides, *chosen(*variants[0]), *flag.split()]) for flag in rows)]:
         try:
-            parse_args([*argv, *timed])[0].validate(1)
+            cfg = parse_args([*argv, *timed])[0]
+            cfg.validate(1)
+            check_options_apply(cfg, command_line_keys([*argv, *timed]))  # (as train.py does: review 29)
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"train.py {what}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
     if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
@@ -1133,7 +1135,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     import subprocess
     from pathlib import Path
 
-    from gpt.config import parse_args
+    from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import Dist, pick_device
 
@@ -1146,9 +1148,11 @@ def bench_quality(args: argparse.Namespace) -> None:
         raise SystemExit(f"bench.py quality: error: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
     for name in names:  # every run's command line, before the first (a bad one was found after the others ran)
+        argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0", f"--time_budget={args.time_budget:g}"]
         try:
-            parse_args([*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0",
-                        f"--time_budget={args.time_budget:g}"])[0].validate(1)
+            cfg = parse_args(argv)[0]
+            cfg.validate(1)
+            check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
     root = Path(ROOT)

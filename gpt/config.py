@@ -406,10 +406,15 @@ def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
     """ConfigError for each option typed on the command line that this run would ignore: a preset's
     values are not checked (a preset serves several schedules), and a resumed run is checked with
     its saved config (its lr_schedule, its LoRA rank)."""
+    def way(on: str, give: str) -> str:  # (a resume keeps its optimizer and LoRA rank: review 29)
+        if cfg.init_from == "resume" and on in RESUME_FIXED:
+            return f"leave it out (a resumed run keeps its --{on})"
+        return f"leave it out, or give {give}"
+
     errors = [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}: "
-              f"leave it out, or give --{on}" for k, (on, values) in APPLIES_ONLY.items()
+              + way(on, f"--{on}={' or '.join(values)}") for k, (on, values) in APPLIES_ONLY.items()
               if k in typed and getattr(cfg, on) not in values]
-    errors += [f"--{k} applies to LoRA runs, and this run trains every weight: leave it out, or give --lora_rank"
+    errors += [f"--{k} applies to LoRA runs, and this run trains every weight: " + way("lora_rank", "--lora_rank")
                for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
     if "lr_decay_iters" in typed and 0 < cfg.lr_decay_iters <= cfg.warmup_iters:  # (the rate dropped from the
         # warmup's ramp straight to min_lr: hunt 29-a)
@@ -513,7 +518,11 @@ def saved_config(saved: dict) -> dict:
     traceback on resume, and `"max_iters": true` ran (hunt 28-a F6). Options since removed are kept
     as they are; resume_config leaves them out."""
     hints = typing.get_type_hints(TrainConfig)
-    return {k: _convert(k, v, hints[k], '"config"') if k in hints else v for k, v in saved.items()}
+
+    def whole(k, v):  # 30.0 for 30, as some JSON tools write a whole number (review 29: the checkpoint was set aside)
+        return int(v) if hints.get(k) is int and isinstance(v, float) and v.is_integer() else v
+
+    return {k: _convert(k, whole(k, v), hints[k], '"config"') if k in hints else v for k, v in saved.items()}
 
 
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
@@ -521,7 +530,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
     max_iters). Changing the architecture, tokenizer or data is refused."""
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
-    changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)]
+    changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
+               and not (k == "seed" and cfg.eval_only)]  # (an evaluation draws nothing at random: review 29)
     if changed:
         # Weights keep their shape and tokenizer (and a context up to theirs): with another, the
         # way on is a new model, where --init_from was refused as printed (hunt, session 24)

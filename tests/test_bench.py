@@ -90,6 +90,11 @@ def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, mes
     (["quality", "--time_budget=1e300", "--recipes=default"],
      "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
     (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
+    # an option without effect in a row, refused by train.py after the rows before it had run (review 29)
+    (["quality", "--recipes=default,adamw-before", "--", "--muon_learning_rate=0.02"],
+     "bench.py quality: error: adamw-before: --muon_learning_rate applies to --optimizer=muon"),
+    (["train", "--optimizers=muon,adamw", "--", "--muon_learning_rate=0.02"],
+     "bench.py train: error: train.py auto adamw: --muon_learning_rate applies to --optimizer=muon"),
     (["train", "--dtypes=float32,"], "bench.py: --dtypes has an empty value"),
 ])
 def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_path, monkeypatch):

@@ -451,11 +451,11 @@ def test_resume_skips_a_checkpoint_whose_meta_json_holds_a_value_of_the_wrong_ty
 def test_resume_converts_a_hand_edited_config_value_that_reads_as_its_type(tmp_path):
     # As a preset's values are: "30" for an int option, "yes" for a bool, false for --compile (which
     # runs saved before it took "auto" hold)
-    save(tmp_path, 2, make_model(), config={"max_iters": "30", "bias": "yes", "compile": False, "gone_option": 1},
-         best_val_loss=None)
+    save(tmp_path, 2, make_model(), config={"max_iters": "30", "bias": "yes", "compile": False, "gone_option": 1,
+                                            "seed": 7.0}, best_val_loss=None)  # (7.0: some JSON tools' 7)
     ckpt, skipped = open_resumable(tmp_path)
     assert skipped == [] and ckpt.meta["config"] == {"max_iters": 30, "bias": True, "compile": "false",
-                                                     "gone_option": 1}
+                                                     "gone_option": 1, "seed": 7}
 
 
 def test_fine_tuning_from_a_checkpoint_without_a_tokenizer_names_its_meta_json(tmp_path):

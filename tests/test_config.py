@@ -180,14 +180,14 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
 
 @pytest.mark.parametrize("argv, error", [
     (["--decay_fraction=0.5"], "--decay_fraction applies to --lr_schedule=wsd, and this run's --lr_schedule is cosine: "
-                               "leave it out, or give --lr_schedule"),
+                               "leave it out, or give --lr_schedule=wsd"),
     (["--lr_schedule=constant", "--min_lr=1e-5", "--lr_decay_iters=500"],
      "--min_lr applies to --lr_schedule=cosine or wsd, and this run's --lr_schedule is constant: leave it out, or "
-     "give --lr_schedule; --lr_decay_iters applies to --lr_schedule=cosine or wsd, and this run's --lr_schedule is "
-     "constant: leave it out, or give --lr_schedule"),
+     "give --lr_schedule=cosine or wsd; --lr_decay_iters applies to --lr_schedule=cosine or wsd, and this run's "
+     "--lr_schedule is constant: leave it out, or give --lr_schedule=cosine or wsd"),
     (["--optimizer=adamw", "--muon_learning_rate=0.02"],
      "--muon_learning_rate applies to --optimizer=muon, and this run's --optimizer is adamw: leave it out, or give "
-     "--optimizer"),
+     "--optimizer=muon"),
     (["--lora_alpha=32"], "--lora_alpha applies to LoRA runs, and this run trains every weight: leave it out, or give "
                           "--lora_rank"),
     (["--lora_dropout=0.1"], "--lora_dropout applies to LoRA runs, and this run trains every weight: leave it out, "
@@ -214,6 +214,12 @@ def test_options_typed_where_they_apply_and_a_presets_values_are_not_refused(tmp
     cfg, keys = parse_args(argv)
     assert {"min_lr", "decay_fraction"} <= keys
     check_options_apply(cfg, command_line_keys(argv))
+    # resumed, the optimizer and LoRA rank are the run's: the way on is to leave the option out (review 29)
+    cfg = resume_config(TrainConfig(optimizer="adamw").to_dict(), *parse_args(["--init_from=resume",
+                                                                               "--muon_learning_rate=0.02"]))
+    with pytest.raises(ConfigError, match=re.escape("this run's --optimizer is adamw: leave it out (a resumed run "
+                                                    "keeps its --optimizer)") + "$"):
+        check_options_apply(cfg, {"init_from", "muon_learning_rate"})
     # a resumed LoRA run's rank is its saved one: --lora_dropout applies
     merged = resume_config(TrainConfig(init_from="gpt2", lora_rank=4).to_dict(),
                            *parse_args(["--init_from=resume", "--lora_dropout=0.1"]))
@@ -237,6 +243,8 @@ def test_resume_with_another_seed_is_refused_and_with_the_same_seed_runs():
         resume_config(saved, cfg, keys)
     cfg, keys = parse_args(["--init_from=resume", "--seed=1337"])
     assert resume_config(saved, cfg, keys).seed == 1337
+    cfg, keys = parse_args(["--init_from=resume", "--seed=5", "--eval_only=true"])  # draws nothing: let be (review 29)
+    assert resume_config(saved, cfg, keys).eval_only
 
 
 @pytest.mark.parametrize("spelling, value", [("False", "false"), ("false", "false"), ("0", "false"), ("NO", "false"),
