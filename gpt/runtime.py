@@ -514,7 +514,7 @@ class StepChecks:
     def __init__(self, max_in_a_row: int, total: int = 0, grad_overflow_skipped: bool = False, say=print):
         self.max_in_a_row, self.total, self.in_a_row = max_in_a_row, total, 0
         self._grad_overflow_skipped, self._say = grad_overflow_skipped, say
-        self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm])
+        self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm, targets counted])
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, targets: torch.Tensor | None = None) -> None:
         """targets: instruction data's answer tokens in the step (all ranks'); a step without any has no loss."""
@@ -529,7 +529,7 @@ class StepChecks:
     def too_many(self) -> bool:
         return self.in_a_row >= self.max_in_a_row
 
-    def read(self) -> tuple[float, float]:
+    def read(self) -> tuple[float | None, float]:
         """Wait for the device once; count and report the bad steps read, up to the one that makes
         too many (the run stops there). Returns the newest step's (loss, gradient norm), (nan, nan)
         when nothing was unread; its loss is None where it had no answer token to count (it was
