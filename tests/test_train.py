@@ -1672,7 +1672,9 @@ def test_a_budgeted_run_that_ends_inside_its_profile_accounts_for_the_writing(by
     assert f"note: --profile={profile} records until the run's last step (11): its files are written then" in said
     assert "profile of step 11: " in said  # the one step past the warmup, and the run's last
     spent = re.search(r"checkpoints, ([\d.]+) s writing the profile and (-?[\d.]+) s in the rest", said)
-    assert spent and 1.0 <= float(spent[1]) < 3.0, said[-600:]
+    # the 1 s of writing counted there, and not more than the run's seconds hold (the rest never below 0):
+    # a bound of 3 s on the writing itself failed on a busy machine, 4.4 s (review 29, session 28)
+    assert spent and float(spent[1]) >= 1.0 and float(spent[2]) >= -0.1, said[-600:]
 
 
 def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_data, tmp_path, monkeypatch,
