@@ -55,8 +55,8 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_config, pretrained_tokenizer, save_checkpoint, set_aside,
-                            unmark_lora_base, write_failed)
+                            open_resumable, pretrained_config, pretrained_tokenizer, repoint_best, save_checkpoint,
+                            set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, check_options_apply, command_line_keys, describe_options,
                         fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args, resume_config)
 from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
@@ -146,6 +146,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
     if skipped and dist.is_main:
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
+    if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
+        print("note:", best_note)
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")

@@ -259,6 +259,44 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
+    """After a resume from `resumed`: make `best` name the best checkpoint of the training that goes
+    on, the newest one up to the resumed step whose val_loss is the resumed best_val_loss. It can
+    name a later step, of training the resume left behind: the newest checkpoint could not be
+    loaded, or a save was killed between writing `best` and `latest`. Left so, that step saved
+    again with a worse loss kept the name, and pruning then removed the checkpoint that held the
+    best loss (hunt 30-c F2). Returns a note when it moved or removed `best`, else None."""
+    pointer = out_dir / "best"
+    try:
+        named = pointer.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):  # unreadable: no checkpoint of this run is named
+        named = ""
+    now = resumed.meta["step"]
+    named_step = _step(out_dir / named) if named.startswith(CKPT_PREFIX) else None
+    if named_step is not None and named_step <= now and _is_complete(out_dir / named):
+        return None  # a checkpoint of the training that goes on: still its best
+    best_val = resumed.meta.get("best_val_loss")
+    holder = None
+    for ckpt in reversed(list_checkpoints(out_dir)):
+        if best_val is None or _step(ckpt) is None or _step(ckpt) > now or ckpt.name.startswith(TMP_PREFIX):
+            continue
+        try:
+            val = json.loads((ckpt / META).read_text(encoding="utf-8")).get("val_loss")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if val == best_val:
+            holder = ckpt
+            break
+    what = f"`best` named {named or 'nothing readable'}, which is not of the training resumed from {resumed.path.name}"
+    if holder is not None:
+        write_text_atomic(pointer, holder.name + "\n")
+        return f"{what}; it names {holder.name} now (validation loss {best_val:.4f})"
+    pointer.unlink()
+    return f"{what}, and that training's best checkpoint is gone: `best` is removed until its next best evaluation"
+
+
 def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     """Keep checkpoint `base` from its own run's pruning, since the LoRA run in `lora_out_dir` loads
     its adapters onto those weights: a file in it lists such runs, one per line (deleting the file

@@ -1135,6 +1135,42 @@ def test_resume_falls_back_past_a_checkpoint_that_cannot_be_loaded(byte_data, tm
     assert not Payload.marker.exists()
 
 
+@pytest.mark.parametrize("left_behind", ["killed before latest", "unloadable"])
+def test_best_names_the_best_checkpoint_of_the_training_a_resume_goes_on_with(byte_data, tmp_path, capsys,
+                                                                             left_behind):
+    # A resume from before the step `best` names (a kill between the save's `best` and `latest`
+    # writes, or the newest checkpoint unreadable) re-saved that step with a worse loss under the
+    # name `best`, and pruning then removed the checkpoint that held the best loss (hunt 30-c F2)
+    from tests.test_checkpoint import corrupt
+
+    def meta(ckpt):
+        return json.loads((out / ckpt / "meta.json").read_text())
+
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=6"]) == 0
+    assert (out / "best").read_text().strip() == "ckpt-0000006"  # (the losses of these first steps fall)
+    kept_best = meta("ckpt-0000004")["best_val_loss"]  # what the training resumed from step 4 has for its best
+    holder = next(p.name for p in list_checkpoints(out) if meta(p.name)["val_loss"] == kept_best)
+    if left_behind == "killed before latest":
+        (out / "latest").write_text("ckpt-0000004\n")
+    else:
+        corrupt(out / "ckpt-0000006", "truncated weights")
+    capsys.readouterr()
+    # a learning rate that makes step 6's loss worse: its new save must not be `best`
+    assert train.main([*common, "--init_from=resume", "--max_iters=10", "--learning_rate=2",
+                       "--min_lr=1"]) == 0
+    said = capsys.readouterr().out
+    assert (f"note: `best` named ckpt-0000006, which is not of the training resumed from ckpt-0000004; it names "
+            f"{holder} now (validation loss {kept_best:.4f})") in said
+    resaved = [r["val_loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+               if r.get("step") == 6 and "val_loss" in r][-1]  # (the new save of step 6 is pruned since)
+    assert resaved > kept_best
+    best = (out / "best").read_text().strip()
+    assert best == holder and meta(best)["val_loss"] == meta("ckpt-0000010")["best_val_loss"] == kept_best
+    assert sorted(p.name for p in list_checkpoints(out)) == sorted({holder, "ckpt-0000008", "ckpt-0000010"})
+
+
 def test_nanogpt_boolean_flags(byte_data, tmp_path):
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--compile=False", "--bias=True", "--eval_only=False",
