@@ -422,7 +422,8 @@ def read_meta(ckpt: Path) -> dict:
         # KeyError, TypeError: meta["model_config"] or meta["lora"]["config"] missing or not a dict;
         # ValueError: GPTConfig's or LoRAConfig's checks
         reason = f"no {e}" if isinstance(e, KeyError) else describe_error(e)
-        raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ({reason})") from None
+        raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ({reason})",
+                             damaged=not isinstance(e, OSError)) from None
     return meta
 
 
@@ -474,7 +475,8 @@ def _check_resume_values(path: Path, meta: dict) -> None:
 def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
     """The newest checkpoint of a run whose files all read back, and (path, why) for each newer
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
-    when there is none, UnreadableFile when none of them can be read."""
+    when there is none, UnreadableFile when none of them can be read, or at once when reading one
+    failed other than for its contents (`UnreadableFile.damaged`)."""
     out_dir = Path(out_dir)
     _refuse_a_file(out_dir)
     candidates = list_checkpoints(out_dir)[::-1]
@@ -494,6 +496,11 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
             ckpt.loaded_state = ckpt.state()
             _check_keys(path / STATE, ckpt.loaded_state, RESUME_STATE, "not a training state")
         except UnreadableFile as e:
+            if not e.damaged:  # (a permission, an I/O error: a good checkpoint was set aside as broken, hunt 30-c F5)
+                raise UnreadableFile(e.path, f"{e.reason}; reading it failed, which does not make {path.name} "
+                                             f"damaged: nothing was set aside. Resume once it reads, or move {path.name} "
+                                             f"out of {out_dir} to resume from the checkpoint before it",
+                                     damaged=False) from None
             skipped.append((path, str(e)))
             continue
         return ckpt, skipped

@@ -87,11 +87,13 @@ class ConfigError(UsageError, ValueError):
 
 class UnreadableFile(UsageError, ValueError):
     """A file that cannot be used: truncated, corrupt, a refused pickle payload, bad JSON.
-    The message names the file and the reason."""
+    The message names the file and the reason. damaged=False: reading it failed in the system (a
+    permission, an I/O error, memory), not for what it holds: it may read again, so a resume must
+    not set its checkpoint aside as broken (hunt 30-c F5)."""
 
-    def __init__(self, path: str | Path, reason: str):
+    def __init__(self, path: str | Path, reason: str, damaged: bool = True):
         super().__init__(f"{path}: {reason}")
-        self.path, self.reason = Path(path), reason
+        self.path, self.reason, self.damaged = Path(path), reason, damaged
 
 
 class MissingFile(UsageError, FileNotFoundError):

@@ -51,8 +51,10 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except OSError as e:
-        raise UnreadableFile(path, describe_error(e)) from None
+        raise UnreadableFile(path, describe_error(e), damaged=False) from None
     except safetensors_error() as e:
+        if re.search(r"\(os error \d+\)", str(e)):  # its wording of a failed read or map, not of the bytes
+            raise UnreadableFile(path, describe_error(e), damaged=False) from None
         raise UnreadableFile(path, f"truncated or corrupt safetensors file ({describe_error(e)})") from None
 
 
@@ -66,7 +68,7 @@ def read_torch_file(path: Path) -> dict:
         with open(path, "rb") as f:
             head = f.read(64)
     except OSError as e:
-        raise UnreadableFile(path, describe_error(e)) from None
+        raise UnreadableFile(path, describe_error(e), damaged=False) from None
     if head.startswith(b"version https://git-lfs"):
         raise UnreadableFile(path, "a Git LFS pointer, not the file itself: fetch it with `git lfs pull` "
                                    "where it was cloned")
@@ -80,8 +82,9 @@ def read_torch_file(path: Path) -> dict:
         raise UnreadableFile(path, f"refused: it holds pickled objects that torch.load(weights_only=True) does not "
                                    f"allow ({refused}); nothing in it was run") from None
     except OSError as e:  # EINVAL: torch's zip reader seeking by a torn file's offsets ("Invalid argument" alone
-        torn = e.errno == errno.EINVAL  # read as if an option were wrong: hunt, session 26)
-        raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e)})" if torn else describe_error(e)) from None
+        if e.errno == errno.EINVAL:  # read as if an option were wrong: hunt, session 26)
+            raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e)})") from None
+        raise UnreadableFile(path, describe_error(e), damaged=False) from None
     except (EOFError, RuntimeError) as e:  # RuntimeError: torch's zip reader on a torn file
         raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e) if str(e) else 'ends early'})") from None
     except (KeyError, IndexError, struct.error) as e:  # the weights-only unpickler on bytes that are no torch file

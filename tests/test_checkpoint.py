@@ -351,6 +351,39 @@ def test_resume_skips_a_checkpoint_that_cannot_be_loaded(tmp_path, how, file, re
     assert find_checkpoint(tmp_path).name == "ckpt-0000002"  # the stale pointer falls back too
 
 
+@pytest.mark.parametrize("file", ["model.safetensors", "state.pt", "meta.json"])
+def test_resume_stops_at_a_checkpoint_whose_read_fails_rather_than_call_it_damaged(tmp_path, monkeypatch, file):
+    # An I/O error or a permission while reading the newest checkpoint set a good checkpoint aside
+    # as broken, and the run redid its steps from the one before (hunt 30-c F5)
+    import builtins
+    import errno
+    from pathlib import Path
+
+    import safetensors.torch
+
+    from gpt.checkpoint import open_resumable
+
+    save(tmp_path, 2, make_model(2))
+    newest = save(tmp_path, 3, make_model(3))
+    failing = newest / file
+
+    def fails(path):
+        if Path(path) == failing:
+            raise OSError(errno.EIO, "Input/output error", str(path))
+
+    real_load, real_open, real_read = safetensors.torch.load_file, builtins.open, Path.read_text
+    monkeypatch.setattr(safetensors.torch, "load_file", lambda path, *a, **k: fails(path) or real_load(path, *a, **k))
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: fails(path) or real_open(path, *a, **k))
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: fails(self) or real_read(self, *a, **k))
+    with pytest.raises(UnreadableFile) as raised:
+        open_resumable(tmp_path)
+    assert not raised.value.damaged and str(raised.value).startswith(f"{failing}: ")
+    assert "Input/output error" in str(raised.value) and "nothing was set aside" in str(raised.value)
+    monkeypatch.undo()
+    ckpt, skipped = open_resumable(tmp_path)  # once it reads again: the same checkpoint, nothing skipped
+    assert ckpt.path == newest and skipped == []
+
+
 def test_resume_with_no_loadable_checkpoint_says_why_for_each(tmp_path):
     from gpt.checkpoint import NoCheckpoint, open_resumable
 
