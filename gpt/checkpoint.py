@@ -48,6 +48,7 @@ from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, miss
 
 CKPT_PREFIX = "ckpt-"
 SET_ASIDE_PREFIX = f"{TMP_PREFIX}old-"  # a step's earlier save while the same step is saved again (save_checkpoint)
+PRUNED_PREFIX = f"{TMP_PREFIX}pruned-"  # a checkpoint being removed by pruning (prune_checkpoints)
 BROKEN_PREFIX = "broken-"  # a checkpoint resume skipped as unreadable, set aside (never resumed, never pruned)
 WEIGHTS, STATE, META = "model.safetensors", "state.pt", "meta.json"
 SPACE_MARGIN = 1.02, 1 << 20  # needed = 2% + 1 MiB over the tensors' bytes: headers, meta.json, zip padding
@@ -256,7 +257,15 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
             *(p for p in upto if (p / LORA_BASE_MARK).exists())}  # LoRA runs' bases: see mark_lora_base
     for p in upto:
         if p not in keep:
-            shutil.rmtree(p, ignore_errors=True)
+            # renamed first: a kill during the removal leaves a `.tmp-*` leftover, which the next start
+            # removes, not a ckpt-* missing files, which a resume reported as damage and kept as
+            # broken-ckpt-* for good (hunt 30-c F1)
+            doomed = p.with_name(f"{PRUNED_PREFIX}{p.name}.{os.getpid()}")
+            try:
+                os.replace(p, doomed)
+            except OSError:
+                continue  # (gone already, or the directory is read-only now: left for the next prune)
+            shutil.rmtree(doomed, ignore_errors=True)
 
 
 def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -356,8 +357,6 @@ def test_resume_stops_at_a_checkpoint_whose_read_fails_rather_than_call_it_damag
     # An I/O error or a permission while reading the newest checkpoint set a good checkpoint aside
     # as broken, and the run redid its steps from the one before (hunt 30-c F5)
     import builtins
-    import errno
-    from pathlib import Path
 
     import safetensors.torch
 
@@ -514,6 +513,36 @@ def test_pruning_never_removes_the_checkpoint_just_saved_for_higher_steps(tmp_pa
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000005", "ckpt-0000015", "ckpt-0000020",
                                                             "ckpt-0000055", "ckpt-0000060"]
     assert find_checkpoint(tmp_path, "best").name == "ckpt-0000005"
+
+
+def test_a_removal_by_pruning_cut_short_leaves_a_leftover_not_a_damaged_checkpoint(tmp_path, monkeypatch):
+    # A kill in the middle of pruning's removal left ckpt-N without some of its files: the next resume
+    # called it damaged and kept it as broken-ckpt-N for good (hunt 30-c F1)
+    from gpt import checkpoint
+    from gpt.checkpoint import clean_leftovers, incomplete_checkpoints
+
+    class Killed(BaseException):
+        pass
+
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path, ignore_errors=False):
+        if "ckpt-0000005" not in Path(path).name:
+            return real_rmtree(path, ignore_errors=ignore_errors)
+        (Path(path) / "state.pt").unlink()  # one file gone, then the process is
+        raise Killed
+
+    model = make_model()
+    save(tmp_path, 5, model)
+    save(tmp_path, 10, model)
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
+    with pytest.raises(Killed):
+        save(tmp_path, 15, model)  # pruning removes ckpt-0000005
+    monkeypatch.undo()
+    assert incomplete_checkpoints(tmp_path) == []
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000010", "ckpt-0000015"]
+    assert [p.name for p in clean_leftovers(tmp_path)] == [f".tmp-pruned-ckpt-0000005.{os.getpid()}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000010", "ckpt-0000015", "latest"]
 
 
 def test_non_finite_weights_are_a_one_line_divergence_with_status_2(tmp_path):
