@@ -55,11 +55,28 @@ def load_state_under_these_settings(optimizer, state: dict) -> None:
     load_state_dict also puts back each group's saved weight_decay, betas and Muon's lr_scale, so a
     resume's --weight_decay, --beta1, --beta2 and --muon_learning_rate were recorded in its config and
     ignored, and a new --learning_rate moved Muon's rate by the saved ratio (hunt 29-a). The settings
-    are static: unchanged, the resume stays bit for bit the uninterrupted run."""
-    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    are static: unchanged, the resume stays bit for bit the uninterrupted run.
+
+    The settings go into the saved groups before torch loads them, because torch places each step
+    count by the groups it loads: on the parameter's device for a fused or capturable group, where
+    it was saved otherwise. Put on afterwards, a fused=True (CUDA) held the CPU step counts of a
+    state saved without it (MPS), for a kernel that reads them on the GPU (hunt 30-a F1)."""
+
+    def under_ours(opt: torch.optim.Optimizer, saved: dict) -> dict:
+        if not isinstance(saved, dict) or not isinstance(saved.get("param_groups"), list):
+            return saved  # (torch's load says what is wrong with it)
+        groups = [{**old, **{k: v for k, v in group.items() if k != "params"}} if isinstance(old, dict) else old
+                  for old, group in zip(saved["param_groups"], opt.param_groups)]
+        return {**saved, "param_groups": groups + saved["param_groups"][len(groups):]}  # (a count that differs is refused)
+
+    if isinstance(optimizer, Optimizers):
+        parts = state.get("optimizers") if isinstance(state, dict) else None
+        if isinstance(parts, list):
+            state = {**state, "optimizers": [under_ours(opt, s) for opt, s in zip(optimizer.optimizers, parts)]
+                     + parts[len(optimizer.optimizers):]}
+    else:
+        state = under_ours(optimizer, state)
     optimizer.load_state_dict(state)
-    for group, own in zip(optimizer.param_groups, settings):
-        group.update(own)
 
 
 def adamw(params: list[torch.nn.Parameter], learning_rate: float, weight_decay: float,

@@ -185,6 +185,26 @@ def test_a_resumed_optimizer_keeps_its_moments_and_takes_this_runs_settings(opti
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(moments, before))
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_a_resumed_fused_adamw_gets_its_step_counts_where_its_kernel_reads_them(optimizer):
+    # Hunt 30-a F1: a state saved without the fused kernel (on MPS) and resumed with it (on CUDA) kept
+    # its step counts on the CPU: torch placed them by the saved groups' flags, and this run's fused=True
+    # came after. The meta device stands in for the GPU: a fused group's counts go to its parameters' device
+    model = tiny_model()
+    saved = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95), "mps", optimizer=optimizer)  # (not fused)
+    _, loss = model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
+    loss.backward()
+    saved.step()
+    with torch.device("meta"):
+        on_gpu = tiny_model()
+    resumed = make_optimizer(on_gpu, 1e-3, 0.1, (0.9, 0.95), "cuda", optimizer=optimizer)
+    load_state_under_these_settings(resumed, saved.state_dict())
+    adamw = getattr(resumed, "optimizers", [resumed])[0]
+    assert all(g["fused"] for g in adamw.param_groups)
+    steps = [st["step"] for st in adamw.state.values()]
+    assert steps and all(s.device.type == "meta" and s.dtype == torch.float32 for s in steps)
+
+
 @pytest.mark.parametrize("optimizer, schedule", [("adamw", "noam"), ("adamw", "wsd"), ("adamw", "constant"),
                                                  ("muon", "cosine"), ("muon", "wsd")])
 def test_loss_falls_with_every_optimizer_and_schedule(optimizer, schedule):
