@@ -78,7 +78,8 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
             requested = "mps"
         else:
             requested = "cpu"
-    if requested == "cuda" and dist_info.enabled:
+    one_per_process = requested == "cuda" and dist_info.enabled
+    if one_per_process:
         requested = f"cuda:{dist_info.local_rank}"  # one GPU per process
     try:
         device = torch.device(requested)
@@ -88,6 +89,17 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
         raise ConfigError(f"unknown device {requested!r}: use auto, cpu, cuda, cuda:N or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device is cuda but no CUDA GPU is available (use --device=cpu)")
+    if device.type == "cuda" and device.index is not None and not one_per_process:
+        # (torch's "invalid device ordinal" traceback at the first tensor, after the data was prepared;
+        # under torchrun every process went to that one GPU: hunt 30-a F2)
+        if dist_info.enabled:
+            raise ConfigError(f"device {requested!r} under torchrun: each process takes the GPU of its LOCAL_RANK; "
+                              "give --device=cuda (CUDA_VISIBLE_DEVICES chooses the GPUs)")
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            raise ConfigError(f"device {requested!r}, but this machine has {count} CUDA GPU{'s' if count != 1 else ''} "
+                              f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}); a resumed run takes its saved "
+                              "device unless --device names another")
     if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise ConfigError("device is mps but no Apple MPS GPU is available (use --device=cpu)")
     return device
