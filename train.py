@@ -277,7 +277,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
     compile_parts = {}  # (the evaluation graph's seconds, for the account)
     compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
-                                                       wrap=ddp, timings=compile_parts,
+                                                       wrap=ddp, timings=compile_parts, train=not cfg.eval_only,
                                                        label_smoothing=cfg.label_smoothing)
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step

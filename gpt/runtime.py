@@ -125,7 +125,7 @@ def autocast(device: torch.device, dtype: torch.dtype):
 
 
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
-                  wrap=lambda m: m, timings: dict | None = None,
+                  wrap=lambda m: m, timings: dict | None = None, train: bool = True,
                   **train_kwargs) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
     """torch.compile when asked (auto: on CUDA): (the model to evaluate, the model to train: `wrap`
     of it, compiled; whether it compiled). "regional" compiles the model's regions in place
@@ -151,7 +151,9 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
     of the three graphs out of CUDA graphs, a warning says so (TORCH_LOGS=cudagraphs,perf_hints
     says why; ops that its graph partitioning runs between the graphs are not reported).
     `timings`, where given, gets the seconds of the evaluation's part ("evaluation"): a budgeted
-    run's account names it (the next GPU measurement: session 22's compiles took a fifth of 90 s)."""
+    run's account names it (the next GPU measurement: session 22's compiles took a fifth of 90 s).
+    train=False (--eval_only): the training graphs are neither compiled nor run, only the
+    evaluation's (they cost an evaluation their compile time and a training step's memory: hunt 30-a F3)."""
     wrapped = wrap(model)
     wanted = setting in ("true", "regional", "reduce-overhead") or (setting == "auto" and device.type == "cuda")
     if not wanted:
@@ -172,11 +174,12 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         regional_ddp = torch._dynamo.config.patch(optimize_ddp=False) if setting == "regional" else \
             contextlib.nullcontext()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), regional_ddp:
-            with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
-                new_graph_step(graphs)
-                with autocast(device, dtype):
-                    _, loss = train_model(*example, **train_kwargs)
-                loss.backward()
+            if train:
+                with getattr(wrapped, "no_sync", contextlib.nullcontext)():  # DDP: no all-reduce for this one
+                    new_graph_step(graphs)
+                    with autocast(device, dtype):
+                        _, loss = train_model(*example, **train_kwargs)
+                    loss.backward()
             model.eval()
             evaluation_started = time.monotonic()
             with torch.no_grad(), autocast(device, dtype):
@@ -188,7 +191,8 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         if graphs and device.type == "cuda":
             skipped = counters["inductor"]["cudagraph_skips"] - skipped_before
             held = cuda_graphed(device)
-            missing = [] if held is None else [g for g in ("forward", "backward", "inference") if g not in held]
+            missing = [] if held is None else [g for g in ("forward", "backward", "inference")[0 if train else 2:]
+                                               if g not in held]
             if skipped or missing:
                 what = (f"the model's {' and '.join(missing)} graph{'s' if len(missing) > 1 else ''}" if missing
                         else "part of the model's graphs")

@@ -2158,6 +2158,22 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
         "; evaluating ckpt-0000002") and out[-1].startswith(f"step 2: val loss {val[2]:.4f}, ") and torn.exists()
 
 
+def test_eval_only_compiles_and_runs_no_training_step(byte_data, tmp_path, capsys, monkeypatch):
+    # --eval_only compiled and ran a training forward and backward it never used: on a GPU their compile
+    # time and a training step's memory (hunt 30-a F3). torch.compile stands aside: what runs is counted
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    val = [r["val_loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r]
+    compiled, backward = [], []
+    monkeypatch.setattr(torch, "compile", lambda model, **options: compiled.append(model) or model)
+    real_backward = torch.Tensor.backward
+    monkeypatch.setattr(torch.Tensor, "backward", lambda self, *a, **k: backward.append(1) or real_backward(self, *a, **k))
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--compile=true"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 2: val loss {val[-1]:.4f}, ")
+    assert compiled and backward == []
+
+
 @pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
 def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
                                                                                  stop_at):
