@@ -57,8 +57,9 @@ from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
                             open_resumable, pretrained_config, pretrained_tokenizer, repoint_best, save_checkpoint,
                             set_aside, unmark_lora_base, write_failed)
-from gpt.config import (MODEL_KEYS, TrainConfig, check_options_apply, command_line_keys, describe_options,
-                        fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args, resume_config)
+from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
+                        describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
+                        resume_config)
 from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
                         UsageError, first_of_its_machine, lost_peer, out_of_memory, reported_oom,
                         sigterm_raises)
@@ -151,9 +152,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
-    cfg, accum_note = fit_accumulation(cfg, dist.world_size, "gradient_accumulation_steps" in command_line_keys(argv))
-    if accum_note and dist.is_main:
-        print("note:", accum_note)
+    cfg, accumulation_was = fit_accumulation(cfg, dist.world_size,
+                                             "gradient_accumulation_steps" in command_line_keys(argv))
     cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in command_line_keys(argv))
     if compile_note and dist.is_main:
         print("note:", compile_note)
@@ -201,6 +201,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                      "block_size" in command_line_keys(argv))
     if block_note and dist.is_main:
         print("note:", block_note)
+    if accumulation_was is not None and dist.is_main and not cfg.eval_only:  # (in tokens of the context fitted)
+        print("note:", accumulation_note(cfg, accumulation_was, dist.world_size))
     block_size = cfg.block_size
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,

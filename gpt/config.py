@@ -424,24 +424,30 @@ def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
         raise ConfigError("; ".join(errors))
 
 
-def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple[TrainConfig, str | None]:
+def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple[TrainConfig, int | None]:
     """Under torchrun each process runs gradient_accumulation_steps / world_size micro-batches. A
     value the user did not set (the default 1, a preset's) that does not split evenly becomes the
-    smallest multiple of world_size above it, with a note saying how tokens per step change; a value
-    the user set stays as it is, for validate() to refuse (issue 10)."""
+    smallest multiple of world_size above it; a value the user set stays as it is, for validate() to
+    refuse (issue 10). Returns the config and the value replaced, if any, for `accumulation_note`."""
     steps = cfg.gradient_accumulation_steps
     if user_set or world_size <= 1 or steps % world_size == 0:
         return cfg, None
-    fitted = -(-steps // world_size) * world_size
+    return replace(cfg, gradient_accumulation_steps=-(-steps // world_size) * world_size), steps
+
+
+def accumulation_note(cfg: TrainConfig, replaced: int, world_size: int) -> str:
+    """What fit_accumulation changed, in tokens per step of `cfg` as it trains: said once the
+    context is fitted to the weights (a preset's block_size said 512 -> 1,024 tokens where 256 -> 512
+    trained: hunt 30-b F2)."""
+    fitted = cfg.gradient_accumulation_steps
     tokens = cfg.batch_size * cfg.block_size
     # each process's share is fitted / world_size micro-batches, not always one: a preset's 3 on 2
     # processes said "(one share each)" for 2 each (hunt, session 24); one stays "one share each"
     share = fitted // world_size
     each = "one share each" if share == 1 else f"{share} micro-batches each"
-    note = (f"gradient_accumulation_steps {steps} -> {fitted}, the smallest multiple of {world_size} processes "
-            f"({each}): tokens per step {tokens * steps:,} -> {tokens * fitted:,}; "
+    return (f"gradient_accumulation_steps {replaced} -> {fitted}, the smallest multiple of {world_size} processes "
+            f"({each}): tokens per step {tokens * replaced:,} -> {tokens * fitted:,}; "
             "set --gradient_accumulation_steps to choose")
-    return replace(cfg, gradient_accumulation_steps=fitted), note
 
 
 def fit_compile(cfg: TrainConfig, device_type: str, distributed: bool, user_set: bool) -> tuple[TrainConfig, str | None]:

@@ -306,12 +306,12 @@ def test_config_errors_are_usage_errors_and_value_errors():
     (["--gradient_accumulation_steps=3"], 2, 3, None),  # the user's value: left for validate() to refuse
 ])
 def test_unset_accumulation_fits_the_process_count(argv, world, expected, note):
-    from gpt.config import command_line_keys, fit_accumulation
+    from gpt.config import accumulation_note, command_line_keys, fit_accumulation
 
     cfg, _ = parse_args(argv)
-    fitted, said = fit_accumulation(cfg, world, "gradient_accumulation_steps" in command_line_keys(argv))
+    fitted, replaced = fit_accumulation(cfg, world, "gradient_accumulation_steps" in command_line_keys(argv))
     assert fitted.gradient_accumulation_steps == expected
-    assert (said is None) if note is None else said.startswith(note)
+    assert (replaced is None) if note is None else accumulation_note(fitted, replaced, world).startswith(note)
     if expected % world:
         with pytest.raises(ConfigError, match="divisible by the number of processes"):
             fitted.validate(world)
@@ -322,11 +322,12 @@ def test_unset_accumulation_fits_the_process_count(argv, world, expected, note):
 def test_the_accumulation_note_says_each_process_share(tmp_path):
     # (hunt, session 24) a preset's 3 under 2 processes became 4 with a note of "(one share each)",
     # though each process runs 2 micro-batches
-    from gpt.config import fit_accumulation
+    from gpt.config import accumulation_note, fit_accumulation
 
     preset = tmp_path / "p.toml"
     preset.write_text("gradient_accumulation_steps = 3\n")
-    fitted, said = fit_accumulation(parse_args([f"--config={preset}"])[0], 2, user_set=False)
+    fitted, replaced = fit_accumulation(parse_args([f"--config={preset}"])[0], 2, user_set=False)
+    said = accumulation_note(fitted, replaced, 2)
     assert fitted.gradient_accumulation_steps == 4
     assert "4, the smallest multiple of 2 processes (2 micro-batches each): tokens per step 6,144 -> 8,192" in said
     fitted.validate(2)

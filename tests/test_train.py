@@ -1217,6 +1217,21 @@ def test_torchrun_with_the_gpu_presets_accumulation_and_compile_runs(byte_data, 
     assert open_checkpoint(out).meta["step"] == 2
 
 
+@pytest.mark.slow
+def test_torchruns_accumulation_note_counts_tokens_in_the_context_of_the_weights(byte_data, tmp_path):
+    # The note said tokens per step by the preset's block_size, before it was cut to the weights'
+    # shorter context: 512 -> 1,024 where 256 -> 512 trained (hunt 30-b F2)
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--block_size=16", "--max_iters=1", f"--out_dir={base}"]) == 0
+    untyped_context = [a for a in TINY if not a.startswith("--block_size")]
+    proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *untyped_context, f"--init_from={base}",
+                    "--max_iters=1", f"--out_dir={tmp_path / 'run'}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("note: gradient_accumulation_steps 1 -> 2, the smallest multiple of 2 processes (one share each): "
+            "tokens per step 64 -> 128;") in proc.stdout
+    assert "128 tokens per step (4 x 16 x 2 micro-batches)" in proc.stdout
+
+
 def test_the_gpu_presets_cuda_graphs_give_way_on_the_cpu(byte_data, tmp_path, capsys):
     out = tmp_path / "run"
     preset_compile = [a for a in TINY if a != "--compile=false"]
