@@ -1232,6 +1232,25 @@ def test_torchruns_accumulation_note_counts_tokens_in_the_context_of_the_weights
     assert "128 tokens per step (4 x 16 x 2 micro-batches)" in proc.stdout
 
 
+def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, tmp_path, capsys, monkeypatch):
+    # Under torchrun such refusals were printed once per process, where the README says once (hunt 30-b F1).
+    # The ranks are set in the environment, as torchrun sets them; none gets as far as a process group.
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={base}"]) == 0
+    refused = {"--time_budget with a step count": ["--max_iters=10", "--time_budget=5"],
+               "another architecture": [f"--init_from={base}", "--n_layer=3", "--max_iters=1"],
+               "a LoRA rank above the width": [f"--init_from={base}", "--lora_rank=64", "--max_iters=1"],
+               "another tokenizer": [f"--init_from={base}", "--tokenizer=gpt2", "--max_iters=1"]}
+    capsys.readouterr()
+    for what, args in refused.items():
+        said = {}
+        for rank in ("1", "0"):
+            monkeypatch.setenv("RANK", rank)
+            assert train.main([f"--data={byte_data}", *TINY, *args, f"--out_dir={tmp_path / 'run'}"]) == 1, what
+            said[rank] = capsys.readouterr().err
+        assert said["1"] == "" and said["0"].startswith("train.py: error: ") and said["0"].count("\n") == 1, (what, said)
+
+
 def test_the_gpu_presets_cuda_graphs_give_way_on_the_cpu(byte_data, tmp_path, capsys):
     out = tmp_path / "run"
     preset_compile = [a for a in TINY if a != "--compile=false"]
