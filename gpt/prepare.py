@@ -50,7 +50,8 @@ from tqdm import tqdm
 from gpt import instruct
 from gpt.atomic import files_sha256
 from gpt.errors import Terminated, UsageError, sigterm_raises
-from gpt.shards import FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, ShardWriter, token_dtype, write_meta
+from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
+                        write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     CSV_READER,
     SHAKESPEARE_CONVERSION,
@@ -423,10 +424,22 @@ def _fingerprint(*parts) -> str:
 def _is_up_to_date(out: Path, fingerprint: str) -> bool:
     try:
         meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
-        return meta.get("fingerprint") == fingerprint and all(
-            (out / name).is_file() for split in meta["splits"].values() for name in split["shards"])
+        return meta.get("fingerprint") == fingerprint and _shards_intact(out)
     except (OSError, ValueError, KeyError, TypeError):
         return False
+
+
+def _shards_intact(out: Path) -> bool:
+    """Every shard meta.json lists opens, its header agreeing with its size and with meta.json (the
+    tokens are sampled, not read): a shard truncated or deleted since is prepared again, where the
+    data was reused as up to date and train.py's cache then failed on it for good (hunt 30-c F3)."""
+    try:
+        data = DataDir(out)
+        for split in data.splits:
+            data.open_shards(split, full_check=False)
+    except ShardError:
+        return False
+    return True
 
 
 # What prepare itself leaves in a data directory besides meta.json and the shards it lists: the temp
@@ -574,8 +587,11 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
                 key.update(block)
     out = Path(cache_root) / key.hexdigest()[:20]
     if not opts.get("force") and (out / META_NAME).is_file():
-        _say(opts.get("quiet", False), f"using the prepared data in {out}")
-        return out
+        if _shards_intact(out):
+            _say(opts.get("quiet", False), f"using the prepared data in {out}")
+            return out
+        _say(opts.get("quiet", False), f"the prepared data in {out} is damaged (a shard truncated or missing): "
+                                       "preparing it again")
     return prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
 
 

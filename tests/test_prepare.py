@@ -345,6 +345,31 @@ def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
     assert b != a and b.parent == a.parent and "new text" in documents(b, "train") + documents(b, "val")
 
 
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_path, capsys, damage):
+    # train.py's cache of raw --data was reused whenever its meta.json was there: a shard truncated or
+    # deleted since failed every run after, with advice (prepare.py --force) that fits no command the
+    # user had run; data/prepare.py said "up to date" over a truncated shard (hunt 30-c F3)
+    from gpt.shards import DataDir
+
+    write_docs(tmp_path / "in", 5)
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1)
+    cached = prepare_cached([str(tmp_path / "in")], **kw, quiet=True)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    tokens = DataDir(cached).num_tokens("train")
+    for data in (cached, out):
+        shard = DataDir(data).shard_paths("train")[0]
+        shard.write_bytes(shard.read_bytes()[:100]) if damage == "truncated" else shard.unlink()
+    capsys.readouterr()
+    assert prepare_cached([str(tmp_path / "in")], **kw, quiet=False) == cached
+    assert f"the prepared data in {cached} is damaged (a shard truncated or missing): preparing it again" in \
+        capsys.readouterr().out
+    run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    assert "up to date" not in capsys.readouterr().out
+    for data in (cached, out):
+        assert [s.num_tokens for s in DataDir(data).open_shards("train", full_check=True)] == [tokens]
+
+
 def test_default_out_dirs():
     data = ROOT / "data"
     assert default_out_dir() == data / "shakespeare-gpt2"
