@@ -47,16 +47,47 @@ def fresh_compile_cache():
                     os.environ[k] = v
 
 
+def _sigterm_when_bench_dies(parent: int) -> None:
+    """In a child, before it runs its command (Linux): a SIGTERM when bench.py's process ends,
+    however it ends. Killed (kill -9, the out-of-memory killer, a CI timeout), bench.py left its
+    train.py to run its whole budget, on the GPU the next measurement needed (hunt 30-c F4)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # bench.py ended before the line above: nothing would send it
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def remove_killed_benches_runs() -> None:
+    """Remove the temporary directories (bench-quality-PID-*) of a bench.py that was killed outright:
+    its runs' checkpoints, a gigabyte for GPT-2 124M, that no one else removes (hunt 30-c F4)."""
+    import shutil
+    from pathlib import Path
+
+    if sys.platform != "linux":  # (where /proc says which processes run)
+        return
+    for leftover in Path(tempfile.gettempdir()).glob("bench-quality-*-*"):
+        pid = leftover.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 def run_child(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run(cmd, **kwargs), and a SIGTERM to bench.py (Terminated, under main's
     sigterm_raises) is passed on to the child, which ends as it does on SIGTERM (train.py and
     prepare.py clean up and say so) before bench.py removes its temporary directories. Python's
     default SIGTERM ended bench.py at once, leaving them and a train.py that ran on for its whole
-    budget, writing checkpoints into one (hunt, session 26). Ctrl-C reaches the child itself."""
+    budget, writing checkpoints into one (hunt, session 26). Ctrl-C reaches the child itself. A
+    bench.py killed outright sends the child its SIGTERM through the kernel, on Linux."""
+    import functools
+
     from gpt.errors import Terminated
 
     if kwargs.pop("capture_output", False):
         kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if sys.platform == "linux":
+        kwargs.setdefault("preexec_fn", functools.partial(_sigterm_when_bench_dies, os.getpid()))
     with subprocess.Popen(cmd, **kwargs) as proc:
         try:
             out, err = proc.communicate()
@@ -1157,7 +1188,8 @@ def bench_quality(args: argparse.Namespace) -> None:
             raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
     root = Path(ROOT)
     final_bpb = {n: [] for n in names}
-    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+    remove_killed_benches_runs()
+    with tempfile.TemporaryDirectory(prefix=f"bench-quality-{os.getpid()}-") as tmp:
         def run(name: str, out: str, *extra: str) -> float:
             """Seconds of one train.py run, compiling from an empty cache: as a user's first run, and
             alike for every recipe (one that an earlier run compiled would start minutes ahead)."""

@@ -471,3 +471,51 @@ def test_sigterm_stops_a_quality_run_and_its_train_py_and_leaves_no_temporary_di
     assert list(temp.iterdir()) == []  # its run and compile-cache directories are gone
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(run_dir) not in ps  # and no train.py of it runs on
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's parent-death signal is Linux's")
+def test_a_child_run_ends_when_bench_is_killed_outright(tmp_path):
+    # kill -9 of bench.py left its train.py running its whole budget (on a GPU, beside the next
+    # measurement), writing checkpoints into a directory no one removes (hunt 30-c F4)
+    import os
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    child_code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    bench_code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import bench; "
+                  f"bench.run_child([sys.executable, '-c', {child_code!r}])")
+    parent = subprocess.Popen([sys.executable, "-c", bench_code])
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+
+    def running(pid: int) -> bool:  # (a zombie no one has reaped yet has ended)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = running(child)
+    if alive:
+        os.kill(child, 9)
+    assert not alive
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc says which processes run")
+def test_quality_removes_the_runs_a_killed_bench_left(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed, running = tmp_path / f"bench-quality-{int(ended.stdout)}-x1", tmp_path / f"bench-quality-{os.getpid()}-x2"
+    for run in (killed, running):
+        (run / "default-0" / "ckpt-0000010").mkdir(parents=True)
+    bench.remove_killed_benches_runs()
+    assert not killed.exists() and running.exists()
