@@ -47,16 +47,14 @@ def fresh_compile_cache():
                     os.environ[k] = v
 
 
-def _sigterm_when_bench_dies(parent: int) -> None:
+def _sigterm_when_bench_dies(prctl, sigterm: int, parent: int) -> None:
     """In a child, before it runs its command (Linux): a SIGTERM when bench.py's process ends,
     however it ends. Killed (kill -9, the out-of-memory killer, a CI timeout), bench.py left its
-    train.py to run its whole budget, on the GPU the next measurement needed (hunt 30-c F4)."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    train.py to run its whole budget, on the GPU the next measurement needed (hunt 30-c F4). It
+    imports nothing: a forked child of a process with threads must not (subprocess's preexec_fn)."""
+    prctl(1, sigterm)  # 1: PR_SET_PDEATHSIG
     if os.getppid() != parent:  # bench.py ended before the line above: nothing would send it
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), sigterm)
 
 
 def remove_killed_benches_runs() -> None:
@@ -87,7 +85,11 @@ def run_child(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     if kwargs.pop("capture_output", False):
         kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if sys.platform == "linux":
-        kwargs.setdefault("preexec_fn", functools.partial(_sigterm_when_bench_dies, os.getpid()))
+        import ctypes
+        import signal
+
+        kwargs.setdefault("preexec_fn", functools.partial(_sigterm_when_bench_dies, ctypes.CDLL(None).prctl,
+                                                          signal.SIGTERM, os.getpid()))
     with subprocess.Popen(cmd, **kwargs) as proc:
         try:
             out, err = proc.communicate()
