@@ -16,7 +16,8 @@ An epoch's last windows too few for a whole optimizer step (micro_batches global
 dropped: every batch is full, every rank takes the same number of steps, and how a step is split
 (ranks, accumulation) never changes the windows it trains on, also across an epoch's end (they
 parted there when only a global batch had to fit: hunt 29-a). The next epoch's permutation
-differs, so no window is left out twice in a row systematically.
+differs, so no window is left out twice in a row systematically. A split smaller than one step is
+read as one stream of epochs instead, dropping nothing (`TrainBatches.streamed`).
 
 Instruction data (shards with a loss mask, gpt/shards.py format version 2): y is -1 wherever the
 token is context only (a prompt, a role marker), so the loss counts the responses alone.
@@ -124,8 +125,8 @@ class TrainBatches:
     def __init__(self, data_dir, batch_size: int, block_size: int, *, split: str = "train", seed: int = 0,
                  rank: int = 0, world_size: int = 1, micro_batches: int = 1, device="cpu"):
         """micro_batches: next_batch() calls per optimizer step on each rank (gradient accumulation).
-        steps_per_epoch and step_windows count whole steps, or global batches where the split holds
-        fewer windows than one step."""
+        step_windows: the windows of one optimizer step; steps_per_epoch: the whole steps an epoch
+        holds (0 where the split holds fewer windows than one step, and is `streamed`)."""
         _check_rank(batch_size, block_size, rank, world_size)
         if micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {micro_batches}")
@@ -138,47 +139,63 @@ class TrainBatches:
             raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} windows "
                              f"of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
                              "use a smaller batch or block size, or more text")
-        # An epoch ends at a whole step; one smaller than a step (a small fine-tuning set under the
-        # finetune preset's 4 micro-batches, say) ends at a whole global batch, its steps spanning
-        # epochs, as before (review 29: such runs were refused)
-        if self.windows_per_epoch < self.global_batch * micro_batches:
-            micro_batches = 1
         self.micro_batches, self._taken = micro_batches, 0  # (_taken: micro-batches of the current step)
         self.step_windows = self.global_batch * micro_batches
+        # An epoch ends at a whole step. A split smaller than one step (a small fine-tuning set under the
+        # finetune preset's 4 micro-batches, say: review 29, such runs were refused) is read as one
+        # stream instead: each global batch takes the next windows, running from one epoch's order on
+        # into the next's, none dropped. A step then holds the same windows however it is split too
+        # (ending its epochs at a whole global batch, the windows depended on the number of processes:
+        # hunt 30-b F3), and its steps span epochs, as they must.
+        self.streamed = self.windows_per_epoch < self.step_windows
         self.steps_per_epoch = self.windows_per_epoch // self.step_windows
         # x tokens an epoch trains on: its whole steps (it counted the windows dropped at its end, so that
-        # "= N epochs" in train.py's plan ran ahead of the loader's epochs: hunt 29-c)
-        self.tokens_per_epoch = self.steps_per_epoch * self.step_windows * block_size
+        # "= N epochs" in train.py's plan ran ahead of the loader's epochs: hunt 29-c), or all of a stream's
+        self.tokens_per_epoch = (self.windows_per_epoch if self.streamed else self.steps_per_epoch * self.step_windows
+                                 ) * block_size
         self.seed, self.epoch, self._position = seed, 0, 0  # position: next window index in this epoch's order
         self._saved_sha256: str | None = None  # a loaded state's digest, kept where the data has none
         self._plan: tuple[int, int, np.ndarray, np.ndarray] | None = None
 
-    def _epoch_plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """The window order and the per-shard offsets of the current epoch, from (seed, epoch) alone."""
-        if self._plan is None or self._plan[:2] != (self.seed, self.epoch):
-            rng = np.random.default_rng([self.seed, self.epoch])
+    def _epoch_plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """The window order and the per-shard offsets of an epoch, from (seed, epoch) alone."""
+        if self._plan is None or self._plan[:2] != (self.seed, epoch):
+            rng = np.random.default_rng([self.seed, epoch])
             offsets = rng.integers(0, self._windows.slack + 1)
             order = np.arange(self.windows_per_epoch, dtype=np.int32 if self.windows_per_epoch < 2**31 else np.int64)
             rng.shuffle(order)
-            self._plan = (self.seed, self.epoch, order, offsets)
+            self._plan = (self.seed, epoch, order, offsets)
         return self._plan[2], self._plan[3]
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        order, offsets = self._epoch_plan()
         start = self._position + self.rank * self.batch_size
-        ids = order[start : start + self.batch_size].astype(np.int64)
+        if self.streamed:  # this rank's windows may begin in a later epoch, or run on into one
+            parts, epoch, count = [], self.epoch + start // self.windows_per_epoch, self.batch_size
+            start %= self.windows_per_epoch
+            while count:
+                order, offsets = self._epoch_plan(epoch)
+                ids = order[start : start + count].astype(np.int64)
+                parts.append(self._windows.batch(ids, offsets))
+                epoch, start, count = epoch + 1, 0, count - len(ids)
+            batch = parts[0] if len(parts) == 1 else tuple(torch.cat(t) for t in zip(*parts))
+        else:
+            order, offsets = self._epoch_plan(self.epoch)
+            batch = self._windows.batch(order[start : start + self.batch_size].astype(np.int64), offsets)
         self._position += self.global_batch
         self._taken = (self._taken + 1) % self.micro_batches
-        if self._taken == 0:  # a step's end: the next one begins in this epoch only if it fits whole
+        if self._taken == 0 or self.streamed:  # a step's end: the next one begins in this epoch only if it fits whole
             self._roll_epoch()
-        return self._windows.batch(ids, offsets)
+        return batch
 
     def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
         """(windows without a target, windows looked at) of instruction data (`_Windows.without_targets`)."""
         return self._windows.without_targets(limit)
 
     def _roll_epoch(self) -> None:
-        if self._position + self.step_windows > self.windows_per_epoch:  # drop the partial step
+        if self.streamed:  # on into the next epoch's order, where this one's ran out
+            self.epoch, self._position = (self.epoch + self._position // self.windows_per_epoch,
+                                          self._position % self.windows_per_epoch)
+        elif self._position + self.step_windows > self.windows_per_epoch:  # drop the partial step
             self.epoch, self._position = self.epoch + 1, 0
 
     def state_dict(self) -> dict:
