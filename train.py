@@ -234,7 +234,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                               f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
-        elif dist.is_main:  # (validation is the same set of windows whatever the number of processes)
+        elif dist.is_main and not cfg.eval_only:  # (validation is the same set of windows whatever the number of processes)
             print(f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} instead of "
                   f"{len(state['rng'])}: "
                   "random streams are reseeded, so dropout differs from an uninterrupted run")

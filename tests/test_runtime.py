@@ -428,3 +428,22 @@ def test_a_profile_that_cannot_be_written_is_a_warning_not_the_end_of_the_run(tm
     said = profiler.after_step(11)
     assert said.startswith(f"warning: the profile could not be written in {tmp_path}: ") and "space" in said
     assert not list(tmp_path.iterdir()) and profiler.close() is None
+
+
+def test_a_trace_the_profiler_failed_to_write_is_said_so_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    # kineto logs a failed write of the trace (a full disk, a file-size limit) and returns: the rename
+    # after it then blamed "No such file or directory", and its partial .tmp file stayed (hunt 30-b F4)
+    from gpt.runtime import StepProfiler
+
+    def fails_quietly(self, path):  # as kineto: <path>.tmp written in part, never renamed to path
+        with open(path + ".tmp", "w") as f:
+            f.write('{"traceEvents": [')
+
+    monkeypatch.setattr(torch.profiler.profile, "export_chrome_trace", fails_quietly)
+    profiler = StepProfiler(1, 0, tmp_path, torch.device("cpu"))
+    profiler.before_step(10)
+    torch.ones(8, 8) @ torch.ones(8, 8)
+    said = profiler.after_step(11)
+    assert said == (f"warning: the profile's trace could not be written in {tmp_path} (torch's profiler says why "
+                    f"above); its table is in {tmp_path / 'profile.txt'}")
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.txt"]
