@@ -205,7 +205,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     with the tokenizer already loaded, where spawned ones would spend a second importing. A worker
     that dies (the out-of-memory killer, kill -9) is one line, not a wait without end: the
     executor notices it (BrokenProcessPool). Left early (an error, Ctrl-C), the queued chunks are
-    dropped and the running ones finish (a chunk is ~1 MB of text)."""
+    dropped and the workers killed."""
     if num_proc == 1:
         yield None
         return
@@ -216,14 +216,32 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     method = "fork" if "fork" in mp.get_all_start_methods() else None
     pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_start,
                                initargs=(os.getpid(),))
+    def kill_workers():
+        # (they ignore SIGINT and SIGTERM; 3.14's executor has terminate_workers for this)
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            with contextlib.suppress(OSError):
+                worker.kill()
+
+    # Left by an error or a signal, the chunks still running are of no use: the workers are killed,
+    # not waited for; and a signal while the pool ends normally (--max_tokens leaves chunks running)
+    # kills them too. A second Ctrl-C or a SIGTERM in that wait left the pool half shut down, and the
+    # interpreter's exit then waited for its workers for ever (hunt 30-c F6).
     try:
         pool.submit(int).result()  # the workers forked now, before the progress bar starts a thread
         yield pool
-    except BrokenProcessPool:
-        raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try again, "
-                           "or with fewer --num_proc") from None
-    finally:
+    except BaseException as e:
+        kill_workers()
+        if isinstance(e, BrokenProcessPool):
+            raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try "
+                               "again, or with fewer --num_proc") from None
+        raise
+    try:
         pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        kill_workers()
+        raise
 
 
 def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool = False):

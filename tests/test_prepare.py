@@ -873,6 +873,32 @@ def test_tokenizer_workers_leave_sigterm_to_the_parent(monkeypatch):
     assert handlers == {signal.SIG_IGN}
 
 
+@pytest.mark.parametrize("when", ["leaving early", "ending normally"])
+def test_a_signal_while_the_tokenizer_pool_ends_leaves_no_worker_behind(monkeypatch, when):
+    # A second Ctrl-C, or a SIGTERM, in the wait for the running chunks left the pool half shut down: the
+    # process said "interrupted" and then waited for its workers for ever at exit (hunt 30-c F6)
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    real_shutdown = ProcessPoolExecutor.shutdown
+
+    def interrupted_wait(self, wait=True, **options):
+        if wait:
+            raise KeyboardInterrupt  # the signal lands in the wait
+        return real_shutdown(self, wait=wait, **options)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "shutdown", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        with prep._worker_pool(2, "byte") as pool:
+            workers = list(pool._processes.values())
+            pool.submit(time.sleep, 60)  # a chunk still running
+            if when == "leaving early":
+                raise KeyboardInterrupt
+    for worker in workers:
+        worker.join(timeout=10)
+    assert not any(worker.is_alive() for worker in workers)
+
+
 def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.bin").write_bytes(b"\0\1\2" * 10)
