@@ -117,15 +117,22 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # process died, raised in them and was reported as a stop "before training started; nothing
     # was saved", over the real failure and the checkpoints on disk (hunt, session 26).
     signals_at_exit = on_exit.enter_context(contextlib.ExitStack())
-    cfg, user_keys = parse_args(argv)
-    # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
-    resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
-    if resume:  # the saved run's config, its device included, unless the command line says otherwise
-        cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
-    use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
-    dist = init_distributed(cfg.device)
+    unread = None  # under torchrun, what this process could not read, said once the processes have met
+    try:
+        cfg, user_keys = parse_args(argv)
+        # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
+        resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
+        if resume:  # the saved run's config, its device included, unless the command line says otherwise
+            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+        use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
+    except UsageError as e:
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            raise
+        unread, cfg, resume = e, None, None
+    dist = init_distributed(cfg.device if cfg else typed_device(argv))
     if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
         on_exit.callback(leave_distributed)
+        agree_on_what_was_read(unread, resume, dist)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
@@ -982,6 +989,40 @@ def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path,
         raise LostPeer(f"lost contact with another process of this run ({why}): it stopped or failed, and its own "
                        f"message or torchrun's report says why" + (f"; {latest_note(out_dir)}" if dist.is_main else "")
                        ) from None
+
+
+def typed_device(argv: list[str]) -> str:
+    """--device as typed (else auto): where the options could not be read, the process group is
+    still joined alike, to say so rather than leave the other processes waiting."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--device="):
+            return arg.split("=", 1)[1]
+        if arg == "--device" and i + 1 < len(argv):
+            return argv[i + 1]
+    return "auto"
+
+
+def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> None:
+    """Under torchrun, each process reads the options (a --config file) and the checkpoint to resume
+    before the processes meet, and on several nodes each reads its own disk. A node that could not
+    read them left the others waiting in the process group's start for its timeout (30 min on gloo),
+    and a node with an older checkpoint trained on beside the others, the ranks at different steps
+    (hunt 30-b F1). So the processes compare notes: where one could not read them, every one stops,
+    the failing ones saying why (rank 0 for all, where it failed too); where they resume different
+    checkpoints, rank 0 names them."""
+    seen = gather((unread is not None, (resume.path.name, resume.meta["step"]) if resume else None), dist)
+    failed = [rank for rank, (did, _) in enumerate(seen) if did]
+    if failed:
+        if unread is None:
+            raise ReportedByRank0(1)
+        if 0 in failed:  # said as any refusal every rank meets alike: by rank 0, or each node's first
+            raise unread
+        raise UsageError(f"{unread} (on {socket.gethostname()}, rank {dist.rank}; rank 0 read it: every node "
+                         "needs the same files)") from None
+    if len({checkpoint for _, checkpoint in seen}) > 1:
+        which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c) in enumerate(seen))
+        raise ConfigError(f"the processes resume different checkpoints ({which}): out_dir must be on a filesystem "
+                          "every node shares, or hold the same checkpoints on each")
 
 
 def gather(obj, dist: Dist) -> list:

@@ -2295,6 +2295,40 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("node1_has", ["no checkpoint", "an older checkpoint"])
+def test_torchrun_nodes_that_read_other_checkpoints_stop_in_one_line(byte_data, tmp_path, node1_has):
+    # Each process opens the checkpoint to resume before the processes meet: a node without it left the
+    # others waiting in the process group's start (30 min on gloo), and a node with an older one trained
+    # on beside them at another step, in silence (hunt 30-b F1). Rank 1 runs in a directory of its own.
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    for node in nodes:
+        node.mkdir()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2",
+                       f"--out_dir={nodes[0] / 'run'}"]) == 0
+    if node1_has == "an older checkpoint":
+        shutil.copytree(nodes[0] / "run", nodes[1] / "run")
+        shutil.rmtree(nodes[1] / "run" / "ckpt-0000004")
+        (nodes[1] / "run" / "latest").write_text("ckpt-0000002\n")
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(nodes[1])!r} if os.environ["RANK"] == "1" else {str(nodes[0])!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={byte_data}", *TINY, "--init_from=resume", "--max_iters=6", "--out_dir=run")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
+    if node1_has == "no checkpoint":
+        assert said == [f"train.py: error: no complete checkpoint in run (on {socket.gethostname()}, rank 1; rank 0 "
+                        "read it: every node needs the same files)"], proc.stderr[-3000:]
+    else:
+        assert said == ["train.py: error: the processes resume different checkpoints (rank 0: ckpt-0000004, rank 1: "
+                        "ckpt-0000002): out_dir must be on a filesystem every node shares, or hold the same "
+                        "checkpoints on each"], proc.stderr[-3000:]
+    assert [p.name for p in list_checkpoints(nodes[0] / "run")] == ["ckpt-0000002", "ckpt-0000004"]  # nothing trained
+
+
+@pytest.mark.slow
 def test_ranks_that_wait_past_the_process_group_timeout_for_rank_0_s_preparation_say_what_to_do(tmp_path):
     # Rank 0 prepares raw --data while the others wait in a collective, at most the process group's
     # timeout (30 min on gloo): a larger corpus ended in a traceback on each of them (audit,
