@@ -60,11 +60,11 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         resume_config)
-from gpt.errors import (ConfigError, LostPeer, MissingFile, PreparationInterrupted, ReportedByRank0, Terminated,
-                        UsageError, first_of_its_machine, lost_peer, out_of_memory, reported_oom,
-                        sigterm_raises)
+from gpt.errors import (ConfigError, HubUnreachable, LostPeer, MissingFile, MissingPackage, PreparationInterrupted,
+                        ReportedByRank0, Terminated, UnreadableFile, UsageError, first_of_its_machine, lost_peer,
+                        out_of_memory, reported_oom, sigterm_raises)
 from gpt.files import describe_error
-from gpt.data import DataChanged, TrainBatches, ValBatches
+from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics
 from gpt.model import GPT, GPTConfig
@@ -93,12 +93,14 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             return train(argv, on_exit, started)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
-        # process (bad data: see prepare_data); a file or checkpoint that is not there, every rank of a
-        # machine alike: its first says it. Any other failure is said by the rank that met it.
+        # process (bad data: see prepare_data); what is a machine's (a file or checkpoint that is not
+        # there or cannot be used, the network, a package), every rank of a machine alike: its first
+        # says it (each rank said them: hunt 30-b F2). Any other failure is said by the rank that met it.
         if isinstance(e, ConfigError):
             said_here = os.environ.get("RANK", "0") == "0"
         else:
-            said_here = first_of_its_machine() or not isinstance(e, MissingFile)
+            said_here = first_of_its_machine() or not isinstance(
+                e, (MissingFile, ShardError, UnreadableFile, HubUnreachable, MissingPackage))
         if str(e) and said_here:
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
