@@ -499,15 +499,19 @@ def _build_name(out: Path, kind: str) -> Path:
     return out.with_name(f".{out.name}.{kind}-{socket.gethostname()}-{os.getpid()}")
 
 
-def _remove_stale_builds(out: Path) -> None:
+def _remove_stale_builds(out: Path, every_name: bool = False) -> None:
     """Remove the temp build and set-aside directories beside out whose preparation, on this
     machine, died (SIGKILL, a power cut): nothing else ever would, and a build can be gigabytes.
-    A set-aside directory without an out is put back: its preparation died between its renames."""
-    stale = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old)-{re.escape(socket.gethostname())}-(\d+)")
+    A set-aside directory without its data directory is put back: its preparation died between its
+    renames. every_name: those of every data directory beside out, not only out's (train.py's cache,
+    whose names change with the text: a killed build there stayed for good, hunt 30-c F8)."""
+    name = ".+" if every_name else re.escape(out.name)
+    stale = re.compile(rf"\.({name})\.(tmp|old)-{re.escape(socket.gethostname())}-(\d+)")
     for path in out.parent.iterdir():
-        if (match := stale.fullmatch(path.name)) and not _alive(int(match[2])):
-            if match[1] == "old" and not out.exists() and not out.is_symlink():  # killed between its two renames:
-                path.rename(out)  # the previous data, back where it was
+        if (match := stale.fullmatch(path.name)) and not _alive(int(match[3])):
+            data = out.parent / match[1]
+            if match[2] == "old" and not data.exists() and not data.is_symlink():  # killed between its two renames:
+                path.rename(data)  # the previous data, back where it was
             else:
                 path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
 
@@ -604,6 +608,8 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
             while block := f.read(1 << 24):
                 key.update(block)
     out = Path(cache_root) / key.hexdigest()[:20]
+    with contextlib.suppress(OSError):  # (no cache yet; a failure changes nothing)
+        _remove_stale_builds(out, every_name=True)
     if not opts.get("force") and (out / META_NAME).is_file():
         if _shards_intact(out):
             _say(opts.get("quiet", False), f"using the prepared data in {out}")

@@ -577,6 +577,24 @@ def test_a_preparation_killed_between_its_renames_gets_its_data_back_at_the_next
     assert out.is_dir() and not aside.exists() and len(documents(out, "train")) == 3
 
 
+def test_train_pys_cache_removes_a_killed_build_whatever_text_comes_next(tmp_path):
+    # A killed preparation of raw --data left its build in the cache for good once the text (and so the
+    # cache's name) changed: only builds of the same name were looked for (hunt 30-c F8)
+    from gpt.prepare import _build_name
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cache = tmp_path / "cache"
+    killed = _build_name(cache / "0123456789abcdef0123", "tmp")
+    killed = killed.with_name(killed.name.rsplit("-", 1)[0] + f"-{dead.stdout.strip()}")
+    (killed / "train_000000.bin").parent.mkdir(parents=True)
+    (killed / "train_000000.bin").write_bytes(b"\0" * 100)
+    running = _build_name(cache / "fedcba98765432100123", "tmp")  # (this process's: alive)
+    running.mkdir()
+    write_docs(tmp_path / "in", 4)
+    out = prepare_cached([str(tmp_path / "in")], tokenizer="byte", cache_root=cache, num_proc=1, quiet=True)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([out.name, running.name])
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process's children in /proc (Linux)")
 def test_the_tokenizer_processes_end_with_a_killed_preparation(tmp_path):
     # kill -9 of data/prepare.py --num_proc 2 left its workers waiting for ever, holding its stdout:
