@@ -25,6 +25,7 @@ those whose meta.json or state.pt lack what resuming reads (RESUME_META, RESUME_
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
@@ -314,9 +315,10 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     be written (a read-only base), else None."""
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
-        runs = mark.read_text().splitlines() if mark.exists() else []
-        if run not in runs:
-            write_text_atomic(mark, "".join(f"{r}\n" for r in [*runs, run]))
+        with _lora_marks_locked(base):
+            runs = mark.read_text().splitlines() if mark.exists() else []
+            if run not in runs:
+                write_text_atomic(mark, "".join(f"{r}\n" for r in [*runs, run]))
     except OSError as e:
         return (f"could not mark {base} as the base of this LoRA run ({describe_error(e)}); if its run prunes "
                 "it, these adapters will not load: keep a copy of it")
@@ -329,12 +331,32 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
     last line. A base that cannot be written to keeps it: the warning was given when marking."""
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
-        runs = mark.read_text().splitlines()
-        if run in runs:
-            rest = [r for r in runs if r != run]
-            write_text_atomic(mark, "".join(f"{r}\n" for r in rest)) if rest else mark.unlink()
+        with _lora_marks_locked(base):
+            runs = mark.read_text().splitlines()
+            if run in runs:
+                rest = [r for r in runs if r != run]
+                write_text_atomic(mark, "".join(f"{r}\n" for r in rest)) if rest else mark.unlink()
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def _lora_marks_locked(base: Path):
+    """The base checkpoint's list of LoRA runs, read and rewritten by one process at a time: two LoRA
+    runs started together from one base both read the old list, and the later write dropped the
+    other's line, whose base could then be pruned (hunt 30-c F9). A lock on the checkpoint's
+    directory (where flock exists: not on Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (and with it the lock)
 
 
 def clean_leftovers(out_dir: str | Path) -> list[Path]:

@@ -420,6 +420,33 @@ def test_a_step_saved_again_keeps_the_lora_runs_that_pin_it(tmp_path):
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000005", "ckpt-0000006"]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_lora_runs_started_together_are_all_kept_on_their_bases_list(tmp_path, monkeypatch):
+    # Each read the list and wrote it back with its own line: started together, the later write dropped
+    # the other's, and that run's base could then be pruned (hunt 30-c F9). The window is widened here.
+    import threading
+    import time
+
+    from gpt import checkpoint
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
+
+    base = save(tmp_path, 3, make_model())
+    real_write = checkpoint.write_text_atomic
+
+    def slow_write(path, text):
+        time.sleep(0.3)  # between the list's read and its write
+        return real_write(path, text)
+
+    monkeypatch.setattr(checkpoint, "write_text_atomic", slow_write)
+    runs = [tmp_path / f"lora{i}" for i in range(3)]
+    threads = [threading.Thread(target=mark_lora_base, args=(base, run)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted((base / LORA_BASE_MARK).read_text().splitlines()) == sorted(str(run.resolve()) for run in runs)
+
+
 def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
     # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
     from gpt.checkpoint import set_aside
