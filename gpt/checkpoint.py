@@ -353,7 +353,8 @@ def _lora_marks_locked(base: Path):
         return
     fd = os.open(base, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):  # (a filesystem without such locks, NFS's emulation of them on a
+            fcntl.flock(fd, fcntl.LOCK_EX)  # directory: unlocked, as before, rather than refused)
         yield
     finally:
         os.close(fd)  # (and with it the lock)
