@@ -238,8 +238,10 @@ def open_shard(path, full_check: bool | None = None) -> Shard:
     if payload % per_token:
         raise ShardError(path, f"odd byte length: {payload} bytes of tokens is not a multiple of {per_token}")
     if count * per_token != payload:
+        # (the way on: prepare.py called such a directory "up to date" before hunt 30-c F11)
         raise ShardError(path, f"header says {count} tokens but the file holds {payload // per_token} "
-                               "(truncated or appended to?)")
+                               "(truncated or appended to?); prepare the data again: data/prepare.py rebuilds such a "
+                               "directory")
     if count == 0:
         raise ShardError(path, "empty shard (0 tokens)")
     if not eot < vocab_size:
