@@ -158,6 +158,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
         print("note:", best_note)
+    if resume and dist.is_main and cfg.data != resume.meta["config"].get("data", cfg.data):  # (gpt.config.data_moved)
+        print(f"note: the run's data was {resume.meta['config']['data']}, which is gone; resuming on --data={cfg.data}, "
+              "checked to hold the same tokens")
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")

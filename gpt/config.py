@@ -531,13 +531,22 @@ def saved_config(saved: dict) -> dict:
     return {k: _convert(k, whole(k, v), hints[k], '"config"') if k in hints else v for k, v in saved.items()}
 
 
+def data_moved(saved: str, typed: str) -> bool:
+    """Whether a resume's --data names the run's prepared data where it was moved to: the saved path
+    is gone, and the typed one is a prepared directory. The loader's state then checks that it holds
+    the same tokens (their count, windows and sha256: `TrainBatches.load_state_dict`); a moved
+    directory could not be resumed at all (hunt 30-c F7)."""
+    return saved != "shakespeare" and not Path(saved).exists() and (Path(typed) / "meta.json").is_file()
+
+
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
     max_iters). Changing the architecture, tokenizer or data is refused."""
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
     changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
-               and not (k == "seed" and cfg.eval_only)]  # (an evaluation draws nothing at random: review 29)
+               and not (k == "seed" and cfg.eval_only)  # (an evaluation draws nothing at random: review 29)
+               and not (k == "data" and data_moved(saved[k], cfg.data))]
     if changed:
         # Weights keep their shape and tokenizer (and a context up to theirs): with another, the
         # way on is a new model, where --init_from was refused as printed (hunt, session 24)

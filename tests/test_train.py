@@ -941,6 +941,32 @@ def test_resume_refuses_a_different_architecture(byte_data, tmp_path):
     assert proc.returncode == 1 and "n_layer: checkpoint 2, now 3" in proc.stderr
 
 
+def test_a_run_whose_prepared_data_was_moved_resumes_on_it_where_it_is_now(byte_data, tmp_path, capsys):
+    # Its --data path was compared as a string: a moved data directory could not be resumed at all, though
+    # the loader's state proves its tokens the same (hunt 30-c F7). Other data there is still refused.
+    from gpt.prepare import prepare
+
+    data, other = tmp_path / "data", tmp_path / "other"
+    shutil.copytree(byte_data, data)
+    out, whole = tmp_path / "run", tmp_path / "whole"
+    common = [*TINY, "--eval_interval=2"]
+    assert train.main([f"--data={data}", *common, "--max_iters=4", f"--out_dir={whole}"]) == 0
+    assert train.main([f"--data={data}", *common, "--max_iters=2", f"--out_dir={out}"]) == 0
+    moved = data.rename(tmp_path / "moved")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--data={moved}", "--max_iters=4", f"--out_dir={out}"]) == 0
+    assert (f"note: the run's data was {data}, which is gone; resuming on --data={moved}, checked to hold the same "
+            "tokens") in capsys.readouterr().out
+    assert losses(out) == losses(whole)
+    prepare(source="input", inputs=[str(write_corpus(tmp_path / "text2", seed=1))], tokenizer="byte", out_dir=other,
+            num_proc=1, quiet=True)
+    assert train.main(["--init_from=resume", f"--data={other}", "--max_iters=6", f"--out_dir={out}"]) == 1
+    assert "data: checkpoint" in capsys.readouterr().err  # (where the run's data still is)
+    moved.rename(tmp_path / "gone")
+    assert train.main(["--init_from=resume", f"--data={other}", "--max_iters=6", f"--out_dir={out}"]) == 1
+    assert f"cannot resume {out}: {other}: its train split has" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory) -> Path:
     transformers = pytest.importorskip("transformers")
