@@ -33,7 +33,7 @@ SEPARATOR = "---------------"  # sample.py's, between samples
 
 
 def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> tuple[list[int], list[dict], int]:
-    """(prompt ids, the messages kept, how many were dropped) such that prompt + room <= block_size
+    """(prompt ids, the messages kept, how many turns were dropped) such that prompt + room <= block_size
     where dropping the oldest turns can achieve it."""
     messages, dropped = list(messages), 0
     ids = prompt_ids(tokenizer, messages)
@@ -44,7 +44,7 @@ def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> 
         end = oldest + 1
         while end < len(messages) - 1 and messages[end]["role"] == "assistant":  # its answers go with it
             end += 1
-        dropped += end - oldest
+        dropped += 1  # a turn, however many messages (it counted the messages: hunt 30-d F2)
         del messages[oldest:end]
         ids = prompt_ids(tokenizer, messages)
     return ids, messages, dropped

@@ -44,10 +44,11 @@ def test_oldest_turns_go_first_system_and_newest_stay():
     messages = [system, user("q1" * 10), assistant("a1" * 10), user("q2"), assistant("a2"), user("q3")]
     newest = prompt_ids(BYTE, [system, user("q2"), assistant("a2"), user("q3")])
     ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 10, room=10)
-    assert kept == [system, user("q2"), assistant("a2"), user("q3")] and dropped == 2  # a question with its answer
+    assert kept == [system, user("q2"), assistant("a2"), user("q3")] and dropped == 1  # a question with its answer
+    # (it counted that turn's messages, 2, as dropped_turns: hunt 30-d F2)
     assert ids == newest
     ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 9, room=10)
-    assert kept == [system, user("q3")] and dropped == 4
+    assert kept == [system, user("q3")] and dropped == 2
     ids, kept, dropped = fit_context(BYTE, messages, block_size=20, room=10)  # even the newest alone is too long
     assert kept == [system, user("q3")] and len(ids) > 10  # sample.py then keeps its last tokens, with a warning
 
