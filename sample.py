@@ -255,6 +255,12 @@ def load(args: argparse.Namespace, device: torch.device):
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")
+        if (args.instruction is not None or args.chat) and meta.get("supervised") is False:
+            # (it answered in the template a model of plain text never saw, without a word: hunt 30-d F1;
+            # checkpoints saved before meta.json said it are not known either way)
+            print(f"warning: {source} was trained on plain text ({meta.get('data')}), not on instruction data: "
+                  "its answers in the instruction template are continuations of text it never saw so",
+                  file=sys.stderr)
     check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
     return model.to(device), tokenizer, source
 

@@ -360,6 +360,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
+                    "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {**base, "config": model.lora_config.to_dict()}

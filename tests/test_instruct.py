@@ -340,6 +340,7 @@ def ask(capsys, run: Path, prompt: str) -> dict:
                       "--max_new_tokens=20", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
+    assert "was trained on plain text" not in err  # (instruction data: no warning)
     [answer] = [json.loads(line) for line in out.splitlines()]
     return answer
 
@@ -352,6 +353,10 @@ def test_tiny_model_answers_its_training_prompts(capsys, trained):
     right = sum(a["text"] == p["response"] for a, p in zip(answers, trained["seen"]))
     assert right >= 0.9 * len(trained["seen"]), [(p, a["text"]) for a, p in zip(answers, trained["seen"])]
     assert all(a["finish_reason"] == "eot" for a in answers)  # the answer ends at end-of-text, alone
+    # the same template asked of the run on plain text: answered, with a warning (hunt 30-d F1)
+    assert sample.main([f"--out_dir={trained['runs']['plain']}", f"--instruction={trained['seen'][0]['prompt']}",
+                        "--device=cpu", "--max_new_tokens=5", "--json"]) == 0
+    assert "was trained on plain text" in capsys.readouterr().err
 
 
 @pytest.mark.slow

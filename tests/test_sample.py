@@ -34,7 +34,7 @@ def one_thread():
 
 
 def make_run(out_dir: Path, seed: int = 0, tokenizer: str = "byte", vocab_size: int = 257, config=None,
-             meta_vocab: int | None = 257, scale_weights: float | None = None) -> Path:
+             meta_vocab: int | None = 257, scale_weights: float | None = None, **meta_keys) -> Path:
     torch.manual_seed(seed)
     cfg = GPTConfig(**{**TINY, "vocab_size": vocab_size, **(config or {})})
     model = GPT(cfg)
@@ -42,7 +42,7 @@ def make_run(out_dir: Path, seed: int = 0, tokenizer: str = "byte", vocab_size: 
         with torch.no_grad():  # every product ln_f(x)_c * wte_vc is ~1e35 * 1e4; the final LayerNorm's
             model.transformer.ln_f.weight.fill_(scale_weights)  # input (~1e4) stays far from overflowing,
             model.transformer.wte.weight.mul_(1e6)  # as a GPU's LayerNorm would otherwise output zeros
-    meta = {"model_config": cfg.to_dict(), "tokenizer": tokenizer, "config": {}}
+    meta = {"model_config": cfg.to_dict(), "tokenizer": tokenizer, "config": {}, **meta_keys}
     if meta_vocab is not None:
         meta["vocab_size"] = meta_vocab
     save_checkpoint(out_dir, 7, model, state={}, meta=meta, keep_last=2)
@@ -459,6 +459,19 @@ def test_bad_values_give_one_line_and_status_1(capsys, run_dir, args, needle):
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", *args)
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("sample.py: error: ") and needle in err, err
+
+
+@pytest.mark.parametrize("supervised", [False, True, None])  # None: saved before meta.json said
+def test_an_instruction_to_a_model_of_plain_text_is_answered_with_a_warning(capsys, tmp_path, supervised):
+    # the template was applied to a model that never saw it, without a word (hunt 30-d F1)
+    said = {} if supervised is None else {"supervised": supervised, "data": "data/notes"}
+    run = make_run(tmp_path / "out", **said)
+    for asked in ("--instruction=hi", "--start=hi"):
+        rc, out, err = cli(capsys, f"--out_dir={run}", asked, "--max_new_tokens=3", "--device=cpu")
+        assert rc == 0 and out
+        warned = asked.startswith("--instruction") and supervised is False
+        assert err.count("warning: ") == warned
+        assert ("was trained on plain text (data/notes), not on instruction data" in err) == warned
 
 
 def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(capsys, run_dir, monkeypatch, tmp_path):
