@@ -142,9 +142,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     check_options_apply(cfg, command_line_keys(argv))
     if "time_budget" in command_line_keys(argv) and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
-                         + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
-                            if resume and "max_iters" not in command_line_keys(argv)
-                            else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
+                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
+                             if resume and "max_iters" not in command_line_keys(argv)
+                             else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
         print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
@@ -187,7 +187,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     if not resume and "tokenizer" in command_line_keys(argv) and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise ConfigError(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
-                         f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
+                          f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
     # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
     # new text without a word, or failed on the loader's state (audit, 2026-11-26)
     saved_data = resume.meta.get("data") if resume else None
@@ -226,7 +226,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     no_val_targets = data.supervised and not val_batches.holds_targets()
     if no_val_targets and cfg.eval_only:
         raise ConfigError(f"the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
-                         "token: there is nothing to evaluate; prepare with a larger --val_fraction")
+                          "token: there is nothing to evaluate; prepare with a larger --val_fraction")
 
     # ---------------------------------------------------------------- optimizer, resume
     optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
@@ -258,7 +258,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
         if not cfg.max_iters and step >= cfg.warmup_iters:
             raise ConfigError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
-                             f"its warmup (step {step}): give --max_iters")
+                              f"its warmup (step {step}): give --max_iters")
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
     start_step = step
@@ -771,7 +771,7 @@ def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
         theirs = pretrained_tokenizer(cfg.init_from)
         if asked and cfg.tokenizer != theirs:
             raise ConfigError(f"--tokenizer={cfg.tokenizer}, but the weights of {cfg.init_from} read {theirs} tokens: "
-                             "the data is prepared with their tokenizer; leave --tokenizer out")
+                              "the data is prepared with their tokenizer; leave --tokenizer out")
         return theirs
     return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
 
@@ -787,7 +787,7 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
                if k in typed and getattr(cfg, k) != getattr(weights, k)]
     if differs:
         raise ConfigError(f"the weights of {cfg.init_from} have their own architecture: {', '.join(differs)}; "
-                         "leave these options out (to train another shape, start from scratch)")
+                          "leave these options out (to train another shape, start from scratch)")
     if "block_size" in typed and cfg.block_size > weights.block_size:  # (fit_block_size's refusal, said before
         # the data is prepared: it came after minutes of preparing a large corpus, hunt, session 27)
         raise ConfigError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
@@ -906,8 +906,8 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         from gpt.lora import LoRAConfig, apply_lora
         if cfg.lora_rank > model.config.n_embd:  # (adapters 10x the model's size trained without a word: hunt 28-a)
             raise ConfigError(f"--lora_rank={cfg.lora_rank} is above the adapted layers' smallest dimension, the "
-                             f"model's width {model.config.n_embd}: a rank of {model.config.n_embd} already spans "
-                             f"every update they can take; give --lora_rank={model.config.n_embd} or less")
+                              f"model's width {model.config.n_embd}: a rank of {model.config.n_embd} already spans "
+                              f"every update they can take; give --lora_rank={model.config.n_embd} or less")
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
     # Trained in float32, as a model built here is (--dtype is autocast's): weights saved in float16 or
     # bfloat16 (many hub fine-tunes are) kept their dtype and trained in it, on the CPU in float16,
