@@ -183,7 +183,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in command_line_keys(argv))
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
         refuse_another_architecture(cfg, pretrained_config(cfg.init_from), command_line_keys(argv))
-    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist))
+    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
     if not resume and "tokenizer" in command_line_keys(argv) and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise ConfigError(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
@@ -808,7 +808,7 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
               f"{'resuming from' if move else 'evaluating'} {resume.path.name}")
 
 
-def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) -> Path:
+def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False) -> Path:
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
     decides for every rank, so that ranks that see the files differently (another node's disk) never
     wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
@@ -835,6 +835,8 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist) 
             # such file or directory" (hunt, session 24)
             hint = "" if Path(data).suffix else (f" (python data/prepare.py ... --out_dir {data}; a preset's data: "
                                                     "its file in configs/ gives the command)")
+            if resuming:  # (a moved data directory resumes where it is now: gpt.config.data_moved)
+                hint += "; a run's prepared data that was moved resumes with --data=<where it is now>"
             raise PrepareError(f"--data={data}: no such file or directory; give text (a file, a folder, a glob) "
                                f"or a directory that data/prepare.py made{hint}")
         return prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)

@@ -954,6 +954,9 @@ def test_a_run_whose_prepared_data_was_moved_resumes_on_it_where_it_is_now(byte_
     assert train.main([f"--data={data}", *common, "--max_iters=2", f"--out_dir={out}"]) == 0
     moved = data.rename(tmp_path / "moved")
     capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1  # the way on, said
+    assert capsys.readouterr().err.rstrip().endswith("; a run's prepared data that was moved resumes with "
+                                                     "--data=<where it is now>")
     assert train.main(["--init_from=resume", f"--data={moved}", "--max_iters=4", f"--out_dir={out}"]) == 0
     assert (f"note: the run's data was {data}, which is gone; resuming on --data={moved}, checked to hold the same "
             "tokens") in capsys.readouterr().out
