@@ -438,7 +438,7 @@ def fit_accumulation(cfg: TrainConfig, world_size: int, user_set: bool) -> tuple
 def accumulation_note(cfg: TrainConfig, replaced: int, world_size: int) -> str:
     """What fit_accumulation changed, in tokens per step of `cfg` as it trains: said once the
     context is fitted to the weights (a preset's block_size said 512 -> 1,024 tokens where 256 -> 512
-    trained: hunt 30-b F2)."""
+    trained: hunt 30-b F3)."""
     fitted = cfg.gradient_accumulation_steps
     tokens = cfg.batch_size * cfg.block_size
     # each process's share is fitted / world_size micro-batches, not always one: a preset's 3 on 2

@@ -146,7 +146,7 @@ class TrainBatches:
         # stream instead: each global batch takes the next windows, running from one epoch's order on
         # into the next's, none dropped. A step then holds the same windows however it is split too
         # (ending its epochs at a whole global batch, the windows depended on the number of processes:
-        # hunt 30-b F3), and its steps span epochs, as they must.
+        # hunt 30-b F4), and its steps span epochs, as they must.
         self.streamed = self.windows_per_epoch < self.step_windows
         self.steps_per_epoch = self.windows_per_epoch // self.step_windows
         # x tokens an epoch trains on: its whole steps (it counted the windows dropped at its end, so that

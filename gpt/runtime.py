@@ -509,7 +509,7 @@ class StepProfiler:
             partial = trace.with_name(f"{TMP_PREFIX}{trace.name}")  # whole or absent, as every file of a run
             profiler.export_chrome_trace(str(partial))
             if not partial.exists():  # kineto logs a failed write ("Failed to write to log file!") and returns:
-                # the rename then blamed a missing file, and its own partial file stayed (hunt 30-b F4)
+                # the rename then blamed a missing file, and its own partial file stayed (hunt 30-b F5)
                 partial.with_name(partial.name + ".tmp").unlink(missing_ok=True)
                 return (f"warning: the profile's trace could not be written in {self.out_dir} (torch's profiler "
                         f"says why above); its table is in {text}")

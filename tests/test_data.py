@@ -329,7 +329,7 @@ def test_a_step_trains_on_the_same_windows_however_it_is_split_also_across_an_ep
 def test_a_split_smaller_than_a_step_is_one_stream_of_epochs_however_the_step_is_split(tmp_path):
     # Such a split still trains (review 29: the finetune preset's 4 micro-batches of 8 on 27 windows were
     # refused). Its epochs ended at a whole global batch, which the number of processes sets: 1 and 2
-    # processes then trained on other windows (hunt 30-b F3). Read as one stream, they take the same.
+    # processes then trained on other windows (hunt 30-b F4). Read as one stream, they take the same.
     counting_dir(tmp_path, [430])
     windows = TrainBatches(tmp_path, 4, 15).windows_per_epoch
     assert 8 * 2 < windows < 8 * 4 and windows % 8  # (one step of 32 is more than the split)

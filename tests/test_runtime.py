@@ -432,7 +432,7 @@ def test_a_profile_that_cannot_be_written_is_a_warning_not_the_end_of_the_run(tm
 
 def test_a_trace_the_profiler_failed_to_write_is_said_so_and_leaves_no_partial_file(tmp_path, monkeypatch):
     # kineto logs a failed write of the trace (a full disk, a file-size limit) and returns: the rename
-    # after it then blamed "No such file or directory", and its partial .tmp file stayed (hunt 30-b F4)
+    # after it then blamed "No such file or directory", and its partial .tmp file stayed (hunt 30-b F5)
     from gpt.runtime import StepProfiler
 
     def fails_quietly(self, path):  # as kineto: <path>.tmp written in part, never renamed to path

@@ -1249,7 +1249,7 @@ def test_torchrun_with_the_gpu_presets_accumulation_and_compile_runs(byte_data, 
 @pytest.mark.slow
 def test_torchruns_accumulation_note_counts_tokens_in_the_context_of_the_weights(byte_data, tmp_path):
     # The note said tokens per step by the preset's block_size, before it was cut to the weights'
-    # shorter context: 512 -> 1,024 where 256 -> 512 trained (hunt 30-b F2)
+    # shorter context: 512 -> 1,024 where 256 -> 512 trained (hunt 30-b F3)
     base = tmp_path / "base"
     assert train.main([f"--data={byte_data}", *TINY, "--block_size=16", "--max_iters=1", f"--out_dir={base}"]) == 0
     untyped_context = [a for a in TINY if not a.startswith("--block_size")]
@@ -1262,7 +1262,7 @@ def test_torchruns_accumulation_note_counts_tokens_in_the_context_of_the_weights
 
 
 def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, tmp_path, capsys, monkeypatch):
-    # Under torchrun such refusals were printed once per process, where the README says once (hunt 30-b F1).
+    # Under torchrun such refusals were printed once per process, where the README says once (hunt 30-b F2).
     # The ranks are set in the environment, as torchrun sets them; none gets as far as a process group.
     base = tmp_path / "base"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={base}"]) == 0
