@@ -119,7 +119,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # process died, raised in them and was reported as a stop "before training started; nothing
     # was saved", over the real failure and the checkpoints on disk (hunt, session 26).
     signals_at_exit = on_exit.enter_context(contextlib.ExitStack())
-    unread = None  # under torchrun, what this process could not read, said once the processes have met
+    # Under torchrun, what this process could not read is said once the processes have met (see
+    # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
+    unread, cfg, resume, torchrun = None, None, None, int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
         cfg, user_keys = parse_args(argv)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
@@ -128,9 +130,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
         use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     except UsageError as e:
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        if not torchrun:
             raise
-        unread, cfg, resume = e, None, None
+        unread, resume = e, None
     dist = init_distributed(cfg.device if cfg else typed_device(argv))
     if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
         on_exit.callback(leave_distributed)
@@ -158,7 +160,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
         print("note:", best_note)
-    if resume and dist.is_main and cfg.data != resume.meta["config"].get("data", cfg.data):  # (gpt.config.data_moved)
+    if resume and dist.is_main and not cfg.eval_only and cfg.data != resume.meta["config"].get("data", cfg.data):
+        # (gpt.config.data_moved; --eval_only loads no loader state, and checks nothing)
         print(f"note: the run's data was {resume.meta['config']['data']}, which is gone; resuming on --data={cfg.data}, "
               "checked to hold the same tokens")
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:

@@ -92,9 +92,10 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
     if device.type == "cuda" and device.index is not None and not one_per_process:
         # (torch's "invalid device ordinal" traceback at the first tensor, after the data was prepared;
         # under torchrun every process went to that one GPU: hunt 30-a F2)
-        if dist_info.enabled:
-            raise ConfigError(f"device {requested!r} under torchrun: each process takes the GPU of its LOCAL_RANK; "
-                              "give --device=cuda (CUDA_VISIBLE_DEVICES chooses the GPUs)")
+        if dist_info.enabled and device.index != dist_info.local_rank:  # (cuda:0 with one process a node is its own)
+            raise UsageError(f"device {requested!r} under torchrun, in the process of LOCAL_RANK "
+                             f"{dist_info.local_rank}: each process takes the GPU of its LOCAL_RANK; give --device=cuda "
+                             "(CUDA_VISIBLE_DEVICES chooses the GPUs)")
         count = torch.cuda.device_count()
         if device.index >= count:
             raise ConfigError(f"device {requested!r}, but this machine has {count} CUDA GPU{'s' if count != 1 else ''} "

@@ -361,7 +361,7 @@ def test_devices_that_are_absent_or_not_supported_are_one_line(monkeypatch, devi
 def test_a_gpu_index_the_machine_lacks_or_torchrun_overrides_is_one_line(monkeypatch):
     # --device=cuda:3 on a machine with fewer GPUs was torch's "invalid device ordinal" traceback at the first
     # tensor; under torchrun a typed index put every process on that GPU (hunt 30-a F2)
-    from gpt.errors import ConfigError
+    from gpt.errors import ConfigError, UsageError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -369,9 +369,11 @@ def test_a_gpu_index_the_machine_lacks_or_torchrun_overrides_is_one_line(monkeyp
     assert pick_device("cuda", Dist(rank=1, local_rank=1, world_size=2)) == torch.device("cuda:1")
     with pytest.raises(ConfigError, match=r"^device 'cuda:2', but this machine has 2 CUDA GPUs \(cuda:0 to cuda:1\); "):
         pick_device("cuda:2", Dist())
-    with pytest.raises(ConfigError, match=r"^device 'cuda:0' under torchrun: each process takes the GPU of its "
-                                          r"LOCAL_RANK; give --device=cuda"):
-        pick_device("cuda:0", Dist(rank=0, local_rank=0, world_size=2))
+    with pytest.raises(UsageError, match=r"^device 'cuda:0' under torchrun, in the process of LOCAL_RANK 1: each "
+                                         r"process takes the GPU of its LOCAL_RANK; give --device=cuda"):
+        pick_device("cuda:0", Dist(rank=1, local_rank=1, world_size=2))
+    # (its own GPU, as with one process a node: review 30)
+    assert pick_device("cuda:0", Dist(rank=1, local_rank=0, world_size=2)) == torch.device("cuda:0")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match=r"^device 'cuda:1', but this machine has 1 CUDA GPU \(cuda:0\); "):
         pick_device("cuda:1", Dist())
