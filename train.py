@@ -60,9 +60,9 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         resume_config)
-from gpt.errors import (ConfigError, HubUnreachable, LostPeer, MissingFile, MissingPackage, PreparationInterrupted,
-                        ReportedByRank0, Terminated, UnreadableFile, UsageError, first_of_its_machine, lost_peer,
-                        out_of_memory, reported_oom, sigterm_raises)
+from gpt.errors import (ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
+                        PreparationInterrupted, ReportedByRank0, Terminated, UnreadableFile, UsageError,
+                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises)
 from gpt.files import describe_error
 from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             said_here = os.environ.get("RANK", "0") == "0"
         else:
             said_here = first_of_its_machine() or not isinstance(
-                e, (MissingFile, ShardError, UnreadableFile, HubUnreachable, MissingPackage))
+                e, (MissingFile, ShardError, UnreadableFile, DataRefused, HubUnreachable, MissingPackage))
         if str(e) and said_here:
             print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
@@ -189,7 +189,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
     if not resume and "tokenizer" in command_line_keys(argv) and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
-        raise ConfigError(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
+        raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
                           f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
     # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
     # new text without a word, or failed on the loader's state (audit, 2026-11-26)
@@ -228,7 +228,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # loss was then 0/0, logged as 0.0000, and `best` stayed on the first evaluation (hunt, session 27)
     no_val_targets = data.supervised and not val_batches.holds_targets()
     if no_val_targets and cfg.eval_only:
-        raise ConfigError(f"the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
+        raise DataRefused(f"the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
                           "token: there is nothing to evaluate; prepare with a larger --val_fraction")
 
     # ---------------------------------------------------------------- optimizer, resume

@@ -100,6 +100,12 @@ class MissingFile(UsageError, FileNotFoundError):
     """A file, directory or checkpoint that is not where it was asked for."""
 
 
+class DataRefused(UsageError):
+    """Prepared data this run cannot use as asked (tokens of another tokenizer than --tokenizer, no
+    answer token to evaluate). Like a file, it is a machine's: under torchrun, said by each machine's
+    first process (another node may hold other data)."""
+
+
 class ChangedBase(MissingFile):
     """A LoRA checkpoint's base model is gone, or no longer the weights its adapters were trained on."""
 

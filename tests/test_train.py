@@ -1283,13 +1283,15 @@ def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, t
 def test_what_a_machines_files_refuse_is_said_by_its_first_process(byte_data, tmp_path, capsys, monkeypatch):
     # a batch larger than the split (the data's), like a file that is not there, is every rank's of a
     # machine alike: each process said it (hunt 30-b F2)
-    said = {}
-    for local_rank in ("1", "0"):
-        monkeypatch.setenv("LOCAL_RANK", local_rank)
-        args = [f"--data={byte_data}", *TINY, "--batch_size=100000", "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]
-        assert train.main(args) == 1
-        said[local_rank] = capsys.readouterr().err
-    assert said["1"] == "" and "fewer than one global batch of 100000 x 1" in said["0"] and said["0"].count("\n") == 1
+    for refused, why in ((["--batch_size=100000"], "fewer than one global batch of 100000 x 1"),
+                         (["--tokenizer=gpt2"], f"but {byte_data} holds byte tokens")):  # (another node: other data)
+        said = {}
+        for local_rank in ("1", "0"):
+            monkeypatch.setenv("LOCAL_RANK", local_rank)
+            assert train.main([f"--data={byte_data}", *TINY, *refused, "--max_iters=1",
+                               f"--out_dir={tmp_path / 'run'}"]) == 1
+            said[local_rank] = capsys.readouterr().err
+        assert said["1"] == "" and why in said["0"] and said["0"].count("\n") == 1, said
 
 
 def test_the_gpu_presets_cuda_graphs_give_way_on_the_cpu(byte_data, tmp_path, capsys):
