@@ -290,20 +290,23 @@ def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
     best_val = resumed.meta.get("best_val_loss")
     holder = None
     for ckpt in reversed(list_checkpoints(out_dir)):
-        if best_val is None or _step(ckpt) is None or _step(ckpt) > now or ckpt.name.startswith(TMP_PREFIX):
+        if best_val is None or _step(ckpt) is None or _step(ckpt) > now:
             continue
         try:
             val = json.loads((ckpt / META).read_text(encoding="utf-8")).get("val_loss")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             continue
         if val == best_val:
-            holder = ckpt
+            holder = _set_aside_name(ckpt) or ckpt.name  # (a stranded copy is found by its name: `_pointer`)
             break
     what = f"`best` named {named or 'nothing readable'}, which is not of the training resumed from {resumed.path.name}"
-    if holder is not None:
-        write_text_atomic(pointer, holder.name + "\n")
-        return f"{what}; it names {holder.name} now (validation loss {best_val:.4f})"
-    pointer.unlink()
+    try:
+        if holder is not None:
+            write_text_atomic(pointer, holder + "\n")
+            return f"{what}; it names {holder} now (validation loss {best_val:.4f})"
+        pointer.unlink()
+    except OSError as e:  # (the next save says the same of its own writes, and stops: it cannot keep `best` either)
+        return f"{what}, and it could not be changed ({describe_error(e)})"
     return f"{what}, and that training's best checkpoint is gone: `best` is removed until its next best evaluation"
 
 

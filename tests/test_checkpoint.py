@@ -447,6 +447,24 @@ def test_lora_runs_started_together_are_all_kept_on_their_bases_list(tmp_path, m
     assert sorted((base / LORA_BASE_MARK).read_text().splitlines()) == sorted(str(run.resolve()) for run in runs)
 
 
+def test_repoint_best_finds_a_stranded_holder_and_says_what_it_cannot_write(tmp_path):
+    # review 30: the best held only by a stranded earlier save (`_stranded`) was called gone, and `best`
+    # removed; a `best` that cannot be rewritten was a traceback at the resume
+    from gpt.checkpoint import Checkpoint, _pointer, read_meta, repoint_best
+
+    save(tmp_path, 2, make_model(), best=True, val_loss=1.0, best_val_loss=1.0)
+    resumed = save(tmp_path, 4, make_model(), val_loss=2.0, best_val_loss=1.0)
+    (tmp_path / "ckpt-0000002").rename(tmp_path / ".tmp-old-ckpt-0000002.999999")  # a re-save of step 2, killed
+    (tmp_path / "best").write_text("ckpt-0000006\n")  # of training the resume leaves behind
+    note = repoint_best(tmp_path, Checkpoint(resumed, read_meta(resumed)))
+    assert note.endswith("; it names ckpt-0000002 now (validation loss 1.0000)")
+    assert _pointer(tmp_path, "best") == tmp_path / ".tmp-old-ckpt-0000002.999999"
+    (tmp_path / "best").unlink()
+    (tmp_path / "best").mkdir()  # unreadable, and not to be replaced
+    note = repoint_best(tmp_path, Checkpoint(resumed, read_meta(resumed)))
+    assert note.startswith("`best` named nothing readable") and "it could not be changed (" in note
+
+
 def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
     # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
     from gpt.checkpoint import set_aside
