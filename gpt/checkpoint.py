@@ -566,6 +566,15 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         from gpt.lora import merge_lora as merge
 
         model = load_base_model(checked_base(ckpt.path, lora), dropout=0.0)
+        # Its weights are fingerprinted; its config is read again at each load: a base's config.json
+        # edited since (n_head, the activation: every tensor's shape the same) put the adapters onto
+        # another computation, loaded and resumed without a word (hunt 30-e F1)
+        theirs, trained_on = model.config.to_dict(), ckpt.model_config.to_dict()
+        changed = [f"{k} {theirs[k]!r} (the adapters were trained with {trained_on[k]!r})"
+                   for k in theirs if k != "dropout" and theirs[k] != trained_on.get(k)]
+        if changed:
+            raise ChangedBase(f"LoRA checkpoint {ckpt.path} was trained on base {lora['base']}, whose config has changed "
+                              f"since: it now has {', '.join(changed)}")
         apply_lora(model, LoRAConfig.from_dict(lora["config"]))  # (checked by read_meta)
         try:
             load_lora_state_dict(model, ckpt.weights())

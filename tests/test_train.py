@@ -994,6 +994,27 @@ def test_finetune_a_hugging_face_gpt2_on_raw_text(hf_dir, tmp_path):
     assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, base.transformer.h[0].mlp.c_fc.weight)
 
 
+def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, tmp_path, capsys):
+    # Only the base's weights were fingerprinted: its config.json edited since (n_head, every tensor's shape
+    # the same) put the adapters onto another computation, sampled and resumed without a word (hunt 30-e F1)
+    from gpt.errors import ChangedBase
+
+    base, out = tmp_path / "hf", tmp_path / "lora"
+    shutil.copytree(hf_dir, base)
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    assert train.main([f"--init_from={base}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+                       "--max_iters=2", "--eval_interval=2", "--batch_size=2", "--block_size=32", "--compile=false",
+                       "--device=cpu", f"--out_dir={out}"]) == 0
+    config = json.loads((base / "config.json").read_text())
+    (base / "config.json").write_text(json.dumps({**config, "n_head": 4}))
+    refused = r"trained on base .*/hf, whose config has changed since: it now has n_head 4 \(the adapters were trained with 2\)$"
+    with pytest.raises(ChangedBase, match=refused):
+        load_model(out)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1
+    assert re.search(refused[:-1], capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("lora", [False, True])
 def test_weights_saved_in_float16_are_trained_and_saved_in_float32(hf_dir, tmp_path, lora):
     # They trained in float16 under "fp32 on cpu", and the loss blew up (hunt 28-a)
