@@ -493,8 +493,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             eval_times.append(time.perf_counter() - t_eval)
             if stopping:
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
-                say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, "
-                    f"continue with --init_from=resume --out_dir={out_dir}")
+                # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
+                way = (f"continue with --init_from=resume --out_dir={out_dir}" if resume or saved_by_this_run
+                       else "run the same command again to start over")
+                say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
                 break
             if at_end:
                 break

@@ -150,9 +150,14 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         elif text.strip() == "/reset":
             history = []
         else:
-            [s], history, _ = answerer.answer(history + [{"role": "user", "content": text}],
-                                              on_text=_streamer(out) if stream else None)
-            out.write(("" if stream else s.text) + "\n")
+            try:
+                [s], history, _ = answerer.answer(history + [{"role": "user", "content": text}],
+                                                  on_text=_streamer(out) if stream else None)
+            finally:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line (hunt 30-e F3)
+                if stream:
+                    out.write("\n")
+            if not stream:
+                out.write(s.text + "\n")
             history.append({"role": "assistant", "content": s.text})
             answers.append(s)
         out.flush()

@@ -64,6 +64,21 @@ class Recorder(Answerer):
         return [Sample(0, f"answer {len(self.asked)}", 3, "eot", 0.1)], messages, 0
 
 
+def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
+    # plain sampling ended its streamed line in a finally; --chat did not (hunt 30-e F3)
+    import io
+
+    class Interrupted(Recorder):
+        def answer(self, messages, num_samples=1, on_text=None):
+            on_text(0, "half an ans")
+            raise KeyboardInterrupt
+
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        chat(Interrupted(), ["who?\n"], out, stream=True)
+    assert out.getvalue() == "half an ans\n"
+
+
 def test_chat_carries_the_conversation_and_forgets_it_on_reset(capsys):
     answerer = Recorder()
     out = []

@@ -2272,6 +2272,24 @@ def test_eval_only_compiles_and_runs_no_training_step(byte_data, tmp_path, capsy
     assert compiled and backward == []
 
 
+def test_a_stop_before_anything_was_saved_says_to_run_the_command_again(byte_data, tmp_path, monkeypatch, capsys):
+    # It said "continue with --init_from=resume", which then found no checkpoint (hunt 30-e F4)
+    make_progress = train.make_progress
+
+    def signalled(*args, **kwargs):  # a SIGTERM once the loop takes signals, before its first step
+        os.kill(os.getpid(), signal.SIGTERM)
+        return make_progress(*args, **kwargs)
+
+    args = [f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={tmp_path / 'run'}"]
+    with monkeypatch.context() as patch:
+        patch.setattr(train, "make_progress", signalled)
+        assert train.main(args) == 143
+    said = capsys.readouterr().out
+    assert (f"stopped by signal 15 at step 0; no checkpoint has been saved in {tmp_path / 'run'}, run the same command "
+            "again to start over") in said
+    assert train.main(args) == 0  # as it says
+
+
 @pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
 def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
                                                                                  stop_at):
