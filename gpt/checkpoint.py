@@ -565,7 +565,9 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         from gpt.lora import LoRAConfig, apply_lora, load_lora_state_dict
         from gpt.lora import merge_lora as merge
 
-        model = load_base_model(checked_base(ckpt.path, lora), dropout=0.0)
+        # in float32, as train.py trained the adapters on it: a half-precision base merged in its own
+        # dtype rounded W + BA to it (0.006 in the logits of a bf16 base: hunt 30-e F6)
+        model = load_base_model(checked_base(ckpt.path, lora), dropout=0.0).float()
         # Its weights are fingerprinted; its config is read again at each load: a base's config.json
         # edited since (n_head, the activation: every tensor's shape the same) put the adapters onto
         # another computation, loaded and resumed without a word (hunt 30-e F1)
@@ -652,8 +654,10 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     Hugging Face one, each with weights_fingerprint (which hashes the file: `fingerprint` False
     leaves it out where no adapters will be saved); the name of a hub model."""
     path = Path(init_from)
-    if not path.is_dir():
-        return {"base": init_from}
+    if not path.is_dir():  # a hub name: the weights its cache serves now (hunt 30-e F5: a later revision, or
+        # another machine's cache or mirror, took the adapters without a word)
+        return {"base": init_from, **weights_fingerprint(hub_gpt2(init_from) / WEIGHTS)} if fingerprint else \
+            {"base": init_from}
     if is_hf_gpt2_dir(path):
         weights = _hf_weights(path)
         record = {"base": str(path.resolve())}
@@ -679,7 +683,10 @@ def checked_base(ckpt: Path, lora: dict) -> str:
         return base
     step = lora.get("base_step")
     what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
-    weights = Path(base) / WEIGHTS if step is not None else _hf_weights(Path(base))
+    if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
+        weights = hub_gpt2(base) / WEIGHTS
+    else:
+        weights = Path(base) / WEIGHTS if step is not None else _hf_weights(Path(base))
     if not weights.is_file():
         raise ChangedBase(f"{what}, which is missing")
     if not base_unchanged(weights, lora):

@@ -1015,6 +1015,51 @@ def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, t
     assert re.search(refused[:-1], capsys.readouterr().err)
 
 
+def test_a_lora_run_on_a_hub_name_loads_only_onto_the_weights_it_was_trained_on(hf_dir, tmp_path, monkeypatch):
+    # The hub name alone was recorded: whatever `gpt2` the hub cache served later took the adapters (a new
+    # revision, another machine's cache or mirror) without a word (hunt 30-e F5). A hub cache made here.
+    import huggingface_hub
+
+    from gpt.checkpoint import checked_base, lora_base
+    from gpt.errors import ChangedBase
+
+    cache = tmp_path / "hub" / "models--gpt2"
+    (cache / "refs").mkdir(parents=True)
+    for revision, seed in (("rev1", 0), ("rev2", 1)):
+        (cache / "snapshots" / revision).mkdir(parents=True)
+        shutil.copy(hf_dir / "config.json", cache / "snapshots" / revision)
+        torch.manual_seed(seed)
+        model = GPT.from_pretrained(str(hf_dir))
+        torch.nn.init.normal_(model.transformer.h[0].mlp.c_fc.weight)
+        model.save_pretrained(tmp_path / f"export-{revision}")
+        shutil.copy(tmp_path / f"export-{revision}" / "model.safetensors", cache / "snapshots" / revision)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    (cache / "refs" / "main").write_text("rev1")
+    recorded = lora_base("gpt2")
+    assert recorded["base"] == "gpt2" and "base_weights" in recorded
+    assert checked_base(tmp_path / "lora" / "ckpt-0000005", recorded) == "gpt2"
+    (cache / "refs" / "main").write_text("rev2")  # the hub's gpt2 as another cache serves it
+    with pytest.raises(ChangedBase, match=r"was trained on base gpt2, which has changed since$"):
+        checked_base(tmp_path / "lora" / "ckpt-0000005", recorded)
+
+
+def test_a_lora_run_on_a_half_precision_base_merges_in_float32(hf_dir, tmp_path):
+    # Trained on the base upcast to float32, it was merged in the base's bfloat16: W + BA rounded to 3
+    # digits, logits 0.006 off the model that trained (hunt 30-e F6)
+    half, out = tmp_path / "hf-bf16", tmp_path / "lora"
+    GPT.from_pretrained(str(hf_dir)).to(torch.bfloat16).save_pretrained(half)
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    assert train.main([f"--init_from={half}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+                       "--max_iters=3", "--eval_interval=3", "--batch_size=2", "--block_size=32", "--compile=false",
+                       "--device=cpu", "--learning_rate=1e-2", "--optimizer=adamw", "--warmup_iters=1",
+                       f"--out_dir={out}"]) == 0
+    merged, unmerged = load_model(out)[0].eval(), load_model(out, merge_lora=False)[0].eval()
+    assert merged.transformer.wte.weight.dtype == torch.float32
+    x = torch.randint(0, 50257, (1, 16))
+    with torch.no_grad():
+        assert torch.allclose(merged(x)[0], unmerged(x)[0], atol=1e-4)
+
+
 @pytest.mark.parametrize("lora", [False, True])
 def test_weights_saved_in_float16_are_trained_and_saved_in_float32(hf_dir, tmp_path, lora):
     # They trained in float16 under "fp32 on cpu", and the loss blew up (hunt 28-a)
