@@ -207,7 +207,7 @@ def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints, load_base_model,
-                                load_model)
+                                load_model, refuse_another_hf_tokenizer)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
@@ -215,6 +215,8 @@ def load(args: argparse.Namespace, device: torch.device):
     if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
         if args.ckpt != "latest":
             raise UsageError(f"--ckpt={args.ckpt}: {args.init_from} is not one of our runs, which have checkpoints")
+        if Path(args.init_from).is_dir():
+            refuse_another_hf_tokenizer(Path(args.init_from))
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints

@@ -694,6 +694,33 @@ def checked_base(ckpt: Path, lora: dict) -> str:
     return base
 
 
+# A few of OpenAI's GPT-2 BPE ids, as a Hugging Face directory's vocab.json spells its tokens
+GPT2_VOCAB_IDS = {"the": 1169, "\u0120the": 262, "\u0120king": 5822, "<|endoftext|>": 50256}
+
+
+def refuse_another_hf_tokenizer(path: Path) -> None:
+    """A Hugging Face directory is read and written with OpenAI's GPT-2 BPE (this project has no
+    other for it): one that holds another tokenizer (vocab.json, or tokenizer.json's vocabulary) is
+    refused, where a GPT-2 of another language was fed GPT-2's ids without a word (hunt 30-e F2).
+    Files that cannot be read as such are left to the weights' own checks."""
+    for name in ("vocab.json", "tokenizer.json"):
+        try:
+            vocab = json.loads((path / name).read_text(encoding="utf-8"))
+            vocab = vocab["model"]["vocab"] if name == "tokenizer.json" else vocab
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(vocab, dict):
+            continue
+        differs = [f"{token!r} is {vocab.get(token)}, not {id_}" for token, id_ in GPT2_VOCAB_IDS.items()
+                   if vocab.get(token) != id_]
+        if differs or len(vocab) != 50257:
+            raise UnreadableFile(path / name, f"a tokenizer other than OpenAI's GPT-2 BPE ({len(vocab):,} tokens"
+                                              f"{'; ' + differs[0] if differs else ''}): this project reads a Hugging "
+                                              "Face model's text with GPT-2's BPE only, which would give this one "
+                                              "other token ids")
+        return
+
+
 def pretrained_tokenizer(init_from: str) -> str:
     """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded.
     A hub model is fetched now (then loaded from the hub cache), so that a typo'd name or an
@@ -710,6 +737,8 @@ def pretrained_tokenizer(init_from: str) -> str:
                           "scratch" + (f" (did you mean --init_from={close[0]}?)" if close else ""))
     if not path.is_dir():
         hub_gpt2(init_from)
+    else:
+        refuse_another_hf_tokenizer(path)
     return "gpt2"
 
 

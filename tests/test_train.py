@@ -1043,6 +1043,41 @@ def test_a_lora_run_on_a_hub_name_loads_only_onto_the_weights_it_was_trained_on(
         checked_base(tmp_path / "lora" / "ckpt-0000005", recorded)
 
 
+def gpt2_vocab_json() -> dict[str, int]:
+    """OpenAI's GPT-2 vocab.json as Hugging Face writes it: each token's bytes through GPT-2's
+    byte-to-character table, from the ranks this project reads GPT-2's BPE with."""
+    from gpt.tokenizer import get_tokenizer
+
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    chars = {b: chr(b) for b in printable} | {b: chr(256 + i) for i, b in enumerate(
+        b for b in range(256) if b not in printable)}
+    enc = get_tokenizer("gpt2")._enc
+    return {"".join(chars[b] for b in token): rank for token, rank in enc._mergeable_ranks.items()} | {
+        "<|endoftext|>": enc.eot_token}
+
+
+def test_a_hugging_face_model_with_its_own_tokenizer_is_refused(hf_dir, tmp_path, capsys):
+    # Its vocab.json was never looked at: a GPT-2 of another language was read and written with OpenAI's
+    # BPE, other ids, without a word (hunt 30-e F2). GPT-2's own vocab.json is accepted.
+    import sample
+
+    ours, theirs = tmp_path / "gpt2-vocab", tmp_path / "other-vocab"
+    for model_dir, vocab in ((ours, gpt2_vocab_json()), (theirs, {"the": 272, "\u0120the": 291, "<|endoftext|>": 0})):
+        shutil.copytree(hf_dir, model_dir)
+        (model_dir / "vocab.json").write_text(json.dumps(vocab))
+    assert len(gpt2_vocab_json()) == 50257
+    assert sample.main([f"--init_from={ours}", "--start=the king", "--max_new_tokens=2", "--device=cpu"]) == 0
+    capsys.readouterr()
+    assert sample.main([f"--init_from={theirs}", "--start=the king", "--max_new_tokens=2", "--device=cpu"]) == 1
+    refusal = (f"{theirs / 'vocab.json'}: a tokenizer other than OpenAI's GPT-2 BPE (3 tokens; 'the' is 272, not 1169): "
+               "this project reads a Hugging Face model's text with GPT-2's BPE only")
+    assert refusal in capsys.readouterr().err
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    assert train.main([f"--init_from={theirs}", f"--data={text}", "--max_iters=1", "--compile=false", "--device=cpu",
+                       f"--out_dir={tmp_path / 'ft'}"]) == 1
+    assert refusal in capsys.readouterr().err and not (tmp_path / "ft").exists()
+
+
 def test_a_lora_run_on_a_half_precision_base_merges_in_float32(hf_dir, tmp_path):
     # Trained on the base upcast to float32, it was merged in the base's bfloat16: W + BA rounded to 3
     # digits, logits 0.006 off the model that trained (hunt 30-e F6)
