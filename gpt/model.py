@@ -739,6 +739,10 @@ class GPT(nn.Module):
             raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
                              "can be saved in the GPT-2 layout")
         out_dir = Path(out_dir)
+        if (out_dir / "latest").is_file() or any(out_dir.glob("ckpt-*/meta.json")):  # (its config.json, the run's
+            # record of its options, was overwritten, and the run was then taken for an HF directory: hunt 30-e F7)
+            raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
+                             "directory")
         out_dir.mkdir(parents=True, exist_ok=True)
         tensors = {}
         for k, v in self.state_dict().items():

@@ -611,3 +611,20 @@ def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited
         for conn in accepted:
             conn.close()
         server.close()
+
+
+def test_save_pretrained_refuses_a_directory_that_holds_a_run(tmp_path):
+    # it overwrote the run's config.json (its options), and the run was then taken for a Hugging Face
+    # directory by --init_from (hunt 30-e F7)
+    import re
+
+    from gpt.checkpoint import save_checkpoint
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    save_checkpoint(tmp_path, 3, model, {}, {"model_config": model.config.to_dict(), "config": {}})
+    (tmp_path / "config.json").write_text('{"learning_rate": 0.001}\n')
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path))} holds a run of train.py: save the model in the "
+                                         "GPT-2 layout to another directory$"):
+        model.save_pretrained(tmp_path)
+    assert (tmp_path / "config.json").read_text() == '{"learning_rate": 0.001}\n'
+    assert not (tmp_path / "model.safetensors").exists()
