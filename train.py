@@ -60,7 +60,7 @@ from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         resume_config)
-from gpt.errors import (ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
+from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, Terminated, UnreadableFile, UsageError,
                         first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises)
 from gpt.files import describe_error
@@ -282,6 +282,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     saved_by_this_run = False
     if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
         warning = mark_lora_base(Path(base["base"]), out_dir)
+        if not (Path(base["base"]) / "meta.json").is_file():  # its run pruned it since it was loaded: trained on,
+            # the adapters' base was missing at the end, status 0 (hunt 30-e F9); nothing is trained yet
+            raise ChangedBase(f"the base checkpoint {base['base']} was removed by its run (pruned) while this one "
+                              "started: start again, from the run's newer checkpoint")
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         if not resume:

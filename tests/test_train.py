@@ -1649,6 +1649,27 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
 
 
+def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data, tmp_path, capsys, monkeypatch):
+    # The base run pruned the checkpoint between its loading and its mark: the mark's failure was a warning,
+    # the run trained to the end with status 0, and its adapters' base was missing (hunt 30-e F9)
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    mark = train.mark_lora_base
+
+    def pruned_first(checkpoint, out_dir):
+        shutil.rmtree(checkpoint)  # as the base run's pruning, just before
+        return mark(checkpoint, out_dir)
+
+    monkeypatch.setattr(train, "mark_lora_base", pruned_first)
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=3", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == (
+        f"train.py: error: the base checkpoint {base / 'ckpt-0000001'} was removed by its run (pruned) while this one "
+        "started: start again, from the run's newer checkpoint")
+    assert not list(lora.glob("ckpt-*"))
+
+
 def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_nothing(byte_data, tmp_path, capsys,
                                                                                        monkeypatch):
     # Refused or stopped before its first save, it said nothing was written, yet had listed itself
