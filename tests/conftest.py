@@ -21,6 +21,22 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
     os.environ["OMP_NUM_THREADS"] = str(max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)))
 
 
+def processes_end(pids, seconds: float) -> bool:
+    """Whether every process `pids` names has ended within `seconds`, as /proc (Linux) says: gone, or
+    a zombie no one has reaped yet. Not Process.is_alive, which says "alive" of a child that another
+    thread (an executor's own) has reaped, with no exit code."""
+    def running(pid) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + seconds
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(map(running, pids))
+
+
 @pytest.fixture
 def fail_writes(monkeypatch):
     """fail_writes(errno.ENOSPC, keep=4096): from then on, gpt/atomic.py's writes land `keep`

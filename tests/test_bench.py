@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import bench
+from tests.conftest import processes_end
 from gpt.config import TrainConfig, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -492,19 +493,10 @@ def test_a_child_run_ends_when_bench_is_killed_outright(tmp_path):
     parent.kill()
     parent.wait()
 
-    def running(pid: int) -> bool:  # (a zombie no one has reaped yet has ended)
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except FileNotFoundError:
-            return False
-
-    deadline = time.monotonic() + 30
-    while running(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    alive = running(child)
-    if alive:
+    ended = processes_end([child], 30)
+    if not ended:
         os.kill(child, 9)
-    assert not alive
+    assert ended
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc says which processes run")

@@ -18,6 +18,7 @@ from gpt import sources
 from gpt.data import DataDir, TrainBatches, ValBatches, open_shard
 from gpt.prepare import PrepareError, PrepareWarning, default_out_dir, prepare, prepare_cached
 from gpt.tokenizer import get_tokenizer
+from tests.conftest import processes_end
 
 ROOT = Path(__file__).resolve().parents[1]
 STORY = ("Once upon a time there was a little robot named Bolt. Bolt liked to count the stars, "
@@ -616,16 +617,7 @@ def test_the_tokenizer_processes_end_with_a_killed_preparation(tmp_path):
     proc.kill()
     proc.communicate(timeout=20)  # the workers held its stdout and stderr open: this waited for ever
 
-    def running(pid: str) -> bool:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
-    deadline = time.monotonic() + 10
-    while any(map(running, workers)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(map(running, workers))
+    assert processes_end(workers, 10)
 
 
 def test_refuses_to_replace_a_directory_it_did_not_make(tmp_path):
@@ -913,17 +905,7 @@ def test_a_signal_while_the_tokenizer_pool_ends_leaves_no_worker_behind(monkeypa
             pids = [worker.pid for worker in pool._processes.values()]
             if when == "leaving early":
                 raise KeyboardInterrupt
-
-    def running(pid: int) -> bool:  # (not Process.is_alive: the executor's own thread may have reaped it,
-        try:  # which leaves that object saying "alive" with no exit code)
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except FileNotFoundError:
-            return False
-
-    deadline = time.monotonic() + 10
-    while any(map(running, pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert pids and not any(map(running, pids))
+    assert pids and processes_end(pids, 10)  # (not Process.is_alive: see processes_end)
 
 
 def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
