@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import bench
-from tests.conftest import processes_end
 from gpt.config import TrainConfig, parse_args
+from tests.conftest import processes_end
 
 ROOT = Path(__file__).resolve().parents[1]
 
