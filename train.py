@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (clean_leftovers, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
+from gpt.checkpoint import (clean_leftovers, copy_of, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
                             open_resumable, pretrained_config, pretrained_tokenizer, repoint_best, save_checkpoint,
                             set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
@@ -281,15 +281,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
     saved_by_this_run = False
     if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
-        warning = mark_lora_base(Path(base["base"]), out_dir)
-        if not (Path(base["base"]) / "meta.json").is_file():  # its run pruned it since it was loaded: trained on,
+        base_copy = copy_of(Path(base["base"]))  # (a stranded earlier save, where that is the step's only copy)
+        warning = mark_lora_base(base_copy, out_dir)
+        if not (base_copy / "meta.json").is_file():  # its run pruned it since it was loaded: trained on,
             # the adapters' base was missing at the end, status 0 (hunt 30-e F9); nothing is trained yet
             raise ChangedBase(f"the base checkpoint {base['base']} was removed by its run (pruned) while this one "
                               "started: start again, from the run's newer checkpoint")
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         if not resume:
-            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(Path(base["base"]), out_dir))
+            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(base_copy, out_dir))
 
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -912,7 +913,8 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
     # Resolved once: the weights loaded are the ones recorded (and hashed, for adapters to be saved)
     base = lora_base(cfg.init_from, fingerprint=bool(cfg.lora_rank))
     with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
-        model = load_base_model(base["base"], dropout=cfg.dropout)
+        model = load_base_model(str(copy_of(Path(base["base"]))) if "base_step" in base else base["base"],
+                                dropout=cfg.dropout)
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
         if cfg.lora_rank > model.config.n_embd:  # (adapters 10x the model's size trained without a word: hunt 28-a)

@@ -111,9 +111,14 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
             torch.save(state, f)
         same_mode_as(tmp / WEIGHTS, tmp / STATE)
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
-        kept = [f for f in (LORA_BASE_MARK,) if (final / f).is_file()]
-        for f in kept:  # the same step saved again keeps the LoRA runs that pin it against pruning (else
-            shutil.copyfile(final / f, tmp / f)  # the next prune removed their base: audit, 2026-11-26)
+        # The same step saved again keeps the LoRA runs that pin it against pruning (else the next prune
+        # removed their base: audit, 2026-11-26), also those of a stranded earlier save it replaces
+        # (`_stranded`: a LoRA run may have started from it; hunt 30-c F10)
+        pinned = [r for copy in (final, *out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*")) if (copy / LORA_BASE_MARK).is_file()
+                  for r in (copy / LORA_BASE_MARK).read_text().splitlines()]
+        kept = [LORA_BASE_MARK] if pinned else []
+        if pinned:
+            (tmp / LORA_BASE_MARK).write_text("".join(f"{r}\n" for r in dict.fromkeys(pinned)))
         for f in (WEIGHTS, STATE, META, *kept):
             _fsync_file(tmp / f)
         fsync_dir(tmp)
@@ -228,6 +233,14 @@ def list_checkpoints(out_dir: str | Path) -> list[Path]:
         return []
     complete = [p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _is_complete(p)] + _stranded(out_dir)
     return sorted(complete, key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))  # by step: ckpt-10000000 after ckpt-9999999
+
+
+def copy_of(ckpt: Path) -> Path:
+    """Where checkpoint `ckpt` (a run's `ckpt-N`) is: there, or a stranded earlier save of it
+    (`_stranded`) while it is that step's only complete copy."""
+    if _is_complete(ckpt) or not ckpt.parent.is_dir():
+        return ckpt
+    return next((p for p in _stranded(ckpt.parent) if _set_aside_name(p) == ckpt.name), ckpt)
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:
@@ -664,13 +677,16 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     else:
         ckpt = open_checkpoint(path)
         weights = ckpt.path / WEIGHTS
-        record = {"base": str(ckpt.path.resolve()), "base_step": ckpt.meta["step"]}
+        # by its name, also where that step's only copy is a stranded earlier save (`copy_of` finds it): the
+        # base run's next save of the step removes that copy (hunt 30-c F10)
+        name = _set_aside_name(ckpt.path) or ckpt.path.name
+        record = {"base": str(ckpt.path.parent.resolve() / name), "base_step": ckpt.meta["step"]}
     return {**record, **weights_fingerprint(weights)} if fingerprint else record
 
 
 def checked_base(ckpt: Path, lora: dict) -> str:
-    """The base a LoRA checkpoint's adapters load onto: the one recorded, refused if it is missing or
-    its weights changed. Checkpoints saved before the base was recorded exactly name a run
+    """The base a LoRA checkpoint's adapters load onto: the one recorded (`copy_of` it, for one of
+    our checkpoints), refused if it is missing or its weights changed. Checkpoints saved before the base was recorded exactly name a run
     directory: its latest checkpoint is used, as then, with a warning."""
     base = lora["base"]
     if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
@@ -685,8 +701,11 @@ def checked_base(ckpt: Path, lora: dict) -> str:
     what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
     if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
         weights = hub_gpt2(base) / WEIGHTS
+    elif step is not None:
+        base = str(copy_of(Path(base)))
+        weights = Path(base) / WEIGHTS
     else:
-        weights = Path(base) / WEIGHTS if step is not None else _hf_weights(Path(base))
+        weights = _hf_weights(Path(base))
     if not weights.is_file():
         raise ChangedBase(f"{what}, which is missing")
     if not base_unchanged(weights, lora):

@@ -1787,6 +1787,29 @@ def test_a_resumed_lora_run_with_dropout_is_the_uninterrupted_run(byte_data, tmp
     assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.5}
 
 
+def test_a_lora_run_on_a_stranded_copy_of_its_base_records_the_checkpoint_by_name(byte_data, tmp_path):
+    # A re-save of a step killed between its two renames leaves that step's earlier save set aside as
+    # its only copy (`_stranded`); a LoRA run started then recorded the set-aside path as its base, and
+    # the base run's next save of that step removed it: the adapters never loaded again (hunt 30-c F10).
+    from gpt.checkpoint import LORA_BASE_MARK, load_model, open_checkpoint
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    stranded = base / ".tmp-old-ckpt-0000001.4242"
+    (base / "ckpt-0000001").rename(stranded)  # as the kill leaves it: `latest` still names ckpt-0000001
+    meta = json.loads((stranded / "meta.json").read_text())
+    (stranded / "meta.json").write_text(json.dumps({**meta, "val_loss": None}))  # a stop-save: evaluated again on resume
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    assert open_checkpoint(lora).meta["lora"]["base"] == str(base.resolve() / "ckpt-0000001")
+    assert (stranded / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    expected, _ = load_model(lora)
+    assert train.main([*tiny, "--max_iters=1", "--init_from=resume", f"--out_dir={base}"]) == 0  # saves step 1 again
+    assert not stranded.exists() and (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    loaded, _ = load_model(lora)
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), expected.state_dict().values()))
+
+
 def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, tmp_path):
     # with keep_last=1 the base run's next save pruned it, and the adapters could never be loaded again
     from gpt.checkpoint import LORA_BASE_MARK
