@@ -127,7 +127,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
-            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict())
+            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(),
+                                typed=command_line_keys(argv))
         use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     except UsageError as e:
         if not torchrun:

@@ -539,11 +539,18 @@ def data_moved(saved: str, typed: str) -> bool:
     return saved != "shakespeare" and not Path(saved).exists() and (Path(typed) / "meta.json").is_file()
 
 
-def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None) -> TrainConfig:
+def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None,
+                  typed: set[str] | None = None) -> TrainConfig:
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
-    max_iters). Changing the architecture, tokenizer or data is refused."""
+    max_iters). Changing the architecture, tokenizer or data is refused. `typed`: the keys of
+    user_keys set on the command line itself (None: all of them); the others are a preset's."""
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
+    context = (model_config or {}).get("block_size")
+    if typed is not None and "block_size" in user_keys - typed and context and cfg.block_size > context:
+        # A preset's window is cut to the context of the weights a run starts from (fit_block_size); a
+        # resume with the same command was refused as a change of block_size (hunt 31-c F1)
+        cfg = replace(cfg, block_size=context)
     changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
                and not (k == "seed" and cfg.eval_only)  # (an evaluation draws nothing at random: review 29)
                and not (k == "data" and data_moved(saved[k], cfg.data))]

@@ -113,6 +113,20 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
     assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)
 
 
+def test_resume_cuts_a_presets_block_size_to_the_checkpoints_context_but_not_a_typed_one():
+    # a fine-tune from weights of context 32 trained the finetune preset's 256 at 32 (fit_block_size):
+    # resumed with the same command, the preset's 256 was refused as a change (hunt 31-c F1)
+    saved = {**parse_args(["--config=finetune", "--block_size=32"])[0].to_dict(), "n_layer": 2, "n_head": 2, "n_embd": 32}
+    model_config = {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32}
+    argv = ["--config=finetune", "--init_from=resume"]
+    cfg, keys = parse_args(argv)
+    assert resume_config(saved, cfg, keys, model_config, typed=command_line_keys(argv)).block_size == 32
+    argv = ["--config=finetune", "--init_from=resume", "--block_size=256"]  # typed: the user's, refused
+    cfg, keys = parse_args(argv)
+    with pytest.raises(ValueError, match="block_size: checkpoint 32, now 256"):
+        resume_config(saved, cfg, keys, model_config, typed=command_line_keys(argv))
+
+
 def test_resume_with_fp8_off_turns_the_float8_head_off_too():
     saved = TrainConfig(fp8=True, fp8_head=True).to_dict()
     cfg, keys = parse_args(["--init_from=resume", "--fp8=false"])  # e.g. resumed on a GPU without float8

@@ -1576,6 +1576,11 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
     said = capsys.readouterr().out
     assert f"note: block_size 256 (the preset's) -> 32, the context of {base}; set --block_size to choose" in said
     assert open_checkpoint(out).meta["config"]["block_size"] == 32  # what was trained, so resume repeats it
+    # and the same command resumes it: the preset's 256 was refused as a change of block_size (hunt 31-c F1)
+    resumed = [a for a in small if a != "--max_iters=1"]
+    assert train.main(["--config=finetune", "--init_from=resume", f"--data={byte_data}", *resumed, "--max_iters=2",
+                       f"--out_dir={out}"]) == 0
+    assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["config"]["block_size"] == 32
     # a value typed on the command line is the user's: shorter is taken, longer refused
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
                        f"--out_dir={tmp_path / 'ft16'}"]) == 0
