@@ -76,6 +76,22 @@ def test_masked_shard_round_trip_is_version_2(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["m.bin"]  # no temp file left
 
 
+def test_the_writer_masks_earlier_tokens_as_targets_and_truncates_the_mask_with_the_tokens(tmp_path):
+    # the mask opens at the first context-only token, the tokens before it all targets; truncate()
+    # (the last two shards rebalanced) cuts both: neither was tested (hunt 31-b S1, S2)
+    from gpt.shards import ShardWriter
+
+    writer = ShardWriter(tmp_path / "m.bin", vocab_size=257, eot_token=256, tokenizer_name="byte")
+    writer.write(np.arange(5))
+    writer.write(np.arange(5, 10), np.array([0, 0, 1, 1, 0], np.uint8))
+    writer.write(np.arange(10, 14))
+    writer.truncate(12)
+    writer.close()
+    shard = open_shard(tmp_path / "m.bin")
+    np.testing.assert_array_equal(shard.tokens, np.arange(12))
+    np.testing.assert_array_equal(shard.loss_mask, [1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1])
+
+
 def test_bad_loss_mask_is_refused(tmp_path):
     path = tmp_path / "m.bin"
     write_shard(path, np.arange(100), np.zeros(100, np.uint8), vocab_size=257, eot_token=256, tokenizer_name="byte")
@@ -129,6 +145,7 @@ def _patch(path, offset, data):
     (lambda p: _patch(p, 8, struct.pack("<I", 7)), "unknown shard format version 7"),
     (lambda p: _patch(p, 16, struct.pack("<Q", 101)), "header says 101 tokens but the file holds 100"),
     (lambda p: open(p, "ab").write(b"\0"), "odd byte length"),
+    (lambda p: open(p, "ab").write(b"\0\0"), "header says 100 tokens but the file holds 101"),  # (hunt 31-b S4)
     (lambda p: open(p, "r+b").truncate(HEADER_SIZE + 50 * 2), "header says 100 tokens but the file holds 50"),
     (lambda p: _patch(p, HEADER_SIZE + 2 * 42, struct.pack("<H", 257)), "token id 257 at position 42 >= vocab size"),
     (lambda p: open(p, "r+b").truncate(100), "shorter than the 256-byte shard header"),
@@ -274,6 +291,22 @@ def test_restored_loader_yields_the_same_next_batches(tmp_path, steps):
         x1, y1 = loader.next_batch()
         x2, y2 = restored.next_batch()
         assert torch.equal(x1, x2) and torch.equal(y1, y2)
+
+
+def test_a_loader_restored_with_a_larger_batch_starts_the_next_epoch_where_its_step_no_longer_fits(tmp_path):
+    # the state was saved where a step of 6 windows still fits the epoch and one of 12 does not: the
+    # restored loader's first batch held only the windows left in the epoch (hunt 31-b D2)
+    counting_dir(tmp_path, [1200, 800])
+    loader = TrainBatches(tmp_path, 6, 15, seed=7)
+    wpe = loader.windows_per_epoch
+    while not (loader.state_dict()["position"] + 12 > wpe and loader.state_dict()["epoch"] == 0):
+        loader.next_batch()
+    restored = TrainBatches(tmp_path, 12, 15, seed=0)
+    restored.load_state_dict(loader.state_dict())
+    x, y = restored.next_batch()
+    fresh = TrainBatches(tmp_path, 12, 15, seed=7)
+    fresh.load_state_dict({**loader.state_dict(), "epoch": 1, "position": 0})
+    assert x.shape == (12, 15) and torch.equal(x, fresh.next_batch()[0])  # the next epoch's first 12 windows
 
 
 def test_state_from_other_data_is_refused(tmp_path):
