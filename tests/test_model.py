@@ -483,6 +483,28 @@ def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
         assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
 
 
+def test_from_pretrained_reads_the_gpt2model_layout_without_the_transformer_prefix(hf_gpt2, tmp_path):
+    # OpenAI's files on the hub are GPT2Model's: keys without "transformer.", no LM head (hunt 31-b M7)
+    _, hf, _ = hf_gpt2
+    hf.transformer.save_pretrained(tmp_path)
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert "h.0.attn.c_attn.weight" in f.keys() and not any(k.startswith(("transformer.", "lm_head")) for k in f.keys())
+    model = GPT.from_pretrained(str(tmp_path)).eval()
+    idx = torch.randint(0, 211, (1, 16))
+    with torch.no_grad():
+        assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
+
+
+def test_a_head_that_is_not_the_embedding_is_refused_by_a_tied_model():
+    # the head may be given, and then must equal the embedding it is tied to (hunt 31-b M9)
+    source = tiny_model(seed=1).state_dict()
+    untied = {**source, "lm_head.weight": source["transformer.wte.weight"] + 1e-3}
+    with pytest.raises(ValueError, match="lm_head.weight differs from transformer.wte.weight"):
+        tiny_model().load_weights(untied)
+    tiny_model().load_weights({**source, "lm_head.weight": source["transformer.wte.weight"].clone()})
+
+
 @pytest.mark.parametrize("switch, value", [("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)])
 def test_from_pretrained_refuses_attention_switches_this_model_lacks(hf_gpt2, tmp_path, switch, value):
     # Read without them, such models gave other logits than transformers' in silence (hunt, 2026-11-27)

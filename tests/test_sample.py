@@ -338,6 +338,13 @@ def test_streamed_text_holds_back_a_possible_stop_string_and_split_utf8():
     assert row.feed(65) == "" and row.tokens == 8  # a finished row takes nothing more
 
 
+def test_stop_strings_completed_by_one_token_cut_at_the_one_that_begins_first():
+    # "xab" and "b" both end at the token "b": the text ends before "xab", not before "b" (hunt 31-b G3)
+    row = SampleText(BYTE, stop=("b", "xab"))
+    pieces = [row.feed(t) for t in BYTE.encode("say xab")]
+    assert "".join(pieces) == row.text == "say " and row.finish_reason == "stop"
+
+
 @pytest.mark.parametrize("name", ["byte", "gpt2"])
 def test_streaming_decodes_multibyte_characters_split_across_tokens(name):
     tok = get_tokenizer(name)

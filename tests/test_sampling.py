@@ -60,6 +60,17 @@ def test_sampled_tokens_stay_inside_the_nucleus():
     assert set(ids.flatten().tolist()) == {0, 1}
 
 
+def test_the_nucleus_is_chosen_on_the_tempered_distribution():
+    # softmax([2, 1, 0]) = [0.67, 0.24, 0.09]: top_p=0.7 keeps tokens 0 and 1; at temperature 0.5,
+    # [0.87, 0.12, 0.02], token 0 alone (as Hugging Face's and nanoGPT's samplers: temperature first).
+    # A filter on the untempered logits went untested (hunt 31-b P7).
+    logits = torch.tensor([[2.0, 1.0, 0.0]]).expand(500, 3)
+    ids = sample_next_token(logits, 0.5, top_p=0.7, generator=torch.Generator().manual_seed(0))
+    assert set(ids.flatten().tolist()) == {0}
+    ids = sample_next_token(logits, 1.0, top_p=0.7, generator=torch.Generator().manual_seed(0))
+    assert set(ids.flatten().tolist()) == {0, 1}
+
+
 def test_repetition_penalty_lowers_seen_tokens_either_sign():
     logits = torch.tensor([[2.0, -2.0, 1.0]])
     out = apply_repetition_penalty(logits, seen_tokens(torch.tensor([[0, 1, 0]]), 3), 2.0)  # 0 twice: once
