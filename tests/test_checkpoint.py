@@ -405,6 +405,40 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
         load_model(tmp_path)
 
 
+def test_a_save_is_made_durable_in_order_before_latest_names_it(tmp_path, monkeypatch):
+    # What a power loss needs: the new checkpoint's files and its directory synced, the directory
+    # renamed into place and the run directory synced, and only then `best` and `latest` replaced,
+    # each at once. Dropping any one of these steps passed every test (hunt 31-b C1-C4).
+    from gpt import checkpoint
+
+    save(tmp_path, 2, make_model())
+    events, inside_pointer = [], []
+    real_replace, real_write = os.replace, checkpoint.write_text_atomic
+
+    def replace(src, dst):
+        if not inside_pointer:
+            events.append(("replace", Path(src).name.split(".")[1], Path(dst).name))
+        real_replace(src, dst)
+
+    def write_pointer(path, text):
+        inside_pointer.append(path)
+        try:
+            real_write(path, text)
+        finally:
+            inside_pointer.pop()
+        events.append(("pointer", Path(path).name, text))
+
+    monkeypatch.setattr(checkpoint, "_fsync_file", lambda path: events.append(("fsync", Path(path).name)))
+    monkeypatch.setattr(checkpoint, "fsync_dir", lambda path: events.append(("fsync_dir", Path(path).name)))
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(checkpoint, "write_text_atomic", write_pointer)
+    save(tmp_path, 3, make_model(), best=True)
+    tmp = f".tmp-ckpt-0000003.{os.getpid()}"
+    assert events == [("fsync", "model.safetensors"), ("fsync", "state.pt"), ("fsync", "meta.json"), ("fsync_dir", tmp),
+                      ("replace", "tmp-ckpt-0000003", "ckpt-0000003"), ("fsync_dir", tmp_path.name),
+                      ("pointer", "best", "ckpt-0000003\n"), ("pointer", "latest", "ckpt-0000003\n")]
+
+
 def test_a_step_saved_again_keeps_the_lora_runs_that_pin_it(tmp_path):
     # A resumed run redoes the evaluation of the step it stopped at and saves that step again: the
     # new directory dropped lora-runs.txt, and the next prune removed the LoRA run's base (audit,
