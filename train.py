@@ -316,12 +316,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     flops_per_step = model.flops_per_token(block_size) * tokens_per_step
     peak = peak_flops(device)
     metrics = Metrics(out_dir, dist.is_main, resume_step=step if resume else None,
-                      wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=cfg.to_dict())
+                      wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=recorded(cfg, resume))
     # loss.png drawn however the run ends: evaluations draw 30 s apart, so a run that stops on an error
     # (a failed save: status 3; out of memory) had its last ones undrawn (review, session 25)
     on_exit.callback(metrics.close)
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
-    on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, cfg)))
+    on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         compile_note = "off" if not did_compile else {
@@ -366,7 +366,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         nonlocal saved_by_this_run
         rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
-            meta = {"config": cfg.to_dict(), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
+            meta = {"config": recorded(cfg, resume), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
@@ -448,7 +448,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
             marks.append(planned)
             cfg = replace(cfg, max_iters=steps)
             progress.total = steps
-            on_rank0(dist, lambda: write_config(out_dir, cfg))  # the fixed count: --max_iters=N repeats this run
+            on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))  # the fixed count: --max_iters=N repeats this run
             if dist.is_main and steps > step + 1:
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
@@ -597,7 +597,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                                         reserve_s, say, evaluation_next)
             if shorter is not cfg:
                 cfg, progress.total = shorter, shorter.max_iters
-                on_rank0(dist, lambda: write_config(out_dir, cfg))
+                on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))
                 logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation or log step)
         if logging:  # speed as the mean over the steps since the last record
             dt = (train_s - logged[1]) / (step - logged[0])
@@ -635,10 +635,17 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
 # -------------------------------------------------------------------- helpers of the recipe
 
 
-def write_config(out_dir: Path, cfg: TrainConfig) -> None:
+def recorded(cfg: TrainConfig, resume) -> dict:
+    """The config a run records (config.json, its checkpoints, the trackers): a resumed run keeps the
+    init_from it started from, where "resume" lost a fine-tune's only record of its base weights and
+    its checkpoints differed from an uninterrupted run's (hunt 31-c F2)."""
+    return {**cfg.to_dict(), "init_from": resume.meta["config"].get("init_from", "resume")} if resume else cfg.to_dict()
+
+
+def write_config(out_dir: Path, config: dict) -> None:
     """out_dir/config.json, replaced whole: a budgeted run rewrites it with its fixed step count."""
     try:
-        write_text_atomic(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+        write_text_atomic(out_dir / "config.json", json.dumps(config, indent=2) + "\n")
     except OSError as e:
         raise write_failed(out_dir / "config.json", e) from None
 

@@ -99,6 +99,10 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert open_checkpoint(split).meta["step"] == 8
     assert open_checkpoint(split).meta["device"] == "cpu"  # resumed where it was saved, GPU or not
+    # the run's record too: "init_from" stays the run's, not "resume" (hunt 31-c F2)
+    ca, cb = (open_checkpoint(d).meta["config"] for d in (straight, split))
+    assert {**ca, "out_dir": ""} == {**cb, "out_dir": ""} and cb["init_from"] == "scratch"
+    assert json.loads((split / "config.json").read_text()) == cb
 
 
 def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
@@ -1581,6 +1585,7 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
     assert train.main(["--config=finetune", "--init_from=resume", f"--data={byte_data}", *resumed, "--max_iters=2",
                        f"--out_dir={out}"]) == 0
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["config"]["block_size"] == 32
+    assert open_checkpoint(out).meta["config"]["init_from"] == str(base)  # what it was fine-tuned from (hunt 31-c F2)
     # a value typed on the command line is the user's: shorter is taken, longer refused
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
                        f"--out_dir={tmp_path / 'ft16'}"]) == 0
