@@ -444,6 +444,29 @@ def test_a_steps_loss_is_the_mean_over_its_answer_tokens_however_it_is_accumulat
     assert len(one) == 4 and one == pytest.approx(step_losses(tmp_path / "two"), rel=1e-5)
 
 
+def test_the_validation_loss_is_the_mean_over_all_answer_tokens_of_its_batches(tmp_path):
+    # Tested with one evaluation batch only: a mean of the batches' own means (a batch with 3 answer
+    # tokens weighing as much as one with 300) passed, and with it a wrong `best` (hunt 31-b T2b)
+    import torch.nn.functional as F
+
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import Dist
+
+    answers_of_many_lengths(tmp_path)
+    val = ValBatches(tmp_path / "data", 2, 32, max_batches=4)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=257, block_size=32, n_layer=1, n_head=2, n_embd=32))
+    total, counts = 0.0, []
+    with torch.no_grad():
+        for x, y in val:
+            logits, _ = model(x)
+            total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-1, reduction="sum").item()
+            counts.append(int((y != -1).sum()))
+    assert len(counts) == 4 and len(set(counts)) > 1  # batches with different numbers of answer tokens
+    loss = train.evaluate(model, val, torch.device("cpu"), torch.float32, Dist())
+    assert loss == pytest.approx(total / sum(counts), rel=1e-5)
+
+
 @pytest.mark.slow
 def test_a_steps_loss_is_the_mean_over_its_answer_tokens_across_processes(tmp_path):
     from tests.test_train import torchrun

@@ -334,6 +334,19 @@ def test_rerun_is_a_no_op_and_force_rebuilds(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_prepare_cached_tells_the_same_bytes_apart_by_their_suffix(tmp_path):
+    # The suffix decides how a file is read: pairs.jsonl is instruction records with a loss mask,
+    # the same bytes as pairs.txt plain text. A key without it went untested (hunt 31-b PR4).
+    from gpt.data import DataDir
+
+    pairs = "".join(json.dumps({"prompt": f"question {i}?", "response": f"answer {i}."}) + "\n" for i in range(40))
+    (tmp_path / "pairs.txt").write_text(pairs)
+    (tmp_path / "pairs.jsonl").write_text(pairs)
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
+    text, records = (prepare_cached([str(tmp_path / name)], **kw) for name in ("pairs.txt", "pairs.jsonl"))
+    assert text != records and DataDir(records).supervised and not DataDir(text).supervised
+
+
 def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
     write_docs(tmp_path / "in", 5)
     kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)

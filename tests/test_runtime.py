@@ -147,6 +147,26 @@ def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
     assert steps_in_budget(300, 12, 50, 0.25, 2.0, 500, 1.5) == 1172  # 12 + 280.5 + 3 * 2 + 1.5 = 300
 
 
+def test_steps_in_budget_is_the_largest_count_that_fits_whatever_the_first_guess():
+    # The closed-form guess spreads evaluations evenly and can overshoot: at step 49 of interval 50,
+    # 124 steps cost 97 s and 126 cost 102 s of a 100 s budget. No case had the guess too high, and
+    # a loop that never stepped back passed (hunt 31-b R3). Checked against the definition.
+    import random
+
+    assert steps_in_budget(100, 10, 49, 1.0, 5.0, 50, 0.0) == 124
+    rng = random.Random(0)
+    for _ in range(300):
+        budget, elapsed, step = rng.uniform(10, 400), rng.uniform(0, 50), rng.randrange(0, 200)
+        step_s, eval_s, interval, reserve = rng.uniform(0.05, 3), rng.uniform(0, 20), rng.randrange(1, 80), rng.uniform(0, 5)
+
+        def cost(n):
+            evals = n // interval - step // interval + (n % interval != 0)
+            return elapsed + (n - step) * step_s + evals * eval_s + reserve
+
+        fits = [n for n in range(step + 1, step + 10_000) if cost(n) <= budget]
+        assert steps_in_budget(budget, elapsed, step, step_s, eval_s, interval, reserve) == max(fits, default=step + 1)
+
+
 def test_a_spent_budget_still_runs_one_more_step():
     assert steps_in_budget(100, 150, 50, 1.0, 5.0, 50, 0.0) == 51
 
