@@ -198,8 +198,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # (--eval_only scores the checkpoint on the text as it is now, as it does a prepared directory's: hunt 29-c)
     if (saved_data and not cfg.eval_only and cfg.data != "shakespeare" and data.path != Path(cfg.data)
             and Path(saved_data).name != data.path.name):
+        # (relative paths are the run's as typed: from another directory they name other text, which was
+        # called an edit, hunt 31-a F2)
+        relative = [f"--{k}={v}" for k, v in (("data", cfg.data), ("data_cache", cfg.data_cache)) if not Path(v).is_absolute()]
+        where = (f" ({' and '.join(relative)} {'are' if len(relative) > 1 else 'is'} read from the current directory, "
+                 f"{Path.cwd()}: if the run was started in another one, resume from there)") if relative else ""
         raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
-                          f"now {data.path}; resume with the text it trained on, or start a new run from these "
+                          f"now {data.path}{where}; resume with the text it trained on, or start a new run from these "
                           f"weights with {new_run_from(out_dir, cfg)}")
 
     # ---------------------------------------------------------------- model

@@ -2038,6 +2038,23 @@ def test_out_of_memory_in_the_first_step_is_one_line_saying_what_to_shrink(byte_
     assert open_checkpoint(out).meta["config"]["batch_size"] == 2
 
 
+def test_a_resume_from_another_directory_of_a_run_on_relative_raw_text_says_the_paths_are_relative(
+        tmp_path, capsys, monkeypatch):
+    # --data=. resumed elsewhere read that directory's text, and was called "changed since the
+    # checkpoint", an edit nobody made (hunt 31-a F2)
+    write_corpus(tmp_path / "text", docs=6, words=120)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "text")
+    assert train.main(["--data=.", *TINY, "--max_iters=2", "--eval_interval=100", "--out_dir=../run"]) == 0
+    write_corpus(tmp_path / "elsewhere" / "notes", docs=3, words=50)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert (f" (--data=. and --data_cache=data/cache are read from the current directory, {tmp_path / 'elsewhere'}: "
+            "if the run was started in another one, resume from there); ") in err, err
+
+
 def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, capsys):
     # the text is cached under its contents' hash: the resume prepared the edited text and trained on
     # it without a word (audit, 2026-11-26); with the same text in another cache it resumes
