@@ -333,7 +333,7 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     except json.JSONDecodeError as e:
         raise PrepareError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}); "
                            "JSON lines belong in a .jsonl file") from None
-    yield from _records(data if isinstance(data, list) else [data], text_field, lambda i: f"{path}: record {i}")
+    yield from _records(data if isinstance(data, list) else [data], text_field, lambda i: f"{path}: record {i + 1}")
 
 
 def _import_datasets():
@@ -357,9 +357,12 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         stats.empty_documents += 1
         return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
-    records = _library_rows(path, builder, lambda: _csv_rows(path) if builder == "csv" else _parquet_rows(path))
+    line = [0]  # (the line of the CSV row read last: a bad record is named by its line, as in a .jsonl)
+    records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
+    # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
+    where = (lambda i: f"{path}:{line[0]}") if builder == "csv" else (lambda i: f"{path}: row {i + 1}")
     replaced = 0
-    for piece in _records(records, text_field, lambda i: f"{path}: row {i}"):
+    for piece in _records(records, text_field, where):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
         yield piece
     if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
@@ -385,11 +388,12 @@ def _parquet_rows(path: Path) -> Iterator[dict]:
 CSV_READER = 2
 
 
-def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
+def _csv_rows(path: Path, line: list[int]) -> Iterator[dict[str, str]]:
     """A .csv's rows, each cell the text written there: the first row names the columns. (datasets'
     CSV loader, through pandas, read "NA", "null", "nan", "None" or "#N/A" as missing and counted
     those documents as empty, in silence, and refused a column of numbers: hunt 29-b.) A row whose
-    cell count is not the header's is refused: an unquoted comma in a text cut it in silence."""
+    cell count is not the header's is refused: an unquoted comma in a text cut it in silence.
+    line[0]: the line the row yielded last begins on (a quoted cell may go on over several)."""
     csv.field_size_limit(2**31 - 1)  # a document per cell: the default limit, 128 KiB, is a short story
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         rows = csv.reader(f, strict=True)
@@ -399,11 +403,12 @@ def _csv_rows(path: Path) -> Iterator[dict[str, str]]:
                 # was read, in silence; pandas read the first: review 29)
                 raise ValueError(f"line {rows.line_num}: the header names {', '.join(map(repr, repeated))} more "
                                  "than once")
-            for row in rows:
+            while (row := next(rows, None)) is not None:
+                line[0] = rows.line_num - sum(cell.count("\n") for cell in row)  # (where the row began)
                 if not row:  # a blank line
                     continue
                 if len(row) != len(header):
-                    raise ValueError(f"line {rows.line_num}: {len(row)} cells, and the header has {len(header)} "
+                    raise ValueError(f"line {line[0]}: {len(row)} cells, and the header has {len(header)} "
                                      "(a comma in a text that is not in double quotes?)")
                 yield dict(zip(header, row))
         except csv.Error as e:  # (a stray quote: where, in a large file)
@@ -546,7 +551,7 @@ def _hf_pieces(name: str, config: str | None, split: str, text_field: str) -> Pi
     datasets = _import_datasets()
     try:
         records = datasets.load_dataset(name, config, split=split, streaming=True)
-        yield from _records(records, text_field, lambda i: f"--hf {name}: record {i}")
+        yield from _records(records, text_field, lambda i: f"--hf {name}: record {i + 1}")
     except ConnectionError as e:
         offline = " (offline mode: HF_HUB_OFFLINE is set and it is not cached)" if _hf_offline() else ""
         raise PrepareError(f"--hf {name}: could not reach the Hugging Face Hub{offline}: {e}") from None

@@ -132,6 +132,26 @@ def test_every_csv_cell_is_its_text_as_written(tmp_path):
             run_prepare([tmp_path / name], tmp_path / "bad")
 
 
+def test_a_bad_record_is_named_by_its_line_or_counted_from_1(tmp_path):
+    # A CSV's rows were counted from 0 after the header ("row 2" for the record on line 4), its
+    # other error said "line"; .json records and .parquet rows counted from 0 too (hunt 31-a F1)
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    cases = {
+        "pairs.csv": 'prompt,response\nq1,"an answer\non two lines"\n\nq2,\n',  # the empty answer: line 5
+        "cells.csv": 'prompt,response\nq1,"an answer\non two lines"\nq2,a2,extra\n',
+        "pairs.json": json.dumps([{"prompt": "q1", "response": "a1"}, {"prompt": "q2", "response": ""}]),
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+    pq.write_table(pa.table({"prompt": ["q1", "q2"], "response": ["a1", ""]}), tmp_path / "pairs.parquet")
+    for name, where in (("pairs.csv", "pairs.csv:5: field 'response' is empty"),
+                        ("cells.csv", "cells.csv: cannot read as csv (line 4: 3 cells, and the header has 2"),
+                        ("pairs.json", "pairs.json: record 2: field 'response' is empty"),
+                        ("pairs.parquet", "pairs.parquet: row 2: field 'response' is empty")):
+        with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / where}")):
+            run_prepare([tmp_path / name], tmp_path / "out")
+
+
 def test_data_prepared_from_a_csv_by_the_older_reader_is_prepared_again(tmp_path, monkeypatch):
     # The reader's change (NA-like cells kept) reached only new data: an output made by the pandas
     # reader was "up to date", and train.py's cache of the same file reused (review 29)
