@@ -404,6 +404,8 @@ def _refuse_a_file(path: Path) -> None:
 
 def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
+    if which not in ("latest", "best"):  # (any other fell back to the newest checkpoint: hunt 31-a F3)
+        raise ValueError(f"which={which!r}: choose 'latest' or 'best', or give a checkpoint's own directory as the path")
     path = Path(path)
     if _is_complete(path):
         if which == "best":  # it sampled this one, whatever `best` names (hunt 28-a F9)

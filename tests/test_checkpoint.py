@@ -405,6 +405,17 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
         load_model(tmp_path)
 
 
+def test_which_is_latest_or_best_and_nothing_else(tmp_path):
+    # "ckpt-0000002", a typo or "config.json" returned the newest checkpoint without a word (hunt 31-a F3)
+    save(tmp_path, 2, make_model(), best=True)
+    save(tmp_path, 3, make_model(1))
+    assert find_checkpoint(tmp_path, "best").name == "ckpt-0000002" and find_checkpoint(tmp_path).name == "ckpt-0000003"
+    for which in ("ckpt-0000002", "bset", "config.json"):
+        with pytest.raises(ValueError, match=rf"which='{which}': choose 'latest' or 'best'"):
+            load_model(tmp_path, which)
+    assert find_checkpoint(tmp_path / "ckpt-0000002").name == "ckpt-0000002"  # a checkpoint by its own directory
+
+
 def test_a_save_is_made_durable_in_order_before_latest_names_it(tmp_path, monkeypatch):
     # What a power loss needs: the new checkpoint's files and its directory synced, the directory
     # renamed into place and the run directory synced, and only then `best` and `latest` replaced,
