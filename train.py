@@ -66,7 +66,7 @@ from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, L
 from gpt.files import describe_error
 from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
-from gpt.metrics import Metrics
+from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
@@ -280,6 +280,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
             print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
                   "(continue it with a larger --max_iters)")
+            if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
+                print("note:", plot_note)
         return 0
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
     # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,

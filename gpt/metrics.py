@@ -150,6 +150,17 @@ class Metrics:
         return plot_losses(records, png) if records else None
 
 
+def draw_if_stale(out_dir: Path) -> str | None:
+    """Draw loss.png again where it is missing or older than metrics.jsonl (a run killed after its
+    last checkpoint, before its closing plot, is resumed as finished: hunt 31-c F3); returns a note
+    when the plot was skipped, as Metrics.close() does."""
+    log, png = out_dir / "metrics.jsonl", out_dir / "loss.png"
+    if not log.exists() or png.exists() and png.stat().st_mtime_ns >= log.stat().st_mtime_ns:
+        return None
+    records = Metrics(out_dir, enabled=False).records()
+    return plot_losses(records, png) if records else None
+
+
 def pyplot():
     """matplotlib.pyplot drawing to files (no window), or None without matplotlib."""
     try:

@@ -2483,6 +2483,12 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(byte_data, tmp_path
     assert capsys.readouterr().out == (f"{out} is already finished: step 2, max_iters 2; nothing to do (continue it "
                                        "with a larger --max_iters)\n")
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no second final evaluation
+    # but the closing plot, where a kill after the last checkpoint came before it (hunt 31-c F3)
+    (out / "loss.png").unlink()
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "loss.png"} == {
+        k: v for k, v in before.items() if k != "loss.png"}
 
 
 def test_a_tokenizer_asked_for_that_the_weights_do_not_use_is_refused_when_fine_tuning(byte_data, tmp_path, capsys):
