@@ -55,7 +55,8 @@ def load_state_under_these_settings(optimizer, state: dict) -> None:
     load_state_dict also puts back each group's saved weight_decay, betas and Muon's lr_scale, so a
     resume's --weight_decay, --beta1, --beta2 and --muon_learning_rate were recorded in its config and
     ignored, and a new --learning_rate moved Muon's rate by the saved ratio (hunt 29-a). The settings
-    are static: unchanged, the resume stays bit for bit the uninterrupted run.
+    are static: unchanged, the resume stays bit for bit the uninterrupted run. Each group's `lr` stays
+    the saved one, the scheduled rate in effect then.
 
     The settings go into the saved groups before torch loads them, because torch places each step
     count by the groups it loads: on the parameter's device for a fused or capturable group, where
@@ -65,7 +66,9 @@ def load_state_under_these_settings(optimizer, state: dict) -> None:
     def under_ours(opt: torch.optim.Optimizer, saved: dict) -> dict:
         if not isinstance(saved, dict) or not isinstance(saved.get("param_groups"), list):
             return saved  # (torch's load says what is wrong with it)
-        groups = [{**old, **{k: v for k, v in group.items() if k != "params"}} if isinstance(old, dict) else old
+        # (but the rate in effect when it was saved: set by the schedule before every step, it is what a
+        # save before the first step records, as the uninterrupted run's does: hunt 31-c F4)
+        groups = [{**old, **{k: v for k, v in group.items() if k not in ("params", "lr")}} if isinstance(old, dict) else old
                   for old, group in zip(saved["param_groups"], opt.param_groups)]
         return {**saved, "param_groups": groups + saved["param_groups"][len(groups):]}  # (a count that differs is refused)
 

@@ -169,10 +169,12 @@ def test_a_resumed_optimizer_keeps_its_moments_and_takes_this_runs_settings(opti
     _, loss = model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
     loss.backward()
     saved.step()
+    set_lr(saved, 7e-4)  # the schedule's rate of the step saved: a save before the next step records it (hunt 31-c F4)
     state = saved.state_dict()
     resumed = make_optimizer(model, 2e-3, 0.5, (0.8, 0.99), "cpu", optimizer=optimizer, muon_learning_rate=0.03)
     load_state_under_these_settings(resumed, state)
     groups = resumed.param_groups
+    assert [g["lr"] for g in groups] == [g["lr"] for g in saved.param_groups]
     assert sorted({g["weight_decay"] for g in groups}) == [0.0, 0.5]
     assert all(g["betas"] == (0.8, 0.99) for g in groups if "betas" in g)
     scales = [g.get("lr_scale", 1.0) for g in groups]  # (Muon's group last: muon_learning_rate / learning_rate)
