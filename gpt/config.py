@@ -544,13 +544,13 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     """The config of a resumed run: the saved run's config (its architecture from model_config,
     the checkpoint's GPTConfig as a dict), with what the user set on top (e.g. a larger
     max_iters). Changing the architecture, tokenizer or data is refused. `typed`: the keys of
-    user_keys set on the command line itself (None: all of them); the others are a preset's."""
+    user_keys set on the command line itself (None: all of them). A preset's (--config) are not
+    put on top: the run started with them and has its own since, fitted (a preset's block_size cut
+    to the weights' context, hunt 31-c F1; a budget's max_iters=0 fixed to a count, F5), so the
+    command that started a run resumed it only where nothing had been fitted."""
+    if typed is not None:
+        user_keys = user_keys & typed
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
-    context = (model_config or {}).get("block_size")
-    if typed is not None and "block_size" in user_keys - typed and context and cfg.block_size > context:
-        # A preset's window is cut to the context of the weights a run starts from (fit_block_size); a
-        # resume with the same command was refused as a change of block_size (hunt 31-c F1)
-        cfg = replace(cfg, block_size=context)
     changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
                and not (k == "seed" and cfg.eval_only)  # (an evaluation draws nothing at random: review 29)
                and not (k == "data" and data_moved(saved[k], cfg.data))]

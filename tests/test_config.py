@@ -127,6 +127,18 @@ def test_resume_cuts_a_presets_block_size_to_the_checkpoints_context_but_not_a_t
         resume_config(saved, cfg, keys, model_config, typed=command_line_keys(argv))
 
 
+def test_resume_keeps_the_count_a_budgeted_preset_run_fixed_but_takes_a_typed_one():
+    # the preset's max_iters = 0 replaced the count the budget had fixed, and the resume of
+    # `--config=shakespeare-cpu` was refused past its warmup: "give --max_iters" (hunt 31-c F5)
+    saved = {**parse_args(["--config=shakespeare-cpu"])[0].to_dict(), "max_iters": 4004}
+    argv = ["--config=shakespeare-cpu", "--init_from=resume"]
+    cfg, keys = parse_args(argv)
+    assert resume_config(saved, cfg, keys, typed=command_line_keys(argv)).max_iters == 4004
+    argv = ["--config=shakespeare-cpu", "--init_from=resume", "--max_iters=5000"]
+    cfg, keys = parse_args(argv)
+    assert resume_config(saved, cfg, keys, typed=command_line_keys(argv)).max_iters == 5000
+
+
 def test_resume_with_fp8_off_turns_the_float8_head_off_too():
     saved = TrainConfig(fp8=True, fp8_head=True).to_dict()
     cfg, keys = parse_args(["--init_from=resume", "--fp8=false"])  # e.g. resumed on a GPU without float8
