@@ -504,6 +504,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
                 best_val = min(best_val, val_loss) if val_loss is not None else best_val
                 save(is_best, val_loss)
             eval_times.append(time.perf_counter() - t_eval)
+            if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
+                # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
+                signum = largest(stop.signum or 0, dist)
+                stopping = signum > 0
             if stopping:
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)

@@ -727,10 +727,11 @@ sys.exit(train.main(sys.argv[1:]))
     assert proc.returncode != 0  # the workers exit 143, which torchrun reports as a failure
     # rank 0, which got no signal, stops with rank 1's at step 5 (and says so, rank 0 alone speaks)
     assert "stopped by signal 15 at step 5;" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # the ranks agreed at steps 0 and 5 only, where they read their step checks (the first call is
-    # before training: whether every rank sees the data, prepare_data)
-    assert (tmp_path / "agreed-rank0").read_text() == "[0, 0, 0]"
-    assert (tmp_path / "agreed-rank1").read_text() == "[0, 0, 15]"
+    # the ranks agreed at steps 0 and 5 only, where they read their step checks, and after step 0's
+    # evaluation (a signal during one stops there: hunt 31-c F6); the first call is before training:
+    # whether every rank sees the data, prepare_data
+    assert (tmp_path / "agreed-rank0").read_text() == "[0, 0, 0, 0]"
+    assert (tmp_path / "agreed-rank1").read_text() == "[0, 0, 0, 15]"
     assert open_checkpoint(out).meta["step"] == 5
 
 
@@ -2378,6 +2379,22 @@ def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(
     text.write_text("some text to prepare\n" * 50)
     assert train.main([f"--data={text}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run2'}"]) == 143
     assert capsys.readouterr().err == "train.py: error: interrupted while preparing the data: nothing was written\n"
+
+
+def test_a_signal_during_an_evaluation_stops_at_its_checkpoint(byte_data, tmp_path, monkeypatch, capsys):
+    # it was seen after one more step and a second save, out of a preemption's grace (hunt 31-c F6)
+    real_evaluate, calls = train.evaluate, []
+
+    def preempted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # step 2's (step 0's is the first)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_evaluate(*args, **kwargs)
+    monkeypatch.setattr(train, "evaluate", preempted)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=2", f"--out_dir={out}"]) == 143
+    assert [p.name for p in list_checkpoints(out)] == ["ckpt-0000002"] and open_checkpoint(out).meta["val_loss"] is not None
+    assert f"stopped by signal 15 at step 2; the latest checkpoint is {out / 'ckpt-0000002'}" in capsys.readouterr().out
 
 
 def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
