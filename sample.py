@@ -355,6 +355,10 @@ def sample(args: argparse.Namespace) -> int:
     graphed = args.cuda_graph != "false" and not compiled and args.use_cache and device.type == "cuda"
     if graphed:
         decode_step = GraphedDecodeStep(model)
+    elif args.cuda_graph == "true":  # (typed where it does nothing, it was ignored without a word: hunt 31-a F4)
+        why = (f"on {device.type}" if device.type != "cuda" else "with --use_cache=false" if not args.use_cache
+               else "beside the compiled step, which has its own")
+        print(f"note: --cuda_graph applies to the eager cached decode step on CUDA; ignored {why}", file=sys.stderr)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "

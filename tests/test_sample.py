@@ -360,6 +360,15 @@ def test_streaming_decodes_multibyte_characters_split_across_tokens(name):
     assert "".join(pieces) == "\ufffd" and row.finish_reason == "length"
 
 
+def test_cuda_graph_typed_where_it_does_nothing_says_so(capsys, run_dir):
+    # it was ignored without a word off CUDA (hunt 31-a F4), as --compile with --use_cache=false is not
+    args = (f"--out_dir={run_dir}", "--max_new_tokens=3", "--device=cpu", "--cuda_graph=true")
+    rc, _, err = cli(capsys, *args)
+    assert rc == 0 and "note: --cuda_graph applies to the eager cached decode step on CUDA; ignored on cpu\n" in err
+    rc, _, err = cli(capsys, *args[:-1], "--cuda_graph=auto")
+    assert rc == 0 and "--cuda_graph" not in err
+
+
 def test_stream_output_equals_whole_output(capsys, run_dir):
     args = (f"--out_dir={run_dir}", "--start=Hi", "--num_samples=2", "--max_new_tokens=30", "--seed=3", "--device=cpu")
     rc, whole, _ = cli(capsys, *args, "--stream=false")
