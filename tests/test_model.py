@@ -410,6 +410,23 @@ def test_load_weights_lists_missing_and_unexpected_keys():
     assert "transformer.h.9.attn.c_attn.weight" in str(err.value)
 
 
+@pytest.mark.parametrize("use_cache, decode_step", [(True, None), (True, "static"), (False, None)])
+def test_generation_never_draws_past_vocab_limit_and_penalises_its_own_tokens(use_cache, decode_step):
+    # Each path shares these two lines, so the tests comparing paths could not see them go: a padded
+    # vocabulary's ids drawn (the byte tokenizer swallowed them), and a repetition penalty on the
+    # prompt's tokens only (hunt 31-b GM2, GM1)
+    model, prompt = tiny_model(vocab_size=120), torch.tensor([[5, 6]])
+    kw = dict(use_cache=use_cache, decode_step=decode_step)
+    hot = dict(temperature=100.0, generator=torch.Generator().manual_seed(0), num_samples=4, **kw)
+    assert model.generate(prompt, 25, **hot)[:, 2:].max() >= 97  # near uniform: the padding is drawn unless limited
+    hot["generator"].manual_seed(0)
+    assert model.generate(prompt, 25, vocab_limit=97, **hot)[:, 2:].max() < 97
+    # greedy under an overwhelming penalty: every token differs from the prompt's and from those drawn before it
+    new = model.generate(prompt, 20, temperature=0.0, repetition_penalty=1e9, **kw)[0, 2:].tolist()
+    assert len(set(new)) == 20 and not {5, 6} & set(new)
+    assert len(set(model.generate(prompt, 20, temperature=0.0, **kw)[0, 2:].tolist())) < 20  # (it repeats without)
+
+
 def test_load_weights_on_meta_device_with_shape_check():
     source = tiny_model(seed=1)
     with torch.device("meta"):

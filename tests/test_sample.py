@@ -328,6 +328,23 @@ def test_rows_finish_independently_and_generation_stops_when_all_have():
     assert all(s.seconds >= 0 and s.tokens_per_s >= 0 for s in samples)
 
 
+def test_streamed_text_of_each_row_is_its_whole_text_however_it_ends():
+    # Text held back (it might begin a stop string) is handed out when the row ends: by length after
+    # the loop, by end-of-text in the feed that ends it. Dropping either passed (hunt 31-b G5, G6)
+    eot = BYTE.eot_token
+    scripts = [list(b"ab\n"), list(b"cd\n") + [eot], list(b"ef\n\n")]
+    pieces = {i: [] for i in range(3)}
+    samples = generate_samples(ScriptedModel(scripts, filler=ord("\n")), BYTE, [eot], 3, max_new_tokens=3,
+                               stop=("\n\n",), temperature=0, on_text=lambda i, piece: pieces[i].append(piece))
+    assert [(s.text, s.finish_reason) for s in samples] == [("ab\n", "length"), ("cd\n", "length"), ("ef\n", "length")]
+    assert ["".join(pieces[i]) for i in range(3)] == [s.text for s in samples]
+    pieces = {i: [] for i in range(3)}
+    samples = generate_samples(ScriptedModel(scripts, filler=ord("-")), BYTE, [eot], 3, max_new_tokens=10,
+                               stop=("\n\n",), temperature=0, on_text=lambda i, piece: pieces[i].append(piece))
+    assert [(s.text, s.finish_reason) for s in samples][1:] == [("cd\n", "eot"), ("ef", "stop")]
+    assert ["".join(pieces[i]) for i in range(3)] == [s.text for s in samples]
+
+
 def test_streamed_text_holds_back_a_possible_stop_string_and_split_utf8():
     row = SampleText(BYTE, stop=("\n\n",))
     pieces = [row.feed(t) for t in BYTE.encode("ab\nc")]

@@ -2397,6 +2397,36 @@ def test_a_signal_during_an_evaluation_stops_at_its_checkpoint(byte_data, tmp_pa
     assert f"stopped by signal 15 at step 2; the latest checkpoint is {out / 'ckpt-0000002'}" in capsys.readouterr().out
 
 
+def test_grad_clip_keep_last_and_eval_iters_reach_the_loop(byte_data, tmp_path, monkeypatch):
+    # Each could be dropped on its way from the command line without a test noticing: the runs
+    # compared were both of the same code (hunt 31-b T12, T14, T15)
+    clipped, evaluated = [], []
+    real_clip, real_evaluate = torch.nn.utils.clip_grad_norm_, train.evaluate
+
+    def clip(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        norm = real_clip(parameters, max_norm, *args, **kwargs)
+        after = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters if p.grad is not None]))
+        clipped.append((max_norm, float(norm), float(after)))
+        return norm
+
+    def evaluate(model, val_batches, *args, **kwargs):
+        evaluated.append(sum(1 for _ in val_batches))
+        return real_evaluate(model, val_batches, *args, **kwargs)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    monkeypatch.setattr(train, "evaluate", evaluate)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=7", "--eval_interval=1", "--eval_iters=3",
+                       "--grad_clip=0.01", "--keep_last=4", f"--out_dir={out}"]) == 0
+    assert len(clipped) == 7 and all(m == 0.01 and norm > 0.01 and after <= 0.01 * 1.0001 for m, norm, after in clipped)
+    assert evaluated == [3] * 8  # steps 0 to 7, 3 batches each
+    best = find_checkpoint(out, "best").name
+    assert [p.name for p in list_checkpoints(out)] == sorted({best, *(f"ckpt-{s:07d}" for s in range(4, 8))})
+    clipped.clear()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--grad_clip=0", f"--out_dir={tmp_path / 'free'}"]) == 0
+    assert [m for m, _, _ in clipped] == [math.inf, math.inf]
+
+
 def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
     ref, other = tmp_path / "ref", tmp_path / "other"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
