@@ -148,10 +148,14 @@ def test_masked_shards_under_a_meta_json_that_does_not_say_supervised_are_refuse
 def test_masked_shards_roll_over_with_their_masks(tmp_path):
     records = [PAIR, CHAT, ALPACA] * 30
     whole = prepare_bytes(write_jsonl(tmp_path / "p.jsonl", records), tmp_path / "whole")
-    cut = prepare_bytes(tmp_path / "p.jsonl", tmp_path / "cut", shard_tokens=100)
+    # shards of a size that leaves each split a last shard under half full, so that it is rebalanced
+    # (with 100 neither was, and the masks' rebalancing went untested: hunt 31-b S2)
+    counts = [DataDir(whole).num_tokens(split) for split in ("train", "val")]
+    shard_tokens = next(n for n in range(60, 200) if all(0 < c % n < n // 2 and c > 2 * n for c in counts))
+    cut = prepare_bytes(tmp_path / "p.jsonl", tmp_path / "cut", shard_tokens=shard_tokens)
     for split in ("train", "val"):
         a, c = DataDir(whole).open_shards(split), DataDir(cut).open_shards(split)
-        assert len(c) > 2 and min(s.num_tokens for s in c) >= 50  # the last one rebalanced, masks included
+        assert len(c) > 2 and abs(c[-1].num_tokens - c[-2].num_tokens) <= 1  # the last two rebalanced, masks included
         assert np.concatenate([s.tokens for s in c]).tolist() == a[0].tokens.tolist()
         masks = [s.loss_mask if s.loss_mask is not None else np.ones(s.num_tokens, np.uint8) for s in c]
         assert np.concatenate(masks).tolist() == a[0].loss_mask.tolist()
