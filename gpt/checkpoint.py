@@ -187,6 +187,12 @@ def _is_complete(path: Path) -> bool:
     return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, STATE, META))
 
 
+def checkpoint_holding(path: str | Path) -> Path | None:
+    """The complete checkpoint that `path` is, or lies inside, else None."""
+    path = Path(path).absolute()
+    return next((p for p in (path, *path.parents) if _is_complete(p)), None)
+
+
 def incomplete_checkpoints(out_dir: str | Path, newer_than: Path | None = None) -> list[tuple[Path, str]]:
     """The run's ckpt-* directories that lack a file (of a later step than `newer_than`, if given),
     each with what it lacks ("ckpt-0000030: incomplete, without state.pt"). A save renames a

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from gpt.checkpoint import find_checkpoint, list_checkpoints
+from gpt.checkpoint import checkpoint_holding, find_checkpoint, list_checkpoints
 from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, UsageError
 from gpt.files import describe_error
 
@@ -129,10 +129,23 @@ def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool =
     """Rank 0 locks out_dir until `on_exit` closes; if it cannot, or if a run that is not `resuming`
     finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written."""
     def hold() -> None:
+        if not resuming:
+            refuse_a_checkpoint(Path(out_dir))
         on_exit.enter_context(RunDirLock(out_dir))
         if not resuming:
             refuse_another_run(Path(out_dir))
     on_rank0(dist, hold)
+
+
+def refuse_a_checkpoint(out_dir: Path) -> None:
+    """A new run's out_dir must not be one of a run's checkpoints, or lie inside one: it was written
+    there, sample.py then read the checkpoint rather than the run, and the checkpoint's pruning
+    removed the run whole (hunt 31-a F5)."""
+    if ckpt := checkpoint_holding(out_dir):
+        where = "is" if ckpt == Path(out_dir).absolute() else "lies inside"
+        raise RunDirTaken(f"--out_dir={out_dir} {where} checkpoint {ckpt} of the run in {ckpt.parent}, which prunes "
+                          f"its checkpoints whole: choose a directory of its own (to start from that checkpoint: "
+                          f"--init_from={ckpt} --out_dir=<another directory>)")
 
 
 def refuse_another_run(out_dir: Path) -> None:

@@ -1543,6 +1543,18 @@ def test_a_new_run_in_an_out_dir_holding_a_run_is_refused_and_changes_nothing(by
             f"train.py: error: {out} holds a run (latest ckpt-0000004): continue it with --init_from=resume, or "
             "choose another --out_dir (or remove that one)")
         assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # nor in one of its checkpoints, nor inside one: it wrote its run there, sample.py read the
+    # checkpoint, and the run's pruning removed the new run whole (hunt 31-a F5)
+    ckpt = out / "ckpt-0000004"
+    for out_dir, where in ((ckpt, "is"), (ckpt / "sub", "lies inside")):
+        for init_from in ("scratch", str(ckpt)):
+            assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--init_from={init_from}",
+                               f"--out_dir={out_dir}"]) == 1
+            assert one_line_error(capsys.readouterr().err) == (
+                f"train.py: error: --out_dir={out_dir} {where} checkpoint {ckpt} of the run in {out}, which prunes its "
+                f"checkpoints whole: choose a directory of its own (to start from that checkpoint: --init_from={ckpt} "
+                "--out_dir=<another directory>)")
+        assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert train.main([f"--data={byte_data}", "--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
     assert open_checkpoint(out).meta["step"] == 6
 
