@@ -59,7 +59,7 @@ from gpt.checkpoint import (clean_leftovers, copy_of, latest_note, load_base_mod
                             set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
-                        resume_config)
+                        preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, Terminated, UnreadableFile, UsageError,
                         first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises)
@@ -122,13 +122,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
     # Under torchrun, what this process could not read is said once the processes have met (see
     # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
     unread, cfg, resume, torchrun = None, None, None, int(os.environ.get("WORLD_SIZE", "1")) > 1
+    preset_note = None
     try:
         cfg, user_keys = parse_args(argv)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
-            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(),
-                                typed=command_line_keys(argv))
+            parsed, typed = cfg, command_line_keys(argv)
+            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
+            preset_note = preset_not_applied(parsed, cfg, user_keys - typed)
         use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     except UsageError as e:
         if not torchrun:
@@ -140,6 +142,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         agree_on_what_was_read(unread, resume, dist)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)
+    if preset_note and dist.is_main:
+        print("note:", preset_note)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     check_options_apply(cfg, command_line_keys(argv))

@@ -504,6 +504,16 @@ BEFORE_OPTION = {"optimizer": "adamw", "lr_schedule": "cosine", "label_smoothing
 MODEL_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "activation", "qk_norm", "qk_scale")
 
 
+def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: set[str]) -> str | None:
+    """The note for a --config preset given to a resumed run (`resume_config` does not apply its
+    values): those that differ from the run's, which it keeps (an ignored preset was not said:
+    hunt 31-c F8)."""
+    kept = [f"{k} {getattr(resumed, k)!r} (the preset's {getattr(parsed, k)!r})" for k in sorted(preset_keys)
+            if k not in ("init_from", "out_dir") and getattr(parsed, k) != getattr(resumed, k)]
+    return (f"a --config preset is not applied to a resumed run, which keeps its own values: {', '.join(kept)}; "
+            "give an option on the command line to change it") if kept else None
+
+
 def new_run_from(out_dir, cfg: TrainConfig) -> str:
     """The options, quoted for a shell, that start a new run from out_dir's weights on cfg's data
     (its --data_cache too, where not the default): the way on that refusals of a resume give.
@@ -570,7 +580,9 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         raise ConfigError("cannot resume with a different architecture, tokenizer, data, optimizer or seed:\n  "
                           + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)
                           + f"\n({way})")
-    merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume"}
+    # out_dir: where the checkpoint was read, typed or not: a copy of a run resumed as ./out (the
+    # default) wrote its checkpoints into the saved out_dir, another run's directory, unlocked
+    merged = {**saved, **{k: getattr(cfg, k) for k in user_keys}, "init_from": "resume", "out_dir": cfg.out_dir}
     if "fp8" in user_keys and not cfg.fp8 and "fp8_head" not in user_keys:
         merged["fp8_head"] = False  # it rides on fp8: --fp8=false (say, on a GPU without float8) ends both
     return TrainConfig(**{k: v for k, v in merged.items() if k in {f.name for f in fields(TrainConfig)}})

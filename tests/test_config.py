@@ -147,6 +147,26 @@ def test_resume_keeps_the_count_a_budgeted_preset_run_fixed_but_takes_a_typed_on
     assert resume_config(saved, cfg, keys, typed=command_line_keys(argv)).max_iters == 5000
 
 
+def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said():
+    # another preset than the run's, given on resume, was ignored without a word (hunt 31-c F8)
+    from gpt.config import preset_not_applied
+
+    saved = TrainConfig(max_iters=10).to_dict()
+    argv = ["--config=finetune", "--init_from=resume", "--max_iters=20"]
+    parsed, keys = parse_args(argv)
+    resumed = resume_config(saved, parsed, keys, typed=command_line_keys(argv))
+    assert (resumed.optimizer, resumed.learning_rate, resumed.max_iters) == ("muon", TrainConfig.learning_rate, 20)
+    note = preset_not_applied(parsed, resumed, keys - command_line_keys(argv))
+    assert note.startswith("a --config preset is not applied to a resumed run, which keeps its own values: ")
+    assert "optimizer 'muon' (the preset's 'adamw')" in note and "max_iters" not in note and "init_from" not in note
+    argv = ["--config=shakespeare-cpu", "--init_from=resume"]  # the run's own: only what the run fitted is said
+    parsed, keys = parse_args(argv)
+    assert preset_not_applied(parsed, resume_config(saved, parsed, keys, typed=set()), keys) == (
+        "a --config preset is not applied to a resumed run, which keeps its own values: max_iters 10 (the preset's 0); "
+        "give an option on the command line to change it")
+    assert preset_not_applied(parsed, resume_config({**saved, "max_iters": 0}, parsed, keys, typed=set()), keys) is None
+
+
 def test_resume_with_fp8_off_turns_the_float8_head_off_too():
     saved = TrainConfig(fp8=True, fp8_head=True).to_dict()
     cfg, keys = parse_args(["--init_from=resume", "--fp8=false"])  # e.g. resumed on a GPU without float8

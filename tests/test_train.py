@@ -1599,6 +1599,8 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
                        f"--out_dir={out}"]) == 0
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["config"]["block_size"] == 32
     assert open_checkpoint(out).meta["config"]["init_from"] == str(base)  # what it was fine-tuned from (hunt 31-c F2)
+    assert ("note: a --config preset is not applied to a resumed run, which keeps its own values: block_size 32 (the "
+            "preset's 256); give an option on the command line to change it\n") in capsys.readouterr().out
     # a value typed on the command line is the user's: shorter is taken, longer refused
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
                        f"--out_dir={tmp_path / 'ft16'}"]) == 0
@@ -2066,6 +2068,20 @@ def test_a_resume_from_another_directory_of_a_run_on_relative_raw_text_says_the_
     err = capsys.readouterr().err.splitlines()[-1]
     assert (f" (--data=. and --data_cache=data/cache are read from the current directory, {tmp_path / 'elsewhere'}: "
             "if the run was started in another one, resume from there); ") in err, err
+
+
+def test_a_copy_of_a_run_resumed_where_it_is_writes_there_not_in_the_saved_out_dir(byte_data, tmp_path, monkeypatch):
+    # the resume read ./out (the default) and wrote its checkpoints into the out_dir saved in the copy,
+    # the original run's directory, without its lock
+    original = tmp_path / "original"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={original}"]) == 0
+    before = {p.relative_to(original): p.read_bytes() for p in original.rglob("*") if p.is_file()}
+    shutil.copytree(original, tmp_path / "elsewhere" / "out")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert train.main(["--init_from=resume", "--max_iters=4"]) == 0
+    assert open_checkpoint(tmp_path / "elsewhere" / "out").meta["step"] == 4
+    assert open_checkpoint(tmp_path / "elsewhere" / "out").meta["config"]["out_dir"] == "out"
+    assert {p.relative_to(original): p.read_bytes() for p in original.rglob("*") if p.is_file()} == before
 
 
 def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, capsys):
