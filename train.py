@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     try:
         # SIGTERM before the loop takes it over (a preemption while the data or model is set up, or
         # compiling) takes Ctrl-C's way out, not a silent kill that leaves out_dir and its lock behind
+        resuming: list[Path] = []  # train() puts the run directory it resumes here, for the message below
         with sigterm_raises(), contextlib.ExitStack() as on_exit:  # on_exit releases out_dir's lock however train() ends
-            return train(argv, on_exit, started)
+            return train(argv, on_exit, started, resuming)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
         # process (bad data: see prepare_data); what is a machine's (a file or checkpoint that is not
@@ -106,13 +107,16 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         return e.exit_status
     except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
         if first_of_its_machine():  # (the signal reached every process)
-            print(f"train.py: error: {INTERRUPTED}", file=sys.stderr)
+            # (a resumed run's checkpoints are there: "nothing was saved" read as if they were not, hunt 31-c F7)
+            print(f"train.py: error: interrupted before training resumed; nothing new was saved: {latest_note(resuming[0])}, "
+                  f"continue with --init_from=resume --out_dir={resuming[0]}" if resuming else
+                  f"train.py: error: {INTERRUPTED}", file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130  # 128 + the signal, as for a stop in training
     finally:
         set_kernel_settings(saved_kernel_settings)
 
 
-def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int:
+def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resuming: list[Path]) -> int:
     # ---------------------------------------------------------------- setup
     # Entered first, so left last: the loop's signal handling stays until every other exit callback
     # has run (the last loss.png, the lock, the process group). torchrun's SIGTERM, after another
@@ -128,6 +132,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float) -> int
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
+            resuming.append(Path(cfg.out_dir))
             parsed, typed = cfg, command_line_keys(argv)
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
             preset_note = preset_not_applied(parsed, cfg, user_keys - typed)

@@ -2396,6 +2396,15 @@ def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(
     assert status == 143 and capsys.readouterr().err == "train.py: error: interrupted before training started; nothing was saved\n"
     assert not out.exists() or not list(out.iterdir())  # no lock, config.json or metrics.jsonl left
     assert signal.getsignal(signal.SIGTERM) == before  # in-process callers get their handler back
+    # a resumed run says that its checkpoints are still there ("nothing was saved": hunt 31-c F7)
+    monkeypatch.undo()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"]) == 0
+    monkeypatch.setattr(train, "build_model", preempted)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 143
+    assert capsys.readouterr().err == (f"train.py: error: interrupted before training resumed; nothing new was saved: "
+                                       f"the latest checkpoint is still {out / 'ckpt-0000002'}, continue with "
+                                       f"--init_from=resume --out_dir={out}\n")
     # and a signal during the data's preparation: prepare's temp build removed, status 143
     monkeypatch.undo()
     import gpt.prepare
