@@ -20,6 +20,8 @@ def test_top_k_keeps_exactly_k():
     logits = torch.randn(3, 100)
     kept = torch.isfinite(filter_logits(logits, top_k=7)).sum(-1)
     assert kept.tolist() == [7, 7, 7]
+    for k in (99, 100, 1000):  # at the vocabulary's edge: all but one, then all (hunt 31-b P8)
+        assert torch.isfinite(filter_logits(logits, top_k=k)).sum(-1).tolist() == [min(k, 100)] * 3
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p():
