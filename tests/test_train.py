@@ -2347,7 +2347,7 @@ def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data
     (tmp_path / "new").mkdir()
     with pytest.raises(SaveError, match=rf"^writing {tmp_path / 'new' / 'config.json'} failed: No space left on "
                                         rf"device; no checkpoint has been saved in {tmp_path / 'new'}$"):
-        train.write_config(tmp_path / "new", TrainConfig())
+        train.write_config(tmp_path / "new", TrainConfig().to_dict())
     assert list((tmp_path / "new").iterdir()) == []  # no .tmp-config.json left behind
 
 
