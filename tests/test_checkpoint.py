@@ -734,6 +734,19 @@ def test_a_lora_bases_stat_spares_the_hash_until_the_file_is_written_again(tmp_p
     assert not checkpoint.base_unchanged(weights, record)
 
 
+def test_a_lora_base_written_just_now_is_not_trusted_by_its_stat_even_with_an_old_mtime(tmp_path):
+    # a second write within a coarse timestamp's tick could keep the stat; cp -p and rsync -t set an
+    # old mtime on a file written now, whose ctime is what tells (hunt 31-b L5: mtime alone passed)
+    import gpt.checkpoint as checkpoint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(os.urandom(1 << 10))
+    assert "base_weights_stat" not in checkpoint.weights_fingerprint(weights)
+    hour_ago = weights.stat().st_mtime_ns - 3600 * 10**9
+    os.utime(weights, ns=(hour_ago, hour_ago))
+    assert "base_weights_stat" not in checkpoint.weights_fingerprint(weights)
+
+
 def test_a_lora_base_overwritten_in_place_with_its_old_mtime_is_still_seen(tmp_path, monkeypatch):
     # tar, cp -p, shutil.copy2 and rsync -t write in place and then set the mtime: other weights of
     # the same shape kept size, inode and mtime, and loaded without a hash (review, 2026-11-26)
