@@ -209,9 +209,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             and Path(saved_data).name != data.path.name):
         # (relative paths are the run's as typed: from another directory they name other text, which was
         # called an edit, hunt 31-a F2)
-        relative = [f"--{k}={v}" for k, v in (("data", cfg.data), ("data_cache", cfg.data_cache)) if not Path(v).is_absolute()]
-        where = (f" ({' and '.join(relative)} {'are' if len(relative) > 1 else 'is'} read from the current directory, "
-                 f"{Path.cwd()}: if the run was started in another one, resume from there)") if relative else ""
+        # (not --data_cache: the prepared data's name is the text's hash, whatever the cache's place: review 31)
+        where = (f" (--data={cfg.data} is read from the current directory, {Path.cwd()}: if the run was started in "
+                 "another one, resume from there)") if not Path(cfg.data).is_absolute() else ""
         raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
                           f"now {data.path}{where}; resume with the text it trained on, or start a new run from these "
                           f"weights with {new_run_from(out_dir, cfg)}")

@@ -189,7 +189,7 @@ def _is_complete(path: Path) -> bool:
 
 def checkpoint_holding(path: str | Path) -> Path | None:
     """The complete checkpoint that `path` is, or lies inside, else None."""
-    path = Path(path).absolute()
+    path = Path(path).resolve()  # (`..` and links as the filesystem takes them: review 31)
     return next((p for p in (path, *path.parents) if _is_complete(p)), None)
 
 
@@ -687,8 +687,8 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
         weights = ckpt.path / WEIGHTS
         # by its name, also where that step's only copy is a stranded earlier save (`copy_of` finds it): the
         # base run's next save of the step removes that copy (hunt 30-c F10)
-        name = _set_aside_name(ckpt.path) or ckpt.path.name
-        record = {"base": str(ckpt.path.parent.resolve() / name), "base_step": ckpt.meta["step"]}
+        where = ckpt.path.resolve()  # (a link to a checkpoint, re-pointed later, is not the base: review 31)
+        record = {"base": str(where.parent / (_set_aside_name(where) or where.name)), "base_step": ckpt.meta["step"]}
     return {**record, **weights_fingerprint(weights)} if fingerprint else record
 
 

@@ -509,7 +509,7 @@ def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: s
     values): those that differ from the run's, which it keeps (an ignored preset was not said:
     hunt 31-c F8)."""
     kept = [f"{k} {getattr(resumed, k)!r} (the preset's {getattr(parsed, k)!r})" for k in sorted(preset_keys)
-            if k not in ("init_from", "out_dir") and getattr(parsed, k) != getattr(resumed, k)]
+            if k not in ("init_from", "out_dir", "eval_only") and getattr(parsed, k) != getattr(resumed, k)]
     return (f"a --config preset is not applied to a resumed run, which keeps its own values: {', '.join(kept)}; "
             "give an option on the command line to change it") if kept else None
 
@@ -558,8 +558,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
     put on top: the run started with them and has its own since, fitted (a preset's block_size cut
     to the weights' context, hunt 31-c F1; a budget's max_iters=0 fixed to a count, F5), so the
     command that started a run resumed it only where nothing had been fitted."""
-    if typed is not None:
-        user_keys = user_keys & typed
+    if typed is not None:  # (but what asks this invocation to evaluate only is the invocation's: review 31)
+        user_keys = user_keys & (typed | {"eval_only"})
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
     changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
                and not (k == "seed" and cfg.eval_only)  # (an evaluation draws nothing at random: review 29)

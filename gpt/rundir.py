@@ -142,7 +142,7 @@ def refuse_a_checkpoint(out_dir: Path) -> None:
     there, sample.py then read the checkpoint rather than the run, and the checkpoint's pruning
     removed the run whole (hunt 31-a F5)."""
     if ckpt := checkpoint_holding(out_dir):
-        where = "is" if ckpt == Path(out_dir).absolute() else "lies inside"
+        where = "is" if ckpt == Path(out_dir).resolve() else "lies inside"
         raise RunDirTaken(f"--out_dir={out_dir} {where} checkpoint {ckpt} of the run in {ckpt.parent}, which prunes "
                           f"its checkpoints whole: choose a directory of its own (to start from that checkpoint: "
                           f"--init_from={ckpt} --out_dir=<another directory>)")

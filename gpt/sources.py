@@ -388,6 +388,9 @@ def _parquet_rows(path: Path) -> Iterator[dict]:
 CSV_READER = 2
 
 
+LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
 def _csv_rows(path: Path, line: list[int]) -> Iterator[dict[str, str]]:
     """A .csv's rows, each cell the text written there: the first row names the columns. (datasets'
     CSV loader, through pandas, read "NA", "null", "nan", "None" or "#N/A" as missing and counted
@@ -404,7 +407,8 @@ def _csv_rows(path: Path, line: list[int]) -> Iterator[dict[str, str]]:
                 raise ValueError(f"line {rows.line_num}: the header names {', '.join(map(repr, repeated))} more "
                                  "than once")
             while (row := next(rows, None)) is not None:
-                line[0] = rows.line_num - sum(cell.count("\n") for cell in row)  # (where the row began)
+                # (where the row began: csv counts \r\n, \r and \n each as a line's end, as here)
+                line[0] = rows.line_num - sum(len(LINE_ENDS.findall(cell)) for cell in row)
                 if not row:  # a blank line
                     continue
                 if len(row) != len(header):

@@ -147,7 +147,7 @@ def test_resume_keeps_the_count_a_budgeted_preset_run_fixed_but_takes_a_typed_on
     assert resume_config(saved, cfg, keys, typed=command_line_keys(argv)).max_iters == 5000
 
 
-def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said():
+def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said(tmp_path):
     # another preset than the run's, given on resume, was ignored without a word (hunt 31-c F8)
     from gpt.config import preset_not_applied
 
@@ -165,6 +165,12 @@ def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said():
         "a --config preset is not applied to a resumed run, which keeps its own values: max_iters 10 (the preset's 0); "
         "give an option on the command line to change it")
     assert preset_not_applied(parsed, resume_config({**saved, "max_iters": 0}, parsed, keys, typed=set()), keys) is None
+    # but a preset's eval_only is this invocation's: it evaluates rather than trains (review 31)
+    preset = tmp_path / "evaluate.toml"
+    preset.write_text('init_from = "resume"\neval_only = true\nmax_iters = 99\n')
+    parsed, keys = parse_args([f"--config={preset}"])
+    resumed = resume_config(saved, parsed, keys, typed=set())
+    assert resumed.eval_only and resumed.max_iters == 10
 
 
 def test_resume_with_fp8_off_turns_the_float8_head_off_too():

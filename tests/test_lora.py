@@ -255,6 +255,8 @@ def test_a_lora_checkpoint_loads_onto_the_base_checkpoint_it_was_trained_on(trai
     monkeypatch.chdir(tmp_path)
     record = lora_base("base")  # relative, as typed: recorded absolute, the checkpoint itself
     assert record["base"] == str(tmp_path / "base" / "ckpt-0000005") and record["base_step"] == 5
+    (tmp_path / "current").symlink_to(tmp_path / "base" / "ckpt-0000005")  # a link re-pointed later is not the base
+    assert lora_base("current", fingerprint=False)["base"] == record["base"]  # (review 31)
     save_lora_run(tmp_path / "lora", model, record)
     x, _ = batch()
     expected = logits(model, x)

@@ -140,13 +140,15 @@ def test_a_bad_record_is_named_by_its_line_or_counted_from_1(tmp_path):
         "pairs.csv": 'prompt,response\nq1,"an answer\non two lines"\n\nq2,\n',  # the empty answer: line 5
         "cells.csv": 'prompt,response\nq1,"an answer\non two lines"\nq2,a2,extra\n',
         "pairs.json": json.dumps([{"prompt": "q1", "response": "a1"}, {"prompt": "q2", "response": ""}]),
+        "mac.csv": 'prompt,response\rq1,a1\r"q2\rmore",\r',  # old Mac line ends, one inside a cell: line 3 (review 31)
     }
     for name, text in cases.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_bytes(text.encode())
     pq.write_table(pa.table({"prompt": ["q1", "q2"], "response": ["a1", ""]}), tmp_path / "pairs.parquet")
     for name, where in (("pairs.csv", "pairs.csv:5: field 'response' is empty"),
                         ("cells.csv", "cells.csv: cannot read as csv (line 4: 3 cells, and the header has 2"),
                         ("pairs.json", "pairs.json: record 2: field 'response' is empty"),
+                        ("mac.csv", "mac.csv:3: field 'response' is empty"),
                         ("pairs.parquet", "pairs.parquet: row 2: field 'response' is empty")):
         with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / where}")):
             run_prepare([tmp_path / name], tmp_path / "out")

@@ -1546,7 +1546,11 @@ def test_a_new_run_in_an_out_dir_holding_a_run_is_refused_and_changes_nothing(by
     # nor in one of its checkpoints, nor inside one: it wrote its run there, sample.py read the
     # checkpoint, and the run's pruning removed the new run whole (hunt 31-a F5)
     ckpt = out / "ckpt-0000004"
-    for out_dir, where in ((ckpt, "is"), (ckpt / "sub", "lies inside")):
+    (tmp_path / "link").symlink_to(ckpt)  # through a link too; and `..` out of it is not inside (review 31)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=100",
+                       f"--out_dir={ckpt / '..' / 'beside'}"]) == 0
+    shutil.rmtree(out / "beside")
+    for out_dir, where in ((ckpt, "is"), (ckpt / "sub", "lies inside"), (tmp_path / "link" / "sub", "lies inside")):
         for init_from in ("scratch", str(ckpt)):
             assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--init_from={init_from}",
                                f"--out_dir={out_dir}"]) == 1
@@ -2066,7 +2070,7 @@ def test_a_resume_from_another_directory_of_a_run_on_relative_raw_text_says_the_
     capsys.readouterr()
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={tmp_path / 'run'}"]) == 1
     err = capsys.readouterr().err.splitlines()[-1]
-    assert (f" (--data=. and --data_cache=data/cache are read from the current directory, {tmp_path / 'elsewhere'}: "
+    assert (f" (--data=. is read from the current directory, {tmp_path / 'elsewhere'}: "
             "if the run was started in another one, resume from there); ") in err, err
 
 
