@@ -243,10 +243,14 @@ def list_checkpoints(out_dir: str | Path) -> list[Path]:
 
 def copy_of(ckpt: Path) -> Path:
     """Where checkpoint `ckpt` (a run's `ckpt-N`) is: there, or a stranded earlier save of it
-    (`_stranded`) while it is that step's only complete copy."""
+    (`_stranded`) while it is that step's only complete copy. A stranded copy's own path (as LoRA
+    runs recorded it before hunt 30-c F10) finds the step's save under its name."""
     if _is_complete(ckpt) or not ckpt.parent.is_dir():
         return ckpt
-    return next((p for p in _stranded(ckpt.parent) if _set_aside_name(p) == ckpt.name), ckpt)
+    name = _set_aside_name(ckpt) or ckpt.name
+    if _is_complete(ckpt.parent / name):
+        return ckpt.parent / name
+    return next((p for p in _stranded(ckpt.parent) if _set_aside_name(p) == name), ckpt)
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:

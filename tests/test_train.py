@@ -1837,6 +1837,14 @@ def test_a_lora_run_on_a_stranded_copy_of_its_base_records_the_checkpoint_by_nam
     assert not stranded.exists() and (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
     loaded, _ = load_model(lora)
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), expected.state_dict().values()))
+    # and a LoRA checkpoint saved before the fix, recording the stranded copy's own path, finds the
+    # step saved again under its name (its fingerprint the same: review 31)
+    meta_path = open_checkpoint(lora).path / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["lora"]["base"] = str(stranded.resolve())
+    meta_path.write_text(json.dumps(meta))
+    loaded, _ = load_model(lora)
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), expected.state_dict().values()))
 
 
 def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, tmp_path):
