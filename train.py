@@ -307,7 +307,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         if not resume:
-            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(base_copy, out_dir))
+            # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
+            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(copy_of(Path(base["base"])), out_dir))
 
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP

@@ -416,7 +416,7 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
     """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
     if which not in ("latest", "best"):  # (any other fell back to the newest checkpoint: hunt 31-a F3)
         raise ValueError(f"which={which!r}: choose 'latest' or 'best', or give a checkpoint's own directory as the path")
-    path = Path(path)
+    path = copy_of(Path(path))  # (a step whose only copy is stranded, by its name, as lora_base records it: review 31)
     if _is_complete(path):
         if which == "best":  # it sampled this one, whatever `best` names (hunt 28-a F9)
             raise NoCheckpoint(f"{path} is one checkpoint, not a run: `best` picks among a run's checkpoints; "

@@ -198,6 +198,7 @@ def test_a_resave_killed_between_its_renames_keeps_the_step(tmp_path):
     [aside] = tmp_path.glob(".tmp-old-ckpt-0000002.*")
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001", aside.name]
     assert find_checkpoint(tmp_path) == find_checkpoint(tmp_path, "best") == aside  # `latest` and `best` name step 2
+    assert find_checkpoint(tmp_path / "ckpt-0000002") == aside  # and so does its name (as lora_base records it: review 31)
     ckpt, skipped = open_resumable(tmp_path)
     assert ckpt.path == aside and ckpt.meta["step"] == 2 and skipped == []
     loaded, _ = load_model(tmp_path)

@@ -2583,6 +2583,9 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(byte_data, tmp_path
     (out / "loss.png").unlink()
     assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
     assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    os.utime(out / "loss.png", ns=(0, 0))  # older than metrics.jsonl: stale, drawn again
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    assert (out / "loss.png").stat().st_mtime_ns > (out / "metrics.jsonl").stat().st_mtime_ns
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "loss.png"} == {
         k: v for k, v in before.items() if k != "loss.png"}
 
