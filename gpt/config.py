@@ -384,7 +384,13 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(where) if where else {}).items()
                  if k not in overrides}
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
-    return TrainConfig(**converted), set(converted)
+    keys = set(converted)
+    if converted.get("init_from") == "resume" and "max_iters" not in converted:
+        # the saved run's count, not the default 0, is what the options given meet: a resume given only
+        # --warmup_iters=2 was refused against the default's budget (review 31); resume_config puts the
+        # saved count in and checks the merged config
+        converted["max_iters"] = 10**9
+    return TrainConfig(**converted), keys
 
 
 def command_line_keys(argv: list[str]) -> set[str]:

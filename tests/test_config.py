@@ -173,6 +173,17 @@ def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said(tmp_path):
     assert resumed.eval_only and resumed.max_iters == 10
 
 
+def test_a_resume_checks_the_options_given_against_the_saved_count_not_the_default_budget():
+    # --warmup_iters=2 alone was refused: "max_iters 0 fixes the step count ... warmup_iters must be >= 10"
+    cfg, keys = parse_args(["--init_from=resume", "--warmup_iters=2"])
+    assert keys == {"init_from", "warmup_iters"}
+    assert resume_config(TrainConfig(max_iters=10).to_dict(), cfg, keys).max_iters == 10
+    with pytest.raises(ConfigError, match="warmup_iters must be >= 10"):  # a budgeted run's warmup still needs them
+        resume_config(TrainConfig().to_dict(), cfg, keys)
+    with pytest.raises(ConfigError, match="warmup_iters must be >= 10"):  # and a new run's
+        parse_args(["--warmup_iters=2"])
+
+
 def test_resume_with_fp8_off_turns_the_float8_head_off_too():
     saved = TrainConfig(fp8=True, fp8_head=True).to_dict()
     cfg, keys = parse_args(["--init_from=resume", "--fp8=false"])  # e.g. resumed on a GPU without float8
