@@ -114,8 +114,8 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         # The same step saved again keeps the LoRA runs that pin it against pruning (else the next prune
         # removed their base: audit, 2026-11-26), also those of a stranded earlier save it replaces
         # (`_stranded`: a LoRA run may have started from it; hunt 30-c F10)
-        pinned = [r for copy in (final, *out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*")) if (copy / LORA_BASE_MARK).is_file()
-                  for r in (copy / LORA_BASE_MARK).read_text().splitlines()]
+        copies = (final, *out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"))
+        pinned = [r for c in copies if (c / LORA_BASE_MARK).is_file() for r in (c / LORA_BASE_MARK).read_text().splitlines()]
         kept = [LORA_BASE_MARK] if pinned else []
         if pinned:
             (tmp / LORA_BASE_MARK).write_text("".join(f"{r}\n" for r in dict.fromkeys(pinned)))
@@ -698,8 +698,9 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
 
 def checked_base(ckpt: Path, lora: dict) -> str:
     """The base a LoRA checkpoint's adapters load onto: the one recorded (`copy_of` it, for one of
-    our checkpoints), refused if it is missing or its weights changed. Checkpoints saved before the base was recorded exactly name a run
-    directory: its latest checkpoint is used, as then, with a warning."""
+    our checkpoints), refused if it is missing or its weights changed. Checkpoints saved before the
+    base was recorded exactly name a run directory: its latest checkpoint is used, as then, with a
+    warning."""
     base = lora["base"]
     if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
         if not Path(base).is_dir():
