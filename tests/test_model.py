@@ -274,6 +274,23 @@ def test_greedy_generate_is_identical_with_and_without_cache_past_block_size():
     assert torch.equal(cached[:, :5], prompt)
 
 
+def test_a_full_window_slides_to_its_last_half_block_as_documented():
+    # The cached and uncached paths share the rule, so comparing them could not see it change (hunt
+    # 31-b GM3), and a small random model's tokens barely depend on how much context it keeps: the
+    # contexts fed to the model are checked. 5 prompt tokens + 60 new ones on a 32-token block.
+    model, prompt = tiny_model(), torch.randint(0, 97, (1, 5))
+    fed = []
+    model.register_forward_pre_hook(lambda module, args: fed.append(args[0]))
+    out = model.generate(prompt, 60, temperature=0, use_cache=False)[0]
+    expected, context = [], out[:5]
+    for t in range(60):  # what each step sees: the window, cut to its last 16 tokens once it holds 33
+        expected.append(context.tolist())
+        context = torch.cat((context, out[5 + t:6 + t]))
+        if len(context) > 32:
+            context = context[-16:]
+    assert [x[0].tolist() for x in fed] == expected
+
+
 def test_greedy_generate_takes_the_argmax_of_the_full_forward_at_every_step():
     model = tiny_model()
     out = model.generate(torch.randint(0, 97, (1, 3)), 20, temperature=0)
