@@ -207,16 +207,17 @@ def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints, load_base_model,
-                                load_model, refuse_another_hf_tokenizer)
+                                load_model, refuse_another_hf_tokenizer, weights_dir)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
 
-    if args.init_from and not (Path(args.init_from).is_dir() and not is_hf_gpt2_dir(args.init_from)):
+    weights = weights_dir(args.init_from) if args.init_from else None  # (None: a hub name)
+    if args.init_from and not (weights and not is_hf_gpt2_dir(weights)):
         if args.ckpt != "latest":
             raise UsageError(f"--ckpt={args.ckpt}: {args.init_from} is not one of our runs, which have checkpoints")
-        if Path(args.init_from).is_dir():
-            refuse_another_hf_tokenizer(Path(args.init_from))
+        if weights:
+            refuse_another_hf_tokenizer(weights)
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints
@@ -269,9 +270,9 @@ def load(args: argparse.Namespace, device: torch.device):
 
 def run_checkpoints(out_dir: str, newest: int = 5) -> str:
     """The checkpoints of a run, the newest few, named as --ckpt takes them."""
-    from gpt.checkpoint import list_checkpoints
+    from gpt.checkpoint import list_checkpoints, name_of
 
-    ckpts = [p.name for p in list_checkpoints(out_dir)]
+    ckpts = [name_of(p) for p in list_checkpoints(out_dir)]  # (a stranded copy by its name: review 31 F9)
     if not ckpts:
         return f"{out_dir} has no complete checkpoint either" if Path(out_dir).is_dir() else f"there is no {out_dir}/"
     shown = ", ".join(ckpts[-newest:])

@@ -208,7 +208,7 @@ def incomplete_checkpoints(out_dir: str | Path, newer_than: Path | None = None) 
 
 
 def _step(ckpt: Path) -> int | None:
-    name = _set_aside_name(ckpt) or ckpt.name
+    name = name_of(ckpt)
     try:
         return int(name[len(CKPT_PREFIX):])
     except ValueError:  # not a name save_checkpoint gives: not ours to prune
@@ -221,6 +221,11 @@ def _set_aside_name(path: Path) -> str | None:
     if not path.name.startswith(SET_ASIDE_PREFIX):
         return None
     return path.name[len(SET_ASIDE_PREFIX):].rsplit(".", 1)[0]
+
+
+def name_of(ckpt: Path) -> str:
+    """A checkpoint's name (`ckpt-N`), also for a stranded earlier save of its step (`_stranded`)."""
+    return _set_aside_name(ckpt) or ckpt.name
 
 
 def _stranded(out_dir: Path) -> list[Path]:
@@ -247,10 +252,18 @@ def copy_of(ckpt: Path) -> Path:
     runs recorded it before hunt 30-c F10) finds the step's save under its name."""
     if _is_complete(ckpt) or not ckpt.parent.is_dir():
         return ckpt
-    name = _set_aside_name(ckpt) or ckpt.name
+    name = name_of(ckpt)
     if _is_complete(ckpt.parent / name):
         return ckpt.parent / name
     return next((p for p in _stranded(ckpt.parent) if _set_aside_name(p) == name), ckpt)
+
+
+def weights_dir(init_from: str | Path) -> Path | None:
+    """The directory that pretrained weights `init_from` name (our run or checkpoint, or a Hugging
+    Face model), else None: a hub name. A step whose only copy is stranded is found by its name, as
+    lora_base records it, where it was taken for a hub name (review 31 F9)."""
+    path = copy_of(Path(init_from))
+    return path if path.is_dir() else None
 
 
 def _pointer(out_dir: Path, name: str) -> Path | None:
@@ -320,7 +333,7 @@ def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             continue
         if val == best_val:
-            holder = _set_aside_name(ckpt) or ckpt.name  # (a stranded copy is found by its name: `_pointer`)
+            holder = name_of(ckpt)  # (a stranded copy is found by its name: `_pointer`)
             break
     what = f"`best` named {named or 'nothing readable'}, which is not of the training resumed from {resumed.path.name}"
     try:
@@ -678,8 +691,8 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     concrete checkpoint (absolute) with its step for one of our runs, the absolute directory of a
     Hugging Face one, each with weights_fingerprint (which hashes the file: `fingerprint` False
     leaves it out where no adapters will be saved); the name of a hub model."""
-    path = Path(init_from)
-    if not path.is_dir():  # a hub name: the weights its cache serves now (hunt 30-e F5: a later revision, or
+    path = weights_dir(init_from)
+    if path is None:  # a hub name: the weights its cache serves now (hunt 30-e F5: a later revision, or
         # another machine's cache or mirror, took the adapters without a word)
         return {"base": init_from, **weights_fingerprint(hub_gpt2(init_from) / WEIGHTS)} if fingerprint else \
             {"base": init_from}
@@ -692,7 +705,7 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
         # by its name, also where that step's only copy is a stranded earlier save (`copy_of` finds it): the
         # base run's next save of the step removes that copy (hunt 30-c F10)
         where = ckpt.path.resolve()  # (a link to a checkpoint, re-pointed later, is not the base: review 31)
-        record = {"base": str(where.parent / (_set_aside_name(where) or where.name)), "base_step": ckpt.meta["step"]}
+        record = {"base": str(where.parent / name_of(where)), "base_step": ckpt.meta["step"]}
     return {**record, **weights_fingerprint(weights)} if fingerprint else record
 
 
@@ -757,17 +770,17 @@ def pretrained_tokenizer(init_from: str) -> str:
     """The tokenizer of pretrained weights: OpenAI's GPT-2 BPE, or what our checkpoint recorded.
     A hub model is fetched now (then loaded from the hub cache), so that a typo'd name or an
     unreachable hub is said before the data is prepared for it, not after (minutes on large data)."""
-    path = Path(init_from)
-    if path.is_dir() and not is_hf_gpt2_dir(path):
+    path = weights_dir(init_from)
+    if path and not is_hf_gpt2_dir(path):
         ckpt = open_checkpoint(path)
         _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
         return ckpt.meta["tokenizer"]
-    if not path.is_dir() and init_from not in GPT2_HUB_CONFIGS:
+    if not path and init_from not in GPT2_HUB_CONFIGS:
         # train.py's own two words are choices too: --init_from=resum named only the hub's (hunt, session 24)
         close = difflib.get_close_matches(init_from, ["resume", "scratch", *GPT2_HUB_CONFIGS], n=1)
         raise MissingFile(f"{init_from!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}, resume or "
                           "scratch" + (f" (did you mean --init_from={close[0]}?)" if close else ""))
-    if not path.is_dir():
+    if not path:
         hub_gpt2(init_from)
     else:
         refuse_another_hf_tokenizer(path)
@@ -778,17 +791,17 @@ def pretrained_config(init_from: str) -> GPTConfig:
     """The architecture of pretrained weights, read without loading them: our checkpoint's
     meta.json, a Hugging Face directory's config.json, or a hub model's (fetched now, as
     pretrained_tokenizer does)."""
-    path = Path(init_from)
-    if path.is_dir() and not is_hf_gpt2_dir(path):
+    path = weights_dir(init_from)
+    if path and not is_hf_gpt2_dir(path):
         return open_checkpoint(path).model_config
-    return read_hf_config(path if path.is_dir() else hub_gpt2(init_from))
+    return read_hf_config(path or hub_gpt2(init_from))
 
 
 def load_base_model(init_from: str, dropout: float = 0.0) -> GPT:
     """Pretrained weights to start from: one of our checkpoints (a run or checkpoint directory),
     a Hugging Face GPT-2 directory, or a hub name (gpt2, gpt2-medium, ...)."""
-    path = Path(init_from)
-    if path.is_dir() and not is_hf_gpt2_dir(path):
+    path = weights_dir(init_from)
+    if path and not is_hf_gpt2_dir(path):
         model, _ = load_model(path)
         model.set_dropout(dropout)
         return model

@@ -577,6 +577,22 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
     assert rc == 1 and err.endswith("no checkpoint at /nowhere/ckpt-0000001; there is no out/\n")
 
 
+def test_a_step_whose_only_copy_is_stranded_goes_by_its_name(capsys, tmp_path, monkeypatch):
+    # A re-save of step 5 killed between its two renames leaves the earlier save set aside as the step's
+    # only copy; LoRA runs record it as ckpt-0000005 (hunt 30-c F10). --init_from took that name for a hub
+    # model's, and the run's listing offered the set-aside name, which the step's next save removes (review 31 F9).
+    monkeypatch.chdir(tmp_path)
+    model = GPT(GPTConfig(**{**TINY, "vocab_size": 257}))
+    meta = {"model_config": model.config.to_dict(), "tokenizer": "byte", "config": {}, "vocab_size": 257}
+    for step in (4, 5):
+        save_checkpoint(tmp_path / "run", step, model, state={}, meta=meta, keep_last=10)
+    (tmp_path / "run" / "ckpt-0000005").rename(tmp_path / "run" / ".tmp-old-ckpt-0000005.4242")
+    rc, _, err = cli(capsys, "--init_from=run/ckpt-0000005", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 0 and "run/.tmp-old-ckpt-0000005.4242 (step 5)" in err, err
+    rc, _, err = cli(capsys, "--out_dir=run", "--ckpt=ckpt-0000009", "--device=cpu")
+    assert rc == 1 and err.endswith("run has ckpt-0000004, ckpt-0000005\n"), err
+
+
 def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):
     # config.json alone was "no checkpoint at DIR" (hunt, session 24)
     (tmp_path / "hf").mkdir()

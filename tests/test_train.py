@@ -1833,8 +1833,14 @@ def test_a_lora_run_on_a_stranded_copy_of_its_base_records_the_checkpoint_by_nam
     assert open_checkpoint(lora).meta["lora"]["base"] == str(base.resolve() / "ckpt-0000001")
     assert (stranded / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
     expected, _ = load_model(lora)
+    # that name is taken where a user types it, where it was called neither a directory nor a hub model (review 31 F9)
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base / 'ckpt-0000001'}", "--lora_rank=2",
+                       f"--out_dir={tmp_path / 'by-name'}"]) == 0
+    assert open_checkpoint(tmp_path / "by-name").meta["lora"]["base"] == str(base.resolve() / "ckpt-0000001")
     assert train.main([*tiny, "--max_iters=1", "--init_from=resume", f"--out_dir={base}"]) == 0  # saves step 1 again
-    assert not stranded.exists() and (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    assert not stranded.exists()
+    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text().split() == [str(lora.resolve()),
+                                                                             str((tmp_path / "by-name").resolve())]
     loaded, _ = load_model(lora)
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), expected.state_dict().values()))
     # and a LoRA checkpoint saved before the fix, recording the stranded copy's own path, finds the
