@@ -574,7 +574,11 @@ class Source:
 
 
 def _stamp(files: list[Path], root: Path | None = None) -> list:
-    return [[str(f.relative_to(root) if root else f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    """Each file's path, size, inode, mtime and ctime. The ctime is what no tool sets back: tar, cp -p,
+    rsync -t and touch -r write a file in place and then restore its mtime, and a same-size edit so
+    made kept the old tokens "up to date" (hunt 30-c F12; weights_fingerprint met the same)."""
+    return [[str(f.relative_to(root) if root else f.resolve()), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+            for f in files for st in [f.stat()]]
 
 
 def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_split="train", text_field="text",

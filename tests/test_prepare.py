@@ -353,6 +353,15 @@ def test_rerun_is_a_no_op_and_force_rebuilds(tmp_path, capsys):
     run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
     assert "up to date" not in capsys.readouterr().out
     assert "changed text, changed size" in documents(out, "train") + documents(out, "val")
+    # changed in place, same size, its mtime set back (as cp -p, rsync -t, tar and touch -r leave a file):
+    # the old tokens were kept as "up to date" (hunt 30-c F12)
+    doc, stat = tmp_path / "in" / "doc00.txt", (tmp_path / "in" / "doc00.txt").stat()
+    doc.write_text("CHANGED TEXT, CHANGED SIZE")
+    os.utime(doc, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert doc.stat().st_size == stat.st_size and doc.stat().st_mtime_ns == stat.st_mtime_ns
+    run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    assert "up to date" not in capsys.readouterr().out
+    assert "CHANGED TEXT, CHANGED SIZE" in documents(out, "train") + documents(out, "val")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
