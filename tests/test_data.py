@@ -92,6 +92,27 @@ def test_the_writer_masks_earlier_tokens_as_targets_and_truncates_the_mask_with_
     np.testing.assert_array_equal(shard.loss_mask, [1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1])
 
 
+def test_windows_without_targets_are_counted_by_their_targets_not_their_inputs(tmp_path):
+    # Windows of block_size 4 take 5 tokens: window k's inputs are positions 5k .. 5k+3, its targets
+    # 5k+1 .. 5k+4. With targets at 4, 6 and 12 every window has one (window 0 only at its last), where
+    # a count over the inputs' positions found window 0 empty (hunt 31-b D9).
+    tokens = np.arange(19)
+    make_data_dir(tmp_path, {"train": [tokens], "val": [tokens]})
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["supervised"] = True
+    for split in meta["splits"].values():
+        split.update(target_tokens=3, target_bytes=9)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    mask = np.zeros(19, dtype=np.uint8)
+    mask[[4, 6, 12]] = 1
+    write_shard(tmp_path / "train_000000.bin", tokens, mask, vocab_size=VOCAB, eot_token=VOCAB - 1, tokenizer_name="test")
+    assert TrainBatches(tmp_path, 1, 4).without_targets() == (0, 3)
+    mask[[4, 12]] = 0, 0
+    mask[10] = 1  # window 2's first input, not a target of any window
+    write_shard(tmp_path / "train_000000.bin", tokens, mask, vocab_size=VOCAB, eot_token=VOCAB - 1, tokenizer_name="test")
+    assert TrainBatches(tmp_path, 1, 4).without_targets() == (2, 3)
+
+
 def test_bad_loss_mask_is_refused(tmp_path):
     path = tmp_path / "m.bin"
     write_shard(path, np.arange(100), np.zeros(100, np.uint8), vocab_size=257, eot_token=256, tokenizer_name="byte")

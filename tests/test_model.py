@@ -553,6 +553,16 @@ def test_from_pretrained_refuses_attention_switches_this_model_lacks(hf_gpt2, tm
         GPT.from_pretrained(str(tmp_path))
 
 
+def test_a_hugging_face_config_with_another_mlp_width_is_refused():
+    # this model's MLP is 4 * n_embd wide; another n_inner was refused only later, by the weights' shapes (hunt 31-b M8)
+    from gpt.model import config_from_hf
+
+    hf = {"vocab_size": 64, "n_positions": 16, "n_layer": 1, "n_head": 2, "n_embd": 16}
+    assert config_from_hf({**hf, "n_inner": 64}) == config_from_hf({**hf, "n_inner": None}) == config_from_hf(hf)
+    with pytest.raises(ValueError, match=r"^n_inner 48 is not 4 \* n_embd$"):
+        config_from_hf({**hf, "n_inner": 48})
+
+
 def test_from_pretrained_unknown_name_fails_fast():
     with pytest.raises(FileNotFoundError, match="gpt2-medium"):
         GPT.from_pretrained("not-a-model-or-dir")

@@ -30,6 +30,8 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert torch.isfinite(out).tolist() == [[True, True, False, False]]  # 0.5 + 0.3 >= 0.75
     out = filter_logits(probs.log(), top_p=0.1)
     assert torch.isfinite(out).tolist() == [[True, False, False, False]]  # the top token always stays
+    # a mass that reaches top_p exactly is the nucleus (four equal tokens: sums exact in binary; hunt 31-b P3)
+    assert torch.isfinite(filter_logits(torch.zeros(2, 4), top_p=0.5)).sum(-1).tolist() == [2, 2]
 
 
 def test_the_nucleus_compiles_in_one_graph_with_the_eager_result_on_a_gpt2_wide_row():
