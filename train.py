@@ -933,7 +933,7 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         config = GPTConfig(vocab_size=vocab, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
                            n_embd=cfg.n_embd, dropout=cfg.dropout, bias=cfg.bias, pos_encoding=cfg.pos_encoding,
                            activation=cfg.activation, qk_norm=cfg.qk_norm, qk_scale=cfg.qk_scale)
-        params = GPT.empty(config).num_params(False)
+        params = config.num_params()
         with reported_oom(f"building the model ({params / 1e6:,.2f}M parameters)",
                           "choose a smaller --n_embd or --n_layer"):
             for where in dict.fromkeys([torch.device("cpu"), device]):  # built in float32 on the CPU, then moved

@@ -81,6 +81,18 @@ class GPTConfig:
         if self.activation not in GELU_APPROXIMATE:
             raise ConfigError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
+    def num_params(self) -> int:
+        """The parameters of the model it builds, the tied embedding counted once (as
+        GPT.num_params(False)), counted here: a model too large to build, even on the meta device
+        (n_embd 1e9 overflowed torch's size check, n_layer 1e8 took minutes), is refused by its
+        size before it is built (hunt 32-c F1)."""
+        c, bias = self.n_embd, int(self.bias)
+        # attention's qkv and projection, the MLP's two layers (4C wide): 12C² weights and 9C biases;
+        # two LayerNorms (QK-norm has no weights)
+        block = 12 * c * c + 9 * c * bias + 2 * c * (1 + bias)
+        positions = self.block_size * c if self.pos_encoding == "learned" else 0
+        return self.n_layer * block + c * (1 + bias) + self.vocab_size * c + positions
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -553,6 +553,15 @@ def test_from_pretrained_refuses_attention_switches_this_model_lacks(hf_gpt2, tm
         GPT.from_pretrained(str(tmp_path))
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("pos_encoding", ["learned", "rope", "sinusoidal"])
+def test_the_config_counts_the_parameters_of_the_model_it_builds(bias, pos_encoding):
+    # train.py refuses a model too large for memory by this count, before building it (hunt 32-c F1)
+    cfg = GPTConfig(vocab_size=97, block_size=40, n_layer=3, n_head=4, n_embd=48, bias=bias, pos_encoding=pos_encoding,
+                    qk_norm=True)
+    assert cfg.num_params() == GPT(cfg).num_params(non_embedding=False) == sum(p.numel() for p in set(GPT(cfg).parameters()))
+
+
 def test_a_hugging_face_config_with_another_mlp_width_is_refused():
     # this model's MLP is 4 * n_embd wide; another n_inner was refused only later, by the weights' shapes (hunt 31-b M8)
     from gpt.model import config_from_hf

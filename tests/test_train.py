@@ -2014,6 +2014,14 @@ def test_a_model_too_large_for_memory_is_one_line_with_its_size(byte_data, tmp_p
     err = capsys.readouterr().err
     assert err.startswith("train.py: error: out of memory building the model (960,", ) and len(err.splitlines()) == 1
     assert "M parameters): " in err and err.endswith("; choose a smaller --n_embd or --n_layer\n")
+    # beyond what torch can size (n_embd 1e9 overflowed in building the meta-device model that counted the
+    # parameters: a traceback) or build in minutes (1e8 layers): the same line, at once (hunt 32-c F1)
+    for huge, params in (("--n_embd=1000000000", "24,000,000,"), ("--n_layer=100000000", "1,235,200.")):
+        assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", huge, "--n_head=1",
+                           f"--out_dir={tmp_path / 'run'}"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"train.py: error: out of memory building the model ({params}") and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_model_larger_than_the_memory_left_is_refused_before_any_allocation(byte_data, tmp_path, monkeypatch, capsys):
