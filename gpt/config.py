@@ -17,6 +17,7 @@ from pathlib import Path
 import tomllib
 
 from gpt.errors import ConfigError
+from gpt.files import link_loop
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
@@ -124,6 +125,8 @@ class TrainConfig:
         # whatever run is there, --data= prepare all of it
         errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")
                    if not getattr(self, k).strip()]
+        errors += [f"{k} {getattr(self, k)} is a loop of symbolic links" for k in ("out_dir", "data_cache")
+                   if link_loop(getattr(self, k))]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         elif self.time_budget > MAX_TIME_BUDGET:  # (1e308 overflowed the plan; 5e20 hung it, deaf to Ctrl-C)

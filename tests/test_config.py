@@ -527,6 +527,17 @@ def test_empty_paths_and_names_are_refused(key):
         parse_args([f"--{key}= "])
 
 
+@pytest.mark.parametrize("key", ["out_dir", "data_cache"])
+def test_a_loop_of_symbolic_links_as_a_directory_is_refused(key, tmp_path):
+    # Path.resolve() raises RuntimeError on a loop: a traceback from the run-directory checks, or from
+    # data preparation's (hunt 32-c F2)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(ConfigError, match=rf"\n  {key} {re.escape(str(tmp_path / 'a'))} is a loop of symbolic links$"):
+        parse_args([f"--{key}={tmp_path / 'a'}"])
+    parse_args([f"--{key}={tmp_path / 'c'}"])  # a path not there yet is no loop
+
+
 @pytest.mark.parametrize("argv, device, distributed, expected, note", [
     (["--config=shakespeare-gpu"], "cuda", False, "reduce-overhead", None),  # the GPU default: CUDA graphs
     (["--config=shakespeare-gpu"], "cuda", True, "auto", "compile reduce-overhead -> auto under torchrun"),

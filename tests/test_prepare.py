@@ -415,6 +415,16 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
         assert [s.num_tokens for s in DataDir(data).open_shards("train", full_check=True)] == [tokens]
 
 
+def test_an_out_dir_in_a_loop_of_symbolic_links_is_one_line(tmp_path):
+    # Path.resolve() raised RuntimeError: a traceback (hunt 32-c F2)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    write_docs(tmp_path / "in", 2)
+    for out in (tmp_path / "a", tmp_path / "a" / "data"):
+        with pytest.raises(PrepareError, match=f"^--out_dir {re.escape(str(out))} is a loop of symbolic links$"):
+            run_prepare([tmp_path / "in"], out)
+
+
 def test_default_out_dirs():
     data = ROOT / "data"
     assert default_out_dir() == data / "shakespeare-gpt2"
