@@ -202,6 +202,20 @@ def sigterm_raises():
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def signals_blocked(*signals: signal.Signals):
+    """Signals held back (pending) in this thread, and in the processes it forks until they unblock
+    them, then delivered here; where the platform cannot (no pthread_sigmask), nothing is held."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 class ReportedByRank0(UsageError):
     """On the other ranks of a torchrun job: rank 0 (or the one rank that met it, as a node without
     the data) met `exit_status` and printed why."""
@@ -209,3 +223,4 @@ class ReportedByRank0(UsageError):
     def __init__(self, exit_status: int):
         super().__init__("")
         self.exit_status = exit_status
+

@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
-from gpt.errors import Terminated, UsageError, sigterm_raises
+from gpt.errors import Terminated, UsageError, sigterm_raises, signals_blocked
 from gpt.files import link_loop
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
@@ -187,8 +187,11 @@ def _worker_start(parent: int) -> None:
     # Ctrl-C and SIGTERM are the parent's to handle: one clean stop. A SIGTERM to the whole process
     # group (timeout, Slurm, torchrun) used to kill a worker while it held the task queue's lock,
     # and the parent then waited forever for it (audit, 2026-11-26); the parent ends the workers.
+    # (Forked with them blocked, until now: _worker_pool.)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     # Unless it is killed (kill -9, the out-of-memory killer): then nothing ends them, and they
     # waited on their queues for ever, holding its stdout open (`prepare.py | cat` never ended):
     # each ends itself within a second of its parent (hunt, session 26).
@@ -230,7 +233,11 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     # kills them too. A second Ctrl-C or a SIGTERM in that wait left the pool half shut down, and the
     # interpreter's exit then waited for its workers for ever (hunt 30-c F6).
     try:
-        pool.submit(int).result()  # the workers forked now, before the progress bar starts a thread
+        # The workers forked now, before the progress bar starts a thread, with Ctrl-C and SIGTERM
+        # blocked: one that came before a worker ignored them (_worker_start) was its traceback, and
+        # the pool called broken, "a tokenizer process died" (hunt 32-c F3). This process takes it after.
+        with signals_blocked(signal.SIGINT, signal.SIGTERM):
+            pool.submit(int).result()
         yield pool
     except BaseException as e:
         kill_workers()
@@ -517,6 +524,9 @@ def _remove_stale_builds(out: Path, every_name: bool = False) -> None:
                 path.unlink() if path.is_symlink() else shutil.rmtree(path, ignore_errors=True)
 
 
+PROCESSES_PER_CORE = 4  # --num_proc's limit: more only costs memory (a tokenizer each) and forks
+
+
 def _cpu_count() -> int:
     """The cores this process may use (a container's share, not the machine's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -551,6 +561,10 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                            "choose another --out_dir or remove it")
     if num_proc is not None and num_proc < 1:
         raise PrepareError(f"--num_proc {num_proc} must be >= 1")
+    if num_proc is not None and num_proc > PROCESSES_PER_CORE * _cpu_count():  # (100000 forked for minutes: hunt 32-c F3)
+        raise PrepareError(f"--num_proc {num_proc} is more than {PROCESSES_PER_CORE} processes for each of the "
+                           f"{_cpu_count()} cores this process may use; tokenizing gains nothing past one a core: "
+                           f"give at most {PROCESSES_PER_CORE * _cpu_count()}, or leave it out for one a core")
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
     real = out.resolve()  # a symlink's target is replaced (beside it), not the link

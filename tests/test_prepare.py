@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -829,6 +830,11 @@ def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
         run_prepare([tmp_path / "in"], tmp_path / "file" / "out")
     with pytest.raises(PrepareError, match=r"--num_proc -1 must be >= 1"):
         run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=-1)
+    # 100000 were forked for minutes before a Ctrl-C (hunt 32-c F3)
+    cores = prep._cpu_count()
+    with pytest.raises(PrepareError, match=rf"^--num_proc {4 * cores + 1} is more than 4 processes for each of the "
+                                           rf"{cores} cores this process may use; .*: give at most {4 * cores}, or "):
+        run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=4 * cores + 1)
     # A full disk or a file size limit: write() fails with EFBIG, as with ENOSPC.
     write_docs(tmp_path / "in", 20)  # ~14 KB of shards
     code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
@@ -839,6 +845,26 @@ def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 1 and r.stderr == f"error: {tmp_path / 'out'}: File too large; nothing was written\n"
     assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks on this platform")
+def test_tokenizer_workers_are_forked_with_ctrl_c_held_back(tmp_path, monkeypatch):
+    # A Ctrl-C while the workers were forked reached one before it ignored signals: its traceback, and
+    # "a tokenizer process died" with status 1 for an interruption (hunt 32-c F3). Each is forked with
+    # SIGINT and SIGTERM blocked, which it unblocks once it ignores them; this process gets them after.
+    start = prep._worker_start
+
+    def worker_start(parent):
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (adds nothing: reads the mask)
+        (tmp_path / f"worker-{os.getpid()}").write_text(" ".join(str(int(s)) for s in blocked))
+        start(parent)
+    monkeypatch.setattr(prep, "_worker_start", worker_start)
+    with prep._worker_pool(2, "byte") as pool:
+        assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
+        assert signal.SIGINT not in pool.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result()
+    masks = [{int(s) for s in p.read_text().split()} for p in tmp_path.glob("worker-*")]
+    assert len(masks) == 2 and all({signal.SIGINT, signal.SIGTERM} <= mask for mask in masks), masks
+    assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # as it was here
 
 
 def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
