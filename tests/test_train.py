@@ -2490,6 +2490,67 @@ def test_grad_clip_keep_last_and_eval_iters_reach_the_loop(byte_data, tmp_path, 
     assert [m for m, _, _ in clipped] == [math.inf, math.inf]
 
 
+def test_the_optimizers_step_at_the_scheduled_rates(byte_data, tmp_path, monkeypatch):
+    # The rates each optimizer steps with, against the schedule computed by hand: set_lr's call could
+    # be dropped and every run trained at its peak rate, while metrics.jsonl logged the schedule (hunt 32-b SV-1)
+    rates = []
+    real_step_unless = train.step_unless
+
+    def step_unless(optimizer, *args, **kwargs):
+        parts = getattr(optimizer, "optimizers", [optimizer])
+        rates.append({type(opt).__name__: [g["lr"] for g in opt.param_groups] for opt in parts})
+        return real_step_unless(optimizer, *args, **kwargs)
+    monkeypatch.setattr(train, "step_unless", step_unless)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--muon_learning_rate=0.015",
+                       f"--out_dir={tmp_path / 'run'}"]) == 0
+    # warmup 2 to 3e-3: (s + 1) / 3 of it; then a cosine from step 2 to 3e-4 at step 6
+    expected = [1e-3, 2e-3, *(3e-4 + 2.7e-3 * (1 + math.cos(math.pi * (s - 2) / 4)) / 2 for s in range(2, 6))]
+    assert [sorted(r) for r in rates] == [["AdamW", "Muon"]] * 6
+    for r, lr in zip(rates, expected):
+        assert r["AdamW"] == pytest.approx([lr] * len(r["AdamW"])) and r["Muon"] == pytest.approx([5 * lr])  # 0.015 / 3e-3
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in records if "loss" in r] == pytest.approx(expected)  # and the log says so
+
+
+def test_a_non_finite_gradient_under_a_finite_loss_skips_the_update(byte_data, tmp_path, monkeypatch, capsys):
+    # Only a non-finite loss was tested: an update with one inf gradient turned every weight NaN while
+    # the log said the step was skipped, and the run ended "diverged" (hunt 32-b SV-2)
+    real_clip, weights = torch.nn.utils.clip_grad_norm_, []
+
+    def clip(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        weights.append([p.detach().clone() for p in parameters])
+        if len(weights) == 3:  # step 2
+            parameters[0].grad.view(-1)[0] = math.inf
+        return real_clip(parameters, max_norm, *args, **kwargs)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=5", f"--out_dir={tmp_path / 'run'}"]) == 0
+    assert "step 2: non-finite loss" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(weights[2], weights[3]))  # step 2 changed nothing
+    assert not all(torch.equal(a, b) for a, b in zip(weights[3], weights[4]))  # step 3 trained
+    assert all(torch.isfinite(w).all() for w in final_weights(tmp_path / "run").values())
+
+
+def test_label_smoothing_reaches_the_training_loss_and_not_the_validation_loss(byte_data, tmp_path, monkeypatch):
+    # The option was recorded and could be dropped on its way to the loss without a test noticing (hunt 32-b SV-3)
+    calls, real = [], GPT.head_and_loss
+
+    def head_and_loss(self, x, targets, label_smoothing=0.0):
+        calls.append((self.training, label_smoothing))
+        return real(self, x, targets, label_smoothing)
+    monkeypatch.setattr(GPT, "head_and_loss", head_and_loss)
+    first = {}
+    for smoothing in (0.0, 0.3):
+        out = tmp_path / f"ls{smoothing}"
+        calls.clear()
+        assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--label_smoothing={smoothing}",
+                           f"--out_dir={out}"]) == 0
+        assert {ls for training, ls in calls if training} == {smoothing}
+        assert {ls for training, ls in calls if not training} == {0.0}  # validation: the plain cross-entropy
+        first[smoothing] = losses(out)[1]  # (step 1's record: the loss of step 0's batch)
+    assert first[0.3] > first[0.0] + 1e-3  # the same weights and batch at step 0: the smoothed loss is higher
+
+
 def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
     ref, other = tmp_path / "ref", tmp_path / "other"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
