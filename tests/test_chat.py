@@ -53,6 +53,23 @@ def test_oldest_turns_go_first_system_and_newest_stay():
     assert kept == [system, user("q3")] and len(ids) > 10  # sample.py then keeps its last tokens, with a warning
 
 
+def test_the_answers_room_is_at_most_half_the_context(monkeypatch):
+    # sample.py's default --max_new_tokens=500 asked for more room than a 128-token model has: every
+    # earlier turn was dropped, and --chat remembered nothing (the chat tests stub Answerer.answer: hunt 32-b CH4)
+    import gpt.chat
+
+    asked = []
+    monkeypatch.setattr(gpt.chat, "generate_samples", lambda model, tokenizer, ids, *args, **kwargs: asked.append(ids))
+    model = GPT(GPTConfig(vocab_size=257, block_size=128, n_layer=1, n_head=2, n_embd=16))
+    history = [user("hi"), assistant("hello"), user("and?")]
+    assert len(prompt_ids(BYTE, history)) <= 64
+    _, kept, dropped = Answerer(model, BYTE, max_new_tokens=500).answer(history)
+    assert (kept, dropped) == (history, 0) and asked == [prompt_ids(BYTE, history)]
+    longer = [user("x" * 40), assistant("y" * 40), *history]  # past the 64 tokens left for it: its oldest turn goes
+    _, kept, dropped = Answerer(model, BYTE, max_new_tokens=500).answer(longer)
+    assert (kept, dropped) == (history, 1)
+
+
 class Recorder(Answerer):
     """An Answerer that records what it was asked and answers with the number of the question."""
 

@@ -36,6 +36,12 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--keep_last=1", "keep_last"),
     ("--dtype=float8", "dtype"),
     ("--min_lr=1", "min_lr"),
+    # lower bounds the suite let go (hunt 32-b CF6, CF20, CF7, CF3): a negative clip or rate trained up the loss
+    ("--grad_clip=-1", "grad_clip must be >= 0, got -1.0"),
+    ("--min_lr=-1e-4", "min_lr must be >= 0, got -0.0001"),
+    ("--weight_decay=-0.1", "weight_decay must be >= 0, got -0.1"),
+    ("--beta2=1", r"beta1 and beta2 must be in \[0, 1\), got 0.9, 1.0"),
+    ("--beta1=-0.1", r"beta1 and beta2 must be in \[0, 1\), got -0.1, 0.99"),
     ("--lora_rank=4", "pretrained"),
     ("--lr_schedule=linear", "lr_schedule must be one of cosine, noam, wsd, constant"),
     ("--optimizer=sgd", "optimizer must be one of adamw, muon"),

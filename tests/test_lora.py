@@ -93,6 +93,33 @@ def test_only_adapters_train_and_base_tensors_stay_bit_identical(trained):
     assert model.transformer.h[0].mlp.c_fc.lora_B.abs().sum() > 0  # the adapters did move
 
 
+def test_an_adapted_layer_adds_its_update_scaled_by_alpha_over_rank_with_its_dropout():
+    # Every other check compares the adapted model with itself (merged and unmerged, resumed and straight),
+    # so a scale of alpha / sqrt(r) or adapters without their dropout passed (hunt 32-b LL1, LL2, LL3).
+    torch.manual_seed(0)
+    base = torch.nn.Linear(8, 6)
+    layer = LoRALinear(base, rank=4, alpha=16.0, dropout=0.5)
+    with torch.no_grad():
+        layer.lora_B.normal_()
+    x = torch.randn(64, 8)
+    update = x @ layer.lora_A.t() @ layer.lora_B.t()
+    layer.eval()
+    torch.testing.assert_close(layer(x) - base(x), 4.0 * update)  # alpha / rank = 16 / 4
+    layer.train()
+    torch.manual_seed(1)
+    mask = torch.nn.functional.dropout(torch.ones_like(x), 0.5)  # the mask the layer draws with the same seed
+    torch.manual_seed(1)
+    torch.testing.assert_close(layer(x) - base(x), 4.0 * ((x * mask) @ layer.lora_A.t() @ layer.lora_B.t()))
+    assert not torch.allclose(mask, torch.ones_like(x))
+    weight = base.weight.detach().clone()
+    merged = layer.merged()
+    torch.testing.assert_close(merged.weight - weight, 4.0 * layer.lora_B @ layer.lora_A)
+    # apply_lora gives each adapter the config's dropout
+    model = apply_lora(GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=16)),
+                       LoRAConfig(rank=2, dropout=0.3))
+    assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.3}
+
+
 def test_count_trainable_and_is_lora():
     base = tiny_model()
     total = sum(p.numel() for p in base.parameters())

@@ -52,6 +52,8 @@ def test_gpt2_124m_parameter_count_and_flops():
     assert model.num_params() == 124_439_808 - 1024 * 768  # minus the position table
     n, L, H, Q, T = model.num_params(), 12, 12, 64, 1024
     assert model.flops_per_token() == 6 * n + 12 * L * H * Q * T
+    # at a shorter context (a fine-tune of GPT-2 at 256 tokens): its attention costs less (hunt 32-b MA8)
+    assert model.flops_per_token(256) == 6 * n + 12 * L * H * Q * 256
     # frozen weights (LoRA's base) cost their forward and the gradient through them, 4 per parameter
     # (counted 6 as trained, LoRA runs' MFU read up to 1.5x high: hunt 29-a)
     model.requires_grad_(False)
@@ -192,6 +194,42 @@ def test_dropout_only_in_training_mode():
     assert torch.equal(model(idx)[0], model(idx)[0])  # eval: deterministic
     model.train()
     assert not torch.equal(model(idx)[0], model(idx)[0])
+
+
+def test_every_dropout_runs_in_training_at_the_rate_set_dropout_gives_them_all(monkeypatch):
+    # train and eval outputs differed with any one dropout left, so the embeddings' or attention's
+    # could be skipped, and set_dropout could leave attention's rate as it was (hunt 32-b MA11, MA17, MA19)
+    import torch.nn.functional as F
+
+    model = tiny_model(dropout=0.0)
+    model.set_dropout(0.3)
+    dropouts = {name for name, m in model.named_modules() if isinstance(m, torch.nn.Dropout)}
+    assert len(dropouts) == 1 + 2 * TINY["n_layer"]  # the embeddings', and attention's and the MLP's output
+    called, attention = [], []
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.register_forward_hook(lambda module, args, out, name=name: called.append((name, module.p)))
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *args, **kwargs: attention.append(kwargs["dropout_p"]) or sdpa(*args, **kwargs))
+    idx = torch.randint(0, 97, (2, 8))
+    model.train()(idx)
+    assert sorted(called) == sorted((name, 0.3) for name in dropouts) and attention == [0.3] * TINY["n_layer"]
+    attention.clear()
+    model.eval()(idx)
+    assert attention == [0.0] * TINY["n_layer"] and model.config.dropout == 0.3
+
+
+def test_a_fresh_model_starts_from_gpt2s_initialisation():
+    # biases zero, LayerNorms the identity (nn.Linear's own uniform biases went unseen: hunt 32-b MA4)
+    model = tiny_model(bias=True)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(linears) == 4 * TINY["n_layer"] + 1 and len(norms) == 2 * TINY["n_layer"] + 1
+    assert all(torch.equal(m.bias, torch.zeros_like(m.bias)) for m in linears if m.bias is not None)
+    assert sum(m.bias is not None for m in linears) == 4 * TINY["n_layer"]  # the head (tied) has none
+    assert all(torch.equal(m.weight, torch.ones_like(m.weight)) and torch.equal(m.bias, torch.zeros_like(m.bias))
+               for m in norms)
 
 
 def test_backward_reaches_every_parameter():
@@ -587,6 +625,10 @@ def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
 
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16))
     model.save_pretrained(tmp_path / "hf")
+    # the dropout it is asked for (the finetune preset's 0.1) everywhere: it was dropped unseen (hunt 32-b HF6)
+    tuned = GPT.from_pretrained(str(tmp_path / "hf"), dropout=0.1)
+    assert tuned.config.dropout == 0.1 and {m.p for m in tuned.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
+    assert [m.dropout for m in tuned.modules() if type(m).__name__ == "CausalSelfAttention"] == [0.1]
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "layer_norm_epsilon": "1e-5"}))
     with pytest.raises(UnreadableFile, match=r"not a usable GPT-2 config \(layer_norm_epsilon '1e-5' is not 1e-5\)"):

@@ -1,4 +1,5 @@
 import contextlib
+import math
 import os
 import random
 import signal
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpt.runtime import (Dist, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device, pick_dtype,
-                         rng_state, seed_everything, set_rng_state, steps_in_budget)
+from gpt.runtime import (Dist, StepChecks, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device,
+                         pick_dtype, rng_state, seed_everything, set_rng_state, steps_in_budget)
 
 
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
@@ -134,6 +135,23 @@ def test_deterministic_switches_and_their_restore(monkeypatch):
     finally:
         set_kernel_settings(before)
     assert kernel_settings() == before
+
+
+def test_bad_steps_stop_a_run_only_in_a_row():
+    # Isolated non-finite steps (a rare overflow, a bad batch) must not add up to "in a row" and stop a
+    # long run: the tests made every step bad from some point on (hunt 32-b RS1)
+    said = []
+    checks = StepChecks(max_in_a_row=3, say=said.append)
+    nan, one = torch.tensor(math.nan), torch.tensor(1.0)
+    for step in range(12):
+        checks.add(step, nan if step % 4 == 0 else one, one)
+        if step % 2:  # read every other step: the count runs across reads
+            checks.read()
+    assert not checks.too_many and checks.in_a_row == 0 and checks.total == 3 and len(said) == 3
+    for step in range(12, 15):
+        checks.add(step, one, torch.tensor(math.inf))  # a gradient alone counts too
+    checks.read()
+    assert checks.too_many and checks.total == 6 and said[-1].startswith("step 14: ") and said[-1].endswith("(3 in a row)")
 
 
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
