@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "who-says.jsonl"),
                    help="the JSONL file to write (default: data/who-says.jsonl)")
     args = p.parse_args(argv)
+    if not args.out.strip():
+        p.error("--out names no file")
     try:
         pairs = who_says(args.play, args.min_chars, args.max_pairs)
     except PrepareError as e:

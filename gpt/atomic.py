@@ -4,6 +4,7 @@ same helpers as checkpoints and shards."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -33,6 +34,8 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` (UTF-8) all at once. On an OSError (a full disk, a size limit, a
     permission) the temp file is removed and `path` is as it was."""
     path = Path(path)
+    if not path.name:  # "", "." and "/" name a directory (with_name's ValueError was a traceback: hunt 32-c F5)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

