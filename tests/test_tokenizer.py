@@ -28,6 +28,16 @@ def test_gpt2_known_ids():
     assert 50256 not in tok.encode("a <|endoftext|> b")
 
 
+@pytest.mark.parametrize("name", ["gpt2", "byte", "shakespeare-bpe"])
+def test_the_end_of_text_marker_written_in_text_is_text_in_every_encode_method(name):
+    # Data preparation encodes with encode_numpy: a literal "<|endoftext|>" there (TinyStories dumps carry it)
+    # could become document ends in the shards while prompts kept it as text (hunt 32-a TK9)
+    tok = get_tokenizer(name)
+    for text in ("a <|endoftext|> b", "<|endoftext|>"):
+        ids = tok.encode(text)
+        assert ids == tok.encode_numpy(text).tolist() and tok.eot_token not in ids and tok.decode(ids) == text
+
+
 def test_gpt2_ranks_equal_a_tiktoken_encoding_built_from_the_same_files(monkeypatch):
     # tiktoken's own data-gym loader, pointed at the same local files, must agree with ours.
     from tiktoken.load import data_gym_to_mergeable_bpe_ranks
