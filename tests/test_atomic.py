@@ -1,8 +1,9 @@
 import errno
+import hashlib
 
 import pytest
 
-from gpt.atomic import replace_file, write_text_atomic
+from gpt.atomic import files_sha256, replace_file, write_text_atomic
 
 
 def test_write_text_atomic_replaces_the_file_as_utf8_and_leaves_nothing_else(tmp_path):
@@ -59,6 +60,20 @@ def test_the_new_bytes_are_synced_before_the_rename_and_the_directory_after(tmp_
         (tmp_path / tmp).write_bytes(b"new")
         replace_file(tmp_path / tmp, path)
     assert events == [("fsync", tmp), ("replace", "f"), ("fsync", tmp_path.name)]
+
+
+def test_files_sha256_hashes_every_byte_of_files_larger_than_its_reads(tmp_path):
+    # Its reads are 16 MiB: a split's shards and a LoRA base (GPT-2's 500 MB) are larger, and a hash of the
+    # first read alone missed changes past it (hunt 32-a A6). Sparse files: no 80 MiB written.
+    paths = [tmp_path / "a", tmp_path / "b"]
+    for i, path in enumerate(paths):
+        with open(path, "wb") as f:
+            f.truncate(40 << 20)
+            f.seek((40 << 20) - 1 - i)
+            f.write(b"x")
+    whole = b"".join(p.read_bytes() for p in paths)
+    assert files_sha256(*paths) == hashlib.sha256(whole).hexdigest()
+    assert files_sha256(paths[0]) != files_sha256(paths[1])
 
 
 def test_same_mode_as_copies_a_siblings_permissions(tmp_path):

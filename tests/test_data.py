@@ -38,6 +38,19 @@ def make_data_dir(root, splits: dict[str, list[np.ndarray]], vocab_size=VOCAB, t
     return DataDir(root)
 
 
+def masked_data_dir(root, split, mask):
+    """Instruction data: `split` one counting shard with this loss mask (the other split plain)."""
+    tokens = np.arange(len(mask))
+    make_data_dir(root, {"train": [tokens], "val": [tokens]})
+    meta = json.loads((root / "meta.json").read_text())
+    meta["supervised"] = True
+    for counts in meta["splits"].values():
+        counts.update(target_tokens=max(1, int(mask.sum())), target_bytes=3 * max(1, int(mask.sum())))
+    (root / "meta.json").write_text(json.dumps(meta))
+    write_shard(root / f"{split}_000000.bin", tokens, mask, vocab_size=VOCAB, eot_token=VOCAB - 1, tokenizer_name="test")
+    return root
+
+
 def counting_dir(root, lengths, split="train"):
     """Shards whose tokens are their global positions: a batch row tells where it came from."""
     starts = np.cumsum([0, *lengths])
@@ -96,21 +109,29 @@ def test_windows_without_targets_are_counted_by_their_targets_not_their_inputs(t
     # Windows of block_size 4 take 5 tokens: window k's inputs are positions 5k .. 5k+3, its targets
     # 5k+1 .. 5k+4. With targets at 4, 6 and 12 every window has one (window 0 only at its last), where
     # a count over the inputs' positions found window 0 empty (hunt 31-b D9).
-    tokens = np.arange(19)
-    make_data_dir(tmp_path, {"train": [tokens], "val": [tokens]})
-    meta = json.loads((tmp_path / "meta.json").read_text())
-    meta["supervised"] = True
-    for split in meta["splits"].values():
-        split.update(target_tokens=3, target_bytes=9)
-    (tmp_path / "meta.json").write_text(json.dumps(meta))
     mask = np.zeros(19, dtype=np.uint8)
     mask[[4, 6, 12]] = 1
-    write_shard(tmp_path / "train_000000.bin", tokens, mask, vocab_size=VOCAB, eot_token=VOCAB - 1, tokenizer_name="test")
-    assert TrainBatches(tmp_path, 1, 4).without_targets() == (0, 3)
+    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4).without_targets() == (0, 3)
     mask[[4, 12]] = 0, 0
     mask[10] = 1  # window 2's first input, not a target of any window
-    write_shard(tmp_path / "train_000000.bin", tokens, mask, vocab_size=VOCAB, eot_token=VOCAB - 1, tokenizer_name="test")
-    assert TrainBatches(tmp_path, 1, 4).without_targets() == (2, 3)
+    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4).without_targets() == (2, 3)
+
+
+def test_the_writer_refuses_ids_past_the_vocabulary_and_mask_values_past_1_and_its_abort_leaves_nothing(tmp_path):
+    # Each was refused only when the finished shard was opened, after a whole preparation; the mask's temp
+    # file stayed behind an abort (a masked rebalance aborts the last shard) in the data directory (hunt 32-a
+    # SH-b, SH-c, SH-h)
+    from gpt.shards import ShardWriter
+
+    writer = ShardWriter(tmp_path / "m.bin", vocab_size=257, eot_token=256, tokenizer_name="byte")
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 257\)"):
+        writer.write(np.array([5, 257]))
+    with pytest.raises(ValueError, match="the loss mask must be 0/1"):
+        writer.write(np.array([5, 6]), np.array([0, 2], np.uint8))
+    writer.write(np.array([5, 6, 7]), np.array([1, 0, 1], np.uint8))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([writer.tmp_path.name, writer.mask_path.name])
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_loss_mask_is_refused(tmp_path):
@@ -350,6 +371,30 @@ def test_state_from_other_data_is_refused(tmp_path):
         TrainBatches(tmp_path / "a", 4, 16).load_state_dict(state)
 
 
+def test_each_epoch_shifts_its_windows_by_an_offset_inside_the_shards_slack(tmp_path):
+    # What the tests checked (each window once, resumes alike) held with the offset never applied: a small
+    # corpus then saw its text cut at the same places every epoch and its slack never (hunt 32-a DA14)
+    counting_dir(tmp_path, [1000])
+    batches = TrainBatches(tmp_path, 61, 15)  # 61 windows of 16 tokens: one batch an epoch, 24 tokens of slack
+    assert batches.windows_per_epoch == 61
+    offsets = []
+    for _ in range(6):
+        x, y = batches.next_batch()
+        starts = x[:, 0].numpy()
+        offsets.append(int(starts.min()))
+        assert sorted(starts - offsets[-1]) == list(range(0, 61 * 16, 16))  # every window, shifted alike
+    assert all(0 <= offset <= 24 for offset in offsets) and len(set(offsets)) > 1, offsets
+
+
+def test_a_saved_position_outside_the_epoch_is_refused(tmp_path):
+    # only a damaged state holds one; the first batch was short (hunt 32-a DA12)
+    counting_dir(tmp_path, [1200])
+    state = TrainBatches(tmp_path, 4, 15).state_dict()
+    for position in (-1, state["windows_per_epoch"]):
+        with pytest.raises(ShardError, match=rf"saved loader position {position} is outside \[0, "):
+            TrainBatches(tmp_path, 4, 15).load_state_dict({**state, "position": position})
+
+
 def test_ranks_are_disjoint_and_cover_the_global_batch(tmp_path):
     counting_dir(tmp_path, [3000, 2000])
     single = TrainBatches(tmp_path, 8, 15, seed=3)
@@ -417,6 +462,20 @@ def test_too_few_windows_for_a_global_batch(tmp_path):
 
 
 # ----------------------------------------------------------------------------- validation batches
+
+
+def test_every_rank_knows_whether_the_whole_validation_set_holds_a_target(tmp_path):
+    # Rank 0 looked at its own batches only: a false "evaluations measure nothing" warning, and with
+    # --eval_only a refusal on rank 0 while the others waited in evaluate's collectives (hunt 32-a DA10)
+    mask = np.zeros(96, dtype=np.uint8)
+    mask[40] = 1  # a target of window 2 (tokens 32..47), in batch 1 of 2: rank 1's
+    masked_data_dir(tmp_path, "val", mask)
+    ranks = [ValBatches(tmp_path, 2, 15, rank=r, world_size=2) for r in range(2)]
+    assert [len(r) for r in ranks] == [1, 1] and not any((y != -1).any() for _, y in ranks[0])
+    assert [r.holds_targets() for r in ranks] == [True, True]
+    mask[40] = 0
+    masked_data_dir(tmp_path, "val", mask)
+    assert not ValBatches(tmp_path, 2, 15, rank=1, world_size=2).holds_targets()
 
 
 def test_val_batches_are_fixed_spread_and_split_between_ranks(tmp_path):
