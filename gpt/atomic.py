@@ -36,6 +36,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     path = Path(path)
     if not path.name:  # "", "." and "/" name a directory (with_name's ValueError was a traceback: hunt 32-c F5)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:  # the rename puts a file in the place of whatever has the name: /dev/full, as root (hunt 32-c F7)
+        special = not stat.S_ISREG(mode := os.lstat(path).st_mode) and not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        raise OSError(errno.EEXIST, "not a regular file (a device, a pipe or a socket), not replaced", str(path))
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

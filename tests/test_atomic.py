@@ -62,6 +62,20 @@ def test_the_new_bytes_are_synced_before_the_rename_and_the_directory_after(tmp_
     assert events == [("fsync", tmp), ("replace", "f"), ("fsync", tmp_path.name)]
 
 
+def test_a_device_or_a_pipe_is_not_replaced_by_a_file(tmp_path):
+    # make_pairs.py --out /dev/full, as root, put a file in the device's place (hunt 32-c F7); a pipe stands in
+    import os
+    import stat
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(OSError, match=r"not a regular file \(a device, a pipe or a socket\), not replaced: '.*pipe'"):
+        write_text_atomic(tmp_path / "pipe", "text\n")
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+    for name in ("", ".", "/"):  # no name: a directory (with_name's ValueError was a traceback: hunt 32-c F5)
+        with pytest.raises(IsADirectoryError):
+            write_text_atomic(name, "text\n")
+
+
 def test_files_sha256_hashes_every_byte_of_files_larger_than_its_reads(tmp_path):
     # Its reads are 16 MiB: a split's shards and a LoRA base (GPT-2's 500 MB) are larger, and a hash of the
     # first read alone missed changes past it (hunt 32-a A6). Sparse files: no 80 MiB written.
