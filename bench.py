@@ -638,8 +638,11 @@ def bench_prepare(args: argparse.Namespace) -> None:
     import math
     import os
     import re
+    import shutil
     from pathlib import Path
 
+    from gpt.errors import UsageError
+    from gpt.files import describe_error
     from gpt.sources import shakespeare_files, shakespeare_play_text
 
     cores = args.num_proc if args.num_proc is not None else len(os.sched_getaffinity(0))
@@ -649,10 +652,19 @@ def bench_prepare(args: argparse.Namespace) -> None:
     copies = math.ceil(args.mb * 1e6 / corpus_bytes)
     with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:
         text_dir, out_dir = Path(tmp) / "text", Path(tmp) / "shards"
-        for c in range(copies):  # one file per play and copy: one document each
-            (text_dir / f"copy{c:03d}").mkdir(parents=True)
-            for name, text in plays:
-                (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
+        # the copies and their shards (2 bytes a token: twice the text with the byte tokenizer): a --mb
+        # past the disk filled it, and a write that failed was a traceback (hunt 32-c F8)
+        need, free = 3 * copies * corpus_bytes, shutil.disk_usage(tmp).free
+        if need > free:
+            raise UsageError(f"--mb {args.mb:g} needs about {need / 1e6:,.0f} MB in {Path(tmp).parent} for the text "
+                             f"and its shards, which has {free / 1e6:,.0f} MB free")
+        try:
+            for c in range(copies):  # one file per play and copy: one document each
+                (text_dir / f"copy{c:03d}").mkdir(parents=True)
+                for name, text in plays:
+                    (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"writing the text copies in {tmp}: {describe_error(e)}") from None
         total_mb = copies * corpus_bytes / 1e6
         print(f"prepare: {total_mb:.1f} MB of text (the Shakespeare plays x {copies}, {copies * len(plays)} files), "
               f"{args.tokenizer} tokenizer, {cores} {core_s}")
@@ -1273,9 +1285,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
-    from gpt.errors import UsageError
-
-    from gpt.errors import sigterm_raises
+    from gpt.errors import UsageError, sigterm_raises
 
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line

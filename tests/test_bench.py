@@ -4,6 +4,7 @@ command lines. (Speed and quality are measured by running bench.py, never assert
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,31 @@ def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, mes
     with pytest.raises(SystemExit) as e:  # one line, status 1: not argparse's usage block and status 2 (hunt 29-c)
         bench.main([command, flag])
     assert e.value.code == f"bench.py {command}: error: {message}" and capsys.readouterr().err == ""
+
+
+def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(monkeypatch, tmp_path):
+    # --mb 1e12 wrote copies until the disk was full; a write that failed was an OSError traceback (hunt 32-c F8)
+    import errno
+    import pathlib
+
+    import shutil
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 10**7, 10**7))
+    with pytest.raises(SystemExit, match=rf"^bench\.py prepare: error: --mb 5 needs about [0-9]+ MB in "
+                                         rf"{re.escape(str(tmp_path))} for the text and its shards, which has 10 MB free$"):
+        bench.main(["prepare", "--mb=5", "--num_proc=1"])
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: writing the text copies in .*: No space left on "
+                                         r"device \(.*\.txt\)$"):
+        bench.main(["prepare", "--mb=1", "--num_proc=1"])
+    assert list(tmp_path.iterdir()) == []  # the temporary directory removed
 
 
 @pytest.mark.parametrize("argv, message", [
