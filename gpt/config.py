@@ -193,6 +193,10 @@ class TrainConfig:
                           "use one or the other")
         if self.lora_rank and self.init_from == "scratch":
             errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
+        if self.eval_only and self.init_from == "scratch":  # (it scored a new random model as if it were the
+            # out_dir's run: hunt 32-c F10)
+            errors.append("eval_only evaluates trained weights: give --init_from=resume (the run in out_dir), a run "
+                          "or checkpoint directory, a Hugging Face model or a hub name")
         if errors:
             raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
 

@@ -15,7 +15,7 @@ def test_defaults_are_valid_and_overrides_take_types_from_the_dataclass():
 
 def test_a_set_step_count_needs_no_time_budget_and_the_default_run_has_one():
     assert parse_args(["--max_iters=20", "--time_budget=0", "--warmup_iters=0"])[0].max_iters == 20
-    assert parse_args(["--eval_only=true", "--time_budget=0"])[0].eval_only
+    assert parse_args(["--eval_only=true", "--time_budget=0", "--init_from=resume"])[0].eval_only
     default = TrainConfig()
     assert (default.max_iters, default.time_budget) == (0, 300.0)  # "python train.py": 5 minutes
 
@@ -43,6 +43,8 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--beta2=1", r"beta1 and beta2 must be in \[0, 1\), got 0.9, 1.0"),
     ("--beta1=-0.1", r"beta1 and beta2 must be in \[0, 1\), got -0.1, 0.99"),
     ("--lora_rank=4", "pretrained"),
+    # a new random model was scored as if it were out_dir's run (hunt 32-c F10)
+    ("--eval_only=true", "eval_only evaluates trained weights: give --init_from=resume"),
     ("--lr_schedule=linear", "lr_schedule must be one of cosine, noam, wsd, constant"),
     ("--optimizer=sgd", "optimizer must be one of adamw, muon"),
     ("--label_smoothing=1", "label_smoothing must be in"),
