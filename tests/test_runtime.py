@@ -70,15 +70,23 @@ def test_the_cuda_rng_saved_and_restored_is_the_run_devices(monkeypatch):
     assert seen == [("get", "cuda:1"), ("set", "cuda:1"), ("get", "cuda"), ("set", "cuda")]
 
 
-def test_stop_signal_only_sets_a_flag_and_restores_handlers():
+def test_stop_signal_only_sets_a_flag_says_so_once_and_restores_handlers(capfd, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
     before = signal.getsignal(signal.SIGTERM)
     stop = StopSignal()
     assert stop.signum is None
     os.kill(os.getpid(), signal.SIGTERM)  # handled: the test process lives on
     os.kill(os.getpid(), signal.SIGINT)  # a second signal does not change the first
     assert stop.signum == signal.SIGTERM
+    # at once, where a step of many micro-batches ran on for minutes without a word (hunt 32-c F9)
+    assert capfd.readouterr().err == "SIGTERM received: stopping after the current step\n"
     stop.restore()
     assert signal.getsignal(signal.SIGTERM) == before
+    monkeypatch.setenv("RANK", "1")  # under torchrun, rank 0 says it
+    stop = StopSignal()
+    os.kill(os.getpid(), signal.SIGINT)
+    assert stop.signum == signal.SIGINT and capfd.readouterr().err == ""
+    stop.restore()
 
 
 def test_deterministic_refuses_a_cublas_that_started_without_its_workspace(monkeypatch):
