@@ -232,6 +232,32 @@ def test_a_fresh_model_starts_from_gpt2s_initialisation():
                for m in norms)
 
 
+def test_attention_rotates_queries_and_keys_so_its_scores_see_distances_only():
+    # rotate() and rotary_angles() were tested alone: attention could rotate its queries only, and keys
+    # carried no position (RoPE is the CPU default's encoding; hunt 32-b MB7)
+    from gpt.model import rotary_angles
+
+    model = tiny_model(pos_encoding="rope")
+    attention = model.transformer.h[0].attn
+    x, head_dim = torch.randn(1, 6, TINY["n_embd"]), TINY["n_embd"] // TINY["n_head"]
+    scores = []
+    for first in (0, 7):  # the same tokens, every position moved by 7
+        q, k, _ = attention.qkv(x, rotary_angles(torch.arange(first, first + 6), head_dim))
+        scores.append(q @ k.transpose(-1, -2))
+    q, k, _ = attention.qkv(x, None)
+    torch.testing.assert_close(scores[0], scores[1], atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(scores[0], q @ k.transpose(-1, -2), atol=1e-3)  # and they do see positions
+
+
+def test_sinusoidal_positions_are_the_transformer_papers_table():
+    # (sin, cos) pairs at frequencies 10000^(-2i/d): the order checkpoints were trained with (hunt 32-b MB6)
+    from gpt.model import sinusoidal_positions
+
+    p = torch.arange(3.0)
+    expected = torch.stack((p.sin(), p.cos(), (p / 100).sin(), (p / 100).cos()), dim=1)
+    torch.testing.assert_close(sinusoidal_positions(torch.arange(3), 4), expected)
+
+
 def test_backward_reaches_every_parameter():
     model = tiny_model().train()
     idx = torch.randint(0, 97, (2, 8))

@@ -101,6 +101,9 @@ def test_muon_gets_the_blocks_matrices_and_adamw_the_rest():
             "transformer.h.0.attn.c_attn.bias"} <= in_adamw
     assert not in_muon & in_adamw and len(in_muon | in_adamw) == len(list(model.parameters()))
     assert isinstance(muon, torch.optim.Muon) and muon.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
+    # the blocks' matrices decay as --weight_decay says (0 passed every test: hunt 32-b OP22)
+    assert [g["weight_decay"] for g in muon.param_groups] == [0.1]
+    assert sorted(g["weight_decay"] for g in adamw.param_groups) == [0.0, 0.1]
     set_lr(opt, 5e-4)  # one schedule for both: Muon's groups keep their ratio to AdamW's rate
     assert [g["lr"] for g in adamw.param_groups] == [5e-4, 5e-4]
     assert muon.param_groups[0]["lr"] == pytest.approx(0.01)
