@@ -54,6 +54,21 @@ def test_loss_png_is_drawn_at_each_evaluation_and_at_the_end(tmp_path):
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+def test_the_closing_plot_shows_the_training_records_after_the_last_evaluation(tmp_path):
+    # close() skips the drawing only where the last one showed every record: a record logged since must
+    # mark it stale, or the final curve ends at the last evaluation (hunt 32-b ME2)
+    for after in ([], [2, 3]):
+        m = Metrics(tmp_path / f"run{len(after)}", enabled=True, redraw_every_s=0)
+        png = tmp_path / f"run{len(after)}" / "loss.png"
+        m.log({"step": 1, "loss": 4.0, "tokens_seen": 512})
+        m.log({"step": 1, "val_loss": 3.5, "val_bpb": 2.5, "tokens_seen": 512})
+        at_the_evaluation = png.read_bytes()
+        for step in after:
+            m.log({"step": step, "loss": 4.0 - step, "tokens_seen": 512 * step})
+        assert png.read_bytes() == at_the_evaluation  # training records alone don't redraw
+        assert m.close() is None and (png.read_bytes() != at_the_evaluation) == bool(after)
+
+
 def test_loss_png_is_redrawn_at_an_evaluation_only_30_s_after_the_last_drawing(tmp_path, monkeypatch):
     # Each drawing took ~0.23 s: at every evaluation of the GPU default's 90 s run (15 of them) that
     # was ~3.5 s of its budget (issue 9). The end always draws.
