@@ -129,6 +129,22 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
     assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)
 
 
+def test_a_fine_tune_trains_at_the_weights_context_unless_a_preset_or_the_command_line_says():
+    # Without either it trained at the default 128 tokens, not GPT-2's 1,024, without a note (hunt 32-b CF9)
+    from dataclasses import replace
+
+    from gpt.config import fit_block_size
+
+    cfg = TrainConfig(init_from="gpt2")
+    assert fit_block_size(cfg, 1024, preset_set=False, user_set=False) == (replace(cfg, block_size=1024), None)
+    assert fit_block_size(replace(cfg, block_size=256), 1024, preset_set=True, user_set=False)[0].block_size == 256
+    fitted, note = fit_block_size(replace(cfg, block_size=512), 64, preset_set=True, user_set=False)
+    assert fitted.block_size == 64 and note.startswith("block_size 512 (the preset's) -> 64, the context of gpt2")
+    assert fit_block_size(replace(cfg, block_size=32), 1024, preset_set=False, user_set=True)[0].block_size == 32
+    with pytest.raises(ConfigError, match="block_size 2048 exceeds the model's context of 1024"):
+        fit_block_size(replace(cfg, block_size=2048), 1024, preset_set=False, user_set=True)
+
+
 def test_resume_cuts_a_presets_block_size_to_the_checkpoints_context_but_not_a_typed_one():
     # a fine-tune from weights of context 32 trained the finetune preset's 256 at 32 (fit_block_size):
     # resumed with the same command, the preset's 256 was refused as a change (hunt 31-c F1)

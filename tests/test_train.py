@@ -2532,6 +2532,23 @@ def test_the_logged_speed_counts_every_micro_batch_and_fp16_clips_unscaled_gradi
     assert norms["float16"] == pytest.approx(norms["float32"], rel=0.05) and 0.1 < norms["float32"][0] < 100
 
 
+def test_an_fp16_resume_goes_on_with_the_saved_loss_scale(byte_data, tmp_path, monkeypatch):
+    # The GradScaler's scale moves with overflows and good stretches; a resume that built a new one
+    # restarted at 65536 and re-learnt it, skipping steps the uninterrupted run took (hunt 32-b TR42).
+    # The first run starts at 1024 here, where a new scaler would stand at 65536.
+    import functools
+
+    out = tmp_path / "run"
+    args = [f"--data={byte_data}", *TINY, "--dtype=float16", f"--out_dir={out}"]
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, init_scale=1024.0))
+        assert train.main([*args, "--max_iters=2"]) == 0
+    scale = lambda: torch.load(find_checkpoint(out) / "state.pt", weights_only=True)["scaler"]["scale"]  # noqa: E731
+    assert scale() == 1024.0
+    assert train.main([*args, "--max_iters=4", "--init_from=resume"]) == 0
+    assert scale() == 1024.0
+
+
 def test_a_non_finite_gradient_under_a_finite_loss_skips_the_update(byte_data, tmp_path, monkeypatch, capsys):
     # Only a non-finite loss was tested: an update with one inf gradient turned every weight NaN while
     # the log said the step was skipped, and the run ended "diverged" (hunt 32-b SV-2)
