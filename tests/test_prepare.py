@@ -64,14 +64,22 @@ def no_leftovers(parent, out):
 def test_folder_of_text_files(tmp_path):
     texts = write_docs(tmp_path / "in" / "sub", 6) + write_docs(tmp_path / "in", 4, ".md")
     (tmp_path / "in" / ".hidden.txt").write_text("never read")
+    # a git checkout's or a virtual environment's files: hidden directories are not walked (hunt 32-a SO52)
+    (tmp_path / "in" / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / "in" / ".git" / "config").write_text("[core]\n")
+    (tmp_path / "in" / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
     (tmp_path / "in" / "image.png").write_bytes(b"\x89PNG\0\0\0binary")
-    with pytest.warns(PrepareWarning, match=r"image\.png: skipped, looks binary"):
+    # a NUL past the first bytes (a PDF's header has none): git's 8 KiB look (hunt 32-a SO51)
+    (tmp_path / "in" / "paper.pdf").write_bytes(b"%PDF-1.7\n" + b"x" * 5000 + b"\0stream")
+    with pytest.warns(PrepareWarning) as said:
         out = run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=2)
+    assert [str(w.message).split("/")[-1] for w in said] == ["image.png: skipped, looks binary (contains NUL bytes)",
+                                                             "paper.pdf: skipped, looks binary (contains NUL bytes)"]
     docs = documents(out, "train") + documents(out, "val")
     assert sorted(docs) == sorted(texts)
     meta = DataDir(out).meta
     assert meta["source"]["kind"] == "input" and meta["tokenizer"] == "byte" and meta["vocab_size"] == 257
-    assert meta["binary_files_skipped"] == [str(tmp_path / "in" / "image.png")]
+    assert meta["binary_files_skipped"] == [str(tmp_path / "in" / name) for name in ("image.png", "paper.pdf")]
     for split in ("train", "val"):
         s = meta["splits"][split]
         assert s["documents"] == len(documents(out, split)) >= 1
@@ -551,6 +559,78 @@ def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, caps
         assert prep.main([*source, "--out_dir", str(tmp_path / "empty"), *common]) == 1
         assert capsys.readouterr().err.startswith(f"error: {message}")
     assert not (tmp_path / "empty").exists()
+
+
+def test_instruction_records_that_all_fall_in_validation_still_make_the_data_supervised(tmp_path):
+    # "supervised" came from the whole data (either split): decided by train's alone, the data could not be
+    # opened, and the advice (--force) rebuilt the same (hunt 32-a PP41)
+    records = [{"text": f"plain record {i} " + STORY} for i in range(6)]
+    records.insert(1, {"prompt": "Who?", "response": "Me."})
+    picker = prep._SplitPicker(0, 0.1)
+    assert picker.is_val(1) and not picker.is_val(0)  # the one record goes to val
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).supervised and open_shard(DataDir(out).shard_paths("val")[0]).loss_mask is not None
+    TrainBatches(out, 1, 8), ValBatches(out, 1, 8)  # both splits open
+
+
+def test_invalid_utf8_anywhere_in_a_file_is_counted_and_said(tmp_path, monkeypatch):
+    # Only the last piece of a text file, or the last line of a .jsonl, was looked at for repairs: a bad
+    # byte earlier was replaced without a warning or a count (hunt 32-a SO45, SO55). Pieces of 64 bytes.
+    monkeypatch.setattr(sources, "PIECE_BYTES", 64)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "long.txt").write_bytes(b"bad \xff byte early. " + b"then a long clean tail " * 20)
+    (tmp_path / "in" / "r.jsonl").write_bytes(b'{"text": "bad \xff"}\n{"text": "fine"}\n')
+    (tmp_path / "in" / "s.jsonl").write_text(json.dumps({"text": "a \ud800 b"}) + "\n" + json.dumps({"text": "c"}) + "\n")
+    with pytest.warns(PrepareWarning) as said:
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(str(w.message).split(":")[0] for w in said) == [str(tmp_path / "in" / n) for n in ("long.txt", "r.jsonl")]
+    assert DataDir(out).meta["invalid_utf8_documents"] == 2
+    # a JSON escape of a lone surrogate is read as U+FFFD, where it ended preparation in a traceback (hunt 32-a PP60)
+    assert "a \ufffd b" in documents(out, "train") + documents(out, "val")
+
+
+def test_a_csv_cell_longer_than_the_csv_modules_default_limit_is_read(tmp_path):
+    # a long document a cell: the limit is raised (hunt 32-a SO56). It is global to the process: put back
+    # to the module's default first, so that an earlier test's raise cannot stand in for it.
+    import csv
+
+    csv.field_size_limit(131072)
+    long = "word " * 40_000  # 200 KB
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "long.csv").write_text("text\n" + f"{long}\nsecond\n")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted([long, "second"])
+
+
+def test_another_users_live_build_is_not_removed(tmp_path, monkeypatch):
+    # os.kill(pid, 0) on another user's process raises PermissionError: alive, whose build a second user's
+    # preparation into a shared folder must not remove (hunt 32-a PP68)
+    def kill(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "kill", kill)
+    assert prep._alive(123)
+    build = tmp_path / f".out.tmp-{socket.gethostname()}-123"
+    build.mkdir()
+    prep._remove_stale_builds(tmp_path / "out")
+    assert build.is_dir()
+
+
+def test_a_folder_of_checkpoints_without_its_runs_config_is_not_read(tmp_path):
+    # a run copied by hand without its config.json: its ckpt-* directories still say what it is (hunt 32-a SO48)
+    write_docs(tmp_path / "in", 3)
+    run = tmp_path / "in" / "runs" / "x"
+    (run / "ckpt-0000010").mkdir(parents=True)
+    (run / "ckpt-0000010" / "model.safetensors").write_bytes(b"\0" * 8)
+    (run / "ckpt-0000010" / "meta.json").write_text(json.dumps({"model_config": {}}))
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 5.0}) + "\n")
+    assert sources.expand_inputs([str(tmp_path / "in")]) == sorted((tmp_path / "in").glob("*.txt"))
+
+
+def test_the_validation_share_is_one_document_in_round_1_over_f(tmp_path):
+    # 0.15 is one in 7 (round), not one in 6 (int): the tests used 0.1 and 0.5, where both agree (hunt 32-a PP56)
+    assert [prep._SplitPicker(0, f).block for f in (0.15, 0.1, 0.3, 0.5)] == [7, 10, 3, 2]
 
 
 def test_default_out_dirs():
