@@ -447,7 +447,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # is to time (a step past the warmup would need the count for its learning rate).
     warmup_left = cfg.warmup_iters - step
     timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
-    warmup_check = 2 * (cfg.warmup_iters // 5) or 1  # where the warmup's own length is checked against the budget
+    # where the warmup's own length is checked against the budget: within WARMUP_CHECK_WITHIN steps of
+    # the start (a 5 s budget with --warmup_iters=1e12 ran for good at a rate near 0, its check due
+    # at step 4e11: hunt 32-c F15), timed from the start where its timing has not begun by then
+    warmup_check = min(2 * (cfg.warmup_iters // 5), step + WARMUP_CHECK_WITHIN) or 1
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
     # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
     # last two intervals between them, for a look between evaluations
@@ -732,6 +735,9 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
     return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
             f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
             f"in the rest (start-up, data, the loss plot){rest_note}{of_it}")
+
+
+WARMUP_CHECK_WITHIN = 100  # steps
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

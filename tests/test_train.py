@@ -1926,6 +1926,23 @@ def test_a_budgeted_run_whose_warmup_alone_overruns_the_budget_says_so_early_and
     assert open_checkpoint(out).meta["step"] == 301
 
 
+def test_an_endless_warmup_under_a_budget_is_warned_about_within_its_first_steps(byte_data, tmp_path, capsys, monkeypatch):
+    # The warning was due at two fifths of the warmup: with --warmup_iters=1e12 at step 4e11, and the run
+    # went on for good at a rate near 0 without a word (hunt 32-c F15). Stopped here once it has spoken.
+    warned = []
+    warn = train.warn_if_warmup_overruns
+
+    def warn_then_stop(cfg, started, step, *args):
+        warned.append(step)
+        warn(cfg, started, step, *args)
+        os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(train, "warn_if_warmup_overruns", warn_then_stop)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=5", "--warmup_iters=1000000000000",
+                       "--eval_interval=1000", f"--out_dir={tmp_path / 'run'}"]) == 143
+    assert warned == [train.WARMUP_CHECK_WITHIN]
+    assert "warning: time budget 5 s: the warmup alone (1,000,000,000,000 steps of " in capsys.readouterr().out
+
+
 def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_out_of_its_timing(
         byte_data, tmp_path, monkeypatch, capsys):
     # The recorded steps and the files written after them are slow: in the warmup's timing they made
