@@ -105,7 +105,7 @@ def make_parser() -> _Parser:
     a("--out_dir", default=None, help=f"run directory to sample from (default: {DEFAULT_OUT_DIR})")
     a("--ckpt", default="latest", help="'latest' (newest complete checkpoint), 'best' (lowest validation loss), "
                                        "or a checkpoint directory (a bare name: in --out_dir) (default: %(default)s)")
-    a("--init_from", default="", help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
+    a("--init_from", default=None, help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
                                       "hub cache), a Hugging Face GPT-2 directory, or one of our run directories")
     a("--start", default="", help="the prompt: text, FILE:path (read a file), or - (read stdin); "
                                   "empty: start from end-of-text (default)")
@@ -165,6 +165,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     """Every value checked before anything is loaded."""
+    from gpt.errors import unusable_path
     from gpt.sampling import check_sampling_args
 
     check_sampling_args(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
@@ -189,6 +190,11 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--out_dir is empty: name a run directory (default: out)")
     if not args.ckpt.strip():
         raise UsageError("--ckpt is empty: give latest, best, or a checkpoint's name or path")
+    if args.init_from is not None and not args.init_from.strip():  # (the run in out/ was sampled: hunt 32-c F14)
+        raise UsageError("--init_from is empty: name a hub model (gpt2, ...), a Hugging Face directory or a run")
+    for option, value in (("--out_dir", args.out_dir), ("--ckpt", args.ckpt), ("--init_from", args.init_from)):
+        if value and (why := unusable_path(value)):  # (a traceback from the first check: hunt 32-c F12)
+            raise UsageError(f"{option}={value}: {why}")
     if args.out_dir is None:
         args.out_dir = DEFAULT_OUT_DIR
     reads = [f"{o}=-" for o, v in (("--start", args.start), ("--instruction", args.instruction)) if v == "-"]

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import tomllib
 
-from gpt.errors import ConfigError
-from gpt.files import link_loop
+from gpt.errors import ConfigError, unusable_path
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
@@ -125,8 +124,8 @@ class TrainConfig:
         # whatever run is there, --data= prepare all of it
         errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")
                    if not getattr(self, k).strip()]
-        errors += [f"{k} {getattr(self, k)} is a loop of symbolic links" for k in ("out_dir", "data_cache")
-                   if link_loop(getattr(self, k))]
+        errors += [f"{k} {getattr(self, k)}: {why}" for k in ("out_dir", "data", "data_cache", "init_from")
+                   if (why := unusable_path(getattr(self, k)))]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         elif self.time_budget > MAX_TIME_BUDGET:  # (1e308 overflowed the plan; 5e20 hung it, deaf to Ctrl-C)
@@ -347,6 +346,8 @@ def presets() -> str:
 def preset_path(name_or_path: str) -> Path:
     """The file of a preset: the path given, or configs/NAME.toml; ConfigError listing the presets."""
     path = Path(name_or_path)
+    if why := unusable_path(path):
+        raise ConfigError(f"config file {name_or_path!r}: {why}")
     # a folder of that name where train.py runs (a `finetune/` beside one's data) is not a preset file:
     # it shadowed the preset, an IsADirectoryError traceback (hunt 28-a)
     if not path.is_file() and (CONFIG_DIR / f"{name_or_path}.toml").exists():

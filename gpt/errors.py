@@ -11,6 +11,7 @@ callers that caught the old type still do.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.metadata
 import os
 import signal
@@ -37,6 +38,24 @@ def one_line_on_ctrl_c(line: str) -> None:
     sys.excepthook = excepthook
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)  # main's sigterm_raises takes over, and puts this back
+
+
+def unusable_path(path: str | Path) -> str | None:
+    """Why `path` can name nothing here, whatever is there: a loop of symbolic links (Path.resolve()
+    raises RuntimeError on it in Python 3.11 and 3.12), or a name longer than the filesystem takes
+    (the existence checks raise OSError on it). Each was a traceback from the first check that met
+    it, in train.py, sample.py and data/prepare.py (hunt 32-c F2, F12). None where it can."""
+    try:
+        Path(path).resolve()
+        os.stat(path)
+    except RuntimeError:
+        return "a loop of symbolic links"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+        if e.errno == errno.ENAMETOOLONG:
+            return f"{e.strerror.lower()} for the filesystem"
+    return None
 
 
 def first_of_its_machine() -> bool:

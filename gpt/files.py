@@ -32,19 +32,6 @@ def describe_error(e: BaseException) -> str:
     return os_error[1] if os_error else text or type(e).__name__
 
 
-def link_loop(path: str | Path) -> bool:
-    """Whether `path` goes through a loop of symbolic links: Path.resolve() raises RuntimeError on it
-    (Python 3.11, 3.12; OSError ELOOP from 3.13), a traceback where an out_dir or data_cache was one
-    (hunt 32-c F2)."""
-    try:
-        Path(path).resolve()
-    except RuntimeError:
-        return True
-    except OSError as e:
-        return e.errno == errno.ELOOP
-    return False
-
-
 def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
     """Text a user hands us as bytes (a prompt file, stdin, a command-line value, a --chat line),
     decoded strictly: invalid UTF-8 is one line naming where and the byte, never a tokenizer's

@@ -49,8 +49,7 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
-from gpt.errors import Terminated, UsageError, sigterm_raises, signals_blocked
-from gpt.files import link_loop
+from gpt.errors import Terminated, UsageError, sigterm_raises, signals_blocked, unusable_path
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -548,8 +547,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     src = make_source(source, inputs=inputs, hf_name=hf_name, hf_config=hf_config, hf_split=hf_split,
                       text_field=text_field, val_fraction=val_fraction)
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
-    if link_loop(out):
-        raise PrepareError(f"--out_dir {out} is a loop of symbolic links")
+    if why := unusable_path(out):
+        raise PrepareError(f"--out_dir {out}: {why}")
     fingerprint = _fingerprint(src.description, src.stamp, options)
     if not force and _is_up_to_date(out, fingerprint):
         with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from gpt.errors import install_hint
+from gpt.errors import install_hint, unusable_path
 from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
@@ -595,6 +595,9 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         if any(not str(path).strip() for path in inputs):  # (Path("") is the current directory, all of which was
             # prepared, e.g. for --input "$FILES" with the variable unset: hunt 32-c F6)
             raise PrepareError("--input '' names no path; give files, directories or globs (. for the current directory)")
+        for path in inputs:
+            if why := unusable_path(path):
+                raise PrepareError(f"--input {path}: {why}")
         files = expand_inputs(inputs)
         csv_reader = {"csv_reader": CSV_READER} if any(f.suffix.lower() == ".csv" for f in files) else {}
         return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader},

@@ -551,15 +551,23 @@ def test_empty_paths_and_names_are_refused(key):
         parse_args([f"--{key}= "])
 
 
-@pytest.mark.parametrize("key", ["out_dir", "data_cache"])
-def test_a_loop_of_symbolic_links_as_a_directory_is_refused(key, tmp_path):
-    # Path.resolve() raises RuntimeError on a loop: a traceback from the run-directory checks, or from
-    # data preparation's (hunt 32-c F2)
+@pytest.mark.parametrize("key", ["out_dir", "data", "data_cache", "init_from"])
+def test_a_path_that_can_name_nothing_is_refused(key, tmp_path):
+    # Path.resolve() raises RuntimeError on a loop of links, and the existence checks OSError on a name
+    # too long: a traceback from the first check that met it (hunt 32-c F2, F12)
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
-    with pytest.raises(ConfigError, match=rf"\n  {key} {re.escape(str(tmp_path / 'a'))} is a loop of symbolic links$"):
+    with pytest.raises(ConfigError, match=rf"\n  {key} {re.escape(str(tmp_path / 'a'))}: a loop of symbolic links$"):
         parse_args([f"--{key}={tmp_path / 'a'}"])
-    parse_args([f"--{key}={tmp_path / 'c'}"])  # a path not there yet is no loop
+    long = tmp_path / ("x" * 300)
+    with pytest.raises(ConfigError, match=rf"\n  {key} {re.escape(str(long))}: file name too long for the filesystem$"):
+        parse_args([f"--{key}={long}"])
+    parse_args([f"--{key}={tmp_path / 'c'}"])  # a path not there yet is fine
+
+
+def test_a_preset_path_that_can_name_nothing_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="^config file '.*x{300}': file name too long for the filesystem$"):
+        parse_args([f"--config={tmp_path / ('x' * 300)}"])
 
 
 @pytest.mark.parametrize("argv, device, distributed, expected, note", [

@@ -593,6 +593,20 @@ def test_a_step_whose_only_copy_is_stranded_goes_by_its_name(capsys, tmp_path, m
     assert rc == 1 and err.endswith("run has ckpt-0000004, ckpt-0000005\n"), err
 
 
+def test_a_path_that_can_name_nothing_and_an_empty_init_from_are_one_line(capsys, tmp_path):
+    # tracebacks from the first existence check (hunt 32-c F2, F12); an empty --init_from sampled out/ (F14)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    long = tmp_path / ("x" * 300)
+    for option in ("--out_dir", "--ckpt", "--init_from"):
+        for path, why in ((tmp_path / "a", "a loop of symbolic links"), (long, "file name too long for the filesystem")):
+            rc, out, err = cli(capsys, f"{option}={path}")
+            assert (rc, out, err) == (1, "", f"sample.py: error: {option}={path}: {why}\n")
+    rc, _, err = cli(capsys, "--init_from=")
+    assert rc == 1 and err == "sample.py: error: --init_from is empty: name a hub model (gpt2, ...), a Hugging Face " \
+                              "directory or a run\n"
+
+
 def test_a_hugging_face_directory_without_weights_names_them(capsys, tmp_path):
     # config.json alone was "no checkpoint at DIR" (hunt, session 24)
     (tmp_path / "hf").mkdir()
