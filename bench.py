@@ -1274,19 +1274,15 @@ COMMANDS = {
 }
 
 
-class _Parser(argparse.ArgumentParser):  # (its subcommands' parsers are of its class too)
-    def error(self, message: str):  # one line and status 1, as train.py's and sample.py's bad values: not
-        raise SystemExit(f"{self.prog}: error: {message}")  # argparse's usage block and status 2 (hunt 29-c)
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = _Parser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from gpt.errors import OneLineParser, UsageError, sigterm_raises
+
+    # (its subcommands' parsers are of its class too)
+    parser = OneLineParser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
-    from gpt.errors import UsageError, sigterm_raises
-
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)

@@ -9,7 +9,6 @@ said by everyone), each line once (the first speaker to say it), in the play's o
 with train.py --data=data/who-says.jsonl (see README, "Instruction tuning").
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpt.atomic import write_text_atomic  # noqa: E402
+from gpt.errors import OneLineParser  # noqa: E402
 from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def who_says(play: str, min_chars: int, max_pairs: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="data/make_pairs.py", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="data/make_pairs.py", description=__doc__.splitlines()[0])
     p.add_argument("--play", default="hamlet",
                    help="a play's file name, or part of one that names a single play (default: hamlet)")
     p.add_argument("--min_chars", type=int, default=20, help="shortest first line to ask about (default: 20)")

@@ -23,7 +23,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not 
 from gpt.atomic import write_text_atomic  # noqa: E402
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_CONVERSION, SHAKESPEARE_BPE_FILE,  # noqa: E402
                      SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe)
-from gpt.errors import Terminated, UsageError, sigterm_raises  # noqa: E402
+from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
 
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     retrained and rewrote the tracked file (README audit, 2026-11-26)."""
     import argparse
 
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    OneLineParser(prog="data/train_bpe.py", description=__doc__,
+                  formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     try:
         with sigterm_raises():
             return retrain()

