@@ -225,18 +225,22 @@ def check_decode_args(args: argparse.Namespace) -> None:
 
     config = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)  # a ConfigError names a bad one
     # Every row builds the model in float32 on the CPU first: a shape larger than the memory is one
-    # line here, not an allocator's traceback (hunt, session 26). Its matrices' parameters, counted
-    # in Python's integers (a meta-device model overflows torch's sizes first):
+    # line here, not an allocator's traceback (hunt, session 26). Its parameters, counted from the
+    # config in Python's integers (a meta-device model overflows torch's sizes first):
     import torch
 
     from gpt.runtime import check_fits
 
-    params = 12 * config.n_layer * config.n_embd**2 + (config.vocab_size + config.block_size) * config.n_embd
+    params = config.num_params()
     try:
         check_fits(4 * params, torch.device("cpu"), "its float32 weights alone")
     except MemoryError as e:
         raise ConfigError(f"the model of --n_layer={args.n_layer} --n_embd={args.n_embd} ({params / 1e6:,.0f}M "
                           f"parameters) does not fit: {e}") from None
+    if args.prompt_len > config.block_size:  # (1e5 ids were one argument too long for a child: hunt 32-c F11)
+        raise ConfigError(f"--prompt_len {args.prompt_len:,} is past the model's context of {config.block_size:,}: "
+                          f"generate keeps only the prompt's last {config.block_size:,} tokens, so the rows would not "
+                          f"time the prompt they name; give at most {config.block_size:,}")
     positions = GPTConfig().block_size
     if not args.skip_transformers and args.prompt_len + args.new_tokens > positions:
         raise ConfigError(f"--prompt_len + --new_tokens = {args.prompt_len + args.new_tokens:,} is past GPT-2's "

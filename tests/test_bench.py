@@ -101,13 +101,16 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=1020", "--new_tokens=8"],
      "bench.py decode: error: --prompt_len + --new_tokens = 1,028 is past GPT-2's 1,024 positions, where "
      "transformers' generate (the reference) stops: give fewer tokens, or --skip_transformers"),
+    (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=100000", "--skip_transformers"],
+     "bench.py decode: error: --prompt_len 100,000 is past the model's context of 1,024: generate keeps only the "
+     "prompt's last 1,024 tokens, so the rows would not time the prompt they name; give at most 1,024"),  # (hunt 32-c F11)
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--sample_wall_out_dir=no-such-run"],
      "bench.py decode: error: --sample_wall_out_dir: no complete checkpoint in "),
     # hunt, session 26: an allocator's traceback; a bad value of a later row, refused by train.py after
     # the rows before it had run; an empty value, which ran some 15 minutes of default recipes or an
     # unlabelled copy of the first row
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=1000000000"],
-     "bench.py decode: error: the model of --n_layer=1 --n_embd=1000000000 (12,000,051,281,000M parameters) does "
+     "bench.py decode: error: the model of --n_layer=1 --n_embd=1000000000 (12,000,051,296,000M parameters) does "
      "not fit: its float32 weights alone need "),
     (["train", "--dtypes=float32,bogus"], "bench.py train: error: train.py bogus auto: invalid configuration:\n  "
                                           "dtype must be one of auto, float32, bfloat16, float16, got 'bogus'"),
