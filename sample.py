@@ -200,6 +200,8 @@ def check_args(args: argparse.Namespace) -> None:
     reads = [f"{o}=-" for o, v in (("--start", args.start), ("--instruction", args.instruction)) if v == "-"]
     if (reads or args.chat) and sys.stdin is None:  # (Python's sys.stdin for a closed descriptor 0: hunt, session 27)
         raise UsageError(f"stdin is closed: nothing to read for {(reads or ['--chat'])[0]}")
+    if args.json and args.stream == "true":  # (ignored without a word: hunt 32-c F14)
+        raise UsageError("--stream=true prints the text as it comes, --json whole records: give one of them")
     if args.chat and args.num_samples != 1:
         raise UsageError(f"--chat answers with one sample at a time, got --num_samples={args.num_samples}")
     if any(not s for s in args.stop):
@@ -284,6 +286,11 @@ def run_checkpoints(out_dir: str, newest: int = 5) -> str:
     shown = ", ".join(ckpts[-newest:])
     return (f"{out_dir} has {shown}" if len(ckpts) <= newest else
             f"{out_dir} has {len(ckpts)} checkpoints, the newest: {shown}")
+
+
+def streamed(args: argparse.Namespace) -> bool:
+    """Whether the text is printed as it comes: --stream, where auto is "when stdout is a terminal"."""
+    return not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
 
 
 def read_prompt(start: str, option: str = "--start") -> str:
@@ -375,7 +382,7 @@ def sample(args: argparse.Namespace) -> int:
         with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
             return answer(args, instruction, model, tok, decode_step, device)
 
-    stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
+    stream = streamed(args)
     out = sys.stdout
 
     def on_text(i: int, piece: str) -> None:
@@ -440,7 +447,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
                         decode_step=decode_step, warn=lambda message: print(f"warning: {message}", file=sys.stderr),
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                         repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache)
-    stream = not args.json and (args.stream == "true" or (args.stream == "auto" and sys.stdout.isatty()))
+    stream = streamed(args)
     if args.instruction is not None:
         answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
         return 0

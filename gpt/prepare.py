@@ -691,6 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     args = p.parse_args(argv)
+    if args.hf is None and (args.hf_config is not None or args.hf_split != "train"):  # (ignored: hunt 32-c F14)
+        p.error("--hf_config and --hf_split choose what --hf NAME reads: give --hf, or leave them out")
     # (an empty --hf '' prepared the plays: hunt 32-c F6)
     source = "hf" if args.hf is not None else "input" if args.input is not None else "shakespeare"
     try:

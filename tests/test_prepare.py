@@ -537,6 +537,9 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--val_fractio", "0.2"], "unrecognized arguments: --val_fractio 0.2"),  # a prefix was taken for the option
     (["--seed", "1e3"], "argument --seed: invalid int value: '1e3'"),
+    (["--input", "x", "--hf_config", "sample-10BT"], "--hf_config and --hf_split choose what --hf NAME reads: give "
+                                                     "--hf, or leave them out"),  # (ignored: hunt 32-c F14)
+    (["--hf_split", "test"], "--hf_config and --hf_split choose what --hf NAME reads: give --hf, or leave them out"),
 ])
 def test_command_line_mistakes_are_one_line_with_status_1(argv, message):
     # argparse's usage block and status 2, where train.py, sample.py and bench.py say one line (hunt 32-c F13)

@@ -478,6 +478,7 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
     (["--num_samples=0"], "num_samples must be >= 1"),
     (["--max_new_tokens=-1"], "max_new_tokens must be >= 0"),
     (["--stop="], "stop strings must not be empty"),
+    (["--json", "--stream=true"], "--stream=true prints the text as it comes, --json whole records"),  # (hunt 32-c F14)
     (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
     (["--temp=1"], "unknown option --temp (did you mean --temperature, --stream?)"),  # was --stream alone
     (["ROMEO"], "unexpected argument 'ROMEO'"),
