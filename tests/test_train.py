@@ -903,6 +903,9 @@ def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(by
     said = capsys.readouterr().out
     assert "step 1: non-finite loss (nan)" in said and "stopped by signal 15 at step 2;" in said
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["bad_steps_total"] == 1
+    # a resume goes on counting from the saved total (it could start again from 0: hunt 32-b TR21)
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
+    assert open_checkpoint(out).meta["step"] == 4 and open_checkpoint(out).meta["bad_steps_total"] == 1
 
 
 @pytest.mark.slow
