@@ -655,6 +655,10 @@ def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
     tuned = GPT.from_pretrained(str(tmp_path / "hf"), dropout=0.1)
     assert tuned.config.dropout == 0.1 and {m.p for m in tuned.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
     assert [m.dropout for m in tuned.modules() if type(m).__name__ == "CausalSelfAttention"] == [0.1]
+    # and an export says its model's dropout, for a fine-tune in transformers (hunt 32-b HF5)
+    tuned.save_pretrained(tmp_path / "tuned")
+    exported = json.loads((tmp_path / "tuned" / "config.json").read_text())
+    assert [exported[k] for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop")] == [0.1] * 3
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "layer_norm_epsilon": "1e-5"}))
     with pytest.raises(UnreadableFile, match=r"not a usable GPT-2 config \(layer_norm_epsilon '1e-5' is not 1e-5\)"):
