@@ -2569,6 +2569,21 @@ def test_an_fp16_resume_goes_on_with_the_saved_loss_scale(byte_data, tmp_path, m
     assert scale() == 1024.0
 
 
+def test_samples_at_evaluations_are_printed_and_change_nothing_in_the_training(byte_data, tmp_path, capsys):
+    # No CPU test reached --sample_tokens: a sample drawn from the global RNG (dropout's stream) would
+    # change every step after the first evaluation (hunt 32-b TR35); one left in eval mode, or with its
+    # cache, the same. Dropout on, so that any of them shows in the losses.
+    args = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=2", "--dropout=0.2"]
+    assert train.main([*args, f"--out_dir={tmp_path / 'plain'}"]) == 0
+    capsys.readouterr()
+    assert train.main([*args, "--sample_tokens=16", f"--out_dir={tmp_path / 'sampled'}"]) == 0
+    said = capsys.readouterr().out
+    assert said.count("---- sample ----\n") == 4  # steps 0, 2, 4 and 6
+    assert losses(tmp_path / "sampled") == losses(tmp_path / "plain")
+    plain, sampled = final_weights(tmp_path / "plain"), final_weights(tmp_path / "sampled")
+    assert all(torch.equal(plain[k], sampled[k]) for k in plain)
+
+
 def test_a_non_finite_gradient_under_a_finite_loss_skips_the_update(byte_data, tmp_path, monkeypatch, capsys):
     # Only a non-finite loss was tested: an update with one inf gradient turned every weight NaN while
     # the log said the step was skipped, and the run ended "diverged" (hunt 32-b SV-2)
