@@ -449,8 +449,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
     # where the warmup's own length is checked against the budget: within WARMUP_CHECK_WITHIN steps of
     # the start (a 5 s budget with --warmup_iters=1e12 ran for good at a rate near 0, its check due
-    # at step 4e11: hunt 32-c F15), timed from the start where its timing has not begun by then
+    # at step 4e11: hunt 32-c F15)
     warmup_check = min(2 * (cfg.warmup_iters // 5), step + WARMUP_CHECK_WITHIN) or 1
+    first_done = None  # (step, train_s) at the end of this process's first step
     planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
     # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
     # last two intervals between them, for a look between evaluations
@@ -589,9 +590,14 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         train_s, t_last, profile_s = train_s + now - t_last - writing, now, profile_s + writing
         if not cfg.max_iters and step == timing_start:
             timing_from = (step, train_s)
-        if not cfg.max_iters and step == warmup_check and step > timing_from[0] and dist.is_main:
-            warn_if_warmup_overruns(cfg, started, step, (train_s - timing_from[1]) / (step - timing_from[0]), reserve_s,
-                                    say)
+        first_done = first_done or (step, train_s)
+        if not cfg.max_iters and step == warmup_check and dist.is_main:
+            # timed as the plan is where its timing began before; else from the end of the first step
+            # (which allocates): from the start, a check due where the timing begins was never made,
+            # for --warmup_iters=500 (review 32)
+            since = timing_from if timing_start < step else first_done
+            if step > since[0]:
+                warn_if_warmup_overruns(cfg, started, step, (train_s - since[1]) / (step - since[0]), reserve_s, say)
         if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
             planned = (step, train_s)
             marks.clear()
