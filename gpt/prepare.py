@@ -234,9 +234,12 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     try:
         # The workers forked now, before the progress bar starts a thread, with Ctrl-C and SIGTERM
         # blocked: one that came before a worker ignored them (_worker_start) was its traceback, and
-        # the pool called broken, "a tokenizer process died" (hunt 32-c F3). This process takes it after.
+        # the pool called broken, "a tokenizer process died" (hunt 32-c F3). This process takes it
+        # once they are forked (the first submit forks them all), not once they have started: a
+        # worker that hangs in its start must not leave it deaf to Ctrl-C (review 32).
         with signals_blocked(signal.SIGINT, signal.SIGTERM):
-            pool.submit(int).result()
+            started = pool.submit(int)
+        started.result()
         yield pool
     except BaseException as e:
         kill_workers()

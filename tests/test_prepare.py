@@ -1084,6 +1084,21 @@ def test_tokenizer_workers_are_forked_with_ctrl_c_held_back(tmp_path, monkeypatc
     assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # as it was here
 
 
+def test_ctrl_c_is_taken_while_a_worker_hangs_in_its_start(monkeypatch):
+    # Ctrl-C was held back until a worker had started, not only while they were forked: one that hung in
+    # its start (here for 60 s) left data/prepare.py deaf to it (review 32)
+    import threading
+    import time
+
+    monkeypatch.setattr(prep, "_worker_start", lambda parent: time.sleep(60))
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with prep._worker_pool(2, "byte"):
+            pass
+    assert time.monotonic() - started < 30
+
+
 def test_builds_left_by_a_killed_preparation_are_removed(tmp_path):
     write_docs(tmp_path / "in", 3)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
