@@ -34,11 +34,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` (UTF-8) all at once. On an OSError (a full disk, a size limit, a
     permission) the temp file is removed and `path` is as it was."""
     path = Path(path)
-    if not path.name:  # "", "." and "/" name a directory (with_name's ValueError was a traceback: hunt 32-c F5)
+    if path.is_dir():  # ("", ".", "/": with_name's ValueError was a traceback, hunt 32-c F5; "..": EBUSY)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:  # the rename puts a file in the place of whatever has the name: /dev/full, as root (hunt 32-c F7)
-        special = not stat.S_ISREG(mode := os.lstat(path).st_mode) and not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode)
-    except FileNotFoundError:
+    try:  # the rename puts a file in the place of whatever has the name: /dev/full, as root (hunt 32-c F7),
+        # or a link to it (review 32). A link to a file is replaced, its file left as it was.
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:  # (nothing there, or a link to nothing)
         special = False
     if special:
         raise OSError(errno.EEXIST, "not a regular file (a device, a pipe or a socket), not replaced", str(path))

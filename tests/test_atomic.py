@@ -70,8 +70,13 @@ def test_a_device_or_a_pipe_is_not_replaced_by_a_file(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(OSError, match=r"not a regular file \(a device, a pipe or a socket\), not replaced: '.*pipe'"):
         write_text_atomic(tmp_path / "pipe", "text\n")
-    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
-    for name in ("", ".", "/"):  # no name: a directory (with_name's ValueError was a traceback: hunt 32-c F5)
+    (tmp_path / "link").symlink_to(tmp_path / "pipe")  # a link to one, as /dev/stdout is (review 32)
+    with pytest.raises(OSError, match=r"not a regular file \(a device, a pipe or a socket\), not replaced: '.*link'"):
+        write_text_atomic(tmp_path / "link", "text\n")
+    assert (tmp_path / "link").is_symlink() and stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "pipe"]
+    # a directory, also one without a name (with_name's ValueError was a traceback: hunt 32-c F5; "..": EBUSY)
+    for name in ("", ".", "/", "..", tmp_path):
         with pytest.raises(IsADirectoryError):
             write_text_atomic(name, "text\n")
 
