@@ -400,7 +400,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         saved_by_this_run = True
 
     # ---------------------------------------------------------------- loop
-    stop, exit_status = StopSignal(), 0
+    stop, exit_status = StopSignal(announce=dist.is_main), 0
     # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
     # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
     signals_at_exit.callback(stop.restore)

@@ -257,4 +257,3 @@ class ReportedByRank0(UsageError):
     def __init__(self, exit_status: int):
         super().__init__("")
         self.exit_status = exit_status
-

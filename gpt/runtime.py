@@ -578,8 +578,10 @@ class StopSignal:
     128 + signal number (130 for Ctrl-C, 143 for SIGTERM), the shell's convention. Further
     signals while saving are noted and ignored, so they cannot interrupt the save."""
 
-    def __init__(self):
+    def __init__(self, announce: bool = True):
+        """announce: say at once that the signal came (on stderr): the main process of a run."""
         self.signum: int | None = None
+        self._announce = announce
         self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def restore(self) -> None:
@@ -592,6 +594,6 @@ class StopSignal:
             self.signum = signum
             # Said at once: a step can take minutes (gradient accumulation), and the signal seemed unheard
             # until it ended (hunt 32-c F9). os.write: a print here could meet the loop's own, a RuntimeError.
-            if os.environ.get("RANK", "0") == "0":
+            if self._announce:
                 with contextlib.suppress(OSError):
                     os.write(2, f"{signal.Signals(signum).name} received: stopping after the current step\n".encode())
