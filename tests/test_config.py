@@ -127,6 +127,11 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
     with pytest.raises(ValueError) as err:
         resume_config(saved, cfg, keys)
     assert "n_layer: checkpoint 2, now 4" in str(err.value) and "tokenizer" in str(err.value)
+    # a LoRA run's adapters keep the alpha they were built with: another was recorded and not used (hunt 32-b CF17)
+    saved = TrainConfig(init_from="gpt2", lora_rank=4, lora_alpha=8.0, max_iters=10).to_dict()
+    cfg, keys = parse_args(["--init_from=resume", "--lora_alpha=32"])
+    with pytest.raises(ValueError, match="lora_alpha: checkpoint 8.0, now 32.0"):
+        resume_config(saved, cfg, keys)
 
 
 def test_a_fine_tune_trains_at_the_weights_context_unless_a_preset_or_the_command_line_says():
