@@ -529,6 +529,17 @@ def _remove_stale_builds(out: Path, every_name: bool = False) -> None:
 PROCESSES_PER_CORE = 4  # --num_proc's limit: more only costs memory (a tokenizer each) and forks
 
 
+def check_num_proc(num_proc: int | None) -> None:
+    """PrepareError for a --num_proc below 1, or above PROCESSES_PER_CORE for each core (100000 were
+    forked for minutes: hunt 32-c F3). None: one a core."""
+    if num_proc is not None and num_proc < 1:
+        raise PrepareError(f"--num_proc {num_proc} must be >= 1")
+    if num_proc is not None and num_proc > PROCESSES_PER_CORE * _cpu_count():
+        raise PrepareError(f"--num_proc {num_proc} is more than {PROCESSES_PER_CORE} processes for each of the "
+                           f"{_cpu_count()} cores this process may use; tokenizing gains nothing past one a core: "
+                           f"give at most {PROCESSES_PER_CORE * _cpu_count()}, or leave it out for one a core")
+
+
 def _cpu_count() -> int:
     """The cores this process may use (a container's share, not the machine's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -561,12 +572,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
-    if num_proc is not None and num_proc < 1:
-        raise PrepareError(f"--num_proc {num_proc} must be >= 1")
-    if num_proc is not None and num_proc > PROCESSES_PER_CORE * _cpu_count():  # (100000 forked for minutes: hunt 32-c F3)
-        raise PrepareError(f"--num_proc {num_proc} is more than {PROCESSES_PER_CORE} processes for each of the "
-                           f"{_cpu_count()} cores this process may use; tokenizing gains nothing past one a core: "
-                           f"give at most {PROCESSES_PER_CORE * _cpu_count()}, or leave it out for one a core")
+    check_num_proc(num_proc)
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
     real = out.resolve()  # a symlink's target is replaced (beside it), not the link

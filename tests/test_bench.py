@@ -101,6 +101,8 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=1020", "--new_tokens=8"],
      "bench.py decode: error: --prompt_len + --new_tokens = 1,028 is past GPT-2's 1,024 positions, where "
      "transformers' generate (the reference) stops: give fewer tokens, or --skip_transformers"),
+    # refused by the prepare.py it runs, after the copies of the text were written (review 32)
+    (["prepare", "--num_proc=100000"], "bench.py prepare: error: --num_proc 100000 is more than 4 processes for each "),
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--prompt_len=100000", "--skip_transformers"],
      "bench.py decode: error: --prompt_len 100,000 is past the model's context of 1,024: generate keeps only the "
      "prompt's last 1,024 tokens, so the rows would not time the prompt they name; give at most 1,024"),  # (hunt 32-c F11)
