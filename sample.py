@@ -308,7 +308,20 @@ def read_prompt(start: str, option: str = "--start") -> str:
         except OSError as e:
             raise UsageError(f"cannot read the prompt file {path}: {e}") from None
         return decode_utf8(data, f"the prompt file {path}", start_of_text=True)
+    if start[:5].upper() == "FILE:" and names_a_file(start[5:]):  # (file: was taken as text without a word:
+        # hunt 32-c F14)
+        print(f"warning: {option}={start} is taken as text; {option}=FILE:{start[5:]} (in capitals) reads the file",
+              file=sys.stderr)
     return argv_text(start, option)
+
+
+def names_a_file(text: str) -> bool:
+    """Whether `text`, taken as a path, names a file (a prompt's text may be no path at all: too long
+    a name, a NUL)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def argv_text(value: str, option: str) -> str:

@@ -440,6 +440,17 @@ def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatc
     assert inner["prompt"] == "RO\ufeffMEO:"
 
 
+def test_a_prompt_file_named_in_lower_case_is_text_with_a_warning(capsys, tmp_path):
+    # FILE: is case-sensitive: file:PATH was the prompt's text without a word (hunt 32-c F14)
+    (tmp_path / "p.txt").write_text("ROMEO:")
+    assert sample.read_prompt(f"file:{tmp_path / 'p.txt'}") == f"file:{tmp_path / 'p.txt'}"
+    assert capsys.readouterr().err == (f"warning: --start=file:{tmp_path / 'p.txt'} is taken as text; "
+                                       f"--start=FILE:{tmp_path / 'p.txt'} (in capitals) reads the file\n")
+    for text in ("file: a note about files", "file:" + "x" * 300, "file:a\0b"):  # no such file, or no path: no warning
+        assert sample.read_prompt(text) == text
+    assert capsys.readouterr().err == ""
+
+
 def test_ctrl_c_while_sample_py_imports_is_one_line_not_a_traceback(tmp_path, ctrl_c_at_import):
     # torch's imports take the first seconds of every run; Ctrl-C there was a traceback (audit, 2026-11-26)
     import signal
