@@ -161,6 +161,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
         print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
               "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
+    if cfg.lr_schedule in ("cosine", "wsd") and cfg.lr_decay_iters > cfg.max_iters > cfg.warmup_iters and not resume \
+            and not cfg.eval_only and dist.is_main:  # (the decay cut short without a word: hunt 32-c F15)
+        last_lr = lr_at(cfg.max_iters - 1, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
+                        cfg.lr_schedule, cfg.decay_fraction)
+        print(f"note: --lr_decay_iters={cfg.lr_decay_iters} is past --max_iters={cfg.max_iters}: the run ends at "
+              f"learning rate {last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters="
+              f"{cfg.lr_decay_iters} finishes the decay")
     out_dir = Path(cfg.out_dir)
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))

@@ -641,6 +641,18 @@ def test_an_option_this_run_would_ignore_is_refused_before_anything_is_written(b
             in capsys.readouterr().out)
 
 
+def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_ends_at(byte_data, tmp_path, capsys):
+    # Hunt 32-c F15: --lr_decay_iters far past --max_iters left the rate at its peak without a word.
+    # The last step (3) is a quarter into the cosine from step 2 to 6: by hand, 3e-4 + 0.5 (1 + cos(pi / 4)) 2.7e-3
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--lr_decay_iters=6", "--eval_interval=4",
+                       f"--out_dir={tmp_path}"]) == 0
+    assert ("note: --lr_decay_iters=6 is past --max_iters=4: the run ends at learning rate 0.0026, not min_lr 0.0003; "
+            "a resume with --max_iters=6 finishes the decay") in capsys.readouterr().out
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=4",
+                       f"--out_dir={tmp_path / 'whole'}"]) == 0
+    assert "lr_decay_iters" not in capsys.readouterr().out
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
