@@ -171,8 +171,8 @@ def check_args(args: argparse.Namespace) -> None:
     check_sampling_args(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
     if args.num_samples < 1:
         raise UsageError(f"num_samples must be >= 1, got {args.num_samples}")
-    if not -2**63 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise UsageError(f"seed must be in [-2**63, 2**64), got {args.seed}")
+    if not 0 <= args.seed < 2**64:  # torch takes [-2**63, 2**64); -1 is "random" to some tools, not here
+        raise UsageError(f"seed must be in [0, 2**64 - 1], got {args.seed} (the same seed gives the same samples)")
     if args.max_new_tokens < 0:
         raise UsageError(f"max_new_tokens must be >= 0, got {args.max_new_tokens}")
     args.stop = [_unescape(argv_text(s, "--stop")) for s in args.stop]

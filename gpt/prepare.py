@@ -431,6 +431,12 @@ def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
 # ----------------------------------------------------------------------------- prepare
 
 
+# The command line's smallest --shard_tokens: `--shard_tokens 1` wrote a file for every few tokens,
+# which train.py then refused as shorter than a window (hunt 32-c). GPT-2's window is 1,025 tokens.
+# (The library takes any size, for tests that need many shards of a small text.)
+MIN_SHARD_TOKENS = 4096
+
+
 def _options(tokenizer: str, val_fraction: float, seed: int, shard_tokens: int, max_tokens: int | None,
              text_field: str) -> dict:
     """The options that change the output (num_proc, force and quiet don't)."""
@@ -440,6 +446,8 @@ def _options(tokenizer: str, val_fraction: float, seed: int, shard_tokens: int, 
         raise PrepareError(f"--val_fraction {val_fraction} must be in (0, 0.5]")
     if shard_tokens < 1 or (max_tokens is not None and max_tokens < 1):
         raise PrepareError("--shard_tokens and --max_tokens must be >= 1")
+    if seed < 0:  # (-1 means "a random seed" to some tools; here it is one more fixed seed: hunt 32-c)
+        raise PrepareError(f"--seed {seed} must be >= 0")
     return {"tokenizer": tokenizer, "val_fraction": val_fraction, "seed": seed, "shard_tokens": shard_tokens,
             "max_tokens": max_tokens, "text_field": text_field}
 
@@ -696,10 +704,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", metavar="N", type=int, default=0, help="picks the validation documents (default: 0)")
     p.add_argument("--num_proc", metavar="N", type=int, default=None, help="tokenizer processes (default: all cores)")
     p.add_argument("--shard_tokens", metavar="N", type=int, default=100_000_000,
-                   help="tokens per shard at most (default: 100_000_000)")
+                   help=f"tokens per shard at most, {MIN_SHARD_TOKENS:,} or more (default: 100_000_000)")
     p.add_argument("--force", action="store_true", help="rebuild even if the output is up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     args = p.parse_args(argv)
+    if args.shard_tokens < MIN_SHARD_TOKENS:
+        p.error(f"--shard_tokens {args.shard_tokens} is under {MIN_SHARD_TOKENS:,}: each shard is a file, and train.py "
+                "refuses shards shorter than a training window")
     if args.hf is None and (args.hf_config is not None or args.hf_split != "train"):  # (ignored: hunt 32-c F14)
         p.error("--hf_config and --hf_split choose what --hf NAME reads: give --hf, or leave them out")
     # (an empty --hf '' prepared the plays: hunt 32-c F6)

@@ -543,12 +543,26 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
     (["--input", "x", "--hf_config", "sample-10BT"], "--hf_config and --hf_split choose what --hf NAME reads: give "
                                                      "--hf, or leave them out"),  # (ignored: hunt 32-c F14)
     (["--hf_split", "test"], "--hf_config and --hf_split choose what --hf NAME reads: give --hf, or leave them out"),
+    # a file for every few tokens, which train.py then refused (hunt 32-c)
+    (["--shard_tokens", "4095"], "--shard_tokens 4095 is under 4,096: each shard is a file, and train.py refuses "
+                                 "shards shorter than a training window"),
 ])
 def test_command_line_mistakes_are_one_line_with_status_1(argv, message):
     # argparse's usage block and status 2, where train.py, sample.py and bench.py say one line (hunt 32-c F13)
     with pytest.raises(SystemExit) as exit_:
         prep.main(argv)
     assert exit_.value.code == f"data/prepare.py: error: {message}"
+
+
+def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys):
+    # -1 is "a random seed" to some tools; here it was one more fixed seed, taken without a word (hunt 32-c)
+    write_docs(tmp_path / "in", 2)
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--seed", "-1", "--quiet",
+                      "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "error: --seed -1 must be >= 0\n"
+    assert not (tmp_path / "out").exists()
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--seed", "0", "--quiet",
+                      "--shard_tokens", "4096", "--num_proc", "1", "--out_dir", str(tmp_path / "out")]) == 0
 
 
 def test_data_preparation_never_imports_torch():
