@@ -588,6 +588,15 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def refuse_its_own(argv: list[str], own: dict[str, str], command: str) -> None:
+    """Refuses a train.py option the benchmark sets itself: it was replaced without a word (a typed
+    --out_dir ran in a temporary directory: hunt 32-c)."""
+    from gpt.config import command_line_keys
+    if typed := [k for k in own if k in command_line_keys(argv)]:
+        raise SystemExit(f"bench.py {command}: error: " + "; ".join(f"--{k} is set by bench.py ({own[k]})" for k in typed)
+                         + f": leave {'it' if len(typed) == 1 else 'them'} out")
+
+
 def distinct(values: str, option: str) -> list[str]:
     """A comma-separated option's values, each once: a repeated one would run twice under one name,
     pooling its records (train) or sharing its run directories (quality)."""
@@ -882,6 +891,11 @@ def bench_train(args: argparse.Namespace) -> None:
     if "" in rows:  # (it ran the first row again, unlabelled, and gave its ratio to itself: hunt, session 26)
         raise SystemExit("bench.py train: --with needs a train.py flag, e.g. --with=--batch_size=64")
     dtypes, optimizers = distinct(args.dtypes, "--dtypes"), distinct(args.optimizers, "--optimizers")
+    # (a row's flags come after the timing's, and so replace them, but for --out_dir)
+    refuse_its_own([f for row in rows for f in row.split()], {"out_dir": "a temporary run directory"}, "train")
+    refuse_its_own(overrides, {"out_dir": "a temporary run directory", "max_iters": "--warmup + --steps",
+                               "log_interval": "--warmup", "eval_interval": "no evaluation while timing",
+                               "eval_iters": "1, for the closing evaluation"}, "train")
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
@@ -1197,6 +1211,8 @@ def bench_quality(args: argparse.Namespace) -> None:
     args.recipes = args.recipes if args.recipes is not None else QUALITY_DEFAULTS[where][0]
     args.time_budget = args.time_budget if args.time_budget is not None else QUALITY_DEFAULTS[where][1]
     names = distinct(args.recipes, "--recipes")
+    refuse_its_own(args.overrides, {"out_dir": "a temporary run directory per run", "max_iters": "0, for the budget",
+                                    "time_budget": "bench.py's --time_budget"}, "quality")
     unknown = [n for n in names if n not in QUALITY_RECIPES]
     if unknown:
         raise SystemExit(f"bench.py quality: error: unknown recipe(s) {', '.join(unknown)}; "

@@ -128,6 +128,13 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     (["train", "--optimizers=muon,adamw", "--", "--muon_learning_rate=0.02"],
      "bench.py train: error: train.py auto adamw: --muon_learning_rate applies to --optimizer=muon"),
     (["train", "--dtypes=float32,"], "bench.py: --dtypes has an empty value"),
+    # replaced by the benchmark's own without a word (hunt 32-c)
+    (["train", "--", "--out_dir=mine", "--eval_iters=5"], "bench.py train: error: --out_dir is set by bench.py (a "
+     "temporary run directory); --eval_iters is set by bench.py (1, for the closing evaluation): leave them out"),
+    (["train", "--with=--batch_size=2 --out_dir=mine"],
+     "bench.py train: error: --out_dir is set by bench.py (a temporary run directory): leave it out"),
+    (["quality", "--recipes=default", "--", "--max_iters=10"],
+     "bench.py quality: error: --max_iters is set by bench.py (0, for the budget): leave it out"),
 ])
 def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_path, monkeypatch):
     import train
