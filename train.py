@@ -54,9 +54,9 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (clean_leftovers, copy_of, latest_note, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_config, pretrained_tokenizer, repoint_best, save_checkpoint,
-                            set_aside, unmark_lora_base, write_failed)
+from gpt.checkpoint import (checkpoint_holding, clean_leftovers, copy_of, latest_note, list_checkpoints, load_base_model,
+                            load_model, lora_base, mark_lora_base, open_resumable, pretrained_config,
+                            pretrained_tokenizer, repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
@@ -866,6 +866,21 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
               f"{'resuming from' if move else 'evaluating'} {resume.path.name}")
 
 
+def refuse_a_run(data: str) -> None:
+    """--data naming a training run or one of its checkpoints, which were read as text (the run's
+    config.json as a record without a text field) or as shards (a checkpoint's meta.json, "format
+    version None"): neither said what to do (hunt 32-c)."""
+    from gpt.prepare import PrepareError
+
+    path = Path(data)
+    if ckpt := checkpoint_holding(path) if path.exists() else None:
+        raise PrepareError(f"--data={data} is checkpoint {ckpt.name} of the training run in {ckpt.parent}, not text "
+                           f"or prepared data: to start a run from its weights, --init_from={ckpt}")
+    if list_checkpoints(path):  # (a file of the run, named itself, is read as text, as data/prepare.py reads it)
+        raise PrepareError(f"--data={data} holds a training run, not text or prepared data: to continue it, "
+                           f"--init_from=resume --out_dir={data}; to start a run from its weights, --init_from={data}")
+
+
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False) -> Path:
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
     decides for every rank, so that ranks that see the files differently (another node's disk) never
@@ -878,6 +893,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     data = os.path.expanduser(data)
 
     def prepared() -> Path:
+        refuse_a_run(data)
         if (Path(data) / "meta.json").is_file():
             return Path(data)
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare

@@ -1451,6 +1451,27 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_run_given_as_data_says_how_to_continue_it_or_start_from_it(byte_data, tmp_path):
+    # Hunt 32-c: its config.json was read as a text record without a text field, and a checkpoint's
+    # meta.json as a shard directory's ("format version None"). (A file of the run named itself is
+    # read as text, as data/prepare.py reads it.)
+    run = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={run}"]) == 0
+    ckpt = run / "ckpt-0000002"
+    for data, message in [
+            (run, f"--data={run} holds a training run, not text or prepared data: to continue it, "
+                  f"--init_from=resume --out_dir={run}; to start a run from its weights, --init_from={run}"),
+            (ckpt, f"--data={ckpt} is checkpoint ckpt-0000002 of the training run in {run.resolve()}, not text or "
+                   f"prepared data: to start a run from its weights, --init_from={ckpt.resolve()}"),
+            (ckpt / "meta.json", f"--data={ckpt / 'meta.json'} is checkpoint ckpt-0000002 of the training run in "
+                                 f"{run.resolve()}, not text or prepared data: to start a run from its weights, "
+                                 f"--init_from={ckpt.resolve()}")]:
+        with pytest.raises(train.UsageError) as e:
+            train.prepare_data(str(data), "byte", str(tmp_path / "cache"), train.Dist())
+        assert str(e.value) == message
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_save_refused_for_permission_in_a_read_only_out_dir_is_status_3_and_one_line(byte_data, tmp_path,
                                                                                        monkeypatch, capsys):
     # Audit bug 6: out_dir turned read-only mid-run. The save's SaveError (status 3) was hidden by a
