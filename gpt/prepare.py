@@ -494,8 +494,11 @@ def _made_by_prepare(out: Path) -> bool:
         ours = {META_NAME, *(name for split in meta["splits"].values() for name in split["shards"])}
         return {"fingerprint", "prepare_version"} <= meta.keys() and \
             all(name in ours or _PREPARE_TEMP.fullmatch(name) for name in names)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a directory, no or odd meta.json
-        return False
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, ValueError, KeyError, TypeError, AttributeError):
+        return False  # not a directory, no or odd meta.json
+    except OSError as e:  # (an I/O error said "not a data directory made by data/prepare.py ... remove it" of
+        # good data: hunt 33-a F2)
+        raise PrepareError(f"{e.filename or out}: {e.strerror or e}; nothing was written") from None
 
 
 def _alive(pid: int) -> bool:

@@ -1038,6 +1038,30 @@ def test_a_directory_with_someone_elses_meta_json_is_not_replaced(tmp_path):
     assert (out / "notes.txt").read_text() == "mine"
 
 
+def test_an_io_error_reading_the_old_meta_json_is_said_and_never_called_someone_elses_directory(tmp_path,
+                                                                                                 monkeypatch):
+    # It said "exists and is not a data directory made by data/prepare.py; ... remove it", of good
+    # data (hunt 33-a F2: an EIO injected with strace)
+    import errno
+
+    write_docs(tmp_path / "in", 3)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    read_text = Path.read_text
+
+    def failing(self, *a, **k):
+        if self.name == "meta.json":
+            raise OSError(errno.EIO, "Input/output error", str(self))
+        return read_text(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", failing)
+    with pytest.raises(PrepareError) as e:
+        run_prepare([tmp_path / "in"], out, force=True)
+    assert str(e.value) == f"{out / 'meta.json'}: Input/output error; nothing was written"
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_an_out_dir_that_is_a_symlink_gets_the_data_and_the_working_directory_is_refused(tmp_path, monkeypatch):
     texts = write_docs(tmp_path / "in", 3)
     (tmp_path / "big" / "target").mkdir(parents=True)
