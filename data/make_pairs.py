@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpt.atomic import write_text_atomic  # noqa: E402
+from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
 from gpt.errors import OneLineParser  # noqa: E402
 from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
 
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # all at once: a full disk or an interrupt never leaves a cut-off file in place of an older one
         write_text_atomic(Path(args.out), "".join(json.dumps(pair) + "\n" for pair in pairs))
     except OSError as e:
-        print(f"error: {args.out}: {e.strerror or e}; nothing was written", file=sys.stderr)
+        print(f"error: {args.out}: {e.strerror or e}{'' if isinstance(e, NotDurable) else '; nothing was written'}",
+              file=sys.stderr)
         return 1
     speakers = len({pair["response"] for pair in pairs})
     print(f"wrote {len(pairs)} pairs ({speakers} speakers) to {args.out}")

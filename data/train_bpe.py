@@ -20,7 +20,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not 
 
     one_line_on_ctrl_c(INTERRUPTED.format("the vocabulary"))
 
-from gpt.atomic import write_text_atomic  # noqa: E402
+from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_CONVERSION, SHAKESPEARE_BPE_FILE,  # noqa: E402
                      SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe)
 from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises  # noqa: E402
@@ -58,7 +58,8 @@ def retrain() -> int:
         # would stop every script that uses the default tokenizer
         write_text_atomic(SHAKESPEARE_BPE_FILE, ranks_text(ranks))
     except OSError as e:
-        print(f"error: {SHAKESPEARE_BPE_FILE}: {e.strerror or e}; it is unchanged", file=sys.stderr)
+        print(f"error: {SHAKESPEARE_BPE_FILE}: {e.strerror or e}{'' if isinstance(e, NotDurable) else '; it is unchanged'}",
+              file=sys.stderr)
         return 1
     digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
     print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"

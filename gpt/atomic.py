@@ -30,9 +30,15 @@ def replace_file(tmp: Path, path: Path) -> None:
     fsync_dir(path.parent)
 
 
+class NotDurable(OSError):
+    """The new file is in place, but its directory could not be synced after the rename: a crash may
+    yet bring the old one back. Not "nothing was written", which the writers' messages said of it
+    (hunt 33-a F3)."""
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` (UTF-8) all at once. On an OSError (a full disk, a size limit, a
-    permission) the temp file is removed and `path` is as it was."""
+    permission) the temp file is removed and `path` is as it was, but on NotDurable."""
     path = Path(path)
     if path.is_dir():  # ("", ".", "/": with_name's ValueError was a traceback, hunt 32-c F5; "..": EBUSY)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -53,7 +59,11 @@ def write_text_atomic(path: Path, text: str) -> None:
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    try:
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise NotDurable(e.errno, f"{e.strerror or e} syncing its directory: the new file is in place, but a crash may "
+                                  "yet lose it", str(path)) from None
 
 
 def same_mode_as(path: Path, sibling: Path) -> None:

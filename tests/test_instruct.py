@@ -277,6 +277,23 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
     assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
 
 
+def test_make_pairs_never_says_nothing_was_written_of_a_file_it_replaced(make_pairs, tmp_path, capsys, monkeypatch):
+    # The directory's fsync after the rename failed (hunt 33-a F3: an EIO injected with strace): it
+    # said "nothing was written" with the new pairs in place
+    import gpt.atomic
+
+    def fsync_dir(path):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(gpt.atomic, "fsync_dir", fsync_dir)
+    out = tmp_path / "p.jsonl"
+    out.write_text("an older complete file\n")
+    assert make_pairs.main(["--max_pairs", "2", "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (f"error: {out}: Input/output error syncing its directory: the new file is in "
+                                       "place, but a crash may yet lose it\n")
+    assert len(out.read_text().splitlines()) == 2 and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
+
+
 # ----------------------------------------------------------------------------- end to end
 
 SPEAKERS = {"Hamlet": "Denmark", "Ophelia": "flowers", "Romeo": "Verona", "Juliet": "balcony", "Macbeth": "dagger",
