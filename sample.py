@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import Terminated, UsageError, first_of_its_machine, reported_oom
+from gpt.errors import CheckedStdout, Terminated, UsageError, first_of_its_machine, reported_oom
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -470,37 +470,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
     return 1 if errors else 0
 
 
-class SamplesOut:
-    """sys.stdout while sample.py runs. A write or flush that fails (a full disk, a quota, an I/O
-    error) is one line, not a traceback (hunt, session 27); a closed pipe stays BrokenPipeError,
-    which ends the script quietly (`| head`)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._guarded(self._stream.write, text)
-
-    def flush(self) -> None:
-        self._guarded(self._stream.flush)
-
-    def _guarded(self, call, *args):
-        try:
-            return call(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, self._stream.fileno())
-                os.close(null)
-            raise UsageError(f"writing the samples to stdout failed: {e.strerror or e}") from None
-
-    def __getattr__(self, name):  # isatty, encoding, ...
-        return getattr(self._stream, name)
-
-
-def samples_out(stream, as_json: bool) -> SamplesOut:
+def samples_out(stream, as_json: bool) -> CheckedStdout:
     """The script's stdout, checked and wrapped: refused when closed; where its encoding is not
     UTF-8 (a Latin-1 locale, Windows' cp1252 through a pipe), --json is written in UTF-8, JSON's
     own encoding (RFC 8259), and text with '?' for what the encoding lacks, said once. Generated
@@ -518,7 +488,7 @@ def samples_out(stream, as_json: bool) -> SamplesOut:
             stream.reconfigure(errors="replace")
             print(f"warning: stdout's encoding is {encoding}: characters it lacks are printed as '?' "
                   "(PYTHONIOENCODING=utf-8 keeps them)", file=sys.stderr)
-    return SamplesOut(stream)
+    return CheckedStdout(stream, "sample.py", stop="the samples")
 
 
 def main(argv: list[str] | None = None) -> int:

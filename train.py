@@ -62,7 +62,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, Terminated, UnreadableFile, UsageError,
-                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises)
+                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked)
 from gpt.files import describe_error
 from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -77,6 +77,7 @@ from gpt.rundir import hold_run_dir, on_rank0
 from gpt.shards import DataDir
 
 
+@stdout_checked("train.py")
 def main(argv: list[str] | None = None, started: float | None = None) -> int:
     """Run train.py with `argv`; `started` (time.monotonic()) is where --time_budget counts from:
     the process start for the script, the call for in-process callers."""

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
-from gpt.errors import OneLineParser  # noqa: E402
+from gpt.errors import OneLineParser, stdout_checked  # noqa: E402
 from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
 
 
@@ -48,6 +48,7 @@ def who_says(play: str, min_chars: int, max_pairs: int) -> list[dict]:
     return pairs[:max_pairs]
 
 
+@stdout_checked("data/make_pairs.py")
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="data/make_pairs.py", description=__doc__.splitlines()[0])
     p.add_argument("--play", default="hamlet",

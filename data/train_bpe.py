@@ -23,11 +23,12 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not 
 from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_CONVERSION, SHAKESPEARE_BPE_FILE,  # noqa: E402
                      SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe)
-from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises  # noqa: E402
+from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises, stdout_checked  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
 
 
+@stdout_checked("data/train_bpe.py")
 def main(argv: list[str] | None = None) -> int:
     """Ctrl-C or SIGTERM (minutes of training) stops it with one line, the file unchanged (audit, 2026-11-26).
     It takes no options: --help prints this module's use, and anything else is refused, where both

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import importlib.metadata
 import os
 import signal
@@ -248,6 +249,69 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise SystemExit(f"{self.prog}: error: {message}")
+
+
+class CheckedStdout:
+    """sys.stdout while a script runs. A write or flush that fails (a full disk or quota: `> /dev/full`;
+    an I/O error; a reader gone: `| head`) was a traceback, which lost the work under way: a run's
+    steps since its checkpoint, a preparation nearly done (hunt 33-a F4). Where the output is a log
+    of the work (train.py, the data scripts: `stop` None), the failure is said once on stderr, the
+    rest of the output goes nowhere, and the work goes on; `exit_status` then makes its 0 a 1 (not
+    for a reader gone, which is the reader's choice). Where the output is the product (sample.py's
+    samples), `stop` names it and the failure is UsageError, at once; a reader gone stays
+    BrokenPipeError, for the script to end quietly."""
+
+    def __init__(self, stream, script: str, stop: str | None = None):
+        self._stream, self._script, self._stop = stream, script, stop
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        return len(text) if self.failed else self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        if not self.failed:
+            self._guarded(self._stream.flush)
+
+    def exit_status(self, status: int) -> int:
+        return 1 if status == 0 and self.failed and not isinstance(self.failed, BrokenPipeError) else status
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except OSError as e:
+            if self._stop and isinstance(e, BrokenPipeError):
+                raise
+            if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self._stream.fileno())
+                os.close(null)
+            if self._stop:
+                raise UsageError(f"writing {self._stop} to stdout failed: {e.strerror or e}") from None
+            self.failed = e
+            if not isinstance(e, BrokenPipeError):
+                print(f"{self._script}: error: writing to stdout failed: {e.strerror or e}; the rest of its output "
+                      "is dropped, and the work goes on", file=sys.stderr)
+            return len(args[0]) if args else None
+
+    def __getattr__(self, name):  # isatty, encoding, fileno, ...
+        return getattr(self._stream, name)
+
+
+def stdout_checked(script: str):
+    """A script's main(), with sys.stdout a CheckedStdout of a log while it runs."""
+    def decorate(main):
+        @functools.wraps(main)
+        def checked_main(*args, **kwargs) -> int:
+            saved = sys.stdout
+            checked = CheckedStdout(saved, script)
+            if saved is not None:  # (None: a closed descriptor 1, where print() writes nothing)
+                sys.stdout = checked
+            try:
+                return checked.exit_status(main(*args, **kwargs))
+            finally:
+                sys.stdout = saved
+        return checked_main
+    return decorate
 
 
 class ReportedByRank0(UsageError):

@@ -49,7 +49,8 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
-from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises, signals_blocked, unusable_path
+from gpt.errors import (OneLineParser, Terminated, UsageError, sigterm_raises, signals_blocked, stdout_checked,
+                        unusable_path)
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -685,6 +686,7 @@ def shakespeare_train_texts(conversion: int = SHAKESPEARE_CONVERSION) -> list[st
     return [text for doc, text in enumerate(plays) if not picker.is_val(doc)]  # (numbered as prepare numbers them)
 
 
+@stdout_checked("data/prepare.py")
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="data/prepare.py", description="Tokenize text into train/val token shards.",
                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

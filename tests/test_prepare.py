@@ -565,6 +565,21 @@ def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys)
                       "--shard_tokens", "4096", "--num_proc", "1", "--out_dir", str(tmp_path / "out")]) == 0
 
 
+def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(tmp_path, monkeypatch, capsys):
+    # `data/prepare.py > /dev/full` was a traceback from its summary line (hunt 33-a F4)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    write_docs(tmp_path / "in", 3)
+    monkeypatch.setattr(sys, "stdout", FailingStream(OSError(errno.ENOSPC, "No space left on device")))
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1",
+                      "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.endswith("data/prepare.py: error: writing to stdout failed: No space left on "
+                                            "device; the rest of its output is dropped, and the work goes on\n")
+    assert DataDir(tmp_path / "out").num_tokens("train") > 0
+
+
 def test_data_preparation_never_imports_torch():
     # its start-up and every forked worker's memory: a path check imported from gpt/files.py brought it in
     # for a day (found while mending hunt 32-c F12)

@@ -1451,6 +1451,25 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_run_whose_stdout_fails_or_closes_trains_on_to_its_end(byte_data, tmp_path):
+    # `> /dev/full` and `| head -1` were tracebacks at the first line, the run lost (hunt 33-a F4)
+    args = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=3"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, f"--out_dir={tmp_path / 'full'}"],
+                              cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.endswith("train.py: error: writing to stdout failed: No space left on device; the rest of "
+                                "its output is dropped, and the work goes on\n")
+    assert (tmp_path / "full" / "latest").read_text() == "ckpt-0000006\n"
+    head = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"--out_dir={tmp_path / 'head'}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head.stdout.readline()
+    head.stdout.close()  # as `head -1` does
+    assert head.wait(timeout=300) == 0 and "Traceback" not in head.stderr.read()
+    assert (tmp_path / "head" / "latest").read_text() == "ckpt-0000006\n"
+
+
 def test_a_run_given_as_data_says_how_to_continue_it_or_start_from_it(byte_data, tmp_path):
     # Hunt 32-c: its config.json was read as a text record without a text field, and a checkpoint's
     # meta.json as a shard directory's ("format version None"). (A file of the run named itself is
