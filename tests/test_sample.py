@@ -147,11 +147,33 @@ def test_empty_prompt_starts_from_end_of_text(capsys, run_dir):
 # -- cache paths -------------------------------------------------------------------------------
 
 
-def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir):
+def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir, monkeypatch):
     args = ("--start=Once upon a time", "--temperature=0", "--max_new_tokens=80")  # block_size is 32
+    lengths, forward = [], GPT.forward
+    monkeypatch.setattr(GPT, "forward", lambda self, idx, *a, **k: (lengths.append(idx.shape[1]),
+                                                                    forward(self, idx, *a, **k))[1])
     cached = cli_json(capsys, run_dir, *args)
+    cached_lengths, lengths[:] = lengths[:], []
     uncached = cli_json(capsys, run_dir, *args, "--use_cache=false")
     assert cached[0]["text"] == uncached[0]["text"]
+    # each path is the one it names: --use_cache=false was always cached, and this test compared the
+    # cached path with itself (hunt 33-c S5). The prompt is 16 bytes, and a full window (the block
+    # size, 32) keeps its last half, 16 tokens (GPT.generate_tokens). Uncached, the window grows by
+    # one a pass; cached, a pass takes one token, and a slid window is prefilled again
+    n = uncached[0]["tokens"]
+    assert lengths == [16 + i % 17 for i in range(n)]
+    assert cached_lengths == [16 if i % 17 == 0 else 1 for i in range(n)]
+
+
+def test_the_repetition_penalty_reaches_the_model_from_sample_and_chat(capsys, run_dir, monkeypatch):
+    # dropped on the way, --repetition_penalty did nothing, and no test saw it (hunt 33-c S4)
+    penalties, generate_tokens = [], GPT.generate_tokens
+    monkeypatch.setattr(GPT, "generate_tokens", lambda self, *a, **k: (penalties.append(k["repetition_penalty"]),
+                                                                       generate_tokens(self, *a, **k))[1])
+    cli_json(capsys, run_dir, "--start=ab", "--max_new_tokens=3", "--repetition_penalty=1.5")
+    monkeypatch.setattr(sample.sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Hi\n")))
+    cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--chat", "--max_new_tokens=3", "--repetition_penalty=1.25")
+    assert penalties == [1.5, 1.25]
 
 
 @pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("sinusoidal", False), ("rope", False),
@@ -982,3 +1004,39 @@ def test_a_closed_stderr_keeps_json_on_stdout_clean(run_dir):
     proc = run_sample(run_dir, "--json", "--num_samples=2", preexec_fn=lambda: os.close(2), stderr=None)
     assert proc.returncode == 0
     assert [json.loads(line)["index"] for line in proc.stdout.decode().splitlines()] == [0, 1]
+
+
+def test_a_padded_vocabulary_never_reaches_the_tokenizer(monkeypatch):
+    # Near-uniform draws over 320 ids, 63 of them padding: without the limit about a fifth of the
+    # ids fed to the tokenizer were ids it does not know, and the byte tokenizer dropped them
+    # without a word (hunt 33-c S6)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=320, block_size=32, n_layer=1, n_head=2, n_embd=16)).eval()
+    tok, fed = get_tokenizer("byte"), []
+    decode_bytes = tok.decode_bytes
+    monkeypatch.setattr(tok, "decode_bytes", lambda ids: (fed.extend(ids), decode_bytes(ids))[1])
+    generate_samples(model, tok, [256], 2, 200, temperature=1000.0, generator=torch.Generator().manual_seed(0))
+    assert len(fed) > 100 and max(fed) < 257
+
+
+def test_a_model_one_id_short_of_its_tokenizer_is_refused():
+    # a byte model of 256 ids has no embedding for end-of-text (256), the default prompt (hunt 33-c S7)
+    from gpt.errors import ConfigError
+    from gpt.generation import check_vocab
+
+    with pytest.raises(ConfigError, match=r"the model's vocabulary \(256\) is smaller than the byte tokenizer's \(257\)"):
+        check_vocab(256, BYTE)
+    check_vocab(257, BYTE)
+    check_vocab(320, BYTE)
+
+
+def test_cpu_bf16_starts_at_its_threshold_where_the_cpu_computes_bf16(monkeypatch):
+    # never reached on a CPU without native bf16 (hunt 33-c S8): the threshold's edge, on every machine
+    import gpt.generation
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(gpt.generation, "native_cpu_bf16", lambda: True)
+    assert pick_inference_dtype("auto", cpu, gpt.generation.CPU_BF16_MIN_PARAMS)[0] is torch.bfloat16
+    assert pick_inference_dtype("auto", cpu, gpt.generation.CPU_BF16_MIN_PARAMS - 1)[0] is torch.float32
+    monkeypatch.setattr(gpt.generation, "native_cpu_bf16", lambda: False)
+    assert pick_inference_dtype("auto", cpu, 10**12)[0] is torch.float32

@@ -169,3 +169,27 @@ def test_a_penalty_that_pushes_a_logit_past_float32_keeps_it_the_largest_not_tok
     noise = sampling_noise(2, 4, logits.device, torch.Generator().manual_seed(0))
     ids = draw_next_token(logits, temperature, noise=noise, seen=seen, repetition_penalty=1e-38)
     assert ids.flatten().tolist() == [1, 3]
+
+
+def test_top_p_one_is_off_even_where_float32_rounds_the_top_probability_to_one():
+    # (hunt 33-c S1: with `top_p <= 1` the nucleus ran at 1, and these rows, whose softmax is 1.0 at
+    # the top in float32, kept only their top token: greedy under another name)
+    logits = torch.tensor([[30.0, 0.0, 0.0], [18.0, 0.0, 0.0]])
+    assert torch.softmax(logits, -1)[:, 0].tolist() == [1.0, 1.0]
+    assert torch.equal(filter_logits(logits, top_p=1.0), logits)
+
+
+def test_a_non_finite_row_anywhere_in_the_batch_is_an_error_not_a_token():
+    # every earlier test had all its rows non-finite; a later row alone passed token -1 on (hunt 33-c S2)
+    for logits in (torch.tensor([[0.0, 1.0], [float("nan"), 0.0]]),
+                   torch.tensor([[0.0, 1.0], [0.0, 1.0], [float("inf"), 0.0]])):
+        for temperature in (0, 1.0):
+            with pytest.raises(FloatingPointError, match="non-finite"):
+                sample_next_token(logits, temperature, generator=torch.Generator().manual_seed(0))
+
+
+def test_sample_next_token_applies_the_penalty_to_the_tokens_it_is_given():
+    # by hand: token 0 was seen, so its positive logit 2 is divided by 2, below token 1's 1.9 (hunt 33-c S3)
+    logits = torch.tensor([[2.0, 1.9]])
+    assert sample_next_token(logits, 0).tolist() == [[0]]
+    assert sample_next_token(logits, 0, previous=torch.tensor([[0]]), repetition_penalty=2.0).tolist() == [[1]]
