@@ -1300,7 +1300,7 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    from gpt.errors import OneLineParser, UsageError, sigterm_raises
+    from gpt.errors import CheckedStdout, OneLineParser, UsageError, sigterm_raises
 
     # (its subcommands' parsers are of its class too)
     parser = OneLineParser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1308,6 +1308,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
+    stdout = sys.stdout
+    if stdout is not None:  # (the figures are the product: a stdout that fails stops it, in one line: hunt 33-a F4)
+        sys.stdout = CheckedStdout(stdout, "bench.py", stop="the figures")
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)
@@ -1316,7 +1319,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as e:  # (Terminated, SIGTERM's, is one: status 143)
         print(f"bench.py {args.command}: interrupted", file=sys.stderr)
         raise SystemExit(getattr(e, "exit_status", 130)) from None
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except BrokenPipeError:  # piped into `head`: stop quietly, as sample.py does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

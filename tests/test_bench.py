@@ -147,6 +147,19 @@ def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_p
     assert str(e.value.code).startswith(message), e.value.code
 
 
+def test_figures_that_cannot_be_written_stop_the_benchmark_in_one_line(monkeypatch):
+    # `bench.py decode > /dev/full` was a traceback at its first line (hunt 33-a F4's kind)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    monkeypatch.setattr(sys, "stdout", FailingStream(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(SystemExit) as e:
+        bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_transformers", "--skip_uncached",
+                    "--new_tokens=2", "--prompt_len=2", "--device=cpu"])
+    assert e.value.code == "bench.py decode: error: writing the figures to stdout failed: No space left on device"
+
+
 def test_a_device_that_is_not_there_is_one_line(capsys):
     with pytest.raises(SystemExit, match=r"^bench.py decode: error: unknown device 'gpu': use auto, cpu, cuda"):
         bench.main(["decode", "--device=gpu", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_uncached"])
