@@ -143,10 +143,18 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         oom = out_of_memory(e)
         if isinstance(e, RuntimeError) and not oom and not isinstance(e.__context__, OSError):
             raise
-        if old.exists() and not final.exists():  # failed mid-swap: put the earlier save of this step back
-            os.replace(old, final)
-        for leftover in out_dir.glob(f"{TMP_PREFIX}*.{os.getpid()}"):  # this save's directory, a half-written pointer
-            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
+        # Best effort: a filesystem turned read-only by the error refuses these too, which were
+        # tracebacks over the save's own line (hunt 33-a F5). A set-aside copy left in place is
+        # the step's checkpoint still (`_stranded`), and the next start removes what is left.
+        with contextlib.suppress(OSError):
+            if old.exists() and not final.exists():  # failed mid-swap: put the earlier save of this step back
+                os.replace(old, final)
+        with contextlib.suppress(OSError):
+            for leftover in out_dir.glob(f"{TMP_PREFIX}*.{os.getpid()}"):  # this save's directory, a half-written pointer
+                if leftover == old and not final.exists():  # the step's checkpoint, where it could not be put back
+                    continue
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         cause = (f"out of memory ({(str(e).splitlines() or [type(e).__name__])[0]})" if oom
                  else describe_error(e.__context__ if isinstance(e, RuntimeError) else e))
         raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {cause}; {latest_note(out_dir)}") from None

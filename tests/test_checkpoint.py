@@ -123,6 +123,31 @@ def test_a_failed_resave_of_the_same_step_puts_the_first_back(tmp_path, monkeypa
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+def test_a_failed_save_whose_clean_up_fails_too_is_still_one_line_and_loses_nothing(tmp_path, monkeypatch):
+    # A filesystem turned read-only by the error (ext4's errors=remount-ro) refuses the swap back and
+    # the leftovers' removal too: two chained tracebacks, status 1 (hunt 33-a F5, EROFS by strace)
+    save(tmp_path, 1, make_model())
+    real_replace = os.replace
+
+    def read_only_after_setting_aside(src, dst):
+        if not str(src).endswith(f".tmp-ckpt-0000001.{os.getpid()}") and not str(src).startswith(str(tmp_path / ".tmp-old-")):
+            return real_replace(src, dst)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    def read_only_unlink(self, missing_ok=False):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", read_only_after_setting_aside)
+    monkeypatch.setattr(Path, "unlink", read_only_unlink)
+    (tmp_path / f".tmp-latest.{os.getpid()}").write_text("ckpt-0000001\n")  # a pointer's half-written temp
+    with pytest.raises(SaveError, match=r"saving checkpoint ckpt-0000001 in .* failed: Read-only file system; "):
+        save(tmp_path, 1, make_model(1))
+    monkeypatch.undo()
+    # the first save of step 1, set aside, is its checkpoint still
+    loaded, _ = load_model(tmp_path)
+    assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
+
+
 def test_a_save_that_cannot_fit_is_refused_before_writing(tmp_path, monkeypatch):
     import gpt.checkpoint as C
 
