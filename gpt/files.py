@@ -49,9 +49,13 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     try:
+        with open(path, "rb"):  # safetensors says "No such file or directory" for any failed open (a
+            pass  # permission, an I/O error, too many open files): the real reason first (hunt 33-a F6)
         return load_file(str(path))
     except OSError as e:
-        raise UnreadableFile(path, describe_error(e), damaged=False) from None
+        raise UnreadableFile(path, e.strerror or describe_error(e), damaged=False) from None
+    except MemoryError as e:  # its map of the file refused (ENOMEM: `ulimit -v`, vm.max_map_count): hunt 33-a F7
+        raise UnreadableFile(path, f"out of memory reading it ({describe_error(e)})", damaged=False) from None
     except safetensors_error() as e:
         if re.search(r"\(os error \d+\)", str(e)):  # its wording of a failed read or map, not of the bytes
             raise UnreadableFile(path, describe_error(e), damaged=False) from None

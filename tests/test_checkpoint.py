@@ -148,6 +148,41 @@ def test_a_failed_save_whose_clean_up_fails_too_is_still_one_line_and_loses_noth
     assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
 
 
+def test_weights_that_cannot_be_opened_or_mapped_say_why_and_are_not_damaged(tmp_path, monkeypatch):
+    # safetensors said "No such file or directory" of a file that was there for any failed open (hunt
+    # 33-a F6: EACCES, EIO by strace), and its refused map (ENOMEM) was a MemoryError traceback (F7)
+    import builtins
+
+    import safetensors.torch
+
+    import gpt.files
+    from gpt.errors import UnreadableFile
+    from gpt.files import read_safetensors
+
+    weights = save(tmp_path, 1, make_model()) / "model.safetensors"
+    real_open = builtins.open
+
+    def refused(path, *a, **k):
+        if Path(path) == weights:
+            raise OSError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(gpt.files, "open", refused, raising=False)
+    with pytest.raises(UnreadableFile) as e:
+        read_safetensors(weights)
+    assert str(e.value) == f"{weights}: Permission denied" and not e.value.damaged
+    monkeypatch.undo()
+
+    def unmappable(path, *a, **k):
+        raise MemoryError("Cannot allocate memory (os error 12)")
+
+    monkeypatch.setattr(safetensors.torch, "load_file", unmappable)
+    with pytest.raises(UnreadableFile) as e:
+        read_safetensors(weights)
+    assert str(e.value) == f"{weights}: out of memory reading it (Cannot allocate memory (os error 12))"
+    assert not e.value.damaged
+
+
 def test_a_save_that_cannot_fit_is_refused_before_writing(tmp_path, monkeypatch):
     import gpt.checkpoint as C
 
