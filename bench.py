@@ -871,6 +871,7 @@ def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: 
 def bench_train(args: argparse.Namespace) -> None:
     import json
     import statistics
+    from pathlib import Path
 
     import train
 
@@ -879,6 +880,7 @@ def bench_train(args: argparse.Namespace) -> None:
     from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, pick_device, pick_dtype
+    from gpt.tokenizer import get_tokenizer
 
     overrides = list(args.overrides)
     # The cost or gain of a flag, in the same run: a row each, the first row's settings with the flag(s)
@@ -936,7 +938,7 @@ def bench_train(args: argparse.Namespace) -> None:
     def run(argv: list[str], what: str) -> tuple[list[dict], dict]:
         """train.py in this process with a fresh torch.compile state, so no variant runs into dynamo's
         limit of graphs per function (past it, it would silently run eager): its metric records and
-        its config as it ran (a --config's settings applied)."""
+        its config as it ran (a --config's settings applied), with its model's vocab_size."""
         torch._dynamo.reset()
         with tempfile.TemporaryDirectory() as out:
             print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
@@ -947,7 +949,10 @@ def bench_train(args: argparse.Namespace) -> None:
                 raise SystemExit(status)
             if status != 0:
                 raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
-            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], json.load(open(f"{out}/config.json"))
+            latest = (Path(out) / "latest").read_text().strip()  # (its model's vocabulary: the stand-in's, below)
+            config = {**json.load(open(f"{out}/config.json")),
+                      "vocab_size": json.load(open(f"{out}/{latest}/meta.json"))["model_config"]["vocab_size"]}
+            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], config
 
     def ran_as(config: dict) -> str:
         """"bfloat16 adamw": the dtype and optimizer a run's config resolves to, as train.py resolves them."""
@@ -1003,12 +1008,14 @@ def bench_train(args: argparse.Namespace) -> None:
         config = config_of[variants[0]]
         shape = dict(NANOGPT_CPU_REFERENCE, T=config["block_size"], B=config["batch_size"], C=config["n_embd"],
                      L=config["n_layer"], H=config["n_head"])
-        recipe = shape == NANOGPT_CPU_REFERENCE
+        recipe = shape == NANOGPT_CPU_REFERENCE and config["vocab_size"] == get_tokenizer("byte").n_vocab
+        if not recipe:  # its vocabulary too: GPT-2's 50,257 against the recipe's 65 read 0.08x (hunt 33-b B2)
+            shape["V"] = config["vocab_size"]
         ref = nanogpt_reference_ms(args.steps, args.warmup, **shape, record=record)
         ref_tok_s, issue_tok_s = shape["B"] * shape["T"] / ref * 1000, 12 * 64 / NANOGPT_CPU_MS_PER_ITER * 1000
         print("  reference, nanoGPT's CPU step (stand-in, see bench.py), "
               + ("its recipe's shape: " if recipe else f"the shape that ran ({shape['L']} layers of {shape['C']}, "
-                 f"{shape['H']} heads, {shape['B']} x {shape['T']} tokens; not nanoGPT's recipe): ")
+                 f"{shape['H']} heads, {shape['B']} x {shape['T']} tokens, {shape['V']:,} ids; not nanoGPT's recipe): ")
               + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
               + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
         for label, tok_s in tokens_per_s.items():
