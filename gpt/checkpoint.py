@@ -627,8 +627,13 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         try:
             load_lora_state_dict(model, ckpt.weights())
         except (KeyError, ValueError) as e:  # its own reports: adapters that do not fit the base's shapes
+            why = e.args[0] if isinstance(e, KeyError) else e
+            if "base_weights" in lora:  # the base's weights and config were found unchanged just now: the
+                # adapters are what is wrong, and no message named their file (hunt 33-b B3)
+                raise UnreadableFile(ckpt.path / WEIGHTS, f"adapters that do not fit the LoRA config in its "
+                                     f"meta.json, on a base found unchanged: {why}") from None
             raise ChangedBase(f"LoRA checkpoint {ckpt.path} does not fit its base {lora['base']}, which must have "
-                              f"changed: {e.args[0] if isinstance(e, KeyError) else e}") from None
+                              f"changed: {why}") from None
         if merge_lora:
             merge(model)
     else:

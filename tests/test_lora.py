@@ -315,6 +315,28 @@ def test_a_missing_or_changed_base_is_refused_in_one_line(trained, tmp_path):
     assert str(e.value) == f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), which is missing"
 
 
+def test_adapters_that_do_not_fit_an_unchanged_base_name_their_own_file(trained, tmp_path):
+    # A rank-2 checkpoint holding rank-4 adapters (a mixed-up copy) blamed its base, "which must have
+    # changed", though the base was just found unchanged, and never named the file (hunt 33-b B3)
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import UnreadableFile
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    record = lora_base(str(tmp_path / "base"))
+    save_lora_run(tmp_path / "rank4", model, record)
+    save_lora_run(tmp_path / "rank2", adapted(base, rank=2), record)
+    weights = tmp_path / "rank2" / "ckpt-0000003" / "model.safetensors"
+    shutil.copyfile(tmp_path / "rank4" / "ckpt-0000003" / "model.safetensors", weights)
+    with pytest.raises(UnreadableFile) as e:
+        load_model(tmp_path / "rank2")
+    assert str(e.value).startswith(f"{weights}: adapters that do not fit the LoRA config in its meta.json, on a base "
+                                   "found unchanged: LoRA checkpoint shapes do not fit the model: ")
+    assert e.value.damaged  # (a resume sets it aside and goes back to an older checkpoint)
+
+
 def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, tmp_path, monkeypatch):
     from gpt.checkpoint import load_model, lora_base
     from gpt.errors import ChangedBase
