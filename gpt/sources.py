@@ -592,9 +592,11 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
     if source == "input":
         if not inputs:
             raise PrepareError("source 'input' needs at least one path (--input PATH ...)")
-        if any(not str(path).strip() for path in inputs):  # (Path("") is the current directory, all of which was
-            # prepared, e.g. for --input "$FILES" with the variable unset: hunt 32-c F6)
-            raise PrepareError("--input '' names no path; give files, directories or globs (. for the current directory)")
+        blank = next((str(path) for path in inputs if not str(path).strip()), None)
+        if blank is not None:  # (Path("") is the current directory, all of which was prepared, e.g. for
+            # --input "$FILES" with the variable unset: hunt 32-c F6)
+            raise PrepareError(f"--input {blank!r} names no path; give files, directories or globs (. for the current "
+                               "directory)")
         for path in inputs:
             if why := unusable_path(path):
                 raise PrepareError(f"--input {path}: {why}")
@@ -603,7 +605,7 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader},
                       _stamp(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
     if source == "hf":
-        if not hf_name:
+        if not (hf_name or "").strip():  # (a blank name went to the Hub, and came back a network error: hunt 33-b B4)
             raise PrepareError("source 'hf' needs a dataset name (--hf NAME)")
         return Source({"kind": "hf", "name": hf_name, "config": hf_config, "split": hf_split}, [],
                       lambda stats: _hf_pieces(hf_name, hf_config, hf_split, text_field))

@@ -580,6 +580,27 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(t
     assert DataDir(tmp_path / "out").num_tokens("train") > 0
 
 
+def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, capsys, monkeypatch):
+    # `--input a b --input c` prepared c alone (hunt 32-c F4); `--input ''` prepared the whole current
+    # directory, and `--hf ''` the plays, without a word (hunt 32-c F6). (This test was lost by an edit
+    # of 1a51e5c, found in session 33.) A blank `--hf ' '` went to the Hub, and `--input ' '` was
+    # quoted back as '' (hunt 33-b B4)
+    texts = write_docs(tmp_path / "in", 3)
+    a, b, c = sorted((tmp_path / "in").iterdir())
+    common = ["--tokenizer", "byte", "--num_proc", "1", "--quiet"]
+    assert prep.main(["--input", str(a), str(b), "--input", str(c), "--out_dir", str(tmp_path / "out"), *common]) == 0
+    assert sorted(documents(tmp_path / "out", "train") + documents(tmp_path / "out", "val")) == sorted(texts)
+    monkeypatch.chdir(tmp_path / "in")
+    capsys.readouterr()
+    for source, message in ((["--input", ""], "--input '' names no path; give files, directories or globs"),
+                            (["--input", str(a), " "], "--input ' ' names no path"),
+                            (["--hf", ""], "source 'hf' needs a dataset name (--hf NAME)"),
+                            (["--hf", " "], "source 'hf' needs a dataset name (--hf NAME)")):
+        assert prep.main([*source, "--out_dir", str(tmp_path / "empty"), *common]) == 1
+        assert capsys.readouterr().err.startswith(f"error: {message}")
+    assert not (tmp_path / "empty").exists()
+
+
 def test_data_preparation_never_imports_torch():
     # its start-up and every forked worker's memory: a path check imported from gpt/files.py brought it in
     # for a day (found while mending hunt 32-c F12)
