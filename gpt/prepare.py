@@ -610,13 +610,21 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                 real.rename(old)
             building.rename(real)
             shutil.rmtree(old, ignore_errors=True)
-        except BaseException:
+        except BaseException as e:
+            kept_aside = None
             if old.exists() and not real.exists():  # stopped between the two renames: the previous data goes back
-                old.rename(real)  # (it was removed with the new build, said "nothing was written": hunt, session 26)
+                try:  # (it was removed with the new build, said "nothing was written": hunt, session 26)
+                    old.rename(real)
+                except OSError:  # (a filesystem turned read-only: it said "nothing was written", the data
+                    kept_aside = old  # directory gone, and the build left behind: hunt 33-a F8)
             shutil.rmtree(building, ignore_errors=True)
             for d in made:
                 with contextlib.suppress(OSError):  # (not empty: another run's, since)
                     d.rmdir()
+            if kept_aside:
+                why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+                raise PrepareError(f"{out}: {why}; the previous data could not be put back and is in {kept_aside}, "
+                                   "which the next data/prepare.py run for this --out_dir puts back") from None
             raise
     except OSError as e:  # creating or writing the output (the inputs' errors are PrepareErrors already)
         reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e

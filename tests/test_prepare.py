@@ -1098,6 +1098,35 @@ def test_an_io_error_reading_the_old_meta_json_is_said_and_never_called_someone_
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+def test_previous_data_that_cannot_be_put_back_is_said_where_it_is_and_put_back_next_time(tmp_path, monkeypatch):
+    # The filesystem turned read-only between the two final renames: it said "nothing was written"
+    # with the data directory gone, and left the new build behind (hunt 33-a F8, EROFS by strace)
+    import errno
+
+    write_docs(tmp_path / "in", 3)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rename = Path.rename
+
+    def read_only_onto_out(self, target):
+        if Path(target) == out:
+            raise OSError(errno.EROFS, "Read-only file system", str(self), None, str(target))
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", read_only_onto_out)
+    with pytest.raises(PrepareError) as e:
+        run_prepare([tmp_path / "in"], out, val_fraction=0.5)
+    monkeypatch.undo()
+    [aside] = [p for p in tmp_path.iterdir() if p.name.startswith(".out.old-")]
+    assert str(e.value) == (f"{out}: Read-only file system; the previous data could not be put back and is in {aside}, "
+                            "which the next data/prepare.py run for this --out_dir puts back")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in", aside.name])  # the build removed
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == before
+    monkeypatch.setattr(prep, "_alive", lambda pid: False)  # the next run is another process, this one gone
+    run_prepare([tmp_path / "in"], out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before and not aside.exists()
+
+
 def test_an_out_dir_that_is_a_symlink_gets_the_data_and_the_working_directory_is_refused(tmp_path, monkeypatch):
     texts = write_docs(tmp_path / "in", 3)
     (tmp_path / "big" / "target").mkdir(parents=True)
