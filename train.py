@@ -197,8 +197,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
         torch.backends.cudnn.allow_tf32 = True
     if dist.is_main and not cfg.eval_only:
-        for leftover in clean_leftovers(out_dir):
-            print(f"removed {leftover.name}, left by a save that was interrupted")
+        for leftover, why_not in clean_leftovers(out_dir):
+            if why_not is None:
+                print(f"removed {leftover.name}, left by a save that was interrupted")
+            else:
+                print(f"warning: {leftover.name}, left by a save that was interrupted, cannot be removed "
+                      f"({why_not}); it is never loaded", file=sys.stderr)
 
     # ---------------------------------------------------------------- data
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in command_line_keys(argv))

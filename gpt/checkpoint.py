@@ -407,14 +407,21 @@ def _lora_marks_locked(base: Path):
         os.close(fd)  # (and with it the lock)
 
 
-def clean_leftovers(out_dir: str | Path) -> list[Path]:
+def clean_leftovers(out_dir: str | Path) -> list[tuple[Path, str | None]]:
     """Remove what a killed save left behind (`.tmp-*`), but a step's only complete copy
-    (`_stranded`); returns what was removed."""
+    (`_stranded`); returns each leftover with None where it was removed, else why not. (One that
+    cannot be removed, another user's in a shared run directory or on a filesystem turned
+    read-only, was a traceback: hunt 33-a F10. It is never loaded.)"""
     out_dir = Path(out_dir)
-    removed = sorted(set(out_dir.glob(f"{TMP_PREFIX}*")) - set(_stranded(out_dir))) if out_dir.is_dir() else []
-    for p in removed:
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
-    return removed
+    leftovers = sorted(set(out_dir.glob(f"{TMP_PREFIX}*")) - set(_stranded(out_dir))) if out_dir.is_dir() else []
+    done = []
+    for p in leftovers:
+        try:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            done.append((p, None))
+        except OSError as e:
+            done.append((p, describe_error(e)))
+    return done
 
 
 def _hf_config(path: Path) -> bool:

@@ -229,8 +229,28 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
     assert ckpt.meta["step"] == 1
     assert torch.equal(loaded.transformer.wte.weight, make_model().transformer.wte.weight)
     removed = clean_leftovers(tmp_path)  # what train.py does at its next start
-    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.")
+    assert len(removed) == 1 and removed[0][0].name.startswith(".tmp-ckpt-0000002.") and removed[0][1] is None
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_a_leftover_that_cannot_be_removed_is_said_and_the_rest_are_removed(tmp_path, monkeypatch):
+    # another user's in a group-shared run directory, or a filesystem turned read-only: a traceback at
+    # train.py's start (hunt 33-a F10, EACCES and EROFS by strace)
+    save(tmp_path, 1, make_model())
+    (tmp_path / ".tmp-ckpt-0000002.99999").mkdir()
+    (tmp_path / ".tmp-ckpt-0000002.99999" / "state.pt").write_bytes(b"x")
+    (tmp_path / ".tmp-latest.99999").write_text("ckpt-0000002\n")
+    rmtree = shutil.rmtree
+
+    def refused(path, *a, **k):
+        if not k.get("ignore_errors"):
+            raise PermissionError(errno.EACCES, "Permission denied", "state.pt")
+        return rmtree(path, *a, **k)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    assert clean_leftovers(tmp_path) == [(tmp_path / ".tmp-ckpt-0000002.99999", "Permission denied (state.pt)"),
+                                         (tmp_path / ".tmp-latest.99999", None)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-ckpt-0000002.99999", "ckpt-0000001", "latest"]
 
 
 def test_a_resave_killed_between_its_renames_keeps_the_step(tmp_path):
@@ -264,7 +284,7 @@ def test_a_resave_killed_between_its_renames_keeps_the_step(tmp_path):
     loaded, _ = load_model(tmp_path)
     assert torch.equal(loaded.transformer.wte.weight, make_model(2).transformer.wte.weight)
     removed = clean_leftovers(tmp_path)  # train.py's next start: the torn swap's new copy goes, the only old one stays
-    assert len(removed) == 1 and removed[0].name.startswith(".tmp-ckpt-0000002.") and aside.is_dir()
+    assert len(removed) == 1 and removed[0][0].name.startswith(".tmp-ckpt-0000002.") and aside.is_dir()
     save(tmp_path, 2, make_model(2), val_loss=1.5)  # the step's next save replaces it
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
     assert open_checkpoint(tmp_path).meta["val_loss"] == 1.5
@@ -692,7 +712,8 @@ def test_a_removal_by_pruning_cut_short_leaves_a_leftover_not_a_damaged_checkpoi
     monkeypatch.undo()
     assert incomplete_checkpoints(tmp_path) == []
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000010", "ckpt-0000015"]
-    assert [p.name for p in clean_leftovers(tmp_path)] == [f".tmp-pruned-ckpt-0000005.{os.getpid()}"]
+    assert [(p.name, why_not) for p, why_not in clean_leftovers(tmp_path)] == [(f".tmp-pruned-ckpt-0000005.{os.getpid()}",
+                                                                              None)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000010", "ckpt-0000015", "latest"]
 
 

@@ -1451,6 +1451,27 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_leftover_that_cannot_be_removed_is_a_warning_and_the_run_resumes(byte_data, tmp_path, monkeypatch, capsys):
+    # a traceback at the start (hunt 33-a F10): another user's killed save in a shared run directory
+    import errno
+
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={tmp_path}"]) == 0
+    (tmp_path / ".tmp-ckpt-0000004.99999").mkdir()
+    rmtree = shutil.rmtree
+
+    def refused(path, *a, **k):
+        if Path(path).name == ".tmp-ckpt-0000004.99999":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return rmtree(path, *a, **k)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={tmp_path}"]) == 0
+    assert (f"warning: .tmp-ckpt-0000004.99999, left by a save that was interrupted, cannot be removed (Permission "
+            f"denied ({tmp_path / '.tmp-ckpt-0000004.99999'})); it is never loaded\n") in capsys.readouterr().err
+    assert (tmp_path / "latest").read_text() == "ckpt-0000004\n"
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
 def test_a_run_whose_stdout_fails_or_closes_trains_on_to_its_end(byte_data, tmp_path):
     # `> /dev/full` and `| head -1` were tracebacks at the first line, the run lost (hunt 33-a F4)
