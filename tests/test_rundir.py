@@ -173,3 +173,25 @@ def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000060", "latest", "metrics.jsonl"]  # lock released
     with ExitStack() as on_exit:
         hold_run_dir(out, Dist(), on_exit, resuming=True)
+
+
+def test_release_leaves_a_directory_the_user_made_and_removes_one_it_made(tmp_path):
+    # a directory made beforehand (`mkdir out`: a mount point, its permissions set) went with a run
+    # refused before writing, had release() removed whatever it found empty (hunt 33-c S9)
+    (tmp_path / "mine").mkdir()
+    RunDirLock(tmp_path / "mine").acquire().release()
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
+    RunDirLock(tmp_path / "made").acquire().release()
+    assert not (tmp_path / "made").exists()
+
+
+def test_a_longer_record_left_by_a_killed_holder_is_overwritten_whole(tmp_path):
+    # SIGKILL leaves the file; a new holder's shorter record kept the old one's tail after its JSON, and a
+    # second run was told "its process id is not recorded yet" instead of the holder (hunt 33-c S10)
+    (tmp_path / LOCK_NAME).write_text('{"pid": 1, "host": "h", "started": "x", "command": "' + "y" * 500 + '"}\n')
+    first = RunDirLock(tmp_path).acquire()
+    try:
+        with pytest.raises(RunDirBusy, match=rf"process {os.getpid()}"):
+            RunDirLock(tmp_path).acquire()
+    finally:
+        first.release()

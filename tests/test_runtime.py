@@ -493,3 +493,23 @@ def test_a_trace_the_profiler_failed_to_write_is_said_so_and_leaves_no_partial_f
     assert said == (f"warning: the profile's trace could not be written in {tmp_path} (torch's profiler says why "
                     f"above); its table is in {tmp_path / 'profile.txt'}")
     assert [p.name for p in tmp_path.iterdir()] == ["profile.txt"]
+
+
+def test_read_gives_the_newest_steps_loss_and_gradient_norm():
+    # reads come every log_interval steps: the oldest unread step's loss was logged as the newest's, a
+    # curve lagging by log_interval - 1 steps, and no test logged less often than every step (hunt 33-c S17)
+    checks = StepChecks(5)
+    for step, loss, norm in ((8, 5.0, 0.5), (9, 4.0, 0.4), (10, 3.0, 0.25)):
+        checks.add(step, torch.tensor(loss), torch.tensor(norm))
+    assert checks.read() == (3.0, 0.25)
+
+
+def test_a_spent_budget_plans_no_step_where_none_must_run():
+    # train.py's second look asks for at_least=0, which no test asked for (hunt 33-c S16; its mutant, a
+    # floor of step + 1 before the search, is equivalent: the search walks back to step). By hand: 10 s
+    # spent of 10, steps of 1 s: nothing fits
+    from gpt.runtime import steps_in_budget
+
+    common = dict(budget_s=10, elapsed_s=10, step=5, step_s=1, eval_s=0, eval_interval=100, reserve_s=0)
+    assert steps_in_budget(**common, at_least=0) == 5
+    assert steps_in_budget(**common, at_least=1) == 6
