@@ -1276,12 +1276,18 @@ def bench_quality(args: argparse.Namespace) -> None:
                 if spent := BUDGET_SPENT.search(log):  # where the wall's seconds went, the interpreter's own last
                     print(f"    {spent[0]}; {seconds - float(spent[1]):.1f} s more in the process's start and exit",
                           flush=True)
-    base = statistics.fmean(final_bpb[names[0]])
     # (train.py runs at least its warm-up, whatever the budget: the wall times above say what each took)
     print(f"validation bits per byte of runs budgeted {args.time_budget:g} s, mean of {args.rounds} round(s):")
-    for name in names:
-        mean = statistics.fmean(final_bpb[name])
-        print(f"  {name}: {mean:.3f}" + (f"  ({mean - base:+.3f} against {names[0]})" if name != names[0] else ""))
+    print("\n".join(quality_table(final_bpb, names)))
+
+
+def quality_table(final_bpb: dict[str, list[float]], names: list[str]) -> list[str]:
+    """Each recipe's mean bits per byte, and the others' difference from the first's (+: worse)."""
+    import statistics
+
+    base = statistics.fmean(final_bpb[names[0]])
+    return [f"  {name}: {mean:.3f}" + (f"  ({mean - base:+.3f} against {names[0]})" if name != names[0] else "")
+            for name, mean in ((n, statistics.fmean(final_bpb[n])) for n in names)]
 
 
 def add_quality_args(p: argparse.ArgumentParser) -> None:

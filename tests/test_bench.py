@@ -332,6 +332,20 @@ def test_decode_prints_every_cpu_row_its_ratios_and_sample_py_wall_time(tmp_path
     assert "greedy tokens equal to transformers': 100.0%" in out
     ratios = re.findall(r"^  (.+?): +([\d.]+)x  \(target", out, re.M)
     assert len(ratios) == 8 and all(float(r) > 0 for _, r in ratios), out
+    # each the quotient of the rows it names (an inverted one passed: hunt 33-c S11)
+    ref, ref2 = "transformers generate, cache, fp32", "transformers generate x2, cache, fp32"
+    quotients = {"cached fp32 / uncached fp32": ("ours, KV cache, fp32", "ours, no cache, fp32"),
+                 "cached fp32 / transformers fp32": ("ours, KV cache, fp32", ref),
+                 "cached bf16 / transformers fp32": ("ours, KV cache, bf16 weights", ref),
+                 "sample.py cached / uncached, fp32, batch 1": ("sample.py, KV cache, fp32", "sample.py, no cache, fp32"),
+                 "sample.py fp32 / transformers fp32, batch 1": ("sample.py, KV cache, fp32", ref),
+                 "sample.py --dtype=auto / transformers fp32, batch 1": ("sample.py, KV cache, --dtype=auto", ref),
+                 "sample.py fp32 / transformers fp32, x2": ("sample.py x2, KV cache, fp32", ref2),
+                 "sample.py --dtype=auto / transformers fp32, x2": ("sample.py x2, KV cache, --dtype=auto", ref2)}
+    assert {label for label, _ in ratios} == set(quotients)
+    for label, r in ratios:
+        num, den = quotients[label]
+        assert float(r) == pytest.approx(float(speeds[num]) / float(speeds[den]), rel=0.01, abs=0.006), label
     assert re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=300 --device=cpu: [\d.]+ s wall", out, re.M)
     # the compile break-even of that run's own model, from two fresh sample.py processes
     even = re.search(rf"^  sample\.py --out_dir={re.escape(str(run))} --max_new_tokens=20 --compile=false / true "
@@ -565,3 +579,57 @@ def test_quality_removes_the_runs_a_killed_bench_left(tmp_path, monkeypatch):
         (run / "default-0" / "ckpt-0000010").mkdir(parents=True)
     bench.remove_killed_benches_runs()
     assert not killed.exists() and running.exists()
+
+
+def test_the_compile_break_even_by_hand():
+    # the number sample.py's --compile=auto threshold was set from; no test checked it (hunt 33-c S12).
+    # 10 s of compiling, 100 against 200 tokens/s: 10 / (1/100 - 1/200) = 2,000 tokens
+    assert bench.break_even(10.0, 100.0, 200.0).startswith("compiling pays off from 2,000 tokens per call")
+    assert bench.break_even(10.0, 200.0, 100.0).startswith("compiling never pays off")
+
+
+def test_timed_keeps_the_fastest_run(monkeypatch):
+    # "best of N": the slowest was kept by a mutant that passed (hunt 33-c S13). Runs of 3, 1 and 5 s
+    clock = iter([0.0, 3.0, 3.0, 4.0, 4.0, 9.0])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    outputs = iter("abc")
+    assert bench._timed(lambda: next(outputs), 3) == (1.0, "b")
+
+
+def test_quality_table_gives_each_recipes_mean_and_its_difference_from_the_first():
+    # a worse recipe (more bits per byte) read as better with the sign flipped (hunt 33-c S15); by hand
+    assert bench.quality_table({"default": [2.0, 2.1], "other": [2.2, 2.3], "best": [1.9, 1.9]},
+                               ["default", "other", "best"]) == [
+        "  default: 2.050", "  other: 2.250  (+0.200 against default)", "  best: 1.900  (-0.150 against default)"]
+
+
+def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
+    # the first row's figure was checked only against itself: a max, or an ms/step twice the records',
+    # passed (hunt 33-c S14). train.py stands in here, writing records whose medians are known
+    import dataclasses
+    import json
+
+    import train
+
+    from gpt.config import parse_args
+
+    def fake_main(argv):
+        out = Path(next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):])
+        cfg = parse_args([a for a in argv if not a.startswith("--out_dir=")])[0]
+        (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+        fast = 2 if "--batch_size=2" in argv else 1  # the flag's row: twice the tokens/s
+        records = [{"step": 1, "loss": 5.0, "ms_per_step": 999.0, "tokens_per_s": 1.0}]  # the warm-up's, left out
+        records += [{"step": step, "loss": 4.0, "ms_per_step": ms, "tokens_per_s": tok_s * fast}
+                    for step, ms, tok_s in ((2, 10.0, 300.0), (3, 30.0, 100.0), (4, 20.0, 200.0))]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (out / "latest").write_text("ckpt-0000004\n")
+        (out / "ckpt-0000004").mkdir()
+        (out / "ckpt-0000004" / "meta.json").write_text(json.dumps({"model_config": {"vocab_size": 257}}))
+        return 0
+
+    monkeypatch.setattr(train, "main", fake_main)
+    bench.main(["train", "--steps=3", "--warmup=1", "--with=--batch_size=2", "--", "--device=cpu", "--compile=false",
+                "--dtype=float32", "--optimizer=adamw"])
+    out = capsys.readouterr().out
+    assert "\n  float32 adamw: 20.0 ms/step, 200 tokens/s, MFU n/a (CPU or unknown GPU)  (median of 3 records" in out
+    assert "\n  --batch_size=2: 20.0 ms/step, 400 tokens/s, 2.00x the tokens/s of the first row; " in out
