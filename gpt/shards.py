@@ -28,6 +28,7 @@ starts without importing torch; gpt/data.py builds the training batches on top o
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -213,6 +214,25 @@ class Shard:
         return self.num_tokens
 
 
+def open_files_for(maps: int) -> None:
+    """Raise this process's soft limit of open files, within the hard one, to leave room for `maps`
+    more: each open shard keeps a descriptor (its memory map's), and a corpus of 1,000 shards (100B
+    tokens at the default --shard_tokens) ran into the usual soft limit of 1,024 (hunt 33-a F11)."""
+    try:
+        import resource
+    except ImportError:  # (Windows: no such limit to raise)
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = maps + OPEN_FILES_SLACK
+    if soft != resource.RLIM_INFINITY and soft < want:
+        with contextlib.suppress(ValueError, OSError):  # (not allowed: open_shard says so, with what to do)
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+
+
+OPEN_FILES_SLACK = 1024  # descriptors beside the shards' maps: the other split's, torch's, the run's files
+
+
 def is_shard(path) -> bool:
     """Whether the file starts as a token shard does (its magic); an unreadable one is not taken for one."""
     try:
@@ -264,10 +284,15 @@ def open_shard(path, full_check: bool | None = None) -> Shard:
     except UnicodeDecodeError:
         raise ShardError(path, f"tokenizer name {name!r} is not UTF-8") from None
     dtype = token_dtype(vocab_size)
-    tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_SIZE, shape=(count,))
-    mask = None
-    if version == MASKED_FORMAT_VERSION:
-        mask = np.memmap(path, dtype=np.uint8, mode="r", offset=HEADER_SIZE + count * itemsize, shape=(count,))
+    try:
+        tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_SIZE, shape=(count,))
+        mask = None
+        if version == MASKED_FORMAT_VERSION:
+            mask = np.memmap(path, dtype=np.uint8, mode="r", offset=HEADER_SIZE + count * itemsize, shape=(count,))
+    except OSError as e:  # (a traceback: hunt 33-a F11) each map keeps a descriptor open
+        hint = ("; each open shard keeps a file open: raise the limit (ulimit -n) or prepare with a larger "
+                "--shard_tokens" if e.errno == errno.EMFILE else "")
+        raise ShardError(path, f"cannot map it ({e.strerror or e}){hint}") from None
     _check_token_ids(path, tokens, vocab_size, count <= FULL_CHECK_MAX_TOKENS if full_check is None else full_check,
                      mask)
     return Shard(path, version, count, vocab_size, eot, tokenizer_name, dtype, tokens, mask)
@@ -432,6 +457,7 @@ class DataDir:
 
     def open_shards(self, split: str, full_check: bool | None = None) -> list[Shard]:
         """Open and check every shard of a split, including that each agrees with meta.json."""
+        open_files_for(2 * len(self.shard_paths(split)))  # (a map each, and a mask's)
         shards = []
         for path in self.shard_paths(split):
             if not path.is_file():

@@ -126,6 +126,35 @@ def test_the_writer_reads_back_every_token_asked_for_or_raises(tmp_path):
     writer.abort()
 
 
+def test_more_shards_than_the_soft_limit_of_open_files_still_open(tmp_path, monkeypatch):
+    # each open shard keeps its map's descriptor: 1,000 shards met the usual soft limit of 1,024 with a
+    # traceback (hunt 33-a F11); the soft limit is raised within the hard one, and past that it is one line
+    import errno
+
+    resource = pytest.importorskip("resource")
+    from gpt.shards import OPEN_FILES_SLACK, ShardError, open_files_for
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 512 + OPEN_FILES_SLACK:
+        pytest.skip(f"a hard limit of {hard} open files leaves no room to raise")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        open_files_for(512)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 512 + OPEN_FILES_SLACK
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    path = tmp_path / "s.bin"
+    write_shard(path, np.arange(100), vocab_size=257, eot_token=256, tokenizer_name="byte")
+
+    def too_many(*a, **k):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(np, "memmap", too_many)
+    with pytest.raises(ShardError, match=r"s\.bin: cannot map it \(Too many open files\); each open shard keeps a file "
+                                         r"open: raise the limit \(ulimit -n\) or prepare with a larger --shard_tokens$"):
+        open_shard(path)
+
+
 def test_windows_without_targets_are_counted_by_their_targets_not_their_inputs(tmp_path):
     # Windows of block_size 4 take 5 tokens: window k's inputs are positions 5k .. 5k+3, its targets
     # 5k+1 .. 5k+4. With targets at 4, 6 and 12 every window has one (window 0 only at its last), where
