@@ -11,6 +11,7 @@ reads complete checkpoints) take no lock and keep working while a run trains.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -48,7 +49,18 @@ class RunDirLock:
         self._made_dir = not self.out_dir.exists()
         while True:
             fd = self._open()
-            if not _try_lock(fd):
+            try:
+                locked = _try_lock(fd)
+            except OSError as e:  # a filesystem without locks (NFS without its lock daemon: ENOLCK), an I/O
+                # error: it said "in use by another training run", of none (hunt 33-a F12)
+                os.close(fd)
+                if self._made_dir:
+                    with contextlib.suppress(OSError):
+                        self.path.unlink()
+                        self.out_dir.rmdir()
+                raise UsageError(f"cannot lock out_dir {self.out_dir} ({describe_error(e)}), which keeps a second "
+                                 "run out of it: choose an --out_dir on a filesystem that supports locks") from None
+            if not locked:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise RunDirBusy(f"{self.out_dir} is in use by another training run ({holder}); wait for it to "
@@ -112,7 +124,7 @@ def _try_lock(fd: int) -> bool:
         else:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         return True
-    except OSError:  # BlockingIOError (flock), PermissionError (msvcrt): someone holds it
+    except (BlockingIOError, PermissionError):  # (flock's EWOULDBLOCK, msvcrt's EACCES): someone holds it
         return False
 
 

@@ -195,3 +195,26 @@ def test_a_longer_record_left_by_a_killed_holder_is_overwritten_whole(tmp_path):
             RunDirLock(tmp_path).acquire()
     finally:
         first.release()
+
+
+def test_a_lock_refused_by_the_filesystem_is_not_called_another_run(tmp_path, monkeypatch):
+    # flock's ENOLCK (NFS without its lock daemon) said "in use by another training run" of none, on every
+    # try, and left an empty train.lock (hunt 33-a F12, by strace)
+    import errno
+
+    import gpt.rundir
+    from gpt.errors import UsageError
+
+    if gpt.rundir.fcntl is None:
+        pytest.skip("flock: POSIX only")
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(gpt.rundir.fcntl, "flock", no_locks)
+    with pytest.raises(UsageError) as e:
+        RunDirLock(tmp_path / "run").acquire()
+    assert not isinstance(e.value, RunDirBusy)
+    assert str(e.value) == (f"cannot lock out_dir {tmp_path / 'run'} (No locks available), which keeps a second run "
+                            "out of it: choose an --out_dir on a filesystem that supports locks")
+    assert not (tmp_path / "run").exists()  # made for the run, removed with its lock file
