@@ -100,8 +100,12 @@ def ranks_text(ranks: dict[bytes, int]) -> str:
 
 def read_ranks(path: str | Path, sha256: str | None = None) -> dict[bytes, int]:
     """The ranks in a tiktoken-format file; with sha256, a file with other contents is refused.
-    A damaged file is UnreadableFile (one line in every script), not a parser's traceback."""
-    data = Path(path).read_bytes()
+    A damaged file is UnreadableFile (one line in every script), not a parser's traceback; so is
+    one that cannot be read (a permission, an I/O error: tracebacks, hunt 33-a F14)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise UnreadableFile(path, f"cannot read it ({e.strerror or e})", damaged=False) from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         raise UnreadableFile(path, f"sha256 {hashlib.sha256(data).hexdigest()} is not the expected {sha256}; "
                                    "the tokenizer file is corrupted or was changed (git checkout it to restore)")

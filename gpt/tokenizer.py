@@ -27,7 +27,7 @@ import numpy as np
 import tiktoken
 
 from gpt.bpe import GPT2_PATTERN, SHAKESPEARE_BPE_FILE, read_ranks
-from gpt.errors import ConfigError, MissingPackage
+from gpt.errors import ConfigError, MissingPackage, UnreadableFile
 
 TOKENIZER_NAMES = ("gpt2", "byte", "shakespeare-bpe")
 SHAKESPEARE_BPE_SHA256 = "a0bc0566bce167ad89fe41c3f12743cae1eadc5d81f434756d8e3ae8a76ccbde"
@@ -149,7 +149,10 @@ def _gpt2_data_dir() -> Path:
 
 
 def _read_verified(path: Path) -> bytes:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as e:  # (a traceback: hunt 33-a F14)
+        raise UnreadableFile(path, f"cannot read it ({e.strerror or e})", damaged=False) from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != GPT2_FILE_SHA256[path.name]:
         raise MissingPackage(

@@ -56,6 +56,25 @@ def test_a_changed_tokenizer_file_is_refused(tmp_path):
         read_ranks(copy, SHAKESPEARE_BPE_SHA256)
 
 
+def test_a_tokenizer_file_that_cannot_be_read_is_one_line_not_damaged(tmp_path, monkeypatch):
+    # a permission or an I/O error was a traceback in prepare.py and train.py, for the shipped file
+    # and GPT-2's alike (hunt 33-a F14, by strace)
+    import errno
+    from pathlib import Path
+
+    from gpt.tokenizer import load_gpt2_ranks
+
+    def unreadable(self):
+        raise OSError(errno.EIO, "Input/output error", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    for read, path in ((lambda: read_ranks(SHAKESPEARE_BPE_FILE, SHAKESPEARE_BPE_SHA256), SHAKESPEARE_BPE_FILE),
+                       (lambda: load_gpt2_ranks(tmp_path), tmp_path / "vocab.bpe")):
+        with pytest.raises(UnreadableFile) as e:
+            read()
+        assert str(e.value) == f"{path}: cannot read it (Input/output error)" and not e.value.damaged
+
+
 @pytest.mark.parametrize("line", [b"not-base64! 5\n", b"YQ== x\n", b"YQ==\n", b"YQ== 5 6\n", b"\xff 5\n"])
 def test_a_malformed_unpinned_ranks_file_is_one_unreadable_file_error(tmp_path, line):
     path = tmp_path / "r.tiktoken"
