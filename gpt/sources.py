@@ -68,12 +68,39 @@ class SourceStats:
             warnings.warn(message, PrepareWarning, stacklevel=2)
 
 
-def open_input(path: Path) -> BinaryIO:
+def open_input(path: Path) -> "InputFile":
     """An input file opened for reading, or a PrepareError naming it and saying why not."""
     try:
-        return open(path, "rb")
+        return InputFile(path, open(path, "rb"))
     except OSError as e:  # no permission, a file that vanished since it was listed, ...
         raise PrepareError(f"{path}: cannot read it ({e.strerror or e})") from None
+
+
+class InputFile:
+    """An open input file whose reads that fail (an I/O error) are PrepareErrors naming it, as its
+    open is: they were tracebacks in train.py, and data/prepare.py blamed the output directory
+    (hunt 33-a F15)."""
+
+    def __init__(self, path: Path, f: BinaryIO):
+        self.path, self._f = path, f
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._f.read(size)
+        except OSError as e:
+            raise PrepareError(f"{self.path}: cannot read it ({e.strerror or e})") from None
+
+    def __iter__(self):  # its lines
+        try:
+            yield from self._f
+        except OSError as e:
+            raise PrepareError(f"{self.path}: cannot read it ({e.strerror or e})") from None
+
+    def __enter__(self) -> "InputFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._f.close()
 
 
 def _decode(data: bytes) -> tuple[str, bool]:

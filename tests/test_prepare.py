@@ -601,6 +601,40 @@ def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, caps
     assert not (tmp_path / "empty").exists()
 
 
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".json"])
+def test_an_input_that_fails_as_it_is_read_is_named_and_nothing_is_written(tmp_path, monkeypatch, capsys, suffix):
+    # An I/O error reading the text (not opening it): data/prepare.py named the output directory, and
+    # train.py's --data=FILE, which hashes the text first, was a traceback (hunt 33-a F15, EIO by strace)
+    import builtins
+    import errno
+
+    path = tmp_path / f"in{suffix}"
+    path.write_text('{"text": "a record"}\n' if suffix != ".txt" else "some text\nmore text\n")
+
+    class Failing:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, *a):
+            raise OSError(errno.EIO, "Input/output error")
+
+        def __iter__(self):
+            raise OSError(errno.EIO, "Input/output error")
+
+        def close(self):
+            self.f.close()
+
+    real_open = builtins.open
+    monkeypatch.setattr(sources, "open", lambda p, *a, **k: (Failing(real_open(p, *a, **k)) if Path(p) == path
+                                                               else real_open(p, *a, **k)), raising=False)
+    assert prep.main(["--input", str(path), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
+                      "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"error: {path}: cannot read it (Input/output error)\n"
+    with pytest.raises(PrepareError, match=rf"^{re.escape(str(path))}: cannot read it \(Input/output error\)$"):
+        prep.prepare_cached([str(path)], tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
 def test_data_preparation_never_imports_torch():
     # its start-up and every forked worker's memory: a path check imported from gpt/files.py brought it in
     # for a day (found while mending hunt 32-c F12)
