@@ -298,7 +298,11 @@ def read_prompt(start: str, option: str = "--start") -> str:
     from gpt.files import decode_utf8
 
     if start == "-":
-        return decode_utf8(sys.stdin.buffer.read(), f"stdin ({option}=-)", start_of_text=True)
+        try:
+            data = sys.stdin.buffer.read()
+        except OSError as e:  # (an I/O error, a terminal hung up: a traceback, where FILE: said it: hunt 33-a F16)
+            raise UsageError(f"cannot read the prompt from stdin ({option}=-): {e.strerror or e}") from None
+        return decode_utf8(data, f"stdin ({option}=-)", start_of_text=True)
     if start.startswith("FILE:"):
         if not start[5:]:  # Path("") is ".": "cannot read the prompt file .: Is a directory" (hunt, session 24)
             raise UsageError(f"{option}=FILE: names no file: give FILE:path")

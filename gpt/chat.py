@@ -20,7 +20,7 @@ that error record, or in plain mode a warning on stderr; it too makes the exit s
 from __future__ import annotations
 
 import json
-from typing import IO, Callable, Iterable
+from typing import IO, Callable, Iterable, Iterator
 
 import torch
 
@@ -111,6 +111,14 @@ def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, o
     return samples
 
 
+def _read_or_say(lines: Iterable[str | bytes]) -> Iterator[str | bytes]:
+    """The lines, with a read that fails (an I/O error, a terminal hung up) as one line (hunt 33-a F16)."""
+    try:
+        yield from lines
+    except OSError as e:
+        raise UsageError(f"cannot read the next --chat line from stdin: {e.strerror or e}") from None
+
+
 def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_json: bool = False,
          stream: bool = False, prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
     """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
@@ -129,7 +137,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
 
     if prompt:
         prompt()
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(_read_or_say(lines), 1):
         try:
             text = (line if isinstance(line, str) else decode_utf8(line, f"line {lineno}", start_of_text=lineno == 1)
                     ).rstrip("\r\n")

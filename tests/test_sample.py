@@ -1040,3 +1040,21 @@ def test_cpu_bf16_starts_at_its_threshold_where_the_cpu_computes_bf16(monkeypatc
     assert pick_inference_dtype("auto", cpu, gpt.generation.CPU_BF16_MIN_PARAMS - 1)[0] is torch.float32
     monkeypatch.setattr(gpt.generation, "native_cpu_bf16", lambda: False)
     assert pick_inference_dtype("auto", cpu, 10**12)[0] is torch.float32
+
+
+def test_stdin_that_fails_as_it_is_read_is_one_line(capsys, run_dir, monkeypatch):
+    # an I/O error (a terminal hung up) on --start=- or a --chat line was a traceback; FILE: said it (hunt 33-a F16)
+    import errno
+
+    class Failing(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            raise OSError(errno.EIO, "Input/output error")
+
+    for args, message in ((["--start=-"], "cannot read the prompt from stdin (--start=-): Input/output error"),
+                          (["--chat"], "cannot read the next --chat line from stdin: Input/output error")):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Failing())))
+        rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--max_new_tokens=2", *args)
+        assert rc == 1 and err.splitlines()[-1] == f"sample.py: error: {message}" and "Traceback" not in err, err
