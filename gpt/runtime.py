@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 import os
 import random
@@ -514,6 +515,10 @@ class StepProfiler:
                 partial.with_name(partial.name + ".tmp").unlink(missing_ok=True)
                 return (f"warning: the profile's trace could not be written in {self.out_dir} (torch's profiler "
                         f"says why above); its table is in {text}")
+            if not _whole_json(partial):  # kineto ignores a write that fails (a full disk) and renames its
+                partial.unlink(missing_ok=True)  # file anyway: a cut profile.json, and "profile of step N" (hunt 33-a F13)
+                return (f"warning: the profile's trace came out cut in {self.out_dir} (a full disk?), and is not "
+                        f"kept; its table is in {text}")
             os.replace(partial, trace)
         except OSError as e:
             from gpt.files import describe_error
@@ -521,6 +526,15 @@ class StepProfiler:
             return f"warning: the profile could not be written in {self.out_dir}: {describe_error(e)}"
         steps = f"step {self.done}" if self.done == self.first + 1 else f"steps {self.first + 1}-{self.done}"
         return f"profile of {steps}: {text} (by {order}), trace {trace}"
+
+
+def _whole_json(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            json.load(f)
+        return True
+    except ValueError:  # (UnicodeDecodeError is one)
+        return False
 
 
 class StepChecks:

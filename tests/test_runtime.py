@@ -495,6 +495,24 @@ def test_a_trace_the_profiler_failed_to_write_is_said_so_and_leaves_no_partial_f
     assert [p.name for p in tmp_path.iterdir()] == ["profile.txt"]
 
 
+def test_a_trace_cut_by_a_failed_write_is_not_kept(tmp_path, monkeypatch):
+    # kineto ignores a write that fails part-way (a full disk) and renames its file anyway: a cut
+    # profile.json was kept, and "profile of step 11" said (hunt 33-a F13, ENOSPC by strace)
+    from gpt.runtime import StepProfiler
+
+    def cut(self, path):  # as kineto: a chunk lost to a failed write, then the rename to path
+        with open(path, "w") as f:
+            f.write('{"traceEvents": [{"name": "aten::mm", "ph": "X"}, {"na')
+
+    monkeypatch.setattr(torch.profiler.profile, "export_chrome_trace", cut)
+    profiler = StepProfiler(1, 0, tmp_path, torch.device("cpu"))
+    profiler.before_step(10)
+    torch.ones(8, 8) @ torch.ones(8, 8)
+    assert profiler.after_step(11) == (f"warning: the profile's trace came out cut in {tmp_path} (a full disk?), and "
+                                       f"is not kept; its table is in {tmp_path / 'profile.txt'}")
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.txt"]
+
+
 def test_read_gives_the_newest_steps_loss_and_gradient_norm():
     # reads come every log_interval steps: the oldest unread step's loss was logged as the newest's, a
     # curve lagging by log_interval - 1 steps, and no test logged less often than every step (hunt 33-c S17)
