@@ -243,3 +243,57 @@ def test_hostile_json_lines_get_their_error_record_and_the_next_line_is_answered
     assert records[2] == {"line": 3, "error": "line 3: expected a JSON object, got null"}
     assert records[3] == {"line": 4, "error": "line 4: expected a JSON object, got a list"}
     assert records[4]["text"] == answers[0].text
+
+
+def sampling_answerer(max_new_tokens=8, block_size=64, **kw):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=257, block_size=block_size, n_layer=1, n_head=2, n_embd=16)).eval()
+    return Answerer(model, BYTE, max_new_tokens, generator=torch.Generator().manual_seed(0), temperature=1.0, **kw)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_several_answers_print_each_once_and_whole_between_separators(stream):
+    # streamed, sample 0 alone is written as it comes, and the rest once they are done: a mutant that
+    # streamed every sample into the first line, one that dropped samples 1.. and one without the
+    # dashes for two samples all passed (hunt 33-c S18-S20). Expected: the documented format, built
+    # from the samples returned
+    import io
+
+    from gpt.chat import SEPARATOR, answer_instruction
+
+    out = io.StringIO()
+    samples = answer_instruction(sampling_answerer(), "hi", 2, out, stream=stream)
+    assert len(samples) == 2 and samples[0].text != samples[1].text
+    assert out.getvalue() == "".join(s.text + "\n" + SEPARATOR + "\n" for s in samples)
+
+
+def test_json_answers_time_themselves():
+    # "seconds" held tokens/s in a mutant that passed (hunt 33-c S21)
+    import io
+
+    from gpt.chat import answer_instruction
+
+    out = io.StringIO()
+    answer_instruction(sampling_answerer(), "hi", 2, out, as_json=True)
+    for record in map(json.loads, out.getvalue().splitlines()):
+        seconds, tokens = record["seconds"], record["tokens"]
+        assert 0 < seconds < 60
+        # (seconds are rounded to 0.1 ms, tokens/s to 0.01: the quotient within those roundings)
+        assert tokens / (seconds + 5e-5) - 0.005 <= record["tokens_per_s"] <= tokens / max(seconds - 5e-5, 1e-9) + 0.005
+
+
+def test_a_message_longer_than_the_context_keeps_its_last_block_size_tokens(monkeypatch):
+    # as sample.py keeps a prompt's: a mutant that kept block_size - room passed (hunt 33-c S22). By
+    # hand: 80 x's are 100 tokens in the template; the context is 64
+    import gpt.chat
+
+    prompts, warned = [], []
+    generate = gpt.chat.generate_samples
+    monkeypatch.setattr(gpt.chat, "generate_samples", lambda model, tok, ids, *a, **k: (prompts.append(ids),
+                                                                                        generate(model, tok, ids, *a, **k))[1])
+    messages = [user("x" * 80)]
+    assert len(prompt_ids(BYTE, messages)) == 100
+    sampling_answerer(max_new_tokens=30, warn=warned.append).answer(messages)
+    assert prompts == [prompt_ids(BYTE, messages)[-64:]]
+    assert warned == ["the message is 100 tokens in the template, longer than the model's context of 64: its first 36 "
+                      "tokens were dropped"]
