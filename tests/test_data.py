@@ -242,6 +242,10 @@ def _patch(path, offset, data):
     (lambda p: _patch(p, HEADER_SIZE + 2 * 42, struct.pack("<H", 257)), "token id 257 at position 42 >= vocab size"),
     (lambda p: open(p, "r+b").truncate(100), "shorter than the 256-byte shard header"),
     (lambda p: _patch(p, 12, struct.pack("<I", 4)), "4-byte tokens"),
+    # (each worked when driven by hand, and no test ran it: hunt 33-b U12)
+    (lambda p: _patch(p, 12, struct.pack("<I", 3)), "unknown token size 3 bytes (expected 2 or 4)"),
+    (lambda p: _patch(p, 28, struct.pack("<I", 999)), "end-of-text id 999 >= vocab size 257"),
+    (lambda p: _patch(p, 32, b"\xff\xfe"), "is not UTF-8"),
 ])
 def test_each_header_fault_names_the_file_and_the_reason(tmp_path, fault, reason):
     path = _good_shard(tmp_path)
