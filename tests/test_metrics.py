@@ -152,3 +152,28 @@ def test_a_torn_or_foreign_line_is_skipped_with_one_warning_and_resume_drops_it(
     assert fresh.unreadable_lines == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"warning: {path}: skipped 1 line(s)" in err
+
+
+def test_wandb_and_tensorboard_get_the_numbers_at_their_step(tmp_path, monkeypatch):
+    # no test looked at what was sent there: "step" logged as a chart of its own passed (hunt 33-c S27)
+    import sys
+    import types
+
+    sent = []
+
+    class Run:
+        def log(self, numbers, step):
+            sent.append(("wandb", numbers, step))
+
+    class Writer:
+        def __init__(self, logdir):
+            pass
+
+        def add_scalar(self, key, value, step):
+            sent.append(("tb", key, value, step))
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: Run()))
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
+    metrics = Metrics(tmp_path, enabled=True, wandb_project="p", tensorboard=True)
+    metrics.log({"step": 3, "loss": 1.5, "note": "x"})
+    assert sent == [("wandb", {"loss": 1.5}, 3), ("tb", "loss", 1.5, 3)]

@@ -1058,3 +1058,36 @@ def test_stdin_that_fails_as_it_is_read_is_one_line(capsys, run_dir, monkeypatch
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Failing())))
         rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--max_new_tokens=2", *args)
         assert rc == 1 and err.splitlines()[-1] == f"sample.py: error: {message}" and "Traceback" not in err, err
+
+
+def test_stop_escapes_stand_for_their_characters():
+    # only \n was exercised: a \t taken as "t" stopped every sample at its first letter t (hunt 33-c S23).
+    # An unknown escape stays as typed
+    assert sample._unescape(r"a\tb\nc\rd\\e\q") == "a\tb\nc\rd\\e\\q"
+
+
+def test_auto_streams_to_a_terminal_only_and_never_json(monkeypatch):
+    # inverted, a terminal saw nothing until the end, and no test noticed: piped output is the same (hunt 33-c S24)
+    for tty in (True, False):
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: tty, raising=False)
+        assert sample.streamed(sample.parse_args([])) is tty
+        assert sample.streamed(sample.parse_args(["--stream=true"])) is True
+        assert sample.streamed(sample.parse_args(["--stream=false"])) is False
+        assert sample.streamed(sample.parse_args(["--json"])) is False
+
+
+def test_instruction_answers_keep_the_stop_strings_and_the_seed(capsys, run_dir):
+    # --stop and --seed were dropped on the way to --instruction's answers without a test noticing (hunt 33-c
+    # S25, S26). Expected from the unstopped greedy text, and from plain sampling's seed rule
+    greedy = ("--instruction=The", "--temperature=0", "--max_new_tokens=60")
+    [full] = cli_json(capsys, run_dir, *greedy)
+    text = full["text"]
+    assert len(text) > 20
+    stop = text[12:14]
+    [cut] = cli_json(capsys, run_dir, *greedy, f"--stop={stop}")
+    assert cut["text"] == text[:text.find(stop)] and cut["finish_reason"] == "stop"
+    sampled = ("--instruction=abc", "--temperature=1", "--top_k=none", "--num_samples=3", "--max_new_tokens=24")
+    a = [s["text"] for s in cli_json(capsys, run_dir, *sampled, "--seed=1")]
+    b = [s["text"] for s in cli_json(capsys, run_dir, *sampled, "--seed=1")]
+    c = [s["text"] for s in cli_json(capsys, run_dir, *sampled, "--seed=2")]
+    assert a == b and a != c
