@@ -1327,6 +1327,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)
+        sys.stdout.flush()  # a buffered stdout's failure is met here, not at the interpreter's exit
     except UsageError as e:  # a bad value found past argparse (a device, a shape): one line, as the scripts do
         raise SystemExit(f"bench.py {args.command}: error: {e}") from None
     except KeyboardInterrupt as e:  # (Terminated, SIGTERM's, is one: status 143)

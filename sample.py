@@ -505,11 +505,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr = open(os.devnull, "w")  # into --json's records (hunt, session 27)
     try:
         args = parse_args(argv)
+        sys.stdout = samples_out(stdout, args.json)  # (before --help too: `--help > /dev/full` was a traceback)
         if args.help:
             print(make_parser().format_help())
-            return 0
-        sys.stdout = samples_out(stdout, args.json)
-        return sample(args)
+            status = 0
+        else:
+            status = sample(args)
+        sys.stdout.flush()  # a buffered stdout's failure is met here, not after main at the interpreter's exit
+        return status
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
         if first_of_its_machine():  # (started by torchrun, every process meets it alike)

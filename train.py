@@ -162,13 +162,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
         print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
               "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
-    if cfg.lr_schedule in ("cosine", "wsd") and cfg.lr_decay_iters > cfg.max_iters > cfg.warmup_iters and not resume \
-            and not cfg.eval_only and dist.is_main:  # (the decay cut short without a word: hunt 32-c F15)
-        last_lr = lr_at(cfg.max_iters - 1, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
-                        cfg.lr_schedule, cfg.decay_fraction)
-        print(f"note: --lr_decay_iters={cfg.lr_decay_iters} is past --max_iters={cfg.max_iters}: the run ends at "
-              f"learning rate {last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters="
-              f"{cfg.lr_decay_iters} finishes the decay")
+    if not resume and not cfg.eval_only and dist.is_main and (note := decay_cut_short(cfg, f"--max_iters={cfg.max_iters}")):
+        print(note)
     out_dir = Path(cfg.out_dir)
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
@@ -486,6 +481,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run (unless it is shortened later)")
+                if note := decay_cut_short(cfg, f"the budget's {steps:,} steps"):  # (review 33)
+                    say(note)
             elif dist.is_main:  # (steps_in_budget's least: one step, however late)
                 say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
                     f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
@@ -758,6 +755,18 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
 WARMUP_CHECK_WITHIN = 100  # steps
 
 
+def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:
+    """The note for a cosine or wsd decay that ends past the run's last step: it left the rate near
+    its peak without a word (hunt 32-c F15). `count` names the run's length."""
+    if cfg.lr_schedule not in ("cosine", "wsd") or not cfg.lr_decay_iters > cfg.max_iters > cfg.warmup_iters:
+        return None
+    last_lr = lr_at(cfg.max_iters - 1, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
+                    cfg.lr_schedule, cfg.decay_fraction)
+    return (f"note: --lr_decay_iters={cfg.lr_decay_iters} is past {count}: the run ends at learning rate "
+            f"{last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters={cfg.lr_decay_iters} finishes "
+            "the decay")
+
+
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,
                             say) -> None:
     """A budgeted run whose warmup alone will not fit its budget is told so early (it will run its
@@ -876,14 +885,17 @@ def refuse_a_run(data: str) -> None:
     config.json as a record without a text field) or as shards (a checkpoint's meta.json, "format
     version None"): neither said what to do (hunt 32-c)."""
     from gpt.prepare import PrepareError
+    from gpt.sources import training_output
 
     path = Path(data)
     if ckpt := checkpoint_holding(path) if path.exists() else None:
         raise PrepareError(f"--data={data} is checkpoint {ckpt.name} of the training run in {ckpt.parent}, not text "
                            f"or prepared data: to start a run from its weights, --init_from={ckpt}")
-    if list_checkpoints(path):  # (a file of the run, named itself, is read as text, as data/prepare.py reads it)
-        raise PrepareError(f"--data={data} holds a training run, not text or prepared data: to continue it, "
-                           f"--init_from=resume --out_dir={data}; to start a run from its weights, --init_from={data}")
+    # (a file of the run, named itself, is read as text, as data/prepare.py reads it)
+    if path.is_dir() and training_output(path):  # (also before its first checkpoint: review 33)
+        how = (f"to continue it, --init_from=resume --out_dir={data}; to start a run from its weights, "
+               f"--init_from={data}" if list_checkpoints(path) else "it has no checkpoint yet")
+        raise PrepareError(f"--data={data} holds a training run, not text or prepared data: {how}")
 
 
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False) -> Path:

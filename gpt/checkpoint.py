@@ -167,7 +167,8 @@ def latest_note(out_dir: str | Path, still: bool = True) -> str:
     latest = _pointer(Path(out_dir), "latest")
     if latest is None:
         return f"no checkpoint has been saved in {out_dir}"
-    return f"the latest checkpoint is {'still ' if still else ''}{latest}"
+    # (a stranded earlier save by the name everything takes it by, not its .tmp-old- one: review 33)
+    return f"the latest checkpoint is {'still ' if still else ''}{latest.with_name(name_of(latest))}"
 
 
 def tensor_bytes(obj) -> int:

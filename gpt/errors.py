@@ -282,32 +282,56 @@ class CheckedStdout:
             if self._stop and isinstance(e, BrokenPipeError):
                 raise
             if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, self._stream.fileno())
-                os.close(null)
+                _to_devnull(self._stream)
             if self._stop:
                 raise UsageError(f"writing {self._stop} to stdout failed: {e.strerror or e}") from None
             self.failed = e
             if not isinstance(e, BrokenPipeError):
-                print(f"{self._script}: error: writing to stdout failed: {e.strerror or e}; the rest of its output "
-                      "is dropped, and the work goes on", file=sys.stderr)
+                try:  # (stderr on the same full disk, `> log 2>&1`: the note itself raised, and the run was
+                    # lost as before: review 33)
+                    print(f"{self._script}: error: writing to stdout failed: {e.strerror or e}; the rest of its "
+                          "output is dropped, and the work goes on", file=sys.stderr, flush=True)
+                except (OSError, ValueError):  # (ValueError: a closed stderr)
+                    if sys.stderr is sys.__stderr__ and sys.stderr is not None:
+                        _to_devnull(sys.stderr)
             return len(args[0]) if args else None
 
     def __getattr__(self, name):  # isatty, encoding, fileno, ...
         return getattr(self._stream, name)
 
 
+def _to_devnull(stream) -> None:
+    """Point the descriptor under `stream` at /dev/null: what it still buffers would fail again at
+    the interpreter's exit ("Exception ignored", status 120)."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+
+
 def stdout_checked(script: str):
-    """A script's main(), with sys.stdout a CheckedStdout of a log while it runs."""
+    """A script's main(), with sys.stdout a CheckedStdout of a log while it runs. The output is
+    flushed before the status is decided: a buffered last line (stdout to a file or pipe) failed only
+    at the interpreter's exit, status 120 (review 33). A stdout already checked (train.main run by
+    bench.py) keeps its caller's rule."""
     def decorate(main):
         @functools.wraps(main)
         def checked_main(*args, **kwargs) -> int:
             saved = sys.stdout
-            checked = CheckedStdout(saved, script)
-            if saved is not None:  # (None: a closed descriptor 1, where print() writes nothing)
-                sys.stdout = checked
+            if saved is None or isinstance(saved, CheckedStdout):  # (None: a closed descriptor 1)
+                return main(*args, **kwargs)
+            sys.stdout = checked = CheckedStdout(saved, script)
             try:
-                return checked.exit_status(main(*args, **kwargs))
+                try:
+                    status = main(*args, **kwargs)
+                except SystemExit as e:  # argparse's --help: a 0 after a failed write is a 1
+                    if e.code in (0, None):
+                        checked.flush()
+                        if checked.exit_status(0):
+                            raise SystemExit(1) from None
+                    raise
+                checked.flush()
+                return checked.exit_status(status)
             finally:
                 sys.stdout = saved
         return checked_main

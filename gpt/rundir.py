@@ -48,15 +48,17 @@ class RunDirLock:
     def acquire(self) -> "RunDirLock":
         self._made_dir = not self.out_dir.exists()
         while True:
+            made_file = not self.path.exists()
             fd = self._open()
             try:
                 locked = _try_lock(fd)
             except OSError as e:  # a filesystem without locks (NFS without its lock daemon: ENOLCK), an I/O
                 # error: it said "in use by another training run", of none (hunt 33-a F12)
                 os.close(fd)
-                if self._made_dir:
-                    with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError):  # what this try made, and only that (review 33)
+                    if made_file:
                         self.path.unlink()
+                    if self._made_dir:
                         self.out_dir.rmdir()
                 raise UsageError(f"cannot lock out_dir {self.out_dir} ({describe_error(e)}), which keeps a second "
                                  "run out of it: choose an --out_dir on a filesystem that supports locks") from None

@@ -230,7 +230,7 @@ def open_files_for(maps: int) -> None:
                                (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
 
 
-OPEN_FILES_SLACK = 1024  # descriptors beside the shards' maps: the other split's, torch's, the run's files
+OPEN_FILES_SLACK = 256  # descriptors beside the shards' maps (torch's, the run's files): under the usual 1,024, no change for most runs
 
 
 def is_shard(path) -> bool:

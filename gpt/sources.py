@@ -207,7 +207,7 @@ def _directory_files(path: Path) -> list[Path]:
             continue
         walked.add(here.resolve())
         dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
-                   and not _training_output(here / d)]
+                   and not training_output(here / d)]
         files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
@@ -217,7 +217,7 @@ def _directory_files(path: Path) -> list[Path]:
     return sorted(files)
 
 
-def _training_output(directory: Path) -> bool:
+def training_output(directory: Path) -> bool:
     """Whether train.py wrote this directory: a run's out_dir (the config.json it writes first, its
     checkpoints ckpt-*) or one of its checkpoints (gpt/checkpoint.py's files, named here to keep
     torch out of this module). Recognised by train.py's own JSON, not by names a corpus may share."""
@@ -259,7 +259,7 @@ def _glob_files(pattern: str) -> list[Path]:
             if d == base or d in (Path("."), Path(d.anchor)):
                 return False
             if d not in written:
-                written[d] = d.is_dir() and (_prepared_data(d) or _training_output(d))
+                written[d] = d.is_dir() and (_prepared_data(d) or training_output(d))
             if written[d]:
                 return True
         return False

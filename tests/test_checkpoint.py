@@ -140,8 +140,11 @@ def test_a_failed_save_whose_clean_up_fails_too_is_still_one_line_and_loses_noth
     monkeypatch.setattr(os, "replace", read_only_after_setting_aside)
     monkeypatch.setattr(Path, "unlink", read_only_unlink)
     (tmp_path / f".tmp-latest.{os.getpid()}").write_text("ckpt-0000001\n")  # a pointer's half-written temp
-    with pytest.raises(SaveError, match=r"saving checkpoint ckpt-0000001 in .* failed: Read-only file system; "):
+    with pytest.raises(SaveError) as e:
         save(tmp_path, 1, make_model(1))
+    # (the set-aside copy by its step's name, which loads it: review 33)
+    assert str(e.value) == (f"saving checkpoint ckpt-0000001 in {tmp_path} failed: Read-only file system; the latest "
+                            f"checkpoint is still {tmp_path / 'ckpt-0000001'}")
     monkeypatch.undo()
     # the first save of step 1, set aside, is its checkpoint still
     loaded, _ = load_model(tmp_path)

@@ -1,8 +1,9 @@
 import importlib
+import sys
 
 import pytest
 
-from gpt.errors import install_hint
+from gpt.errors import UsageError, install_hint
 
 
 def test_install_hint_says_install_only_where_the_package_itself_is_absent():
@@ -65,3 +66,55 @@ def test_a_product_whose_stdout_fails_stops_at_once():
     out = CheckedStdout(FailingStream(BrokenPipeError(errno.EPIPE, "Broken pipe")), "sample.py", stop="the samples")
     with pytest.raises(BrokenPipeError):  # for the script to end quietly
         out.write("text")
+
+
+def test_a_checked_main_flushes_before_its_status_and_keeps_a_callers_rule(monkeypatch, capsys):
+    # review 33: a buffered last line failed only at the interpreter's exit (status 120); argparse's
+    # SystemExit(0) after a failed write exited 0; a stderr on the same full disk raised from the note
+    # itself; and train.main run by bench.py wrapped bench's checked stdout again
+    import errno
+    import io
+
+    from gpt.errors import CheckedStdout, stdout_checked
+
+    class Buffered(FailingStream):  # writes land in a buffer; the flush is what fails
+        def write(self, text):
+            self.written.append(text)
+            return len(text)
+
+        def flush(self):
+            raise self.error
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    @stdout_checked("x.py")
+    def main(code=None):
+        print("the summary")  # buffered: no failure until the flush
+        if code is not None:
+            raise SystemExit(code)
+        return 0
+
+    monkeypatch.setattr(sys, "stdout", Buffered(full))
+    assert main() == 1
+    with pytest.raises(SystemExit) as e:
+        main(0)
+    assert e.value.code == 1
+    with pytest.raises(SystemExit) as e:  # (a message is kept as it is)
+        main("x.py: error: bad")
+    assert e.value.code == "x.py: error: bad"
+    monkeypatch.setattr(sys, "stdout", Buffered(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert main() == 0
+    monkeypatch.setattr(sys, "stderr", FailingStream(full))  # the note cannot be said either
+    monkeypatch.setattr(sys, "stdout", FailingStream(full))
+    assert main() == 1
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    outer = CheckedStdout(FailingStream(full), "bench.py", stop="the figures")
+    monkeypatch.setattr(sys, "stdout", outer)
+
+    @stdout_checked("train.py")
+    def inner():
+        assert sys.stdout is outer  # the caller's rule: its product stops at once
+        print("a row")
+
+    with pytest.raises(UsageError, match="writing the figures to stdout failed"):
+        inner()

@@ -10,6 +10,7 @@ import io
 import json
 import random
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +276,24 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
     assert make_pairs.main(["--out", str(out)]) == 1
     assert capsys.readouterr().err == f"error: {out}: File too large; nothing was written\n"
     assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_make_pairs_summary_to_a_full_disk_or_a_closed_pipe_is_one_line_or_quiet(tmp_path):
+    # block-buffered, as stdout to a file or pipe is without PYTHONUNBUFFERED: the summary failed at the
+    # interpreter's exit, "Exception ignored" and status 120 (review 33)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    cmd = [sys.executable, str(ROOT / "data" / "make_pairs.py"), "--max_pairs", "2", "--out", str(tmp_path / "p.jsonl")]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stderr == ("data/make_pairs.py: error: writing to stdout failed: No space left "
+                                                    "on device; the rest of its output is dropped, and the work goes on\n")
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 2
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before a line was written
+    proc = subprocess.run(cmd, stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    os.close(write)
+    assert proc.returncode == 0 and proc.stderr == ""
 
 
 def test_make_pairs_never_says_nothing_was_written_of_a_file_it_replaced(make_pairs, tmp_path, capsys, monkeypatch):

@@ -334,7 +334,7 @@ def test_adapters_that_do_not_fit_an_unchanged_base_name_their_own_file(trained,
         load_model(tmp_path / "rank2")
     assert str(e.value).startswith(f"{weights}: adapters that do not fit the LoRA config in its meta.json, on a base "
                                    "found unchanged: LoRA checkpoint shapes do not fit the model: ")
-    assert e.value.damaged  # (a resume sets it aside and goes back to an older checkpoint)
+    assert e.value.damaged  # (what it holds is wrong, not the system's reading of it)
 
 
 def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, tmp_path, monkeypatch):

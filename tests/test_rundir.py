@@ -218,3 +218,7 @@ def test_a_lock_refused_by_the_filesystem_is_not_called_another_run(tmp_path, mo
     assert str(e.value) == (f"cannot lock out_dir {tmp_path / 'run'} (No locks available), which keeps a second run "
                             "out of it: choose an --out_dir on a filesystem that supports locks")
     assert not (tmp_path / "run").exists()  # made for the run, removed with its lock file
+    (tmp_path / "mine").mkdir()  # a directory made beforehand keeps nothing of the try (review 33)
+    with pytest.raises(UsageError, match="No locks available"):
+        RunDirLock(tmp_path / "mine").acquire()
+    assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []

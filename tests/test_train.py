@@ -651,6 +651,14 @@ def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_end
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=4",
                        f"--out_dir={tmp_path / 'whole'}"]) == 0
     assert "lr_decay_iters" not in capsys.readouterr().out
+    # a budget's count too, said where the end of the warmup fixes it (review 33; a run of 30 s showed it
+    # once: too slow, and too load-sensitive, to repeat here)
+    from gpt.config import TrainConfig
+    cfg = TrainConfig(max_iters=1274, warmup_iters=10, learning_rate=3e-3, min_lr=3e-4, lr_decay_iters=10**9)
+    assert train.decay_cut_short(cfg, "the budget's 1,274 steps") == (
+        "note: --lr_decay_iters=1000000000 is past the budget's 1,274 steps: the run ends at learning rate 0.003, not "
+        "min_lr 0.0003; a resume with --max_iters=1000000000 finishes the decay")
+    assert train.decay_cut_short(replace(cfg, lr_schedule="constant"), "x") is None
 
 
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
@@ -1485,9 +1493,13 @@ def test_a_run_whose_stdout_fails_or_closes_trains_on_to_its_end(byte_data, tmp_
     assert (tmp_path / "full" / "latest").read_text() == "ckpt-0000006\n"
     head = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"--out_dir={tmp_path / 'head'}"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    head.stdout.readline()
-    head.stdout.close()  # as `head -1` does
-    assert head.wait(timeout=300) == 0 and "Traceback" not in head.stderr.read()
+    try:
+        head.stdout.readline()
+        head.stdout.close()  # as `head -1` does
+        assert head.wait(timeout=300) == 0 and "Traceback" not in head.stderr.read()
+    finally:
+        head.kill()  # (none left running if the wait timed out)
+        head.wait()
     assert (tmp_path / "head" / "latest").read_text() == "ckpt-0000006\n"
 
 
@@ -1509,6 +1521,12 @@ def test_a_run_given_as_data_says_how_to_continue_it_or_start_from_it(byte_data,
         with pytest.raises(train.UsageError) as e:
             train.prepare_data(str(data), "byte", str(tmp_path / "cache"), train.Dist())
         assert str(e.value) == message
+    # one that saved no checkpoint yet (its config.json is train.py's: review 33)
+    (tmp_path / "early").mkdir()
+    shutil.copy(run / "config.json", tmp_path / "early" / "config.json")
+    with pytest.raises(train.UsageError, match=r"holds a training run, not text or prepared data: it has no checkpoint "
+                                               r"yet$"):
+        train.prepare_data(str(tmp_path / "early"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
 
 
@@ -2059,7 +2077,9 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
     # The account names the writing, which the plan cannot count, rather than calling it steps (hunt, session 22)
     spent = re.search(r"time budget 8 s: ([\d.]+) s spent: [\d.]+ s compiling, ([\d.]+) s in training steps, [\d.]+ s in "
                       r"evaluations with their checkpoints, ([\d.]+) s writing the profile and", said)
-    assert spent and 6.0 <= float(spent[3]) < 8.0 and float(spent[2]) < float(spent[1]) - 6.0, said[-600:]
+    # (the 6 s, and the writing itself: 3.8 s of it beside a -n 2 suite and three other jobs on 2 cores; the
+    # 6 s counted twice would be 12)
+    assert spent and 6.0 <= float(spent[3]) < 12.0 and float(spent[2]) < float(spent[1]) - 6.0, said[-600:]
 
 
 @pytest.mark.parametrize("profile", [5, 1])  # recording past the last step (written after the loop), and up to it
