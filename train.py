@@ -413,6 +413,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     signals_at_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
+    # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
+    # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)
+    say_error = functools.partial(progress.write, file=sys.stderr) if dist.is_main else say
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
@@ -426,8 +429,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
 
     def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
         if checks.too_many:
-            say(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
-                f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+            say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
+                      f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
         return checks.too_many
 
     # Seconds spent in training steps, evaluations and saves left out; exact where the device was
@@ -507,8 +510,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
             if val_loss is not None and not math.isfinite(val_loss):  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`.
-                say(f"train.py: error: the validation loss is {val_loss} at step {step}: the model diverged; "
-                    f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+                say_error(f"train.py: error: the validation loss is {val_loss} at step {step}: the model diverged; "
+                          f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
                 exit_status = 2
                 break
             if val_loss is not None:
@@ -536,7 +539,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
                 way = (f"continue with --init_from=resume --out_dir={out_dir}" if resume or saved_by_this_run
                        else "run the same command again to start over")
-                say(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
+                say_error(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
                 break
             if at_end:
                 break

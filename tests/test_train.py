@@ -746,7 +746,7 @@ sys.exit(train.main(sys.argv[1:]))
                     "--eval_interval=1000", f"--out_dir={out}")
     assert proc.returncode != 0  # the workers exit 143, which torchrun reports as a failure
     # rank 0, which got no signal, stops with rank 1's at step 5 (and says so, rank 0 alone speaks)
-    assert "stopped by signal 15 at step 5;" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "stopped by signal 15 at step 5;" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     # the ranks agreed at steps 0 and 5 only, where they read their step checks, and after step 0's
     # evaluation (a signal during one stops there: hunt 31-c F6); the first call is before training:
     # whether every rank sees the data, prepare_data
@@ -890,7 +890,7 @@ def test_repeated_nans_stop_the_run_with_status_2(byte_data, tmp_path, monkeypat
     status = train.main([f"--data={byte_data}", *TINY, "--max_iters=50", "--max_bad_steps=3",
                          "--eval_interval=100", f"--out_dir={tmp_path / 'run'}"])
     assert status == 2
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert "3 consecutive steps had a non-finite loss" in said
     assert f"stopping: no checkpoint has been saved in {tmp_path / 'run'}." in said  # no false promise
 
@@ -909,9 +909,9 @@ def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data
     nan_at(monkeypatch, lambda n: n >= 2)  # bad from the second step on: stops after 3 of them, not 50
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--max_bad_steps=3", "--log_interval=50",
                        "--eval_interval=100", f"--out_dir={tmp_path / 'bad'}"]) == 2
-    said = capsys.readouterr().out
-    assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said
-    assert "step 4: non-finite" not in said and "3 consecutive steps had a non-finite loss" in said
+    said = capsys.readouterr()  # the steps skipped in the log, the stop with the errors (hunt 33-e E2)
+    assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said.out
+    assert "step 4: non-finite" not in said.out and "3 consecutive steps had a non-finite loss" in said.err
 
 
 def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(byte_data, tmp_path, monkeypatch,
@@ -920,8 +920,8 @@ def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(by
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--log_interval=50", "--eval_interval=100",
                        f"--out_dir={out}"]) == 143
-    said = capsys.readouterr().out
-    assert "step 1: non-finite loss (nan)" in said and "stopped by signal 15 at step 2;" in said
+    said = capsys.readouterr()
+    assert "step 1: non-finite loss (nan)" in said.out and "stopped by signal 15 at step 2;" in said.err
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["bad_steps_total"] == 1
     # a resume goes on counting from the saved total (it could start again from 0: hunt 32-b TR21)
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
@@ -2586,7 +2586,7 @@ def test_a_signal_during_an_evaluation_stops_at_its_checkpoint(byte_data, tmp_pa
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=2", f"--out_dir={out}"]) == 143
     assert [p.name for p in list_checkpoints(out)] == ["ckpt-0000002"] and open_checkpoint(out).meta["val_loss"] is not None
-    assert f"stopped by signal 15 at step 2; the latest checkpoint is {out / 'ckpt-0000002'}" in capsys.readouterr().out
+    assert f"stopped by signal 15 at step 2; the latest checkpoint is {out / 'ckpt-0000002'}" in capsys.readouterr().err
 
 
 def test_grad_clip_keep_last_and_eval_iters_reach_the_loop(byte_data, tmp_path, monkeypatch):
@@ -2790,7 +2790,7 @@ def test_a_stop_before_anything_was_saved_says_to_run_the_command_again(byte_dat
     with monkeypatch.context() as patch:
         patch.setattr(train, "make_progress", signalled)
         assert train.main(args) == 143
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert (f"stopped by signal 15 at step 0; no checkpoint has been saved in {tmp_path / 'run'}, run the same command "
             "again to start over") in said
     assert train.main(args) == 0  # as it says
@@ -2985,3 +2985,6 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
     assert rc == 2 and not list(out.glob("ckpt-*"))
     assert not [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                 if "val_loss" in r and not math.isfinite(r["val_loss"])]  # no NaN record logged either
+    # said on stderr with the other errors: on stdout it was lost where stdout had failed (hunt 33-e E2)
+    assert re.search(r"^train\.py: error: the validation loss is nan at step 3: the model diverged; stopping: no "
+                     r"checkpoint has been saved in .*\. Try a lower learning_rate\.$", capsys.readouterr().err, re.M)
