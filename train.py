@@ -35,7 +35,15 @@ INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
     from gpt.errors import one_line_on_ctrl_c
 
-    one_line_on_ctrl_c(f"train.py: error: {INTERRUPTED}")
+    def typed(key: str) -> str | None:  # an option's value as typed (--key=value or --key value), before any parsing
+        values = [b if a == f"--{key}" else a.partition("=")[2] for a, b in zip(sys.argv, [*sys.argv[1:], ""])
+                  if a == f"--{key}" or a.startswith(f"--{key}=")]
+        return values[-1] if values else None
+
+    # a resumed run's checkpoints are there: "nothing was saved" read as if they were not (hunt 33-e E1)
+    one_line_on_ctrl_c("train.py: error: " + (f"interrupted before training resumed; nothing new was saved: the run in "
+                                              f"{typed('out_dir') or 'out'} is as it was, continue with "
+                                              "--init_from=resume" if typed("init_from") == "resume" else INTERRUPTED))
 
 import collections
 import contextlib

@@ -2530,6 +2530,11 @@ def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(b
     # and SIGTERM there: it ended the process without a word (hunt, session 24)
     proc = ctrl_c_at_import("train.py", "gpt.metrics", "--max_iters=2", cwd=tmp_path, sigterm=True)
     assert proc.stderr == line and proc.returncode == -signal.SIGTERM and not list(tmp_path.glob("out*"))
+    # a resume's checkpoints are there: not "nothing was saved" (hunt 33-e E1), in either spelling
+    for argv in (["--init_from=resume", "--out_dir=run"], ["--out_dir", "run", "--init_from", "resume"]):
+        proc = ctrl_c_at_import("train.py", "gpt.metrics", *argv, cwd=tmp_path)
+        assert proc.stderr == ("train.py: error: interrupted before training resumed; nothing new was saved: the run "
+                               "in run is as it was, continue with --init_from=resume\n")
 
 
 def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
