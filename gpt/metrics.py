@@ -145,7 +145,10 @@ class Metrics:
         png = self.path.with_name("loss.png")
         if self._drawn_all and png.exists():
             return None
-        records = self.records()
+        try:
+            records = self.records()
+        except OSError:  # (a directory in its place, an I/O error: a traceback here took the place of the
+            return None  # writes' own one line and status 3: hunt 33-e E3)
         # (a run that stopped before its first record draws no empty picture)
         return plot_losses(records, png) if records else None
 

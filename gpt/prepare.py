@@ -445,8 +445,9 @@ def _options(tokenizer: str, val_fraction: float, seed: int, shard_tokens: int, 
         raise PrepareError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZER_NAMES)}")
     if not 0 < val_fraction <= 0.5:
         raise PrepareError(f"--val_fraction {val_fraction} must be in (0, 0.5]")
-    if shard_tokens < 1 or (max_tokens is not None and max_tokens < 1):
-        raise PrepareError("--shard_tokens and --max_tokens must be >= 1")
+    for name, value in (("--shard_tokens", shard_tokens), ("--max_tokens", max_tokens)):  # (each by its name:
+        if value is not None and value < 1:  # "--shard_tokens and --max_tokens" named one not given: hunt 33-e)
+            raise PrepareError(f"{name} {value} must be >= 1")
     if seed < 0:  # (-1 means "a random seed" to some tools; here it is one more fixed seed: hunt 32-c)
         raise PrepareError(f"--seed {seed} must be >= 0")
     return {"tokenizer": tokenizer, "val_fraction": val_fraction, "seed": seed, "shard_tokens": shard_tokens,

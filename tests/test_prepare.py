@@ -554,6 +554,14 @@ def test_command_line_mistakes_are_one_line_with_status_1(argv, message):
     assert exit_.value.code == f"data/prepare.py: error: {message}"
 
 
+@pytest.mark.parametrize("option", ["--shard_tokens", "--max_tokens"])
+def test_a_count_below_1_is_refused_by_its_own_name(option):
+    # "--shard_tokens and --max_tokens must be >= 1" named one not given (hunt 33-e)
+    with pytest.raises(PrepareError, match=f"^{option} 0 must be >= 1$"):
+        prep._options("byte", 0.1, 0, **({"shard_tokens": 0, "max_tokens": None} if option == "--shard_tokens"
+                                          else {"shard_tokens": 100, "max_tokens": 0}), text_field="text")
+
+
 def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys):
     # -1 is "a random seed" to some tools; here it was one more fixed seed, taken without a word (hunt 32-c)
     write_docs(tmp_path / "in", 2)

@@ -2465,6 +2465,15 @@ def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_directory_in_place_of_metrics_jsonl_is_one_line_and_status_3(byte_data, tmp_path, capsys):
+    # the closing plot read it again, and its IsADirectoryError traceback took the place of the one
+    # line and status 3 the README promises (hunt 33-e E3), as config.json in its place gives
+    out = tmp_path / "run"
+    (out / "metrics.jsonl").mkdir(parents=True)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"]) == 3
+    assert one_line_error(capsys.readouterr().err).startswith(f"train.py: error: writing {out / 'metrics.jsonl'} failed: ")
+
+
 def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data, tmp_path, monkeypatch, capsys):
     # On a filling disk the per-step append to metrics.jsonl is what meets ENOSPC first (audit bug 7).
     import builtins
