@@ -230,7 +230,9 @@ def open_files_for(maps: int) -> None:
                                (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
 
 
-OPEN_FILES_SLACK = 256  # descriptors beside the shards' maps (torch's, the run's files): under the usual 1,024, no change for most runs
+# Descriptors beside the shards' maps (torch's, the run's files): under the usual soft limit of 1,024,
+# so that most runs leave the limit as it was
+OPEN_FILES_SLACK = 256
 
 
 def is_shard(path) -> bool:
