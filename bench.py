@@ -1320,10 +1320,21 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
-    args = parser.parse_args(argv)
     stdout = sys.stdout
     if stdout is not None:  # (the figures are the product: a stdout that fails stops it, in one line: hunt 33-a F4)
         sys.stdout = CheckedStdout(stdout, "bench.py", stop="the figures")
+    try:
+        try:  # (--help too, where its 0 hid a failed write: review 33b)
+            args = parser.parse_args(argv)
+        except SystemExit as e:
+            if e.code in (0, None):
+                sys.stdout.flush()
+            raise
+    except BaseException as e:  # (argparse's exits, --help's included: stdout as it was for in-process callers)
+        sys.stdout = stdout
+        if isinstance(e, UsageError):
+            raise SystemExit(f"bench.py: error: {e}") from None
+        raise
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)

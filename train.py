@@ -35,15 +35,18 @@ INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
     from gpt.errors import one_line_on_ctrl_c
 
-    def typed(key: str) -> str | None:  # an option's value as typed (--key=value or --key value), before any parsing
-        values = [b if a == f"--{key}" else a.partition("=")[2] for a, b in zip(sys.argv, [*sys.argv[1:], ""])
-                  if a == f"--{key}" or a.startswith(f"--{key}=")]
+    def typed(key: str) -> str | None:  # an option's value as typed (--key=value or --key value, - for _ too),
+        # before any parsing
+        values = [value if sep else after for arg, after in zip(sys.argv, [*sys.argv[1:], ""])
+                  for name, sep, value in [arg.partition("=")] if name[:2] + name[2:].replace("-", "_") == f"--{key}"]
         return values[-1] if values else None
 
-    # a resumed run's checkpoints are there: "nothing was saved" read as if they were not (hunt 33-e E1)
-    one_line_on_ctrl_c("train.py: error: " + (f"interrupted before training resumed; nothing new was saved: the run in "
-                                              f"{typed('out_dir') or 'out'} is as it was, continue with "
-                                              "--init_from=resume" if typed("init_from") == "resume" else INTERRUPTED))
+    # a resumed run's checkpoints are there: "nothing was saved" read as if they were not (hunt 33-e E1).
+    # (A preset's out_dir is not known yet: the run is named only where --out_dir was typed.)
+    one_line_on_ctrl_c("train.py: error: " + ("interrupted before training resumed; nothing new was saved: the run"
+                                              + (f" in {typed('out_dir')}" if typed("out_dir") else "")
+                                              + " is as it was, continue with --init_from=resume"
+                                              if typed("init_from") == "resume" else INTERRUPTED))
 
 import collections
 import contextlib
@@ -423,7 +426,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
     # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)
-    say_error = functools.partial(progress.write, file=sys.stderr) if dist.is_main else say
+    def say_error(text: str) -> None:
+        try:
+            progress.write(text, file=sys.stderr) if dist.is_main else None
+        except (OSError, ValueError):  # (stderr full or closed: it was a crash in place of the stop, review 33b)
+            say(text)  # the log has it
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).

@@ -83,7 +83,8 @@ class Metrics:
         if not self.path.exists():
             return []
         records, bad = [], 0
-        for line in self.path.read_text().splitlines():
+        # (bytes that are not UTF-8, a torn write's or a disk's, are such a line: a traceback at a resume, review 33b)
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
             if not line.strip():
                 continue
             try:
@@ -147,8 +148,9 @@ class Metrics:
             return None
         try:
             records = self.records()
-        except OSError:  # (a directory in its place, an I/O error: a traceback here took the place of the
-            return None  # writes' own one line and status 3: hunt 33-e E3)
+        except OSError as e:  # (a directory in its place, an I/O error: a traceback here took the place of the
+            # writes' own one line and status 3: hunt 33-e E3; None said "loss curve: loss.png": review 33b)
+            return f"loss curve not drawn: {self.path} cannot be read ({e.strerror or e})"
         # (a run that stopped before its first record draws no empty picture)
         return plot_losses(records, png) if records else None
 

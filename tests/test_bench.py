@@ -160,6 +160,20 @@ def test_figures_that_cannot_be_written_stop_the_benchmark_in_one_line(monkeypat
     assert e.value.code == "bench.py decode: error: writing the figures to stdout failed: No space left on device"
 
 
+def test_help_that_cannot_be_written_is_one_line_and_status_1(monkeypatch):
+    # its 0 hid the failed write: parsed before stdout was checked (review 33b Q4)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    failing = FailingStream(OSError(errno.ENOSPC, "No space left on device"))
+    monkeypatch.setattr(sys, "stdout", failing)
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--help"])
+    assert e.value.code == "bench.py: error: writing the figures to stdout failed: No space left on device"
+    assert sys.stdout is failing  # as it was, for an in-process caller
+
+
 def test_a_device_that_is_not_there_is_one_line(capsys):
     with pytest.raises(SystemExit, match=r"^bench.py decode: error: unknown device 'gpu': use auto, cpu, cuda"):
         bench.main(["decode", "--device=gpu", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_uncached"])

@@ -177,3 +177,21 @@ def test_wandb_and_tensorboard_get_the_numbers_at_their_step(tmp_path, monkeypat
     metrics = Metrics(tmp_path, enabled=True, wandb_project="p", tensorboard=True)
     metrics.log({"step": 3, "loss": 1.5, "note": "x"})
     assert sent == [("wandb", {"loss": 1.5}, 3), ("tb", "loss", 1.5, 3)]
+
+
+def test_a_log_that_cannot_be_read_at_the_close_draws_nothing_and_says_so(tmp_path):
+    # it returned None, which train.py reads as "loss curve: loss.png", of a plot not drawn (review 33b Q2)
+    metrics = Metrics(tmp_path, enabled=True)
+    metrics.log({"step": 1, "loss": 2.0})
+    metrics._file.close()
+    (tmp_path / "metrics.jsonl").unlink()
+    (tmp_path / "metrics.jsonl").mkdir()  # (a directory in its place: IsADirectoryError at the read)
+    assert metrics.close() == f"loss curve not drawn: {tmp_path / 'metrics.jsonl'} cannot be read (Is a directory)"
+    assert not (tmp_path / "loss.png").exists()
+
+
+def test_a_line_of_bytes_that_are_not_utf8_is_skipped_as_a_torn_one(tmp_path, capsys):
+    # it was a UnicodeDecodeError traceback at a resume (review 33b Q3)
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 4.0}\n\xff\xfe junk\n{"step": 2, "loss": 3.0}\n')
+    assert Metrics(tmp_path, enabled=False).records() == [{"step": 1, "loss": 4.0}, {"step": 2, "loss": 3.0}]
+    assert "skipped 1 line(s)" in capsys.readouterr().err

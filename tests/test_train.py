@@ -895,6 +895,21 @@ def test_repeated_nans_stop_the_run_with_status_2(byte_data, tmp_path, monkeypat
     assert f"stopping: no checkpoint has been saved in {tmp_path / 'run'}." in said  # no false promise
 
 
+def test_a_stop_whose_stderr_fails_is_said_in_the_log_with_its_status(byte_data, tmp_path, monkeypatch, capsys):
+    # the stop's line on stderr: a stderr that fails (2>/dev/full) made the stop a crash, status 1 or 120
+    # in place of 2, the line nowhere (review 33b Q5)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    nan_at(monkeypatch, lambda n: n >= 2)
+    monkeypatch.setattr(sys, "stderr", FailingStream(OSError(errno.ENOSPC, "No space left on device")))
+    status = train.main([f"--data={byte_data}", *TINY, "--max_iters=50", "--max_bad_steps=3",
+                         "--eval_interval=100", f"--out_dir={tmp_path / 'run'}"])
+    monkeypatch.undo()
+    assert status == 2 and "3 consecutive steps had a non-finite loss" in capsys.readouterr().out
+
+
 def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data, tmp_path, monkeypatch, capsys):
     # The values stay on the device between logs (issue 9); what is said and saved is the same.
     nan_at(monkeypatch, lambda n: n == 3)
@@ -2540,10 +2555,15 @@ def test_ctrl_c_before_training_is_one_line_status_130_and_leaves_no_run_files(b
     proc = ctrl_c_at_import("train.py", "gpt.metrics", "--max_iters=2", cwd=tmp_path, sigterm=True)
     assert proc.stderr == line and proc.returncode == -signal.SIGTERM and not list(tmp_path.glob("out*"))
     # a resume's checkpoints are there: not "nothing was saved" (hunt 33-e E1), in either spelling
-    for argv in (["--init_from=resume", "--out_dir=run"], ["--out_dir", "run", "--init_from", "resume"]):
+    for argv in (["--init_from=resume", "--out_dir=run"], ["--out_dir", "run", "--init_from", "resume"],
+                 ["--init-from=resume", "--out-dir=run"]):  # (hyphens, as the parser takes them: review 33b Q1)
         proc = ctrl_c_at_import("train.py", "gpt.metrics", *argv, cwd=tmp_path)
         assert proc.stderr == ("train.py: error: interrupted before training resumed; nothing new was saved: the run "
                                "in run is as it was, continue with --init_from=resume\n")
+    # a preset's out_dir is not read yet: not named, rather than named wrong (it said "out" of out-finetune)
+    proc = ctrl_c_at_import("train.py", "gpt.metrics", "--config=finetune", "--init_from=resume", cwd=tmp_path)
+    assert proc.stderr == ("train.py: error: interrupted before training resumed; nothing new was saved: the run is as "
+                           "it was, continue with --init_from=resume\n")
 
 
 def test_sigterm_before_training_is_one_line_status_143_and_leaves_no_run_files(byte_data, tmp_path, monkeypatch,
