@@ -300,6 +300,33 @@ class CheckedStdout:
         return getattr(self._stream, name)
 
 
+class ProgressStream:
+    """A stream for a progress bar (data/prepare.py's, on stderr): a write that fails turns the bar
+    off, without a word, where it stopped the preparation and was blamed on the output directory
+    (review 33b Q7): a bar is no reason to stop the work."""
+
+    def __init__(self, stream):
+        self._stream, self._off = stream, False
+
+    def write(self, text: str) -> int:
+        if not self._off:
+            try:
+                return self._stream.write(text)
+            except (OSError, ValueError):  # (ValueError: a closed stream)
+                self._off = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._off:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._off = True
+
+    def __getattr__(self, name):  # isatty, encoding, fileno, ...
+        return getattr(self._stream, name)
+
+
 def _to_devnull(stream) -> None:
     """Point the descriptor under `stream` at /dev/null: what it still buffers would fail again at
     the interpreter's exit ("Exception ignored", status 120)."""

@@ -49,8 +49,8 @@ from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
-from gpt.errors import (OneLineParser, Terminated, UsageError, sigterm_raises, signals_blocked, stdout_checked,
-                        unusable_path)
+from gpt.errors import (OneLineParser, ProgressStream, Terminated, UsageError, sigterm_raises, signals_blocked,
+                        stdout_checked, unusable_path)
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -356,7 +356,8 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
-        bar = tqdm(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True)
+        bar = tqdm(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True,
+                   file=ProgressStream(sys.stderr))
         try:
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
                           bar)

@@ -649,6 +649,21 @@ def test_an_input_that_fails_as_it_is_read_is_named_and_nothing_is_written(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
+def test_a_progress_bar_that_cannot_be_written_stops_nothing(tmp_path, monkeypatch, capsys):
+    # `2>/dev/full`: the bar's first write stopped the preparation, blamed on the output directory, and
+    # the error line failed too (review 33b Q7)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    write_docs(tmp_path / "in", 3)
+    monkeypatch.setattr(sys, "stderr", FailingStream(OSError(errno.ENOSPC, "No space left on device")))
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1",
+                      "--out_dir", str(tmp_path / "out")]) == 0
+    monkeypatch.undo()
+    assert DataDir(tmp_path / "out").num_tokens("train") > 0 and "wrote " in capsys.readouterr().out
+
+
 def test_data_preparation_never_imports_torch():
     # its start-up and every forked worker's memory: a path check imported from gpt/files.py brought it in
     # for a day (found while mending hunt 32-c F12)
