@@ -723,6 +723,43 @@ def test_cpu_bf16_packed_linears_match_the_ordinary_path_and_are_released():
         assert fp32.lm_head.packed_weight is None
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_one_row_linear_is_linear_eager_and_compiled(bias):
+    from gpt.model import one_row_linear
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 1, 48), torch.randn(24, 48)
+    b = torch.randn(24) if bias else None
+    expected = torch.nn.functional.linear(x, w, b)
+    assert torch.allclose(one_row_linear(x, w, b), expected, atol=1e-5)
+    compiled = torch.compile(one_row_linear, fullgraph=True, dynamic=False)(x, w, b)  # inductor's reduction
+    assert compiled.shape == (1, 1, 24) and torch.allclose(compiled, expected, atol=1e-5)
+
+
+def test_compiled_linear_takes_one_row_linear_only_for_a_half_precision_cuda_row(monkeypatch):
+    # Which path Linear.forward takes while compiling, on fake CUDA tensors: no GPU needed. The
+    # reduction form only for one row in bf16 / fp16 on CUDA (issue 9's decode step); fp32 keeps
+    # cuBLAS (exact eager tokens), several rows a GEMM, the CPU its own path; eager never builds it.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import gpt.model
+
+    taken = []
+    real = gpt.model.one_row_linear
+    monkeypatch.setattr(gpt.model, "one_row_linear", lambda x, w, b: taken.append(x.shape) or real(x, w, b))
+    cases = [("cuda", torch.bfloat16, 1, True), ("cuda", torch.float16, 1, True), ("cuda", torch.float32, 1, False),
+             ("cuda", torch.bfloat16, 2, False), ("cpu", torch.bfloat16, 1, False)]
+    with FakeTensorMode():
+        for compiling in (True, False):
+            monkeypatch.setattr(torch.compiler, "is_compiling", lambda: compiling)
+            for device, dtype, rows, expected in cases:
+                linear = gpt.model.Linear(8, 4, device=device, dtype=dtype)
+                taken.clear()
+                y = linear(torch.empty(1, rows, 8, device=device, dtype=dtype))
+                assert y.shape == (1, rows, 4)
+                assert taken == ([(1, rows, 8)] if compiling and expected else []), (compiling, device, dtype, rows)
+
+
 def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited_for(tmp_path, monkeypatch):
     # a stalled proxy or captive portal: --init_from=gpt2 hung without a word (the hub client has no timeout)
     import contextlib
