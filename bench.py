@@ -909,14 +909,19 @@ def bench_train(args: argparse.Namespace) -> None:
     variants = [(d, o) for d in dtypes for o in optimizers]
     # Every row's command line is checked before the first row runs: a bad value in the last row
     # was found after the rows before it had run (minutes of GPT-2 124M on a GPU: hunt, session 26)
-    for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o)]) for d, o in variants),
-                       *((flag, [*overrides, *chosen(*variants[0]), *flag.split()]) for flag in rows)]:
+    # in the order they run: a row's flags after the timing's, which they replace (checked before them,
+    # a row's --log_interval=0 or --max_iters=0 passed and ran, or failed, after the other rows)
+    for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o), *timed]) for d, o in variants),
+                       *((flag, [*overrides, *chosen(*variants[0]), *timed, *flag.split()]) for flag in rows)]:
         try:
-            cfg = parse_args([*argv, *timed])[0]
+            cfg = parse_args(argv)[0]
             cfg.validate(1)
-            check_options_apply(cfg, command_line_keys([*argv, *timed]))  # (as train.py does: review 29)
+            check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"train.py {what}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
+        if cfg.max_iters <= args.warmup:  # a row's own count: no step past the warm-up to time (0: a budget)
+            raise SystemExit(f"bench.py train: error: {what}: --max_iters={cfg.max_iters} leaves no step to time "
+                             f"after --warmup={args.warmup}: give it more than {args.warmup}")
     if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
         # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
         # share this process: it is set before the first row, so every row runs with it alike

@@ -135,6 +135,13 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
      "bench.py train: error: --out_dir is set by bench.py (a temporary run directory): leave it out"),
     (["quality", "--recipes=default", "--", "--max_iters=10"],
      "bench.py quality: error: --max_iters is set by bench.py (0, for the budget): leave it out"),
+    # a row's own count with no step past the warm-up: a traceback after the rows before it had run
+    (["train", "--warmup=2", "--with=--max_iters=2"],
+     "bench.py train: error: --max_iters=2: --max_iters=2 leaves no step to time after --warmup=2"),
+    (["train", "--with=--max_iters=0"],  # a time-budgeted row
+     "bench.py train: error: --max_iters=0: --max_iters=0 leaves no step to time after --warmup=10"),
+    (["train", "--with=--log_interval=0"],  # checked with the timing's flags after it, which it replaces
+     "bench.py train: error: train.py --log_interval=0: invalid configuration:"),
 ])
 def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_path, monkeypatch):
     import train
