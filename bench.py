@@ -1326,8 +1326,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, (_, add_args, help_text) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text))
     stdout = sys.stdout
-    if stdout is not None:  # (the figures are the product: a stdout that fails stops it, in one line: hunt 33-a F4)
-        sys.stdout = CheckedStdout(stdout, "bench.py", stop="the figures")
+    if stdout is None:  # (Python's sys.stdout for a closed descriptor 1: every row ran for nothing, then a traceback)
+        raise SystemExit("bench.py: error: stdout is closed: nowhere to write the figures (redirect it, e.g. > bench.txt)")
+    # (the figures are the product: a stdout that fails stops it, in one line: hunt 33-a F4)
+    sys.stdout = CheckedStdout(stdout, "bench.py", stop="the figures")
     try:
         try:  # (--help too, where its 0 hid a failed write: review 33b)
             args = parser.parse_args(argv)

@@ -167,6 +167,19 @@ def test_figures_that_cannot_be_written_stop_the_benchmark_in_one_line(monkeypat
     assert e.value.code == "bench.py decode: error: writing the figures to stdout failed: No space left on device"
 
 
+@pytest.mark.parametrize("argv", [["train", "--steps=1"], ["--help"]])
+def test_a_closed_stdout_is_one_line_before_any_run(argv, monkeypatch):
+    # Python's sys.stdout is None for a closed descriptor 1 (`bench.py ... >&-`): every row ran, its
+    # figures went nowhere, and an AttributeError traceback ended it (--help: at once)
+    import train
+
+    monkeypatch.setattr(train, "main", lambda *a, **k: pytest.fail("a row ran with nowhere to write its figures"))
+    monkeypatch.setattr(sys, "stdout", None)
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    assert e.value.code == "bench.py: error: stdout is closed: nowhere to write the figures (redirect it, e.g. > bench.txt)"
+
+
 def test_help_that_cannot_be_written_is_one_line_and_status_1(monkeypatch):
     # its 0 hid the failed write: parsed before stdout was checked (review 33b Q4)
     import errno
