@@ -72,7 +72,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
-                        PreparationInterrupted, ReportedByRank0, Terminated, UnreadableFile, UsageError,
+                        PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
                         first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked)
 from gpt.files import describe_error
 from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         with sigterm_raises(), contextlib.ExitStack() as on_exit:  # on_exit releases out_dir's lock however train() ends
             return train(argv, on_exit, started, resuming)
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
+        if isinstance(e, StdoutFailed):  # its caller's stdout (bench.py's figures): the caller says it, once
+            raise
         # Under torchrun every rank meets a bad option alike: rank 0 says it, once rather than once a
         # process (bad data: see prepare_data); what is a machine's (a file or checkpoint that is not
         # there or cannot be used, the network, a package), every rank of a machine alike: its first

@@ -251,6 +251,11 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(f"{self.prog}: error: {message}")
 
 
+class StdoutFailed(UsageError):
+    """CheckedStdout's `stop`: the product could not be written. Its caller's to say: train.main run by
+    bench.py, on bench.py's stdout, said it as train.py's, and bench.py then blamed train.py's status."""
+
+
 class CheckedStdout:
     """sys.stdout while a script runs. A write or flush that fails (a full disk or quota: `> /dev/full`;
     an I/O error; a reader gone: `| head`) was a traceback, which lost the work under way: a run's
@@ -284,7 +289,7 @@ class CheckedStdout:
             if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
                 _to_devnull(self._stream)
             if self._stop:
-                raise UsageError(f"writing {self._stop} to stdout failed: {e.strerror or e}") from None
+                raise StdoutFailed(f"writing {self._stop} to stdout failed: {e.strerror or e}") from None
             self.failed = e
             if not isinstance(e, BrokenPipeError):
                 try:  # (stderr on the same full disk, `> log 2>&1`: the note itself raised, and the run was

@@ -180,6 +180,28 @@ def test_a_closed_stdout_is_one_line_before_any_run(argv, monkeypatch):
     assert e.value.code == "bench.py: error: stdout is closed: nowhere to write the figures (redirect it, e.g. > bench.txt)"
 
 
+def test_figures_that_fail_inside_a_train_row_are_said_once_as_bench_pys(tmp_path, monkeypatch, capsys):
+    # the row's train.main, on bench.py's stdout, said it as train.py's ("train.py: error: writing the
+    # figures ..."), and bench.py then said again that train.py exited with status 1
+    import errno
+
+    from gpt.prepare import prepare
+    from tests.test_errors import FailingStream
+
+    text = tmp_path / "text"
+    text.mkdir()
+    for i in range(4):
+        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
+                   quiet=True)
+    monkeypatch.setattr(sys, "stdout", FailingStream(OSError(errno.ENOSPC, "No space left on device"), keep=2))
+    with pytest.raises(SystemExit) as e:  # (its first line and newline written, the row's own lines fail)
+        bench.main(["train", "--steps=1", "--warmup=1", "--", f"--data={data}", "--n_layer=1", "--n_head=2",
+                    "--n_embd=32", "--block_size=32", "--batch_size=4", "--compile=false", "--device=cpu"])
+    assert e.value.code == "bench.py train: error: writing the figures to stdout failed: No space left on device"
+    assert "error" not in capsys.readouterr().err
+
+
 def test_help_that_cannot_be_written_is_one_line_and_status_1(monkeypatch):
     # its 0 hid the failed write: parsed before stdout was checked (review 33b Q4)
     import errno
