@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import CheckedStdout, Terminated, UsageError, first_of_its_machine, reported_oom
+from gpt.errors import CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -90,8 +90,8 @@ def _unescape(value: str) -> str:
     return re.sub(r"\\(.)", lambda m: table.get(m[1], m[0]), value)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and status 1, not argparse's usage dump and status 2
+class _Parser(OneLineParser):
+    def error(self, message: str):  # a UsageError, which main says as every other one (one line, status 1)
         raise UsageError(message)
 
 

@@ -250,6 +250,17 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         raise SystemExit(f"{self.prog}: error: {message}")
 
+    def _get_values(self, action, arg_strings):
+        # --key=--: "--" is the value. Python 3.11's argparse takes it for the end of options and hands
+        # the option [], neither converted nor checked: sample.py --start=-- and data/prepare.py
+        # --out_dir=-- were tracebacks, sample.py --stop=-- dropped its stop string without a word,
+        # --seed=-- skipped its type (hunt 34-a A1). (`--key --` still ends the options: a missing value.)
+        if action.option_strings and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value if action.nargs in (None, argparse.OPTIONAL) else [value]
+        return super()._get_values(action, arg_strings)
+
 
 class StdoutFailed(UsageError):
     """CheckedStdout's `stop`: the product could not be written. Its caller's to say: train.main run by

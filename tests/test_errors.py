@@ -118,3 +118,20 @@ def test_a_checked_main_flushes_before_its_status_and_keeps_a_callers_rule(monke
 
     with pytest.raises(UsageError, match="writing the figures to stdout failed"):
         inner()
+
+
+@pytest.mark.parametrize("nargs", [None, "?", "+"])
+def test_one_line_parser_takes_two_dashes_after_an_equals_sign_as_the_value(nargs):
+    # Python 3.11's argparse took --key=-- for the end of options and gave the option [], unchecked
+    from gpt.errors import OneLineParser
+
+    p = OneLineParser(prog="x")
+    p.add_argument("--name", nargs=nargs)
+    p.add_argument("--count", type=int)
+    p.add_argument("--kind", choices=["a", "b"])
+    assert p.parse_args(["--name=--"]).name == ("--" if nargs != "+" else ["--"])
+    for bad, message in (("--count=--", "x: error: argument --count: invalid int value: '--'"),
+                         ("--kind=--", "x: error: argument --kind: invalid choice: '--'")):
+        with pytest.raises(SystemExit) as e:
+            p.parse_args([bad])
+        assert str(e.value.code).startswith(message), e.value.code

@@ -1091,3 +1091,16 @@ def test_instruction_answers_keep_the_stop_strings_and_the_seed(capsys, run_dir)
     b = [s["text"] for s in cli_json(capsys, run_dir, *sampled, "--seed=1")]
     c = [s["text"] for s in cli_json(capsys, run_dir, *sampled, "--seed=2")]
     assert a == b and a != c
+
+
+def test_a_value_of_two_dashes_is_the_value_not_the_end_of_options(capsys, run_dir):
+    """argparse (Python 3.11) took the "--" of --key=-- for the end of options and gave the option []:
+    a traceback for --start=--, the stop string of --stop=-- dropped without a word."""
+    assert sample.parse_args(["--start=--"]).start == "--"
+    assert sample.parse_args(["--stop=--", "--stop=a"]).stop == ["--", "a"]
+    assert sample.parse_args(["--instruction=--"]).instruction == "--"
+    for bad in ("--seed=--", "--dtype=--", "--use_cache=--"):
+        rc, out, err = cli(capsys, "--out_dir", run_dir, bad)
+        assert rc == 1 and out == "" and err.startswith("sample.py: error: argument") and "Traceback" not in err, bad
+    rc, out, err = cli(capsys, "--out_dir", run_dir, "--start=--", "--max_new_tokens=3", "--json")
+    assert rc == 0 and json.loads(out)["prompt"] == "--"
