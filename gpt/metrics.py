@@ -25,6 +25,8 @@ from gpt.checkpoint import write_failed
 # draws nothing: the drawings after it, one per 30 s at most (under 1% of a run), are left to the
 # second looks' 1% slack (train.py).
 REDRAW_EVERY_S = 30.0
+# The values of a record that are numbers (or null): plot_losses computes with them
+NUMBERS = ("loss", "val_loss", "val_bpb", "tokens_seen")
 
 
 class Metrics:
@@ -91,7 +93,11 @@ class Metrics:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 record = None
-            if isinstance(record, dict) and isinstance(record.get("step"), int):
+            # (a value the plot reads that is not a number, a damaged or hand-edited line's, was a
+            # traceback at the closing plot, after the run had finished: hunt 34-b B1)
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and all(
+                    record.get(k) is None or isinstance(record[k], (int, float)) and not isinstance(record[k], bool)
+                    for k in NUMBERS):
                 records.append(record)
             else:
                 bad += 1

@@ -195,3 +195,17 @@ def test_a_line_of_bytes_that_are_not_utf8_is_skipped_as_a_torn_one(tmp_path, ca
     (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 4.0}\n\xff\xfe junk\n{"step": 2, "loss": 3.0}\n')
     assert Metrics(tmp_path, enabled=False).records() == [{"step": 1, "loss": 4.0}, {"step": 2, "loss": 3.0}]
     assert "skipped 1 line(s)" in capsys.readouterr().err
+
+
+def test_a_record_whose_values_are_not_numbers_is_skipped_as_a_damaged_line(tmp_path, capsys):
+    # a hand-edited or damaged line with a step was kept, and the closing plot of the resumed run
+    # (after its last checkpoint) was a TypeError traceback with status 1 (hunt 34-b B1)
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 4.0, "tokens_seen": 10}\n{"step": 2, "loss": "x"}\n'
+                    '{"step": 2, "val_loss": [1], "val_bpb": {}}\n{"step": 3, "tokens_seen": "y"}\n'
+                    '{"step": 3, "loss": true}\n{"step": 4, "loss": 3.0, "tokens_seen": 40}\n')
+    m = Metrics(tmp_path, enabled=True, resume_step=4)
+    assert [r["step"] for r in m.records()] == [1, 4]
+    assert "skipped 4 line(s)" in capsys.readouterr().err
+    m.log({"step": 5, "val_loss": 2.5, "val_bpb": 1.9})
+    assert m.close() is None and (tmp_path / "loss.png").exists()
