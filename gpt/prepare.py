@@ -223,10 +223,16 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     def kill_workers():
         # (they ignore SIGINT and SIGTERM; 3.14's executor has terminate_workers for this)
         workers = list((getattr(pool, "_processes", None) or {}).values())
+        results = getattr(pool, "_result_queue", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
             with contextlib.suppress(OSError):
                 worker.kill()
+        # The executor's thread may wait for the rest of a result a killed worker was sending: with this
+        # process's end of the pipe closed, it reads the end of the pipe once the workers are gone, where
+        # the interpreter's exit waited for it for ever (hunt 34-c C1)
+        with contextlib.suppress(OSError, AttributeError):
+            results._writer.close()
 
     # Left by an error or a signal, the chunks still running are of no use: the workers are killed,
     # not waited for; and a signal while the pool ends normally (--max_tokens leaves chunks running)
@@ -268,7 +274,7 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool =
             pending.append((ends, val, pool.submit(_encode_chunk, tokenizer_name, texts, ends)))
             if len(pending) >= in_flight:
                 ends, val, result = pending.popleft()
-                yield ends, val, _result(result)
+                yield ends, val, _result(result, pool)
     except PrepareError:
         # A bad record read ahead of the chunks in flight: where the writer may stop (--max_tokens),
         # raised only if it takes them all. The input is read ahead by up to 1 + in_flight chunks, and
@@ -278,21 +284,26 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool =
             raise
         while pending:
             ends, val, result = pending.popleft()
-            yield ends, val, _result(result)
+            yield ends, val, _result(result, pool)
         raise
     while pending:
         ends, val, result = pending.popleft()
-        yield ends, val, _result(result)
+        yield ends, val, _result(result, pool)
 
 
-def _result(future):
+def _result(future, pool=None):
     """A chunk's tokens, waited for a second at a time: a Ctrl-C or SIGTERM that another thread
-    received is handled by the main thread when it wakes, not after the wait."""
+    received is handled by the main thread when it wakes, not after the wait. A worker gone meanwhile
+    is a broken pool: the executor notices a death only between messages, and one killed while it
+    sent its tokens left it waiting for the rest for ever (hunt 34-c C1)."""
+    from concurrent.futures.process import BrokenProcessPool
+
     while True:
         try:
             return future.result(timeout=1.0)
         except TimeoutError:
-            continue
+            if any(worker.exitcode is not None for worker in (getattr(pool, "_processes", None) or {}).values()):
+                raise BrokenProcessPool("a worker process ended") from None
 
 
 class _SplitWriter:

@@ -1402,3 +1402,23 @@ def test_no_text_says_how_many_files_were_skipped_as_binary(tmp_path):
     skipped = r"\(1 empty document\(s\) skipped\) \(1 binary file\(s\) skipped\)$"
     with pytest.warns(PrepareWarning), pytest.raises(PrepareError, match=r"no text found in the input " + skipped):
         run_prepare([tmp_path / "in"], tmp_path / "out")
+
+
+def test_a_tokenizer_worker_killed_while_it_sends_its_tokens_is_one_error_not_a_wait_without_end(tmp_path):
+    # A worker killed mid-way through sending its result (a chunk's tokens are several pipe-fulls) left
+    # the executor's thread waiting for the rest of the message for ever: data/prepare.py hung, and a
+    # SIGTERM then said "nothing was written" and hung at exit (hunt 34-c C1). Here a worker writes the
+    # start of a 1 MB message into the result pipe and dies, as kill -9 would leave it.
+    write_docs(tmp_path / "in", 4)
+    code = ("import gc, os, struct, sys; from concurrent.futures import ProcessPoolExecutor; from gpt import prepare as p\n"
+            "def die_mid_send(*args):\n"
+            "    pool = next(o for o in gc.get_objects() if isinstance(o, ProcessPoolExecutor))\n"
+            "    os.write(pool._result_queue._writer.fileno(), struct.pack('!i', 1 << 20) + bytes(100))\n"
+            "    os._exit(9)\n"
+            "p._encode_chunk = die_mid_send; sys.exit(p.main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir", str(tmp_path / "out"),
+                        "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and r.stderr == ("error: a tokenizer process died (killed, or out of memory?): nothing "
+                                              "was written; try again, or with fewer --num_proc\n")
+    assert no_leftovers(tmp_path, tmp_path / "out")
