@@ -494,7 +494,7 @@ def safe_cut(data: bytes) -> int:
 def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) -> Pieces:
     """A text file as one document in pieces of about PIECE_BYTES; or as two documents, cut at a
     line break near byte split_at."""
-    replaced = False
+    replaced, bad_document = 0, False  # (documents repaired: a lone file's two were counted as one, hunt 34-c C2)
     with open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
@@ -523,12 +523,14 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                     cut, end = line_end, True
                 split_at = None
             text, bad = _decode(data[:cut])
-            replaced |= bad
+            bad_document |= bad
+            if end:
+                replaced, bad_document = replaced + bad_document, False
             yield text, end
             data, pos = data[cut:] + more, pos + cut
             if not data:
                 break
-    stats.replaced(path, int(replaced))
+    stats.replaced(path, replaced)
 
 
 def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats: SourceStats) -> Pieces:

@@ -1422,3 +1422,12 @@ def test_a_tokenizer_worker_killed_while_it_sends_its_tokens_is_one_error_not_a_
     assert r.returncode == 1 and r.stderr == ("error: a tokenizer process died (killed, or out of memory?): nothing "
                                               "was written; try again, or with fewer --num_proc\n")
     assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_invalid_utf8_in_both_documents_of_a_lone_text_file_counts_two(tmp_path):
+    # A lone text file is cut into two documents; bad bytes in both were counted as 1 document (hunt 34-c C2)
+    (tmp_path / "latin1.txt").write_bytes("café\nnaïve\n".encode("latin-1"))
+    with pytest.warns(PrepareWarning, match=r"latin1\.txt: invalid UTF-8 in 2 document\(s\), replaced by U\+FFFD"):
+        out = run_prepare([tmp_path / "latin1.txt"], tmp_path / "out")
+    assert documents(out, "train") == ["caf\ufffd\n"] and documents(out, "val") == ["na\ufffdve\n"]
+    assert DataDir(out).meta["invalid_utf8_documents"] == 2
