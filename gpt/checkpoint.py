@@ -632,8 +632,9 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
             raise ChangedBase(f"LoRA checkpoint {ckpt.path} was trained on base {lora['base']}, whose config has changed "
                               f"since: it now has {', '.join(changed)}")
         apply_lora(model, LoRAConfig.from_dict(lora["config"]))  # (checked by read_meta)
+        weights = ckpt.weights()  # a truncated file says so itself (UnreadableFile is a ValueError too)
         try:
-            load_lora_state_dict(model, ckpt.weights())
+            load_lora_state_dict(model, weights)
         except (KeyError, ValueError) as e:  # its own reports: adapters that do not fit the base's shapes
             why = e.args[0] if isinstance(e, KeyError) else e
             if "base_weights" in lora:  # the base's weights and config were found unchanged just now: the

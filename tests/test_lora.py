@@ -337,6 +337,26 @@ def test_adapters_that_do_not_fit_an_unchanged_base_name_their_own_file(trained,
     assert e.value.damaged  # (what it holds is wrong, not the system's reading of it)
 
 
+@pytest.mark.parametrize("fingerprinted", [True, False])
+def test_a_truncated_adapters_file_is_named_as_such_not_blamed_on_the_config_or_the_base(trained, tmp_path,
+                                                                                      fingerprinted):
+    # UnreadableFile is a ValueError: the load's own reading error was taken for adapters that do not
+    # fit ("adapters that do not fit the LoRA config", or without a fingerprint "its base ... must have changed")
+    import os
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import UnreadableFile
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    record = lora_base(str(tmp_path / "base")) if fingerprinted else {"base": str(tmp_path / "base" / "ckpt-0000005")}
+    weights = save_lora_run(tmp_path / "lora", model, record) / "model.safetensors"
+    os.truncate(weights, 100)
+    with pytest.raises(UnreadableFile) as e:
+        load_model(tmp_path / "lora")
+    assert str(e.value).startswith(f"{weights}: truncated or corrupt safetensors file"), str(e.value)
+
+
 def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, tmp_path, monkeypatch):
     from gpt.checkpoint import load_model, lora_base
     from gpt.errors import ChangedBase
