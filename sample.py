@@ -248,7 +248,8 @@ def load(args: argparse.Namespace, device: torch.device):
                 raise UsageError(f"no checkpoint at {path}") from None
             if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)
                 if said := [why for p, why in incomplete_checkpoints(path.parent) if p == path]:
-                    raise UsageError(f"{said[0]}; {run_checkpoints(args.out_dir)}") from None  # (hunt, session 27)
+                    # the run the checkpoint is in, not --out_dir's (another run's, or "there is no out/")
+                    raise UsageError(f"{said[0]}; {run_checkpoints(str(path.parent))}") from None  # (hunt, session 27)
                 where = f"{args.ckpt} (nor {path})" if Path(args.ckpt) != path else str(path)
                 raise UsageError(f"no checkpoint at {where}; {run_checkpoints(args.out_dir)}") from None
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")

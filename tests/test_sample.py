@@ -994,6 +994,10 @@ def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp
     rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--ckpt=ckpt-0000009")
     assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
                                             "ckpt-0000007"], err  # it said "no checkpoint at ckpt-0000009"
+    # a path: the run it is in, not --out_dir's ("there is no out/" here, or another run's checkpoints)
+    rc, out, err = cli(capsys, "--device=cpu", f"--ckpt={newer}")
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
+                                            "ckpt-0000007"], err
 
 
 def test_a_closed_stderr_keeps_json_on_stdout_clean(run_dir):
