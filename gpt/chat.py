@@ -98,8 +98,13 @@ def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, o
                        as_json: bool = False, stream: bool = False) -> list[Sample]:
     """sample.py --instruction: only the answers are printed (several separated by dashes); with
     as_json one object per answer, sample.py's fields with "prompt" holding the instruction."""
-    samples, _, _ = answerer.answer([{"role": "user", "content": instruction}], num_samples,
-                                    _streamer(out) if stream else None)
+    try:
+        samples, _, _ = answerer.answer([{"role": "user", "content": instruction}], num_samples,
+                                        _streamer(out) if stream else None)
+    except BaseException:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line, as --chat's
+        if stream:
+            out.write("\n")
+        raise
     for s in samples:
         if as_json:
             out.write(_record(s, index=s.index, prompt=instruction))

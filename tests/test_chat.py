@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import sample
-from gpt.chat import Answerer, chat, fit_context
+from gpt.chat import Answerer, answer_instruction, chat, fit_context
 from gpt.checkpoint import load_base_model, save_checkpoint
 from gpt.generation import Sample
 from gpt.instruct import prompt_ids
@@ -93,6 +93,10 @@ def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
     out = io.StringIO()
     with pytest.raises(KeyboardInterrupt):
         chat(Interrupted(), ["who?\n"], out, stream=True)
+    assert out.getvalue() == "half an ans\n"
+    out = io.StringIO()  # --instruction's streamed answer too: its line was left open
+    with pytest.raises(KeyboardInterrupt):
+        answer_instruction(Interrupted(), "who?", 1, out, stream=True)
     assert out.getvalue() == "half an ans\n"
 
 
