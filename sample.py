@@ -244,6 +244,10 @@ def load(args: argparse.Namespace, device: torch.device):
         except FileNotFoundError as e:
             if not str(e).startswith("no complete checkpoint"):
                 raise  # e.g. a LoRA checkpoint's base model is gone: its own message
+            if args.init_from or args.ckpt in ("latest", "best"):  # a run whose checkpoints all lost a file: said,
+                # where it was "no checkpoint in RUN/ yet; train one with: ...", which starts the run over
+                if said := [why for _, why in incomplete_checkpoints(path)]:
+                    raise UsageError(f"{said[-1]}; {path} has no complete checkpoint") from None
             if args.init_from:
                 raise UsageError(f"no checkpoint at {path}") from None
             if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)

@@ -1000,6 +1000,17 @@ def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp
                                             "ckpt-0000007"], err
 
 
+def test_a_run_whose_only_checkpoint_lost_a_file_says_so_not_train_one(capsys, tmp_path):
+    # it said "no checkpoint in RUN/ yet; train one with: python train.py --out_dir=RUN", of a run whose
+    # checkpoint had its weights (a state.pt deleted to save room), and that command starts the run over
+    run = make_run(tmp_path / "run")  # ckpt-0000007
+    (run / "ckpt-0000007" / "state.pt").unlink()
+    expected = [f"sample.py: error: {run / 'ckpt-0000007'}: incomplete, without state.pt; {run} has no complete checkpoint"]
+    for args in ([f"--out_dir={run}"], [f"--out_dir={run}", "--ckpt=best"], [f"--init_from={run}"]):
+        rc, out, err = cli(capsys, *args, "--device=cpu", "--max_new_tokens=2")
+        assert rc == 1 and out == "" and err.splitlines() == expected, (args, err)
+
+
 def test_a_closed_stderr_keeps_json_on_stdout_clean(run_dir):
     # print(file=sys.stderr) with sys.stderr None (a closed descriptor 2) wrote the information lines to
     # stdout, between --json's records (hunt, session 27)
