@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import torch
@@ -256,7 +257,8 @@ def load(args: argparse.Namespace, device: torch.device):
                     raise UsageError(f"{said[0]}; {run_checkpoints(str(path.parent))}") from None  # (hunt, session 27)
                 where = f"{args.ckpt} (nor {path})" if Path(args.ckpt) != path else str(path)
                 raise UsageError(f"no checkpoint at {where}; {run_checkpoints(args.out_dir)}") from None
-            how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={args.out_dir}")
+            # quoted, as train.py's "Sample with: ..." is: a name with a space was two words when pasted
+            how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={shlex.quote(args.out_dir)}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
         except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
             if not e.path.parent.name.startswith(CKPT_PREFIX):

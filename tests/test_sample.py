@@ -584,6 +584,8 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert err == "sample.py: error: no checkpoint in out/ yet; train one with: python train.py\n"
     rc, _, err = cli(capsys, "--out_dir=elsewhere")
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir=elsewhere\n")
+    rc, _, err = cli(capsys, "--out_dir=my run")  # pasted, it was --out_dir=my and a stray "run"
+    assert rc == 1 and err.endswith("train one with: python train.py --out_dir='my run'\n"), err
 
 
 def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_the_run(capsys, tmp_path, monkeypatch):
