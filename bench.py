@@ -241,6 +241,8 @@ def check_decode_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--prompt_len {args.prompt_len:,} is past the model's context of {config.block_size:,}: "
                           f"generate keeps only the prompt's last {config.block_size:,} tokens, so the rows would not "
                           f"time the prompt they name; give at most {config.block_size:,}")
+    if args.uncached_samples and args.skip_uncached:  # (it skipped the row, saying "--uncached_samples runs it")
+        raise ConfigError("--uncached_samples times an uncached row, which --skip_uncached skips: give one of them")
     positions = GPTConfig().block_size
     if not args.skip_transformers and args.prompt_len + args.new_tokens > positions:
         raise ConfigError(f"--prompt_len + --new_tokens = {args.prompt_len + args.new_tokens:,} is past GPT-2's "
