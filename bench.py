@@ -919,6 +919,7 @@ def bench_train(args: argparse.Namespace) -> None:
             cfg = parse_args(argv)[0]
             cfg.validate(1)
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
+            pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"train.py {what}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
         if cfg.max_iters <= args.warmup:  # a row's own count: no step past the warm-up to time (0: a budget)

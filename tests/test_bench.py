@@ -122,6 +122,8 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     # one of the two was dropped without a word, and the skipped row's line said to give the other
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_uncached", "--uncached_samples"],
      "bench.py decode: error: --uncached_samples times an uncached row, which --skip_uncached skips: give one of them"),
+    # a device the machine lacks, in a row: train.py refused it once the rows before it had run
+    (["train", "--with=--device=cuda:99"], "bench.py train: error: train.py --device=cuda:99: "),
     (["quality", "--time_budget=1e300", "--recipes=default"],
      "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
     (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
