@@ -513,6 +513,22 @@ def test_prepare_reports_data_prepares_own_peak_memory_not_this_processes():
     assert 10 < main_mb < 200, proc.stdout
 
 
+def test_prepare_reports_data_prepares_own_rate_not_one_from_its_rounded_time(monkeypatch, capsys):
+    # prepare prints its time to 0.1 s: the text's MB over that said 24.8 MB/s where prepare measured
+    # 26.2 and 32.2, and a time printed as 0.0 s would divide by zero
+    real = bench.run_child
+
+    def prepare_says(cmd, **kwargs):  # the real preparation, its line as a faster machine's would read
+        proc = real(cmd, **kwargs)
+        proc.stdout = re.sub(r"in [\d.]+s \([\d.]+ MB/s of text", "in 0.0s (123.4 MB/s of text", proc.stdout)
+        return proc
+
+    monkeypatch.setattr(bench, "run_child", prepare_says)
+    bench.main(["prepare", "--mb=0.1", "--seconds=0.01", "--num_proc=1", "--tokenizer=byte", "--batch_size=2",
+                "--block_size=64"])
+    assert re.search(r"without process start \(prepare's own 0\.0 s\): 123\.4 MB/s = ", capsys.readouterr().out)
+
+
 def test_nanogpt_cpu_runs_nanogpts_recipe_as_its_stand_in_does():
     # train.py's defaults since issue 11 (Muon, rotary positions, QK-norm) timed against the stand-in's
     # AdamW and learned positions compared other work (hunt, session 26)
