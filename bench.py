@@ -983,19 +983,21 @@ def bench_train(args: argparse.Namespace) -> None:
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
     tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
+    config_by_label = {}  # by row label: its config as it ran, with its vocab_size (the stand-in's shape, below)
     for (dtype, optimizer) in variants:
         ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
         label = ran_with[dtype, optimizer]
         if list(ran_with.values()).count(label) > 1:  # e.g. --dtypes=auto,float32 on the CPU
             label += f" (asked: {dtype} {optimizer})"
         tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
+        config_by_label[label] = config_of[dtype, optimizer]
         print(f"  {label}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
               + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                  f"{args.warmup} warm-up, {args.rounds} round(s))")
     base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
     for flag in rows:
-        records, _ = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
+        records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
         steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
         ms = statistics.median(r["ms_per_step"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
@@ -1029,6 +1031,11 @@ def bench_train(args: argparse.Namespace) -> None:
               + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
               + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
         for label, tok_s in tokens_per_s.items():
+            ran = config_by_label[label]  # a row of another shape (--with=--n_layer=1) "met" the target against it
+            if (ran["block_size"], ran["batch_size"], ran["n_embd"], ran["n_layer"], ran["n_head"], ran["vocab_size"]) \
+                    != (shape["T"], shape["B"], shape["C"], shape["L"], shape["H"], config["vocab_size"]):
+                print(f"  {label}: not compared with the reference, whose shape is the first row's")
+                continue
             print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s"
                   + (f", {tok_s / issue_tok_s:.2f}x the issue's nanoGPT figure  [target >= 2x]" if recipe else ""))
 

@@ -569,11 +569,17 @@ def test_nanogpt_cpu_with_another_shape_times_the_stand_in_at_that_shape(tmp_pat
     ratio = re.search(r"^  float32 adamw: ([\d.]+)x the reference's tokens/s$", out, re.M)  # the row says what ran
     assert ratio and float(ratio[1]) == pytest.approx(tok_s / (4 * 32 / 10.0 * 1000), abs=0.01), out[-2000:]
     assert "[target" not in out and "the issue's" not in out  # the recipe's figures are not this shape's
-    bench.main(["train", "--nanogpt_cpu", "--steps=2", "--warmup=1", "--", f"--data={data}"])  # the recipe itself
+    # the recipe itself; a row of another shape is not held against its stand-in and target (a 1-layer row
+    # read "2.59x the reference's tokens/s, 0.83x the nanoGPT figure  [target >= 2x]")
+    bench.main(["train", "--nanogpt_cpu", "--steps=2", "--warmup=1", "--with=--n_layer=1", "--with=--dropout=0.1",
+                "--", f"--data={data}"])
     out = capsys.readouterr().out
     assert shapes[1] == dict(bench.NANOGPT_CPU_REFERENCE, record=1)
     assert re.search(r"^  float32 adamw: [\d.]+x the reference's tokens/s, [\d.]+x the issue's nanoGPT figure  "
                      r"\[target >= 2x\]$", out, re.M), out[-2000:]
+    assert re.search(r"^  --dropout=0\.1: [\d.]+x the reference's tokens/s, [\d.]+x the issue's nanoGPT figure  "
+                     r"\[target >= 2x\]$", out, re.M), out[-2000:]  # the same shape
+    assert "\n  --n_layer=1: not compared with the reference, whose shape is the first row's\n" in out, out[-2000:]
 
 
 def test_prepare_times_one_pass_at_least_however_short_its_seconds():
