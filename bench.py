@@ -905,6 +905,9 @@ def bench_train(args: argparse.Namespace) -> None:
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
+    if args.read_every_step and record == 1:  # (its row ran the first row again and gave a ratio to itself)
+        raise SystemExit(f"bench.py train: --read_every_step with --warmup={args.warmup} times the first row again, "
+                         "which waits for the device at every step too: give --warmup=2 or more")
     timed = [f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={record}",
              "--eval_iters=1"]
 

@@ -124,6 +124,10 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
      "bench.py decode: error: --uncached_samples times an uncached row, which --skip_uncached skips: give one of them"),
     # a device the machine lacks, in a row: train.py refused it once the rows before it had run
     (["train", "--with=--device=cuda:99"], "bench.py train: error: train.py --device=cuda:99: "),
+    # its row ran the first row again (both log every step) and gave the cost of waiting as a ratio to itself
+    (["train", "--warmup=1", "--read_every_step"],
+     "bench.py train: --read_every_step with --warmup=1 times the first row again, which waits for the device at "
+     "every step too: give --warmup=2 or more"),
     (["quality", "--time_budget=1e300", "--recipes=default"],
      "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
     (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
