@@ -273,6 +273,7 @@ def decode_rows(args: argparse.Namespace) -> None:
 
     import sample
     from gpt.checkpoint import save_checkpoint
+    from gpt.errors import Terminated
 
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True  # as sample.py sets it: every row alike
@@ -445,6 +446,8 @@ def decode_rows(args: argparse.Namespace) -> None:
                     f"--max_new_tokens={max_new}", "--temperature=0", "--json", f"--device={device}", *extra]
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 status = sample.main(argv)
+            if status in (130, 143):  # Ctrl-C or SIGTERM, which sample.main took: bench.py's own stop, not a failure
+                raise Terminated if status == 143 else KeyboardInterrupt
             if status:
                 raise SystemExit(f"sample.py {' '.join(argv[1:])} failed:\n{err.getvalue()}")
             if "CUDA graph failed" in err.getvalue():  # it warned and decoded eagerly: not the row it says

@@ -211,6 +211,22 @@ def test_figures_that_fail_inside_a_train_row_are_said_once_as_bench_pys(tmp_pat
     assert "error" not in capsys.readouterr().err
 
 
+def test_a_signal_that_stops_a_sample_py_row_stops_decode_as_interrupted(monkeypatch, capsys):
+    # sample.main takes SIGTERM itself ("sample.py: interrupted", 143): bench.py said the row failed, status 1
+    import sample
+
+    def stopped(argv):
+        print("sample.py: interrupted", file=sys.stderr)
+        return 143
+
+    monkeypatch.setattr(sample, "main", stopped)
+    with pytest.raises(SystemExit) as e:
+        bench.main(["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_transformers", "--skip_uncached",
+                    "--new_tokens=2", "--prompt_len=2", "--cold_tokens=2", "--repeat=1", "--device=cpu"])
+    assert e.value.code == 143
+    assert capsys.readouterr().err.endswith("bench.py decode: interrupted\n")
+
+
 def test_help_that_cannot_be_written_is_one_line_and_status_1(monkeypatch):
     # its 0 hid the failed write: parsed before stdout was checked (review 33b Q4)
     import errno
