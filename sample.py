@@ -53,7 +53,8 @@ from pathlib import Path
 import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom
+from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom,
+                        world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -356,9 +357,9 @@ def sample(args: argparse.Namespace) -> int:
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun's: every process printed the same samples (hunt, session 26)
+    if (processes := world_size()) > 1:  # torchrun's: every process printed the same samples (hunt, session 26)
         raise UsageError(f"sample.py runs in one process: start it with python, not torchrun (its "
-                         f"{os.environ['WORLD_SIZE']} processes would each print the same samples)")
+                         f"{processes} processes would each print the same samples)")
     device = pick_device(args.device, Dist())
     prompt_text = read_prompt(args.start)
     asked = args.instruction is not None

@@ -73,7 +73,8 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
-                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked)
+                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
+                        world_size)
 from gpt.files import describe_error
 from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -139,7 +140,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     signals_at_exit = on_exit.enter_context(contextlib.ExitStack())
     # Under torchrun, what this process could not read is said once the processes have met (see
     # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
-    unread, cfg, resume, torchrun = None, None, None, int(os.environ.get("WORLD_SIZE", "1")) > 1
+    unread, cfg, resume, torchrun = None, None, None, world_size() > 1
     preset_note = None
     try:
         cfg, user_keys = parse_args(argv)

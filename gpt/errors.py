@@ -60,11 +60,27 @@ def unusable_path(path: str | Path) -> str | None:
     return None
 
 
+def world_size() -> int:
+    """The number of processes of the job this one belongs to: torchrun's WORLD_SIZE, 1 without it.
+    A value that is not a number (`export WORLD_SIZE=$N` with N unset) is one line, where int() of
+    it was a ValueError traceback (hunt 34-a A7)."""
+    value = os.environ.get("WORLD_SIZE", "1")
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"WORLD_SIZE={value!r} in the environment is not a number of processes: unset it, "
+                         "or start the processes with torchrun") from None
+
+
 def first_of_its_machine() -> bool:
     """Whether this process is its machine's first of a torchrun job (LOCAL_RANK 0), or alone. What
     every process of a machine meets alike (a signal to the job, a file that is not there) is said
-    by it, once, rather than once a process (hunt, session 26); another machine may see other files."""
-    return os.environ.get("LOCAL_RANK", "0") == "0"
+    by it, once, rather than once a process (hunt, session 26); another machine may see other files.
+    Alone is without a WORLD_SIZE of 2 or more, whatever LOCAL_RANK says: one left in the
+    environment of a plain run silenced its every error (hunt 34-a A8)."""
+    value = os.environ.get("WORLD_SIZE", "1").strip()
+    alone = not value.isdigit() or int(value) <= 1
+    return alone or os.environ.get("LOCAL_RANK", "0") == "0"
 
 
 def out_of_memory(e: BaseException) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint
+from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, world_size
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -48,7 +48,7 @@ def init_distributed(device: str = "auto") -> Dist:
     """Join the process group when launched by torchrun (RANK/WORLD_SIZE set): NCCL on CUDA,
     gloo on CPU (also when --device asks for the CPU on a GPU machine). A plain `python train.py`
     is a world of one."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if world_size() <= 1:
         return Dist()
     import torch.distributed as dist
 

@@ -98,6 +98,21 @@ def test_torchrun_is_refused_in_one_line(run_dir):
         "would each print the same samples)"]
 
 
+@pytest.mark.parametrize("value", ["", "two"])
+def test_a_world_size_that_is_no_number_is_one_line(capsys, run_dir, monkeypatch, value):
+    monkeypatch.setenv("WORLD_SIZE", value)  # (`export WORLD_SIZE=$N`, N unset: int() of it was a ValueError traceback)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--max_new_tokens=2")
+    assert rc == 1 and out == "" and err == (f"sample.py: error: WORLD_SIZE={value!r} in the environment is not a "
+                                             "number of processes: unset it, or start the processes with torchrun\n")
+
+
+def test_a_local_rank_left_in_the_environment_does_not_silence_errors(capsys, run_dir, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")  # not under torchrun (no WORLD_SIZE): exit status 1 said nothing
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--num_samples=0")
+    assert rc == 1 and err == "sample.py: error: num_samples must be >= 1, got 0\n"
+
+
 def test_sampling_without_compile_never_imports_the_compiler(run_dir):
     # Issue 9: `python sample.py` within 3 s of starting, on a GPU. Importing torch._dynamo costs
     # ~1.4 s on the 2-core CPU, and two innocent calls pulled it in: initialising the weights of

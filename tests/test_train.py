@@ -3022,3 +3022,12 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
     # said on stderr with the other errors: on stdout it was lost where stdout had failed (hunt 33-e E2)
     assert re.search(r"^train\.py: error: the validation loss is nan at step 3: the model diverged; stopping: no "
                      r"checkpoint has been saved in .*\. Try a lower learning_rate\.$", capsys.readouterr().err, re.M)
+
+
+def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
+    # `export WORLD_SIZE=$N` with N unset: int() of it was a ValueError traceback (hunt 34-a A7)
+    monkeypatch.setenv("WORLD_SIZE", "")
+    assert train.main([f"--out_dir={tmp_path / 'out'}", "--max_iters=1"]) == 1
+    assert capsys.readouterr().err == ("train.py: error: WORLD_SIZE='' in the environment is not a number of "
+                                       "processes: unset it, or start the processes with torchrun\n")
+    assert not (tmp_path / "out").exists()
