@@ -310,7 +310,7 @@ def read_prompt(start: str, option: str = "--start") -> str:
             data = sys.stdin.buffer.read()
         except OSError as e:  # (an I/O error, a terminal hung up: a traceback, where FILE: said it: hunt 33-a F16)
             raise UsageError(f"cannot read the prompt from stdin ({option}=-): {e.strerror or e}") from None
-        return decode_utf8(data, f"stdin ({option}=-)", start_of_text=True)
+        return _said_if_empty(decode_utf8(data, f"stdin ({option}=-)", start_of_text=True), "stdin", option)
     if start.startswith("FILE:"):
         if not start[5:]:  # Path("") is ".": "cannot read the prompt file .: Is a directory" (hunt, session 24)
             raise UsageError(f"{option}=FILE: names no file: give FILE:path")
@@ -319,12 +319,21 @@ def read_prompt(start: str, option: str = "--start") -> str:
             data = path.read_bytes()
         except OSError as e:
             raise UsageError(f"cannot read the prompt file {path}: {e}") from None
-        return decode_utf8(data, f"the prompt file {path}", start_of_text=True)
+        return _said_if_empty(decode_utf8(data, f"the prompt file {path}", start_of_text=True), str(path), option)
     if start[:5].upper() == "FILE:" and names_a_file(start[5:]):  # (file: was taken as text without a word:
         # hunt 32-c F14)
         print(f"warning: {option}={start} is taken as text; {option}=FILE:{start[5:]} (in capitals) reads the file",
               file=sys.stderr)
     return argv_text(start, option)
+
+
+def _said_if_empty(text: str, source: str, option: str) -> str:
+    """A prompt read from a file or stdin that holds nothing (a producer that failed, the wrong file):
+    --start samples from end-of-text, as its empty default does, but says so (hunt 34-a A11);
+    --instruction refuses it (sample())."""
+    if not text and option == "--start":
+        print(f"warning: {option}: {source} is empty: sampling from end-of-text", file=sys.stderr)
+    return text
 
 
 def names_a_file(text: str) -> bool:

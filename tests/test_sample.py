@@ -477,6 +477,18 @@ def test_prompt_from_a_file_and_from_stdin(capsys, run_dir, tmp_path, monkeypatc
     assert inner["prompt"] == "RO\ufeffMEO:"
 
 
+def test_an_empty_prompt_file_or_stdin_samples_from_end_of_text_with_a_warning(capsys, tmp_path, monkeypatch):
+    # `false | sample.py --start=-` (a producer that failed) sampled from end-of-text without a word
+    # (hunt 34-a A11); a typed empty --start is the documented way to do so, and stays quiet
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert sample.read_prompt(f"FILE:{tmp_path / 'empty.txt'}") == ""
+    assert capsys.readouterr().err == f"warning: --start: {tmp_path / 'empty.txt'} is empty: sampling from end-of-text\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    assert sample.read_prompt("-") == ""
+    assert capsys.readouterr().err == "warning: --start: stdin is empty: sampling from end-of-text\n"
+    assert sample.read_prompt("") == "" and capsys.readouterr().err == ""
+
+
 def test_a_prompt_file_named_in_lower_case_is_text_with_a_warning(capsys, tmp_path):
     # FILE: is case-sensitive: file:PATH was the prompt's text without a word (hunt 32-c F14)
     (tmp_path / "p.txt").write_text("ROMEO:")
