@@ -491,7 +491,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
     return 1 if errors else 0
 
 
-def samples_out(stream, as_json: bool) -> CheckedStdout:
+def samples_out(stream, as_json: bool, what: str = "the samples") -> CheckedStdout:
     """The script's stdout, checked and wrapped: refused when closed; where its encoding is not
     UTF-8 (a Latin-1 locale, Windows' cp1252 through a pipe), --json is written in UTF-8, JSON's
     own encoding (RFC 8259), and text with '?' for what the encoding lacks, said once. Generated
@@ -509,7 +509,7 @@ def samples_out(stream, as_json: bool) -> CheckedStdout:
             stream.reconfigure(errors="replace")
             print(f"warning: stdout's encoding is {encoding}: characters it lacks are printed as '?' "
                   "(PYTHONIOENCODING=utf-8 keeps them)", file=sys.stderr)
-    return CheckedStdout(stream, "sample.py", stop="the samples")
+    return CheckedStdout(stream, "sample.py", stop=what)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr = open(os.devnull, "w")  # into --json's records (hunt, session 27)
     try:
         args = parse_args(argv)
-        sys.stdout = samples_out(stdout, args.json)  # (before --help too: `--help > /dev/full` was a traceback)
+        # (before --help too: `--help > /dev/full` was a traceback; then said "the samples": hunt 34-a A9)
+        sys.stdout = samples_out(stdout, args.json, "the help" if args.help else "the samples")
         if args.help:
             print(make_parser().format_help())
             status = 0

@@ -945,14 +945,15 @@ def run_sample(run_dir, *args, env=None, **kwargs) -> subprocess.CompletedProces
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
-@pytest.mark.parametrize("how", [[], ["--json"], ["--stream=true"]])
+@pytest.mark.parametrize("how", [[], ["--json"], ["--stream=true"], ["--help"]])
 def test_a_full_disk_under_stdout_is_one_line(run_dir, how):
-    # `sample.py > samples.txt` on a full disk was an OSError traceback (and a second report at exit)
+    # `sample.py > samples.txt` on a full disk was an OSError traceback (and a second report at exit);
+    # --help's said "the samples" (hunt 34-a A9)
     with open("/dev/full", "w") as full:
         proc = run_sample(run_dir, *how, stdout=full)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and err.splitlines()[-1] == \
-        "sample.py: error: writing the samples to stdout failed: No space left on device", err
+        f"sample.py: error: writing the {'help' if how == ['--help'] else 'samples'} to stdout failed: No space left on device", err
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
