@@ -197,6 +197,11 @@ def check_args(args: argparse.Namespace) -> None:
     for option, value in (("--out_dir", args.out_dir), ("--ckpt", args.ckpt), ("--init_from", args.init_from)):
         if value and (why := unusable_path(value)):  # (a traceback from the first check: hunt 32-c F12)
             raise UsageError(f"{option}={value}: {why}")
+    ckpt_path = Path(args.ckpt)
+    if args.out_dir is not None and len(ckpt_path.parts) > 1 and \
+            ckpt_path.parent.resolve() != Path(args.out_dir).resolve():  # (it was ignored without a word: hunt 34-a A10)
+        raise UsageError(f"--ckpt={args.ckpt} is not in --out_dir={args.out_dir}: give one of them, or --ckpt the name "
+                         f"of a checkpoint of {args.out_dir} ({ckpt_path.name}, say)")
     if args.out_dir is None:
         args.out_dir = DEFAULT_OUT_DIR
     reads = [f"{o}=-" for o, v in (("--start", args.start), ("--instruction", args.instruction)) if v == "-"]

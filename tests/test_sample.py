@@ -546,7 +546,8 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
     (["--start=FILE:"], "--start=FILE: names no file"),  # was "cannot read the prompt file ." (hunt, session 24)
     (["--instruction=FILE:"], "--instruction=FILE: names no file"),
-    (["--ckpt=/nonexistent/ckpt-0000001"], "no checkpoint at /nonexistent/ckpt-0000001"),
+    # (beside the run's --out_dir, a path elsewhere is refused first; a missing path alone: the bare-name test)
+    (["--ckpt=/nonexistent/ckpt-0000001"], "--ckpt=/nonexistent/ckpt-0000001 is not in --out_dir="),
     (["--device=cuda:0"] if not torch.cuda.is_available() else ["--device=nonsense"], "device"),
 ])
 def test_bad_values_give_one_line_and_status_1(capsys, run_dir, args, needle):
@@ -638,6 +639,11 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
                                     "checkpoint either\n")
     rc, _, err = cli(capsys, "--ckpt=/nowhere/ckpt-0000001")  # a path, and no out/ here (review, session 24)
     assert rc == 1 and err.endswith("no checkpoint at /nowhere/ckpt-0000001; there is no out/\n")
+    # a path outside a typed --out_dir: the run named was never looked at, without a word (hunt 34-a A10)
+    rc, out, err = cli(capsys, "--out_dir=empty", "--ckpt=run/ckpt-0000004", "--device=cpu")
+    assert rc == 1 and out == "" and err == ("sample.py: error: --ckpt=run/ckpt-0000004 is not in --out_dir=empty: "
+                                             "give one of them, or --ckpt the name of a checkpoint of empty "
+                                             "(ckpt-0000004, say)\n")
 
 
 def test_a_step_whose_only_copy_is_stranded_goes_by_its_name(capsys, tmp_path, monkeypatch):
