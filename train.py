@@ -271,7 +271,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
                                cfg.optimizer, cfg.muon_learning_rate)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
-    step, tokens_seen, best_val, bad_total = 0, 0, math.inf, 0
+    step, tokens_seen, best_val, bad_total, bad_in_a_row = 0, 0, math.inf, 0, 0
     if resume:
         state = resume.state()
         load_state_under_these_settings(optimizer, state["optimizer"])
@@ -300,6 +300,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                               f"its warmup (step {step}): give --max_iters")
         best_val = resume.meta.get("best_val_loss") or math.inf
         bad_total = resume.meta.get("bad_steps_total", 0)
+        bad_in_a_row = resume.meta.get("bad_steps_in_a_row", 0)  # (0: saved before it was kept)
     start_step = step
     # A checkpoint saved without its step's evaluation (a signal landed on an evaluation step or on the
     # last step; the evaluation ran out of memory) gets it now: metrics.jsonl, `best` and the
@@ -408,7 +409,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
-                    "bad_steps_total": checks.total, "world_size": dist.world_size, "device": device.type}
+                    "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
+                    "world_size": dist.world_size, "device": device.type}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
@@ -437,7 +439,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
-    checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say)
+    checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
+                        in_a_row=bad_in_a_row)
     # A budgeted run records from the end of its warmup, and times its steps again after the recorded
     # ones (the files are written after the last one): neither is charged to its plan or second look.
     profile_after = 0 if cfg.max_iters else cfg.warmup_iters

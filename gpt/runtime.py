@@ -547,8 +547,11 @@ class StepChecks:
     have run when it stops: it stops without saving, so the last checkpoint is what it leaves.
     With a GradScaler (fp16), an overflowing gradient is the scaler's business, not a bad step."""
 
-    def __init__(self, max_in_a_row: int, total: int = 0, grad_overflow_skipped: bool = False, say=print):
-        self.max_in_a_row, self.total, self.in_a_row = max_in_a_row, total, 0
+    def __init__(self, max_in_a_row: int, total: int = 0, grad_overflow_skipped: bool = False, say=print,
+                 in_a_row: int = 0):
+        # in_a_row: the streak a resumed checkpoint was saved in (counted from 0 again, a resumed run
+        # trained on where the run it continues stopped with status 2: hunt 34-b B4)
+        self.max_in_a_row, self.total, self.in_a_row = max_in_a_row, total, in_a_row
         self._grad_overflow_skipped, self._say = grad_overflow_skipped, say
         self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm, targets counted])
 

@@ -3031,3 +3031,31 @@ def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().err == ("train.py: error: WORLD_SIZE='' in the environment is not a number of "
                                        "processes: unset it, or start the processes with torchrun\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_within_a_streak_of_bad_steps_stops_where_the_uninterrupted_run_does(byte_data, tmp_path,
+                                                                                       monkeypatch, capsys):
+    # Only the total of bad steps was saved: a run saved in the middle of a streak (a preemption, an
+    # evaluation) counted its streak from 0 again when resumed, and trained on where the run it
+    # continues stopped with status 2 (hunt 34-b B4)
+    from gpt.runtime import StepChecks
+
+    class BadFrom3To6(StepChecks):  # steps 3, 4, 5 and 6 report a non-finite loss
+        def add(self, step, loss, grad_norm, targets=None):
+            super().add(step, loss * math.nan if 3 <= step <= 6 else loss, grad_norm, targets)
+    monkeypatch.setattr(train, "StepChecks", BadFrom3To6)
+    args = [f"--data={byte_data}", *TINY, "--max_iters=10", "--eval_interval=5", "--max_bad_steps=4"]
+    assert train.main([*args, f"--out_dir={tmp_path / 'whole'}"]) == 2
+    real_evaluate, calls = train.evaluate, []
+
+    def preempted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:  # step 5's: the stop saves step 5, two bad steps into the streak
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_evaluate(*a, **k)
+    monkeypatch.setattr(train, "evaluate", preempted)
+    assert train.main([*args, f"--out_dir={tmp_path / 'resumed'}"]) == 143
+    monkeypatch.setattr(train, "evaluate", real_evaluate)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={tmp_path / 'resumed'}"]) == 2
+    assert "4 in a row" in capsys.readouterr().out
