@@ -152,13 +152,7 @@ class Metrics:
         png = self.path.with_name("loss.png")
         if self._drawn_all and png.exists():
             return None
-        try:
-            records = self.records()
-        except OSError as e:  # (a directory in its place, an I/O error: a traceback here took the place of the
-            # writes' own one line and status 3: hunt 33-e E3; None said "loss curve: loss.png": review 33b)
-            return f"loss curve not drawn: {self.path} cannot be read ({e.strerror or e})"
-        # (a run that stopped before its first record draws no empty picture)
-        return plot_losses(records, png) if records else None
+        return _plot_records(self, png)
 
 
 def draw_if_stale(out_dir: Path) -> str | None:
@@ -168,7 +162,18 @@ def draw_if_stale(out_dir: Path) -> str | None:
     log, png = out_dir / "metrics.jsonl", out_dir / "loss.png"
     if not log.exists() or png.exists() and png.stat().st_mtime_ns >= log.stat().st_mtime_ns:
         return None
-    records = Metrics(out_dir, enabled=False).records()
+    return _plot_records(Metrics(out_dir, enabled=False), png)
+
+
+def _plot_records(metrics: Metrics, png: Path) -> str | None:
+    """plot_losses of the records in metrics.jsonl; a note where they cannot be read (a directory in
+    its place, an I/O error: a traceback took the place of a failed write's own one line and status
+    3 at the end of a run, hunt 33-e E3, and of the resume of a finished run, hunt 34-b B3). A run
+    that stopped before its first record draws no empty picture."""
+    try:
+        records = metrics.records()
+    except OSError as e:
+        return f"loss curve not drawn: {metrics.path} cannot be read ({e.strerror or e})"
     return plot_losses(records, png) if records else None
 
 

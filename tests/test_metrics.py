@@ -1,6 +1,6 @@
 import json
 
-from gpt.metrics import Metrics, plot_losses
+from gpt.metrics import Metrics, draw_if_stale, plot_losses
 
 
 def test_records_are_json_lines_and_resume_drops_what_will_be_redone(tmp_path):
@@ -209,3 +209,11 @@ def test_a_record_whose_values_are_not_numbers_is_skipped_as_a_damaged_line(tmp_
     assert "skipped 4 line(s)" in capsys.readouterr().err
     m.log({"step": 5, "val_loss": 2.5, "val_bpb": 1.9})
     assert m.close() is None and (tmp_path / "loss.png").exists()
+
+
+def test_a_log_that_cannot_be_read_when_a_finished_run_is_resumed_is_a_note(tmp_path):
+    # draw_if_stale (a finished run resumed, its loss.png missing) read it without Metrics.close's
+    # guard: an IsADirectoryError traceback, status 1 (hunt 34-b B3)
+    (tmp_path / "metrics.jsonl").mkdir()
+    assert draw_if_stale(tmp_path) == f"loss curve not drawn: {tmp_path / 'metrics.jsonl'} cannot be read (Is a directory)"
+    assert not (tmp_path / "loss.png").exists()
