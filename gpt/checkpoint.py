@@ -32,6 +32,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import sys
 import time
@@ -568,6 +569,10 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     failed other than for its contents (`UnreadableFile.damaged`)."""
     out_dir = Path(out_dir)
     _refuse_a_file(out_dir)
+    if _is_complete(out_dir):  # (it said "no complete checkpoint in" the checkpoint: hunt 34-b B5)
+        raise NoCheckpoint(f"{out_dir} is a checkpoint of the run in {out_dir.parent}, not a run's out_dir: "
+                           f"resume the run with --out_dir={shlex.quote(str(out_dir.parent))}, or start a new run "
+                           f"from this checkpoint with --init_from={shlex.quote(str(out_dir))} --out_dir=<another directory>")
     candidates = list_checkpoints(out_dir)[::-1]
     latest = _pointer(out_dir, "latest")
     if latest in candidates:  # the pointer first; it names the newest unless a save failed half-way

@@ -887,3 +887,12 @@ def test_pretrained_config_reads_the_architecture_without_the_weights(tmp_path):
     (tmp_path / "hf" / "config.json").write_text("[]")
     with pytest.raises(UnreadableFile, match=r"config\.json: not a usable GPT-2 config \(a JSON list, not an object\)"):
         pretrained_config(str(tmp_path / "hf"))
+
+
+def test_resuming_a_checkpoint_directory_names_its_run(tmp_path):
+    # --init_from=resume --out_dir=run/ckpt-0000001 said "no complete checkpoint in run/ckpt-0000001",
+    # of a complete checkpoint (hunt 34-b B5)
+    save(tmp_path, 1, make_model())
+    with pytest.raises(NoCheckpoint, match=f"is a checkpoint of the run in {re.escape(str(tmp_path))}, not a run's "
+                                           f"out_dir: resume the run with --out_dir={re.escape(str(tmp_path))}"):
+        open_resumable(tmp_path / "ckpt-0000001")
