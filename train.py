@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         if first_of_its_machine():  # (the signal reached every process)
             # (a resumed run's checkpoints are there: "nothing was saved" read as if they were not, hunt 31-c F7)
             print(f"train.py: error: interrupted before training resumed; nothing new was saved: {latest_note(resuming[0])}, "
-                  f"continue with --init_from=resume --out_dir={resuming[0]}" if resuming else
+                  f"continue with --init_from=resume --out_dir={shlex.quote(str(resuming[0]))}" if resuming else
                   f"train.py: error: {INTERRUPTED}", file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130  # 128 + the signal, as for a stop in training
     finally:
@@ -468,7 +468,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                               "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
                               "step), --block_size, --n_embd or --n_layer"
                               + (f"; this budgeted run saved step {step} for its plan: a smaller --batch_size goes "
-                                 f"with --init_from=resume --out_dir={out_dir}, the other sizes with another --out_dir"
+                                 f"with --init_from=resume --out_dir={shlex.quote(str(out_dir))}, the other sizes with "
+                                 "another --out_dir"
                                  if not cfg.max_iters and not resume else ""))
     timing_from = logged = (step, train_s)
     # Timed from the first fifth of what is left of the warmup on, and at least one step left out
@@ -558,8 +559,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             if stopping:
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
-                way = (f"continue with --init_from=resume --out_dir={out_dir}" if resume or saved_by_this_run
-                       else "run the same command again to start over")
+                way = (f"continue with --init_from=resume --out_dir={shlex.quote(str(out_dir))}"
+                       if resume or saved_by_this_run else "run the same command again to start over")
                 say_error(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
                 break
             if at_end:
@@ -914,11 +915,11 @@ def refuse_a_run(data: str) -> None:
     path = Path(data)
     if ckpt := checkpoint_holding(path) if path.exists() else None:
         raise PrepareError(f"--data={data} is checkpoint {ckpt.name} of the training run in {ckpt.parent}, not text "
-                           f"or prepared data: to start a run from its weights, --init_from={ckpt}")
+                           f"or prepared data: to start a run from its weights, --init_from={shlex.quote(str(ckpt))}")
     # (a file of the run, named itself, is read as text, as data/prepare.py reads it)
     if path.is_dir() and training_output(path):  # (also before its first checkpoint: review 33)
-        how = (f"to continue it, --init_from=resume --out_dir={data}; to start a run from its weights, "
-               f"--init_from={data}" if list_checkpoints(path) else "it has no checkpoint yet")
+        how = (f"to continue it, --init_from=resume --out_dir={shlex.quote(data)}; to start a run from its weights, "
+               f"--init_from={shlex.quote(data)}" if list_checkpoints(path) else "it has no checkpoint yet")
         raise PrepareError(f"--data={data} holds a training run, not text or prepared data: {how}")
 
 

@@ -460,7 +460,7 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
         # it lacks, where "no checkpoint at DIR" left one guessing (hunt, session 24). Its config.json
         # is a model's: a run's own config.json (train.py's settings) keeps the message it had.
         if _hf_config(path) and is_hf_gpt2_dir(path):  # (it was said to have no weights: hunt, 2026-11-27)
-            raise NoCheckpoint(f"{path} is a Hugging Face model, not a run of train.py: give it as --init_from={path}")
+            raise NoCheckpoint(f"{path} is a Hugging Face model, not a run of train.py: give it as --init_from={shlex.quote(str(path))}")
         if _hf_config(path):
             raise NoCheckpoint(f"{path} is a Hugging Face model directory, and " + missing_hf_weights(path)
                                .removeprefix(f"{path} "))

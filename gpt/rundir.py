@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import socket
 import sys
 import time
@@ -159,7 +160,7 @@ def refuse_a_checkpoint(out_dir: Path) -> None:
         where = "is" if ckpt == Path(out_dir).resolve() else "lies inside"
         raise RunDirTaken(f"--out_dir={out_dir} {where} checkpoint {ckpt} of the run in {ckpt.parent}, which prunes "
                           f"its checkpoints whole: choose a directory of its own (to start from that checkpoint: "
-                          f"--init_from={ckpt} --out_dir=<another directory>)")
+                          f"--init_from={shlex.quote(str(ckpt))} --out_dir=<another directory>)")
 
 
 def refuse_another_run(out_dir: Path) -> None:

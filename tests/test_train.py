@@ -3059,3 +3059,23 @@ def test_a_resume_within_a_streak_of_bad_steps_stops_where_the_uninterrupted_run
     capsys.readouterr()
     assert train.main(["--init_from=resume", f"--out_dir={tmp_path / 'resumed'}"]) == 2
     assert "4 in a row" in capsys.readouterr().out
+
+
+def test_the_way_on_after_a_stop_is_quoted_for_a_shell(byte_data, tmp_path, monkeypatch, capsys):
+    # "continue with --init_from=resume --out_dir=my run", pasted, was refused: "unexpected argument
+    # 'run'" (the closing "done" line quotes it since hunt, session 27; hunt 34-b B2)
+    real_evaluate, calls = train.evaluate, []
+
+    def preempted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_evaluate(*args, **kwargs)
+    monkeypatch.setattr(train, "evaluate", preempted)
+    out = tmp_path / "my run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=2", f"--out_dir={out}"]) == 143
+    err = capsys.readouterr().err
+    assert f"continue with --init_from=resume --out_dir='{out}'" in err, err
+    way = err.split("continue with ")[1].split("\n")[0]
+    assert train.main([*shlex.split(way), "--max_iters=7"]) == 0
+    assert open_checkpoint(out).meta["step"] == 7
