@@ -178,8 +178,14 @@ def warnings_as_lines():
     """Warnings (a file skipped as binary, bytes replaced) as `warning: ...` lines on stderr while
     inside, not Python's form with the module's source line (train.py --data=FILE showed it: audit,
     2026-11-26)."""
+    def show(message, *_, **__):
+        try:
+            print(f"warning: {message}", file=sys.stderr)
+        except (OSError, ValueError):  # a stderr that fails (`2>/dev/full`, a reader gone; ValueError: closed):
+            pass  # the line is lost, not the work (it failed the preparation, blaming the output: hunt 34-c C4)
+
     with warnings.catch_warnings():
-        warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
+        warnings.showwarning = show
         yield
 
 

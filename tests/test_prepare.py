@@ -1431,3 +1431,20 @@ def test_invalid_utf8_in_both_documents_of_a_lone_text_file_counts_two(tmp_path)
         out = run_prepare([tmp_path / "latin1.txt"], tmp_path / "out")
     assert documents(out, "train") == ["caf\ufffd\n"] and documents(out, "val") == ["na\ufffdve\n"]
     assert DataDir(out).meta["invalid_utf8_documents"] == 2
+
+
+def test_a_warning_that_cannot_be_written_stops_nothing(tmp_path, monkeypatch, capsys):
+    # `2>/dev/full`, or `2>&1 | head` once the reader is gone: a file skipped as binary (or bytes replaced)
+    # failed the whole preparation, "error: out: No space left on device; nothing was written", blaming the
+    # output directory, where the progress bar's failures stop nothing (review 33b Q7; hunt 34-c C4)
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "blob.bin").write_bytes(b"\0\1\2" * 10)
+    monkeypatch.setattr(sys, "stderr", FailingStream(OSError(errno.ENOSPC, "No space left on device")))
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
+                      "--out_dir", str(tmp_path / "out")]) == 0
+    monkeypatch.undo()
+    assert DataDir(tmp_path / "out").meta["binary_files_skipped"] == [str(tmp_path / "in" / "blob.bin")]
