@@ -926,6 +926,8 @@ def bench_train(args: argparse.Namespace) -> None:
         try:
             cfg = parse_args(argv)[0]
             cfg.validate(1)
+            if cfg.eval_only:  # (it trained nothing, wrote no checkpoint, and bench.py's read of one was a traceback)
+                raise ConfigError("--eval_only trains nothing to time: leave it out")
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
             pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
@@ -1252,6 +1254,8 @@ def bench_quality(args: argparse.Namespace) -> None:
         try:
             cfg = parse_args(argv)[0]
             cfg.validate(1)
+            if cfg.eval_only:  # (it trained nothing, wrote no metrics.jsonl, and bench.py's read of it was a traceback)
+                raise ConfigError("--eval_only trains nothing to measure: leave it out")
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None

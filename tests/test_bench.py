@@ -128,6 +128,13 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     (["train", "--warmup=1", "--read_every_step"],
      "bench.py train: --read_every_step with --warmup=1 times the first row again, which waits for the device at "
      "every step too: give --warmup=2 or more"),
+    # a run that trains nothing: its missing checkpoint (train) or metrics.jsonl (quality) was a traceback
+    (["train", "--", "--eval_only=true", "--init_from=out"],
+     "bench.py train: error: train.py auto auto: --eval_only trains nothing to time: leave it out"),
+    (["train", "--with=--eval_only=true --init_from=out"],
+     "bench.py train: error: train.py --eval_only=true --init_from=out: --eval_only trains nothing to time"),
+    (["quality", "--recipes=default", "--", "--eval_only=true", "--init_from=out"],
+     "bench.py quality: error: default: --eval_only trains nothing to measure: leave it out"),
     (["quality", "--time_budget=1e300", "--recipes=default"],
      "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
     (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
