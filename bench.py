@@ -536,13 +536,14 @@ def decode_rows(args: argparse.Namespace) -> None:
         sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
 
 
-def break_even(compile_s: float, uncompiled: float, compiled: float, what: str = "eager") -> str:
+def break_even(compile_s: float, uncompiled: float, compiled: float, what: str = "eager", cuda: bool = True) -> str:
     """From how many tokens per call compiling the decode step pays for its compile time:
-    compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), against sample.py's rule;
-    `what` names the uncompiled step (eager, graphed)."""
+    compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), against sample.py's rule
+    (on CUDA only: off it, --compile=auto never compiles); `what` names the uncompiled step (eager, graphed)."""
     from gpt.generation import COMPILE_MIN_TOKENS
 
-    rule = f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})"
+    rule = (f"(sample.py's --compile=auto threshold: {COMPILE_MIN_TOKENS:,})" if cuda
+            else "(sample.py's --compile=auto compiles on CUDA only)")
     if compiled <= uncompiled:
         return f"compiling never pays off: compiled {compiled:,.0f} <= {what} {uncompiled:,.0f} tokens/s {rule}"
     return (f"compiling pays off from {compile_s / (1 / uncompiled - 1 / compiled):,.0f} tokens per call: "
@@ -575,7 +576,7 @@ def sample_compile_break_even(out_dir: str, tokens: int, device: str) -> None:
         raise SystemExit(f"sample.py --out_dir={out_dir} --compile=true did not compile:\n{err[-3000:]}")
     print(f"  sample.py --out_dir={out_dir} --max_new_tokens={tokens} --compile=false / true (fresh processes; "
           f"{made_eager} / {made_compiled} tokens made): "
-          f"{break_even(float(took[1]), eager, compiled, 'uncompiled')}")
+          f"{break_even(float(took[1]), eager, compiled, 'uncompiled', cuda=device.startswith('cuda'))}")
 
 
 def positive_int(text: str) -> int:

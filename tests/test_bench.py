@@ -696,6 +696,9 @@ def test_the_compile_break_even_by_hand():
     # 10 s of compiling, 100 against 200 tokens/s: 10 / (1/100 - 1/200) = 2,000 tokens
     assert bench.break_even(10.0, 100.0, 200.0).startswith("compiling pays off from 2,000 tokens per call")
     assert bench.break_even(10.0, 200.0, 100.0).startswith("compiling never pays off")
+    # off CUDA sample.py's auto never compiles: its CUDA threshold read as this CPU's rule
+    off_cuda = bench.break_even(10.0, 100.0, 200.0, cuda=False)
+    assert off_cuda.endswith("(sample.py's --compile=auto compiles on CUDA only)")
 
 
 def test_timed_keeps_the_fastest_run(monkeypatch):
