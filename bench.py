@@ -885,6 +885,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
     import torch
 
+    from gpt.checkpoint import unmark_removed_lora_run
     from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, pick_device, pick_dtype
@@ -962,6 +963,7 @@ def bench_train(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as out:
             print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
             status = train.main([*argv, f"--out_dir={out}"])
+            unmark_removed_lora_run(Path(out))  # (a LoRA row on a run's checkpoint pinned it: removed below)
             if status in (130, 143):  # its checkpoint for a resume was in a directory removed here
                 print(f"bench.py train: interrupted (train.py {what}); its run directory, which train.py names "
                       "for a resume, is removed: run the row again", file=sys.stderr)
@@ -1236,6 +1238,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     import subprocess
     from pathlib import Path
 
+    from gpt.checkpoint import unmark_removed_lora_run
     from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import Dist, pick_device
@@ -1272,6 +1275,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                 start = time.perf_counter()
                 status = run_child(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root).returncode
                 seconds = time.perf_counter() - start
+            unmark_removed_lora_run(Path(out))  # (a LoRA run on a run's checkpoint pinned it: removed with the rest)
             if status != 0:
                 raise SystemExit(f"bench.py quality: {' '.join(cmd[1:])} exited with status {status}; "
                                  f"its output:\n{Path(f'{out}.log').read_text()[-2000:]}")

@@ -389,6 +389,18 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
         pass
 
 
+def unmark_removed_lora_run(out_dir: Path) -> None:
+    """Before a LoRA run's directory is removed (bench.py's temporary runs), take it off its base
+    checkpoint's list, which a run that saved keeps it on: the base run's pruning then kept that
+    checkpoint for good, for a run that no longer exists (hunt 34-d D13)."""
+    latest = Path(out_dir) / "latest"
+    if not latest.is_file():  # (a run that saved nothing took its own mark back)
+        return
+    meta = json.loads((Path(out_dir) / latest.read_text().strip() / "meta.json").read_text())
+    if "base_step" in (lora := meta.get("lora") or {}):  # (a base of the hub or a folder has no list)
+        unmark_lora_base(copy_of(Path(lora["base"])), Path(out_dir))
+
+
 @contextlib.contextmanager
 def _lora_marks_locked(base: Path):
     """The base checkpoint's list of LoRA runs, read and rewritten by one process at a time: two LoRA

@@ -556,6 +556,28 @@ def test_prepare_reports_data_prepares_own_rate_not_one_from_its_rounded_time(mo
     assert re.search(r"without process start \(prepare's own 0\.0 s\): 123\.4 MB/s = ", capsys.readouterr().out)
 
 
+def test_a_lora_row_on_a_runs_checkpoint_leaves_no_mark_that_pins_it(tmp_path, capsys):
+    # the row listed its temporary run directory, removed after it, in the base checkpoint's
+    # lora-runs.txt: the base run's pruning kept that checkpoint for good
+    import train
+    from gpt.prepare import prepare
+
+    text = tmp_path / "text"
+    text.mkdir()
+    for i in range(4):
+        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
+    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
+                   quiet=True)
+    shape = ["--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4", "--compile=false",
+             "--device=cpu"]
+    base = tmp_path / "base"
+    assert train.main([f"--data={data}", *shape, "--max_iters=2", "--eval_iters=1", f"--out_dir={base}"]) == 0
+    bench.main(["train", "--steps=1", "--warmup=1", "--", f"--init_from={base}", "--lora_rank=2",
+                "--compile=false", "--device=cpu"])
+    assert "float32 muon:" in capsys.readouterr().out
+    assert not list(base.glob("ckpt-*/lora-runs.txt"))
+
+
 def test_nanogpt_cpu_runs_nanogpts_recipe_as_its_stand_in_does():
     # train.py's defaults since issue 11 (Muon, rotary positions, QK-norm) timed against the stand-in's
     # AdamW and learned positions compared other work (hunt, session 26)
