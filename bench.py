@@ -162,6 +162,14 @@ def cudnn_attention_off():
         torch.backends.cuda.enable_cudnn_sdp(was)
 
 
+def another_length(ids: list[int], block_size: int) -> list[int]:
+    """The prompt of cold_and_warm_generate's second call: about half as long again, within the
+    context (generate keeps a longer prompt's last block_size tokens: "501 tokens longer" was 24
+    longer at --prompt_len=1000, hunt 34-d D12), or half as long where the first fills it."""
+    room = block_size - len(ids)
+    return ids + ids[: min(len(ids) // 2 + 1, room)] if room > 0 else ids[: max(1, len(ids) // 2)]
+
+
 def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int], tokens: int, device: str,
                            repeat: int, graphed: bool = False, cudnn_attention: bool = True,
                            ) -> tuple[float, float, float]:
@@ -192,8 +200,8 @@ def cold_and_warm_generate(n_layer: int, n_head: int, n_embd: int, ids: list[int
     run = lambda: model.generate(prompt, tokens, temperature=0.8, top_k=200, generator=generator,  # noqa: E731
                                  decode_step=step)
     cold, _ = _timed(run)
-    longer = torch.tensor([ids + ids[: len(ids) // 2 + 1]], device=device)
-    new_length, _ = _timed(lambda: model.generate(longer, tokens, temperature=0.8, top_k=200, generator=generator,
+    other = torch.tensor([another_length(ids, model.config.block_size)], device=device)
+    new_length, _ = _timed(lambda: model.generate(other, tokens, temperature=0.8, top_k=200, generator=generator,
                                                   decode_step=step))
     warm, _ = _timed(run, repeat)
     if graphed and step.failed:
@@ -329,9 +337,11 @@ def decode_rows(args: argparse.Namespace) -> None:
         how = ("" if device.type != "cuda" else ", CUDA graph of the eager step" if graphed
                else ", eager step with cuDNN attention" if cudnn else ", eager step (generate's default)")
         how += "" if cudnn or not graphed else ", no cuDNN attention"
+        added = len(another_length(ids, config.block_size)) - len(ids)
         print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens"
               f"{how}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x); the next call, "
-              f"a prompt {len(ids) // 2 + 1} tokens longer: {new_length:.2f} s = {new_length / warm:.2f}x")
+              f"a prompt {abs(added)} tokens {'longer' if added > 0 else 'shorter'}: {new_length:.2f} s = "
+              f"{new_length / warm:.2f}x")
     tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
     if device.type == "cuda":  # the eager step with cuDNN attention allowed, which generate's own goes without
         m = model.to(torch.bfloat16)

@@ -723,6 +723,15 @@ def test_the_compile_break_even_by_hand():
     assert off_cuda.endswith("(sample.py's --compile=auto compiles on CUDA only)")
 
 
+def test_the_second_prompt_of_cold_and_warm_stays_within_the_context():
+    # generate keeps a prompt's last block_size tokens: at --prompt_len=1000 "a prompt 501 tokens
+    # longer" was 24 longer, and at 1,024 of the same length (hunt 34-d D12)
+    assert len(bench.another_length(list(range(64)), 1024)) == 64 + 33
+    assert len(bench.another_length(list(range(1000)), 1024)) == 1024
+    assert len(bench.another_length(list(range(1024)), 1024)) == 512  # no room: half as long
+    assert bench.another_length([7, 8], 4) == [7, 8, 7, 8]
+
+
 def test_timed_keeps_the_fastest_run(monkeypatch):
     # "best of N": the slowest was kept by a mutant that passed (hunt 33-c S13). Runs of 3, 1 and 5 s
     import types
