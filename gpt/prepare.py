@@ -112,6 +112,9 @@ class _SplitPicker:
         return offset == int.from_bytes(digest, "little") % self.block
 
 
+BLANK_HELD_CHARS = 16 << 20  # (see _chunks)
+
+
 def _empty_document(text) -> bool:
     """A whole document's piece that preparation skips (it gets no document number)."""
     return isinstance(text, str) and (not text or text.isspace())
@@ -123,11 +126,21 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
     writer may stop before the end (may_stop: --max_tokens), a bad record's PrepareError comes after
     the pieces before it (see _encoded)."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
+    # A document's first pieces while they are blank: a text file over PIECE_BYTES of whitespace alone
+    # was trained on as a document (a 3 MB file of newlines, 3M tokens), where a smaller one was skipped
+    # (hunt 34-c C3). Held up to BLANK_HELD_CHARS, then taken as the document's start.
+    blank: list[str] = []
     try:
         for text, end in pieces:
-            if not doc_started and end and _empty_document(text):
-                stats.empty_documents += 1
+            if not doc_started and _empty_document(text) and sum(map(len, blank)) < BLANK_HELD_CHARS:
+                if end:
+                    stats.empty_documents += 1
+                    blank = []
+                else:
+                    blank.append(text)
                 continue
+            if blank:  # the document has text after all: its blank start goes with it (one text file's pieces)
+                text, blank = "".join(blank) + text, []
             texts.append(text)
             ends.append(end)
             val.append(picker.is_val(doc))

@@ -1448,3 +1448,24 @@ def test_a_warning_that_cannot_be_written_stops_nothing(tmp_path, monkeypatch, c
                       "--out_dir", str(tmp_path / "out")]) == 0
     monkeypatch.undo()
     assert DataDir(tmp_path / "out").meta["binary_files_skipped"] == [str(tmp_path / "in" / "blob.bin")]
+
+
+def test_a_text_file_of_whitespace_alone_is_an_empty_document_whatever_its_size(tmp_path):
+    # over PIECE_BYTES (read in pieces) it was trained on as a document: 3M newline tokens, where a
+    # small one was skipped and counted (hunt 34-c C3); a document whose text comes after a blank
+    # start over PIECE_BYTES keeps that start
+    from gpt.sources import PIECE_BYTES
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.txt").write_text("real text one\n")
+    (inputs / "b.txt").write_text("real text two\n")
+    (inputs / "small.txt").write_text(" " * 100)
+    (inputs / "big.txt").write_text("\n" * (3 * PIECE_BYTES))
+    (inputs / "late.txt").write_text(" " * (2 * PIECE_BYTES) + "late text\n")
+    out = run_prepare([inputs], tmp_path / "out")
+    meta = DataDir(out).meta
+    assert meta["empty_documents_skipped"] == 2, meta
+    docs = documents(out, "train") + documents(out, "val")
+    assert sorted(docs) == sorted(["real text one\n", "real text two\n", " " * (2 * PIECE_BYTES) + "late text\n"])
+
