@@ -145,9 +145,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     try:
         cfg, user_keys = parse_args(argv)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
+        if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
+            resuming.append(Path(cfg.out_dir))
         resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
-            resuming.append(Path(cfg.out_dir))
             parsed, typed = cfg, command_line_keys(argv)
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
             preset_note = preset_not_applied(parsed, cfg, user_keys - typed)
@@ -179,6 +180,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     if not resume and not cfg.eval_only and dist.is_main and (note := decay_cut_short(cfg, f"--max_iters={cfg.max_iters}")):
         print(note)
     out_dir = Path(cfg.out_dir)
+    if (not resume and not cfg.eval_only and cfg.data != "shakespeare"
+            and Path(os.path.expanduser(cfg.data)).resolve() == out_dir.resolve()):
+        # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
+        raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl and "
+                          "config.json go into a directory of their own; choose another --out_dir")
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
@@ -295,7 +301,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             print(f"note: {', '.join(f'--{k}' for k in changed)} changed from the saved run's: validation averages "
                   "another set of windows, so its losses (and `best`) compare only roughly with the saved run's")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
-        if not cfg.max_iters and step >= cfg.warmup_iters:
+        if not cfg.max_iters and step >= cfg.warmup_iters and not cfg.eval_only:  # (hunt 34-b B11)
             raise ConfigError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
                               f"its warmup (step {step}): give --max_iters")
         best_val = resume.meta.get("best_val_loss") or math.inf
@@ -929,20 +935,23 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
     from gpt.prepare import PrepareError, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
+    from gpt.sources import training_output
 
     # `--data=~/notes`: the shell leaves a ~ after = as it is (data/prepare.py --input expanded it,
     # train.py said "no such file": hunt, session 27)
     data = os.path.expanduser(data)
 
     def prepared() -> Path:
-        refuse_a_run(data)
+        if data != "shakespeare":  # (the embedded plays, whatever ./shakespeare holds: a run in it, or a run's
+            refuse_a_run(data)     # --out_dir=shakespeare itself, refused the default data: hunt 34-b B8)
         if (Path(data) / "meta.json").is_file():
             return Path(data)
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
                                "again with data/prepare.py")
         if data == "shakespeare":
-            if Path(data).exists():  # (a folder of that name was passed over in silence: hunt, session 27)
+            # (a folder of that name was passed over in silence: hunt, session 27; not said of a run's --out_dir)
+            if Path(data).exists() and not (Path(data).is_dir() and training_output(Path(data))):
                 print("note: --data=shakespeare is the embedded plays; for the local ./shakespeare give "
                       "--data=./shakespeare", file=sys.stderr)
             return prepare(source="shakespeare", tokenizer=tokenizer)

@@ -3079,3 +3079,62 @@ def test_the_way_on_after_a_stop_is_quoted_for_a_shell(byte_data, tmp_path, monk
     way = err.split("continue with ")[1].split("\n")[0]
     assert train.main([*shlex.split(way), "--max_iters=7"]) == 0
     assert open_checkpoint(out).meta["step"] == 7
+
+
+def test_a_run_in_a_local_folder_named_shakespeare_does_not_refuse_the_embedded_plays(tmp_path, monkeypatch,
+                                                                                        capsys):
+    # --out_dir=shakespeare with the default data was refused, "--data=shakespeare holds a training run, not
+    # text or prepared data: it has no checkpoint yet" (its own lock file), and so was every run on the
+    # default data from a directory where ./shakespeare holds a run (hunt 34-b B8)
+    import gpt.prepare
+    from gpt.runtime import Dist
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "the-plays").mkdir()  # (what prepare would return: the embedded plays, prepared)
+    (tmp_path / "the-plays" / "meta.json").write_text("{}")
+    monkeypatch.setattr(gpt.prepare, "prepare", lambda **kwargs: tmp_path / "the-plays")
+    (tmp_path / "shakespeare").mkdir()
+    (tmp_path / "shakespeare" / "train.lock").write_text('{"pid": 1, "host": "h", "command": "train.py"}\n')
+    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    (tmp_path / "shakespeare" / "config.json").write_text(json.dumps(train.TrainConfig().to_dict()))
+    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert capsys.readouterr().err == ""  # (the note about a local ./shakespeare is not said of a run's out_dir)
+
+
+def test_an_out_dir_that_is_the_data_directory_is_refused_as_such(byte_data, tmp_path):
+    # it was "--data=DIR holds a training run, not text or prepared data: it has no checkpoint yet", of
+    # prepared data, its own lock file taken for a run (hunt 34-b B7)
+    data = tmp_path / "data"
+    shutil.copytree(byte_data, data)
+    proc = run(f"--data={data}", *TINY, "--max_iters=2", f"--out_dir={data}", check=False)
+    assert proc.returncode == 1 and proc.stderr == (f"train.py: error: --out_dir={data} is the --data directory: the "
+                                                    "run's checkpoints, metrics.jsonl and config.json go into a "
+                                                    "directory of their own; choose another --out_dir\n")
+    assert sorted(p.name for p in data.iterdir()) == sorted(p.name for p in byte_data.iterdir())
+
+
+def test_eval_only_of_a_resumed_run_takes_the_budget_options_it_was_started_with(byte_data, tmp_path, capsys):
+    # --eval_only=true added to the budget command that started the run (--max_iters=0) was refused, "give
+    # --max_iters", for an evaluation that trains nothing (hunt 34-b B11)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--max_iters=0"]) == 0
+    assert capsys.readouterr().out.startswith("step 4: val loss ")
+
+
+def test_ctrl_c_while_the_checkpoint_to_resume_is_read_says_the_run_is_there(byte_data, tmp_path, monkeypatch,
+                                                                             capsys):
+    # reading a large checkpoint takes seconds; a Ctrl-C then said "interrupted before training started;
+    # nothing was saved", of a run whose checkpoints are all there (hunt 34-b B12; 31-c F7 for later on)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"]) == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train, "open_resumable", interrupted)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 130
+    assert capsys.readouterr().err == (f"train.py: error: interrupted before training resumed; nothing new was saved: "
+                                       f"the latest checkpoint is still {out / 'ckpt-0000002'}, continue with "
+                                       f"--init_from=resume --out_dir={out}\n")
