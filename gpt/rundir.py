@@ -45,9 +45,12 @@ class RunDirLock:
         self.path = self.out_dir / LOCK_NAME
         self._fd: int | None = None
         self._made_dir = False
+        self._made_parents: list[Path] = []
 
     def acquire(self) -> "RunDirLock":
         self._made_dir = not self.out_dir.exists()
+        # and the parents it makes with it: a refused --out_dir=a/b/c left a/b behind (hunt 34-b B10)
+        self._made_parents = [p for p in self.out_dir.parents if not p.exists()] if self._made_dir else []
         while True:
             made_file = not self.path.exists()
             fd = self._open()
@@ -110,6 +113,8 @@ class RunDirLock:
         if self._made_dir:
             try:
                 self.out_dir.rmdir()  # only when empty: a run that was refused or failed before writing
+                for parent in self._made_parents:  # innermost first; each only when empty
+                    parent.rmdir()
             except OSError:
                 pass
 

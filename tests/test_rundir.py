@@ -222,3 +222,13 @@ def test_a_lock_refused_by_the_filesystem_is_not_called_another_run(tmp_path, mo
     with pytest.raises(UsageError, match="No locks available"):
         RunDirLock(tmp_path / "mine").acquire()
     assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
+
+
+def test_a_refused_run_leaves_none_of_the_parent_directories_it_made(tmp_path):
+    # --out_dir=a/b/c refused before writing removed c and left a/b (hunt 34-b B10)
+    RunDirLock(tmp_path / "a" / "b" / "c").acquire().release()
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "x").mkdir()
+    with RunDirLock(tmp_path / "x" / "y" / "z"):
+        (tmp_path / "x" / "y" / "other.txt").write_text("not the run's")
+    assert sorted(p.name for p in (tmp_path / "x" / "y").iterdir()) == ["other.txt"]  # not empty: kept
