@@ -430,6 +430,9 @@ def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
               if k in typed and getattr(cfg, on) not in values]
     errors += [f"--{k} applies to LoRA runs, and this run trains every weight: " + way("lora_rank", "--lora_rank")
                for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
+    if "muon_learning_rate" in typed and cfg.lora_rank and cfg.optimizer == "muon":  # (ignored: hunt 34-b B13)
+        errors.append("--muon_learning_rate applies to Muon, and this LoRA run trains only its adapters, which AdamW "
+                      "trains at --learning_rate: " + way("lora_rank", "--lora_rank=0"))
     if "lr_decay_iters" in typed and 0 < cfg.lr_decay_iters <= cfg.warmup_iters:  # (the rate dropped from the
         # warmup's ramp straight to min_lr: hunt 29-a)
         errors.append(f"--lr_decay_iters={cfg.lr_decay_iters} ends the decay within the {cfg.warmup_iters}-step "

@@ -292,6 +292,10 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
                           "--lora_rank"),
     (["--lora_dropout=0.1"], "--lora_dropout applies to LoRA runs, and this run trains every weight: leave it out, "
                              "or give --lora_rank"),
+    # (Muon trains none of a LoRA run's weights: its rate was ignored in silence, hunt 34-b B13)
+    (["--init_from=gpt2", "--lora_rank=4", "--muon_learning_rate=0.02"],
+     "--muon_learning_rate applies to Muon, and this LoRA run trains only its adapters, which AdamW trains at "
+     "--learning_rate: leave it out, or give --lora_rank=0"),
     # (the rate dropped from the warmup's ramp straight to min_lr: hunt 29-a)
     (["--warmup_iters=50", "--lr_decay_iters=50"], "--lr_decay_iters=50 ends the decay within the 50-step warmup, "
                                                    "before it begins: give a larger one, or fewer --warmup_iters"),
