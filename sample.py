@@ -194,6 +194,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--ckpt is empty: give latest, best, or a checkpoint's name or path")
     if args.init_from is not None and not args.init_from.strip():  # (the run in out/ was sampled: hunt 32-c F14)
         raise UsageError("--init_from is empty: name a hub model (gpt2, ...), a Hugging Face directory or a run")
+    # `--out_dir=~/run`: the shell leaves a ~ after = as it is (train.py expands it: hunt 34-b B9)
+    args.out_dir, args.ckpt, args.init_from = (os.path.expanduser(v) if v else v
+                                               for v in (args.out_dir, args.ckpt, args.init_from))
     for option, value in (("--out_dir", args.out_dir), ("--ckpt", args.ckpt), ("--init_from", args.init_from)):
         if value and (why := unusable_path(value)):  # (a traceback from the first check: hunt 32-c F12)
             raise UsageError(f"{option}={value}: {why}")

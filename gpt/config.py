@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import shlex
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -392,6 +393,9 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(where) if where else {}).items()
                  if k not in overrides}
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
+    for k in ("out_dir", "data_cache", "init_from"):  # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and
+        if isinstance(converted.get(k), str):  # the run went into a folder named ~ here (hunt 34-b B9; --data: session 27)
+            converted[k] = os.path.expanduser(converted[k])
     keys = set(converted)
     if converted.get("init_from") == "resume" and "max_iters" not in converted:
         # the saved run's count, not the default 0, is what the options given meet: a resume given only

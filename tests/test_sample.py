@@ -616,6 +616,13 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir='my run'\n"), err
 
 
+def test_a_tilde_in_a_path_option_is_the_home_directory(capsys, run_dir, monkeypatch):
+    # the shell leaves a ~ after = as it is (train.py expands it: hunt 34-b B9)
+    monkeypatch.setenv("HOME", str(Path(run_dir).parent))
+    [sampled] = cli_json(capsys, f"~/{Path(run_dir).name}", "--max_new_tokens=2")
+    assert len(sampled["text"]) > 0
+
+
 def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_the_run(capsys, tmp_path, monkeypatch):
     # train.py prints "latest ckpt-0000112"; --ckpt=ckpt-0000112 said "no checkpoint at ckpt-0000112"
     # beside out/ckpt-0000112, and a missing one named nothing to choose from (hunt, session 24)
