@@ -867,19 +867,26 @@ def missing_hf_weights(path: Path) -> str:
 
 def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
-    if (path / "model.safetensors").exists():
-        raw = read_safetensors(path / "model.safetensors")
-    elif (path / "pytorch_model.bin").exists():
-        raw = read_torch_file(path / "pytorch_model.bin")  # weights_only: never runs pickled code
+    if (file := path / "model.safetensors").exists():
+        raw = read_safetensors(file)
+    elif (file := path / "pytorch_model.bin").exists():
+        raw = read_torch_file(file)  # weights_only: never runs pickled code
     else:
         raise MissingFile(missing_hf_weights(path))
+    # (a list, a 3-D Conv1D weight or integer weights were tracebacks: hunt 34-e E1)
+    if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
+        raise UnreadableFile(file, "not a dict of tensors (a state dict)")
     out = {}
     for k, v in raw.items():
         if k.endswith(IGNORED_HF_SUFFIXES):
             continue
+        if not (v.is_floating_point() or v.is_complex()):
+            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point "
+                                              "weights (a quantized model?)")
         if not k.startswith(("transformer.", "lm_head.")):
             k = "transformer." + k  # GPT2Model (no LM head) saves without the prefix
-        out[k] = v.t().contiguous() if k.endswith(CONV1D_SUFFIXES) else v
+        # (a Conv1D weight of another rank is left as it is, for load_weights' shape check: t() raised)
+        out[k] = v.t().contiguous() if k.endswith(CONV1D_SUFFIXES) and v.dim() == 2 else v
     return out
 
 

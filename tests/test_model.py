@@ -812,3 +812,23 @@ def test_save_pretrained_refuses_a_directory_that_holds_a_run(tmp_path):
         model.save_pretrained(tmp_path)
     assert (tmp_path / "config.json").read_text() == '{"learning_rate": 0.001}\n'
     assert not (tmp_path / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("case", ["list", "3d", "int"])
+def test_from_pretrained_refuses_weights_that_are_not_a_state_dict_of_float_matrices(hf_gpt2, tmp_path, case):
+    # a weights file that is not a dict, a Conv1D weight of another rank, integer weights: tracebacks
+    # (AttributeError, t()'s RuntimeError, load_state_dict's) before (hunt 34-e E1)
+    _, hf, _ = hf_gpt2
+    (tmp_path / "config.json").write_text(hf.config.to_json_string())
+    sd = {k: v.clone() for k, v in hf.state_dict().items()}
+    if case == "list":
+        obj, needle = list(sd.values()), r"pytorch_model\.bin: not a dict of tensors"
+    elif case == "3d":
+        sd["transformer.h.0.attn.c_attn.weight"] = torch.zeros(2, 48, 144)
+        obj, needle = sd, r"shapes do not fit the model: transformer\.h\.0\.attn\.c_attn\.weight: checkpoint \(2, 48, 144\)"
+    else:
+        sd["transformer.wte.weight"] = sd["transformer.wte.weight"].to(torch.int8)
+        obj, needle = sd, r"transformer\.wte\.weight holds int8, not floating-point weights"
+    torch.save(obj, tmp_path / "pytorch_model.bin")
+    with pytest.raises(UnreadableFile, match=needle):
+        GPT.from_pretrained(str(tmp_path))
