@@ -776,6 +776,11 @@ class GPT(nn.Module):
             # record of its options, was overwritten, and the run was then taken for an HF directory: hunt 30-e F7)
             raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
                              "directory")
+        if "model_config" in _json_keys(out_dir / "meta.json"):  # a checkpoint: its model.safetensors, in our
+            # layout, was overwritten in GPT-2's (Conv1D weights transposed), and the run could no longer
+            # resume or sample from it (hunt 34-e E2)
+            raise ValueError(f"{out_dir} is a checkpoint of train.py: save the model in the GPT-2 layout to another "
+                             "directory")
         out_dir.mkdir(parents=True, exist_ok=True)
         tensors = {}
         for k, v in self.state_dict().items():

@@ -832,3 +832,21 @@ def test_from_pretrained_refuses_weights_that_are_not_a_state_dict_of_float_matr
     torch.save(obj, tmp_path / "pytorch_model.bin")
     with pytest.raises(UnreadableFile, match=needle):
         GPT.from_pretrained(str(tmp_path))
+
+
+def test_save_pretrained_refuses_a_checkpoint_directory_and_keeps_its_weights(tmp_path):
+    # the checkpoint's own model.safetensors was overwritten in the GPT-2 layout (transposed Conv1D
+    # weights): the run could no longer resume or sample from it (hunt 34-e E2)
+    import re
+
+    from gpt.checkpoint import load_model, save_checkpoint
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    save_checkpoint(tmp_path, 3, model, {}, {"model_config": model.config.to_dict(), "config": {}})
+    loaded, ckpt = load_model(tmp_path)
+    before = (ckpt.path / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(ckpt.path))} is a checkpoint of train.py"):
+        loaded.save_pretrained(ckpt.path)
+    assert (ckpt.path / "model.safetensors").read_bytes() == before
+    assert not (ckpt.path / "config.json").exists()
+    load_model(tmp_path)  # still loads
