@@ -10,6 +10,7 @@ with train.py --data=data/who-says.jsonl (see README, "Instruction tuning").
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -17,7 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
 from gpt.errors import OneLineParser, stdout_checked  # noqa: E402
-from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speeches  # noqa: E402
+from gpt.sources import (PrepareError, shakespeare_files, shakespeare_play_text, shakespeare_speakers,  # noqa: E402
+                         shakespeare_speeches)
+
+STAGE_DIRECTION = re.compile(r"\[[^\]]*\]")  # a line of its own, e.g. [Aside to GUILDENSTERN]
 
 
 def find_play(play: str) -> Path:
@@ -36,9 +40,15 @@ def who_says(play: str, min_chars: int, max_pairs: int) -> list[dict]:
     if max_pairs < 1 or min_chars < 0:
         raise PrepareError(f"--max_pairs must be >= 1 and --min_chars >= 0, got {max_pairs} and {min_chars}")
     path = find_play(play)
+    markdown = path.read_text(encoding="utf-8")
+    speakers = shakespeare_speakers(markdown)
     pairs, seen = [], set()
-    for speaker, lines in shakespeare_speeches(shakespeare_play_text(path.read_text(encoding="utf-8"))):
+    for speaker, lines in shakespeare_speeches(shakespeare_play_text(markdown)):
         line = lines[0]
+        # A verse line ending in ':' after a stage direction ("Friends both, go join you with some
+        # further aid:") is no speaker, and "[Aside to GUILDENSTERN]" no line to ask about (hunt 34-e E3)
+        if speaker not in speakers or STAGE_DIRECTION.fullmatch(line):
+            continue
         if len(line) >= min_chars and line not in seen:
             seen.add(line)
             pairs.append({"prompt": f"Who says: {line}", "response": speaker})

