@@ -16,6 +16,18 @@ from tests.conftest import processes_end
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def tiny_byte_data(tmp_path: Path) -> Path:
+    """Byte-level shards of four small documents, prepared here: the data of a 1-layer row."""
+    from gpt.prepare import prepare
+
+    text = tmp_path / "text"
+    text.mkdir()
+    for i in range(4):
+        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
+    return prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
+                   quiet=True)
+
+
 @pytest.mark.parametrize("name", list(bench.QUALITY_RECIPES))
 def test_quality_recipes_are_valid_train_configs(name):
     cfg, _ = parse_args([*bench.QUALITY_RECIPES[name], "--max_iters=0", "--time_budget=300"])
@@ -201,15 +213,9 @@ def test_figures_that_fail_inside_a_train_row_are_said_once_as_bench_pys(tmp_pat
     # figures ..."), and bench.py then said again that train.py exited with status 1
     import errno
 
-    from gpt.prepare import prepare
     from tests.test_errors import FailingStream
 
-    text = tmp_path / "text"
-    text.mkdir()
-    for i in range(4):
-        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
-    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
-                   quiet=True)
+    data = tiny_byte_data(tmp_path)
     monkeypatch.setattr(sys, "stdout", FailingStream(OSError(errno.ENOSPC, "No space left on device"), keep=2))
     with pytest.raises(SystemExit) as e:  # (its first line and newline written, the row's own lines fail)
         bench.main(["train", "--steps=1", "--warmup=1", "--", f"--data={data}", "--n_layer=1", "--n_head=2",
@@ -353,13 +359,7 @@ def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monke
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # unset here, restored after the test
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
 
-    from gpt.prepare import prepare
-    text = tmp_path / "text"
-    text.mkdir()
-    for i in range(4):
-        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
-    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
-                   quiet=True)
+    data = tiny_byte_data(tmp_path)
     preset = tmp_path / "preset.toml"  # as configs/gpt2-124m.toml, a preset that names its optimizer
     preset.write_text('optimizer = "adamw"\ndtype = "float32"\n')
     bench.main(["train", "--steps=4", "--warmup=2", "--deterministic", "--read_every_step",
@@ -560,14 +560,8 @@ def test_a_lora_row_on_a_runs_checkpoint_leaves_no_mark_that_pins_it(tmp_path, c
     # the row listed its temporary run directory, removed after it, in the base checkpoint's
     # lora-runs.txt: the base run's pruning kept that checkpoint for good
     import train
-    from gpt.prepare import prepare
 
-    text = tmp_path / "text"
-    text.mkdir()
-    for i in range(4):
-        (text / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog.\n" * 200)
-    data = prepare(source="input", inputs=[str(text)], tokenizer="byte", out_dir=tmp_path / "shards", num_proc=1,
-                   quiet=True)
+    data = tiny_byte_data(tmp_path)
     shape = ["--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4", "--compile=false",
              "--device=cpu"]
     base = tmp_path / "base"
