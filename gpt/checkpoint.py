@@ -790,10 +790,17 @@ def refuse_another_hf_tokenizer(path: Path) -> None:
     for name in ("vocab.json", "tokenizer.json"):
         try:
             vocab = json.loads((path / name).read_text(encoding="utf-8"))
-            vocab = vocab["model"]["vocab"] if name == "tokenizer.json" else vocab
+            vocab_model = vocab["model"] if name == "tokenizer.json" else {}
+            vocab = vocab_model["vocab"] if name == "tokenizer.json" else vocab
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
             continue
         if not isinstance(vocab, dict):
+            if name == "tokenizer.json" and isinstance(vocab, list):  # a Unigram (SentencePiece) model's
+                # [piece, score] list: it was passed over, and the model fed GPT-2's ids (hunt 34-e E5)
+                raise UnreadableFile(path / name, f"a tokenizer other than OpenAI's GPT-2 BPE (a "
+                                                  f"{vocab_model.get('type', 'Unigram')} model of {len(vocab):,} "
+                                                  "pieces): this project reads a Hugging Face model's text with "
+                                                  "GPT-2's BPE only, which would give this one other token ids")
             continue
         differs = [f"{token!r} is {vocab.get(token)}, not {id_}" for token, id_ in GPT2_VOCAB_IDS.items()
                    if vocab.get(token) != id_]

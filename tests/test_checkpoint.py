@@ -896,3 +896,15 @@ def test_resuming_a_checkpoint_directory_names_its_run(tmp_path):
     with pytest.raises(NoCheckpoint, match=f"is a checkpoint of the run in {re.escape(str(tmp_path))}, not a run's "
                                            f"out_dir: resume the run with --out_dir={re.escape(str(tmp_path))}"):
         open_resumable(tmp_path / "ckpt-0000001")
+
+
+def test_a_hugging_face_directory_with_a_unigram_tokenizer_is_refused(tmp_path):
+    # tokenizer.json's vocabulary is a [piece, score] list in a Unigram (SentencePiece) model: it was
+    # passed over, and sample.py and train.py read the model's text with GPT-2's BPE (hunt 34-e E5)
+    from gpt.checkpoint import refuse_another_hf_tokenizer
+
+    vocab = [["<unk>", 0.0]] + [[f"piece{i}", -float(i)] for i in range(1, 50257)]
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "unk_id": 0, "vocab": vocab}}))
+    with pytest.raises(UnreadableFile, match=r"tokenizer\.json: a tokenizer other than OpenAI's GPT-2 BPE "
+                                             r"\(a Unigram model of 50,257 pieces\)"):
+        refuse_another_hf_tokenizer(tmp_path)
