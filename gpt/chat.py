@@ -4,8 +4,10 @@ The template itself is gpt/instruct.py's, the one training used.
 The context: the conversation is put in the template and must leave room for the answer
 (max_new_tokens, at most half the model's block_size). When it does not fit, the oldest turns
 go first (a user message together with the answers that follow it); system messages and the
-newest message stay. Should the newest message alone still be too long, its beginning is
-dropped, as sample.py does with any prompt.
+newest message stay. Should the newest message alone still be too long, the prompt keeps its
+last block_size tokens, as sample.py does with any prompt, with a warning: the system messages
+and the "User:" marker go with the message's beginning, and the answer starts where the window
+slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed).
 
 --chat reads stdin. In plain mode each non-empty line is the next user message and the answer
 follows on stdout; the conversation is remembered ("/reset" on a line of its own forgets it).
