@@ -1469,3 +1469,31 @@ def test_a_text_file_of_whitespace_alone_is_an_empty_document_whatever_its_size(
     docs = documents(out, "train") + documents(out, "val")
     assert sorted(docs) == sorted(["real text one\n", "real text two\n", " " * (2 * PIECE_BYTES) + "late text\n"])
 
+
+
+def test_bad_input_met_while_a_worker_sends_its_tokens_ends_the_run(tmp_path):
+    # The same wait, reached by this process's own kill of its workers on an error: a bad record read while
+    # a worker was sending a chunk's tokens printed its line, then hung at exit, deaf to SIGTERM (1 run in 6
+    # of a 41 MB .jsonl with a bad last line, --num_proc 2: hunt 34-c C1). Here the worker stops mid-message.
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": STORY}) + "\n" + "{bad json\n")
+    code = ("import gc, os, struct, sys, time; from concurrent.futures import ProcessPoolExecutor\n"
+            "from gpt import prepare as p\n"
+            f"MARK = {str(tmp_path / 'sending')!r}\n"
+            "def stop_mid_send(*args):\n"
+            "    pool = next(o for o in gc.get_objects() if isinstance(o, ProcessPoolExecutor))\n"
+            "    os.write(pool._result_queue._writer.fileno(), struct.pack('!i', 1 << 20) + bytes(100))\n"
+            "    open(MARK, 'w').close()\n"
+            "    time.sleep(60)\n"
+            "chunks = p._chunks\n"
+            "def gated(*args, **kwargs):  # the bad record is read once the worker is mid-message\n"
+            "    for i, chunk in enumerate(chunks(*args, **kwargs)):\n"
+            "        yield chunk\n"
+            "        while i == 0 and not os.path.exists(MARK):\n"
+            "            time.sleep(0.05)\n"
+            "p._encode_chunk, p._chunks, p.CHUNK_CHARS = stop_mid_send, gated, 10\n"
+            "sys.exit(p.main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in.jsonl"), "--out_dir",
+                        str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and re.fullmatch(r"error: .*in\.jsonl:2: not valid JSON \(.*\)\n", r.stderr), r.stderr
+    assert (tmp_path / "sending").exists() and not (tmp_path / "out").exists()
