@@ -205,8 +205,11 @@ def _directory_files(path: Path) -> list[Path]:
     its --data (`cd notes && python train.py --data=.` puts out/ there: its checkpoints' meta.json
     were read as records, hunt, session 27). Linked directories are followed, each once (a link to
     a corpus was passed over in silence: hunt, session 27)."""
+    def unreadable(e: OSError):  # (os.walk passed over a directory it could not list, in silence: hunt 34-c C8)
+        raise PrepareError(f"{e.filename or path}: cannot read it ({e.strerror or e})") from None
+
     files, walked = [], set()
-    for root, dirs, names in os.walk(path, followlinks=True):
+    for root, dirs, names in os.walk(path, followlinks=True, onerror=unreadable):
         here = Path(root)
         if here.resolve() in walked:  # (a link back up the tree, or a second link to one directory)
             dirs[:] = []
@@ -527,7 +530,9 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                 line_end = after or data.rfind(nl, 0, at) + 1
                 if line_end:
                     cut, end = line_end, True
-                split_at = None
+                # no line break in this piece (a line longer than it): the next piece's first one (a file
+                # with line breaks was refused as one document: hunt 34-c C5)
+                split_at = None if line_end or end else pos + cut
             text, bad = _decode(data[:cut])
             bad_document |= bad
             if end:

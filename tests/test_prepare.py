@@ -1497,3 +1497,33 @@ def test_bad_input_met_while_a_worker_sends_its_tokens_ends_the_run(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and re.fullmatch(r"error: .*in\.jsonl:2: not valid JSON \(.*\)\n", r.stderr), r.stderr
     assert (tmp_path / "sending").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_lone_text_file_whose_cut_falls_in_a_line_longer_than_a_piece_is_cut_at_the_next_line_break(tmp_path,
+                                                                                                     monkeypatch):
+    # No line break in the piece holding the cut point (a line of over 1 MiB there): the file was one
+    # document, refused as "too little text for a train/val split", line breaks and all (hunt 34-c C5)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 64)
+    long_line = "word " * 100 + "end\n"
+    (tmp_path / "in.txt").write_text("first line\n" + long_line + "the last line\n")
+    out = run_prepare([tmp_path / "in.txt"], tmp_path / "out")
+    assert documents(out, "train") == ["first line\n" + long_line] and documents(out, "val") == ["the last line\n"]
+
+
+def test_a_directory_that_cannot_be_listed_inside_an_input_directory_is_an_error(tmp_path, monkeypatch):
+    # os.walk passes over a directory it cannot list (no permission, an I/O error) without a word: its files
+    # were left out of the data, status 0 (hunt 34-c C8). EACCES simulated: the suite may run as root.
+    import errno
+
+    write_docs(tmp_path / "in", 2)
+    write_docs(tmp_path / "in" / "private", 2)
+    scandir = os.scandir
+
+    def refused(path="."):
+        if Path(path).name == "private":
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", refused)
+    with pytest.raises(PrepareError, match=r"private: cannot read it \(Permission denied\)$"):
+        run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert no_leftovers(tmp_path, tmp_path / "out")
