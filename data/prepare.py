@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 if __name__ == "__main__":  # Ctrl-C while the imports below run: main's line, not a traceback
     from gpt.errors import one_line_on_ctrl_c
 
-    one_line_on_ctrl_c("interrupted: nothing was written")
+    one_line_on_ctrl_c("interrupted: nothing was written", on_sigterm="terminated: nothing was written")
 
 from gpt.prepare import main  # noqa: E402
 

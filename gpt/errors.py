@@ -22,17 +22,18 @@ import threading
 from pathlib import Path
 
 
-def one_line_on_ctrl_c(line: str) -> None:
+def one_line_on_ctrl_c(line: str, on_sigterm: str | None = None) -> None:
     """Ctrl-C or SIGTERM while a script still imports (torch's imports take seconds) prints `line`
-    instead of a traceback, and the process ends by that signal, as it would without a handler
-    (the shell's 130 / 143); any other exception keeps its traceback. Set before the imports; the
-    script's main says the same line for either once it runs. (SIGTERM in those seconds ended the
-    process without a word: hunt, session 24.)"""
+    (`on_sigterm` for SIGTERM, where given) instead of a traceback, and the process ends by that
+    signal, as it would without a handler (the shell's 130 / 143); any other exception keeps its
+    traceback. Set before the imports; the script's main says the same line for each once it runs
+    (data/prepare.py's SIGTERM said "interrupted" here and "terminated" there: hunt 34-c C6).
+    (SIGTERM in those seconds ended the process without a word: hunt, session 24.)"""
     def excepthook(kind, e, tb):
         if not issubclass(kind, KeyboardInterrupt):
             return sys.__excepthook__(kind, e, tb)
         if first_of_its_machine():
-            print(line, file=sys.stderr, flush=True)
+            print(on_sigterm if on_sigterm and issubclass(kind, Terminated) else line, file=sys.stderr, flush=True)
         if issubclass(kind, Terminated):  # (Python itself ends an uncaught KeyboardInterrupt by SIGINT)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)

@@ -843,6 +843,9 @@ def test_ctrl_c_while_prepare_py_imports_is_its_one_line(ctrl_c_at_import, tmp_p
 
     proc = ctrl_c_at_import("data/prepare.py", "gpt.prepare", cwd=tmp_path)
     assert proc.stderr == "interrupted: nothing was written\n" and proc.returncode == -signal.SIGINT
+    # SIGTERM there says what main says of it once it runs: "terminated" (it said "interrupted": hunt 34-c C6)
+    proc = ctrl_c_at_import("data/prepare.py", "gpt.prepare", cwd=tmp_path, sigterm=True)
+    assert proc.stderr == "terminated: nothing was written\n" and proc.returncode == -signal.SIGTERM
 
 
 def test_prepared_data_inside_an_input_directory_is_not_read_back_as_input(tmp_path):
