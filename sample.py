@@ -54,7 +54,7 @@ import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
 from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom,
-                        world_size)
+                        under_torchrun, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -541,7 +541,9 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         message = re.sub(r"\s*\n\s*", " ", str(e).strip())  # always one line
-        if first_of_its_machine():  # (started by torchrun, every process meets it alike)
+        # (started by torchrun, every process meets it alike; sample.py refuses torchrun, so where WORLD_SIZE
+        # says one process, a LOCAL_RANK left in the environment silenced every error: hunt 34-a A8)
+        if first_of_its_machine() or not under_torchrun():
             print(f"sample.py: error: {message}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)

@@ -76,12 +76,15 @@ def world_size() -> int:
 def first_of_its_machine() -> bool:
     """Whether this process is its machine's first of a torchrun job (LOCAL_RANK 0), or alone. What
     every process of a machine meets alike (a signal to the job, a file that is not there) is said
-    by it, once, rather than once a process (hunt, session 26); another machine may see other files.
-    Alone is without a WORLD_SIZE of 2 or more, whatever LOCAL_RANK says: one left in the
-    environment of a plain run silenced its every error (hunt 34-a A8)."""
+    by it, once, rather than once a process (hunt, session 26); another machine may see other files."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+def under_torchrun() -> bool:
+    """Whether the environment says this process is one of several (a WORLD_SIZE of 2 or more);
+    never raises, for the paths that report errors (`world_size` refuses a WORLD_SIZE that is no number)."""
     value = os.environ.get("WORLD_SIZE", "1").strip()
-    alone = not value.isdigit() or int(value) <= 1
-    return alone or os.environ.get("LOCAL_RANK", "0") == "0"
+    return value.isdigit() and int(value) > 1
 
 
 def out_of_memory(e: BaseException) -> bool:
