@@ -582,9 +582,10 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     out_dir = Path(out_dir)
     _refuse_a_file(out_dir)
     if _is_complete(out_dir):  # (it said "no complete checkpoint in" the checkpoint: hunt 34-b B5)
-        raise NoCheckpoint(f"{out_dir} is a checkpoint of the run in {out_dir.parent}, not a run's out_dir: "
-                           f"resume the run with --out_dir={shlex.quote(str(out_dir.parent))}, or start a new run "
-                           f"from this checkpoint with --init_from={shlex.quote(str(out_dir))} --out_dir=<another directory>")
+        run = Path(os.path.normpath(out_dir / ".."))  # (out_dir=. inside it: its parent is "..", not ".": review 34 R1)
+        raise NoCheckpoint(f"{out_dir} is a checkpoint of the run in {run}, not a run's out_dir: resume the run with "
+                           f"--out_dir={shlex.quote(str(run))}, or start a new run from this checkpoint with "
+                           f"--init_from={shlex.quote(str(out_dir))} --out_dir=<another directory>")
     candidates = list_checkpoints(out_dir)[::-1]
     latest = _pointer(out_dir, "latest")
     if latest in candidates:  # the pointer first; it names the newest unless a save failed half-way

@@ -889,13 +889,18 @@ def test_pretrained_config_reads_the_architecture_without_the_weights(tmp_path):
         pretrained_config(str(tmp_path / "hf"))
 
 
-def test_resuming_a_checkpoint_directory_names_its_run(tmp_path):
+def test_resuming_a_checkpoint_directory_names_its_run(tmp_path, monkeypatch):
     # --init_from=resume --out_dir=run/ckpt-0000001 said "no complete checkpoint in run/ckpt-0000001",
     # of a complete checkpoint (hunt 34-b B5)
     save(tmp_path, 1, make_model())
     with pytest.raises(NoCheckpoint, match=f"is a checkpoint of the run in {re.escape(str(tmp_path))}, not a run's "
                                            f"out_dir: resume the run with --out_dir={re.escape(str(tmp_path))}"):
         open_resumable(tmp_path / "ckpt-0000001")
+    # given as . from inside it, the run is .., not . (which the advice then offered again: review 34 R1)
+    monkeypatch.chdir(tmp_path / "ckpt-0000001")
+    with pytest.raises(NoCheckpoint, match=r"^\. is a checkpoint of the run in \.\., not a run's out_dir: resume "
+                                           r"the run with --out_dir=\.\., or start"):
+        open_resumable(".")
 
 
 def test_a_hugging_face_directory_with_a_unigram_tokenizer_is_refused(tmp_path):
