@@ -274,7 +274,7 @@ def load(args: argparse.Namespace, device: torch.device):
                 raise  # not a file of the checkpoint itself (e.g. a LoRA run's base model)
             run = e.path.parent.parent
             others = [p for p in list_checkpoints(run) if p != e.path.parent]
-            hint = f"choose another with --ckpt, e.g. --ckpt={others[-1]}" if others else f"no other checkpoint in {run}"
+            hint = f"choose another with --ckpt, e.g. --ckpt={shlex.quote(str(others[-1]))}" if others else f"no other checkpoint in {run}"
             raise UsageError(f"{e}; {hint}") from None
         if which == "latest" and ckpt.path.parent == path:  # a newer one that lost a file: said, not passed over
             for _, why in incomplete_checkpoints(path, newer_than=ckpt.path):  # in silence (hunt, session 27)

@@ -488,7 +488,7 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
             why = ("no checkpoint was saved with an evaluation (none ran at a save yet, or each ran out of memory "
                    "or was not finite)")
         raise NoCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "
-                           f"e.g. --ckpt={ckpts[-1]}")
+                           f"e.g. --ckpt={shlex.quote(str(ckpts[-1]))}")
     return ckpts[-1]  # a `latest` pointer missing or stale: the newest complete checkpoint
 
 

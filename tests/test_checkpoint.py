@@ -753,6 +753,9 @@ def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tm
                                            rf"--ckpt={tmp_path / 'ckpt-0000005'}$"):
         find_checkpoint(tmp_path, "best")
     assert find_checkpoint(tmp_path, "latest").name == "ckpt-0000005"
+    save(tmp_path / "my run", 5, make_model())  # the way on quoted for a shell (review 34 R2)
+    with pytest.raises(NoCheckpoint, match=rf"--ckpt='{tmp_path / 'my run' / 'ckpt-0000005'}'$"):
+        find_checkpoint(tmp_path / "my run", "best")
     (tmp_path / "best").write_text("ckpt-0000003\n")  # set aside as broken, or removed by hand
     with pytest.raises(NoCheckpoint, match=rf"no best checkpoint in {tmp_path}: `best` names ckpt-0000003, which is "
                                            "gone or incomplete; choose --ckpt=latest"):
