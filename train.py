@@ -181,7 +181,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print(note)
     out_dir = Path(cfg.out_dir)
     if (not resume and not cfg.eval_only and cfg.data != "shakespeare"
-            and Path(os.path.expanduser(cfg.data)).resolve() == out_dir.resolve()):
+            and Path(cfg.data).resolve() == out_dir.resolve()):
         # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
         raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl and "
                           "config.json go into a directory of their own; choose another --out_dir")
@@ -936,10 +936,6 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     from gpt.prepare import PrepareError, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
     from gpt.sources import training_output
-
-    # `--data=~/notes`: the shell leaves a ~ after = as it is (data/prepare.py --input expanded it,
-    # train.py said "no such file": hunt, session 27)
-    data = os.path.expanduser(data)
 
     def prepared() -> Path:
         if data != "shakespeare":  # (the embedded plays, whatever ./shakespeare holds: a run in it, or a run's

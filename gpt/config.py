@@ -393,9 +393,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(where) if where else {}).items()
                  if k not in overrides}
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
-    for k in ("out_dir", "data_cache", "init_from"):  # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and
-        if isinstance(converted.get(k), str):  # the run went into a folder named ~ here (hunt 34-b B9; --data: session 27)
-            converted[k] = os.path.expanduser(converted[k])
+    converted = home_expanded(converted)
     keys = set(converted)
     if converted.get("init_from") == "resume" and "max_iters" not in converted:
         # the saved run's count, not the default 0, is what the options given meet: a resume given only
@@ -549,6 +547,16 @@ def data_options(cfg: TrainConfig) -> str:
     return " ".join([f"--data={shlex.quote(cfg.data)}", *cache])
 
 
+PATH_OPTIONS = ("data", "out_dir", "data_cache", "init_from")
+
+
+def home_expanded(values: dict) -> dict:
+    """The path options' values with a leading ~ as the home directory. `--data=~/notes`: the shell
+    leaves a ~ after = as it is, and train.py said "no such file" (hunt, session 27); --out_dir=~/x
+    went into a folder named ~ here (hunt 34-b B9). A run saved with ~ in its config is read alike."""
+    return {k: os.path.expanduser(v) if k in PATH_OPTIONS and isinstance(v, str) else v for k, v in values.items()}
+
+
 def saved_config(saved: dict) -> dict:
     """A checkpoint's train config (meta.json's "config") with its values converted to the options'
     types, as a preset's are, or ConfigError: a hand-edited `"learning_rate": "abc"` was a TypeError
@@ -559,7 +567,8 @@ def saved_config(saved: dict) -> dict:
     def whole(k, v):  # 30.0 for 30, as some JSON tools write a whole number (review 29: the checkpoint was set aside)
         return int(v) if hints.get(k) is int and isinstance(v, float) and v.is_integer() else v
 
-    return {k: _convert(k, whole(k, v), hints[k], '"config"') if k in hints else v for k, v in saved.items()}
+    return home_expanded({k: _convert(k, whole(k, v), hints[k], '"config"') if k in hints else v
+                          for k, v in saved.items()})
 
 
 def data_moved(saved: str, typed: str) -> bool:

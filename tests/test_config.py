@@ -651,6 +651,7 @@ def test_train_py_help_lists_every_option():
 def test_a_tilde_in_a_path_option_is_the_home_directory(monkeypatch, tmp_path):
     # the shell leaves a ~ after = as it is: --out_dir=~/x wrote the run into a folder named ~ here (hunt 34-b B9)
     monkeypatch.setenv("HOME", str(tmp_path))
-    cfg, _ = parse_args(["--out_dir=~/x", "--data_cache=~/cache", "--init_from=~/base"])
-    assert (cfg.out_dir, cfg.data_cache, cfg.init_from) == (f"{tmp_path}/x", f"{tmp_path}/cache", f"{tmp_path}/base")
+    cfg, _ = parse_args(["--out_dir=~/x", "--data_cache=~/cache", "--init_from=~/base", "--data=~/notes"])
+    assert (cfg.out_dir, cfg.data_cache, cfg.init_from, cfg.data) == (f"{tmp_path}/x", f"{tmp_path}/cache",
+                                                                      f"{tmp_path}/base", f"{tmp_path}/notes")
     assert parse_args(["--init_from=resume"])[0].init_from == "resume"

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 import train
 from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
-from gpt.config import MODEL_KEYS
+from gpt.config import MODEL_KEYS, parse_args
 from gpt.model import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -2444,7 +2444,7 @@ def test_data_under_the_home_directory_and_a_local_folder_named_like_the_plays(t
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("\n".join(f"line {i} of my own notes." for i in range(400)))
-    prepared = train.prepare_data("~/notes", "byte", str(tmp_path / "cache"), Dist())
+    prepared = train.prepare_data(parse_args(["--data=~/notes"])[0].data, "byte", str(tmp_path / "cache"), Dist())
     assert (prepared / "meta.json").is_file() and prepared.parent == tmp_path / "cache"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "shakespeare").mkdir()
