@@ -245,9 +245,10 @@ def load(args: argparse.Namespace, device: torch.device):
             path, which = Path(args.out_dir), args.ckpt
         else:
             path, which = Path(args.ckpt), "latest"
-            # train.py says "latest ckpt-0000112": a bare name that is nothing here is the run's checkpoint,
-            # where it was "no checkpoint at ckpt-0000112" beside out/ckpt-0000112 (hunt, session 24)
-            if len(path.parts) == 1 and not path.exists():
+            # train.py says "latest ckpt-0000112": a bare name is the run's checkpoint, where it was "no
+            # checkpoint at ckpt-0000112" beside out/ckpt-0000112 (hunt, session 24); the run's first, then
+            # one here (the working directory's of another run was sampled without a word: review 34 R4)
+            if len(path.parts) == 1 and ((Path(args.out_dir) / path).exists() or not path.exists()):
                 path = Path(args.out_dir) / path
         try:
             model, ckpt = load_model(path, which, device=device)

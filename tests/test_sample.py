@@ -634,6 +634,10 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
     args = ("--out_dir=run", "--max_new_tokens=1", "--device=cpu")
     rc, _, err = cli(capsys, *args, "--ckpt=ckpt-0000003")
     assert rc == 0 and "run/ckpt-0000003 (step 3)" in err, err
+    (tmp_path / "ckpt-0000003").mkdir()  # another run's checkpoint of that name here: the run's is taken (review 34 R4)
+    rc, _, err = cli(capsys, *args, "--ckpt=ckpt-0000003")
+    assert rc == 0 and "run/ckpt-0000003 (step 3)" in err, err
+    (tmp_path / "ckpt-0000003").rmdir()
     rc, _, err = cli(capsys, *args, "--ckpt=run/ckpt-0000004")  # a path, as before
     assert rc == 0 and "run/ckpt-0000004 (step 4)" in err, err
     rc, out, err = cli(capsys, *args, "--ckpt=ckpt-0000099")
