@@ -938,19 +938,19 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     from gpt.sources import training_output
 
     def prepared() -> Path:
-        if data != "shakespeare":  # (the embedded plays, whatever ./shakespeare holds: a run in it, or a run's
-            refuse_a_run(data)     # --out_dir=shakespeare itself, refused the default data: hunt 34-b B8)
+        if data == "shakespeare":  # the embedded plays, whatever ./shakespeare holds: a run in it (or a run's
+            # --out_dir=shakespeare itself) refused them (hunt 34-b B8), prepared data there was taken in their
+            # place without a word (review 34 R5); a folder of that name is said (hunt, session 27), but a run's
+            if Path(data).exists() and not (Path(data).is_dir() and training_output(Path(data))):
+                print("note: --data=shakespeare is the embedded plays; for the local ./shakespeare give "
+                      "--data=./shakespeare", file=sys.stderr)
+            return prepare(source="shakespeare", tokenizer=tokenizer)
+        refuse_a_run(data)
         if (Path(data) / "meta.json").is_file():
             return Path(data)
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
                                "again with data/prepare.py")
-        if data == "shakespeare":
-            # (a folder of that name was passed over in silence: hunt, session 27; not said of a run's --out_dir)
-            if Path(data).exists() and not (Path(data).is_dir() and training_output(Path(data))):
-                print("note: --data=shakespeare is the embedded plays; for the local ./shakespeare give "
-                      "--data=./shakespeare", file=sys.stderr)
-            return prepare(source="shakespeare", tokenizer=tokenizer)
         if not any(c in data for c in "*?[") and not Path(data).exists():  # (a glob is matched by the preparation)
             # the way on, where a preset's data not prepared yet (--config=gpt2-124m) said only "no
             # such file or directory" (hunt, session 24)

@@ -3099,6 +3099,14 @@ def test_a_run_in_a_local_folder_named_shakespeare_does_not_refuse_the_embedded_
     (tmp_path / "shakespeare" / "config.json").write_text(json.dumps(train.TrainConfig().to_dict()))
     assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
     assert capsys.readouterr().err == ""  # (the note about a local ./shakespeare is not said of a run's out_dir)
+    # prepared data in ./shakespeare: still the embedded plays, with the note (it was taken in their place
+    # without a word: review 34 R5)
+    shutil.rmtree(tmp_path / "shakespeare")
+    (tmp_path / "shakespeare").mkdir()
+    (tmp_path / "shakespeare" / "meta.json").write_text("{}")
+    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert capsys.readouterr().err == ("note: --data=shakespeare is the embedded plays; for the local ./shakespeare "
+                                       "give --data=./shakespeare\n")
 
 
 def test_an_out_dir_that_is_the_data_directory_is_refused_as_such(byte_data, tmp_path):
