@@ -799,6 +799,13 @@ NANOGPT_CPU_MS_PER_ITER = 33.0
 NANOGPT_GPU_SHAPE = dict(V=50304, T=1024, C=768, L=12, H=12)
 
 
+def same_shape(config: dict, *, T: int, B: int, C: int, L: int, H: int, V: int) -> bool:
+    """Whether a train row's model and micro-batch (its config as it ran) are a reference's: a row of
+    another shape (--with=--n_layer=1) "met" the target against it (hunt 34-d D7, review 34 R6)."""
+    return (config["block_size"], config["batch_size"], config["n_embd"], config["n_layer"], config["n_head"],
+            config["vocab_size"]) == (T, B, C, L, H, V)
+
+
 def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: int, L: int, H: int,
                          device: str = "cpu", dtype: str = "float32", compile: bool = False, record: int = 1) -> float:
     """Median ms per iteration of a stand-in for nanoGPT's train.py, timed in this process so
@@ -1034,6 +1041,9 @@ def bench_train(args: argparse.Namespace) -> None:
                 f"(one in {record})")
     if ref_tok_s is not None:
         for label, tok_s in tokens_per_s.items():
+            if not same_shape(config_by_label[label], B=args.nanogpt_batch, **NANOGPT_GPU_SHAPE):
+                print(f"  {label}: not compared with the reference, GPT-2 124M at batch {args.nanogpt_batch}")
+                continue
             print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s  [target >= 1.2x; MFU >= 50%]")
     if args.nanogpt_cpu:
         # The stand-in at the shape that ran: with shape overrides, a smaller model against the recipe's
@@ -1052,9 +1062,7 @@ def bench_train(args: argparse.Namespace) -> None:
               + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
               + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
         for label, tok_s in tokens_per_s.items():
-            ran = config_by_label[label]  # a row of another shape (--with=--n_layer=1) "met" the target against it
-            if (ran["block_size"], ran["batch_size"], ran["n_embd"], ran["n_layer"], ran["n_head"], ran["vocab_size"]) \
-                    != (shape["T"], shape["B"], shape["C"], shape["L"], shape["H"], config["vocab_size"]):
+            if not same_shape(config_by_label[label], **{k: shape[k] for k in "TBCLH"}, V=config["vocab_size"]):
                 print(f"  {label}: not compared with the reference, whose shape is the first row's")
                 continue
             print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s"
