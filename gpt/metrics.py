@@ -79,9 +79,10 @@ class Metrics:
                 self.notes.append("tensorboard is set but not installed (pip install tensorboard): not logging there")
 
     def records(self) -> list[dict]:
-        """The records of metrics.jsonl. A line that is not a JSON record with a step is skipped and
-        counted, with one warning: what a write cut short leaves (a full disk, a host crash; the file
-        is not fsynced), which must not stop a resume or the plot."""
+        """The records of metrics.jsonl. A line that is not a JSON record with a step, or whose values
+        (NUMBERS) are not numbers, is skipped and counted, with one warning: what a write cut short
+        leaves (a full disk, a host crash; the file is not fsynced), or a damaged or hand-edited line,
+        which must not stop a resume or the plot (a resume rewrites the file without them)."""
         if not self.path.exists():
             return []
         records, bad = [], 0
@@ -102,8 +103,9 @@ class Metrics:
             else:
                 bad += 1
         if bad and not self.unreadable_lines:
-            print(f"warning: {self.path}: skipped {bad} line(s) that are not a JSON record with a step "
-                  "(a write cut short, e.g. by a full disk or a crash)", file=sys.stderr)
+            print(f"warning: {self.path}: skipped {bad} line(s) that are not a JSON record with a step and numbers "
+                  f"for {', '.join(NUMBERS)} (a write cut short, e.g. by a full disk or a crash, or a damaged or "
+                  "hand-edited line)", file=sys.stderr)
         self.unreadable_lines = max(self.unreadable_lines, bad)
         return records
 
