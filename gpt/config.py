@@ -395,12 +395,15 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
     converted = home_expanded(converted)
     keys = set(converted)
-    if converted.get("init_from") == "resume" and "max_iters" not in converted:
-        # the saved run's count, not the default 0, is what the options given meet: a resume given only
-        # --warmup_iters=2 was refused against the default's budget (review 31); resume_config puts the
-        # saved count in and checks the merged config
-        converted["max_iters"] = 10**9
-    return TrainConfig(**converted), keys
+    # A resume's options meet the saved run's count, not the default's 0 nor a budget preset's (which a
+    # resume does not apply either): a resume given only --warmup_iters=2 was refused against the
+    # default's budget (review 31), and with --config=shakespeare-cpu against the preset's (hunt 34-b B6).
+    # A count is put in for the check; resume_config puts the saved count in and checks the merged config.
+    counted = converted.get("init_from") == "resume" and "max_iters" not in overrides
+    cfg = TrainConfig(**{**converted, "max_iters": 10**9} if counted else converted)
+    if counted and "max_iters" in converted:
+        cfg.max_iters = converted["max_iters"]  # the preset's, as read (preset_not_applied names it)
+    return cfg, keys
 
 
 def command_line_keys(argv: list[str]) -> set[str]:

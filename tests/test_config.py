@@ -655,3 +655,10 @@ def test_a_tilde_in_a_path_option_is_the_home_directory(monkeypatch, tmp_path):
     assert (cfg.out_dir, cfg.data_cache, cfg.init_from, cfg.data) == (f"{tmp_path}/x", f"{tmp_path}/cache",
                                                                       f"{tmp_path}/base", f"{tmp_path}/notes")
     assert parse_args(["--init_from=resume"])[0].init_from == "resume"
+
+
+def test_a_resume_given_its_budget_preset_meets_the_runs_count_not_the_presets():
+    # the preset's max_iters=0 (a budget), which a resume does not apply, refused the options given:
+    # "warmup_iters must be >= 10, got 5" (hunt 34-b B6); the preset's value is still there for its note
+    cfg, keys = parse_args(["--config=shakespeare-cpu", "--init_from=resume", "--warmup_iters=5"])
+    assert cfg.max_iters == 0 and "max_iters" in keys and cfg.warmup_iters == 5

@@ -3146,3 +3146,14 @@ def test_ctrl_c_while_the_checkpoint_to_resume_is_read_says_the_run_is_there(byt
     assert capsys.readouterr().err == (f"train.py: error: interrupted before training resumed; nothing new was saved: "
                                        f"the latest checkpoint is still {out / 'ckpt-0000002'}, continue with "
                                        f"--init_from=resume --out_dir={out}\n")
+
+
+def test_a_finished_run_resumed_with_its_budget_preset_and_another_warmup_is_taken(byte_data, tmp_path, capsys):
+    # refused against the preset's budget (max_iters 0: "warmup_iters must be >= 10"), which a resume does
+    # not apply, where the same command without the preset was taken (hunt 34-b B6)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--warmup_iters=2", f"--out_dir={out}"]) == 0
+    capsys.readouterr()
+    assert train.main(["--config=shakespeare-cpu", "--init_from=resume", "--warmup_iters=5", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr()
+    assert "is already finished" in said.out and "error" not in said.err, said
