@@ -224,6 +224,14 @@ def bench_decode(args: argparse.Namespace) -> None:
         set_kernel_settings(saved)
 
 
+# What decode_rows holds at its peak on the CPU, in copies of the model's float32 weights: its own
+# process about 3.9 (peak resident 2.5 GB for the 124M shape, 5.1 GB for a 294M one: the model, its
+# bf16 copy, transformers' model, the checkpoint written and read back), and the fresh process of
+# the cold/warm row about one more beside it (session 35, bench.py decode --skip_uncached). Counting
+# the weights once let a 100,000-layer shape through to the OOM killer (hunt 34-d).
+DECODE_FP32_COPIES = 5
+
+
 def check_decode_args(args: argparse.Namespace) -> None:
     """Shapes and paths that cannot run, refused in one line before the first row rather than with a
     traceback after minutes of rows (audit, 2026-11-26). --sample_wall_out_dir is made absolute:
@@ -241,7 +249,8 @@ def check_decode_args(args: argparse.Namespace) -> None:
 
     params = config.num_params()
     try:
-        check_fits(4 * params, torch.device("cpu"), "its float32 weights alone")
+        check_fits(DECODE_FP32_COPIES * 4 * params, torch.device("cpu"),
+                   f"its rows, about {DECODE_FP32_COPIES} copies of its float32 weights,")
     except MemoryError as e:
         raise ConfigError(f"the model of --n_layer={args.n_layer} --n_embd={args.n_embd} ({params / 1e6:,.0f}M "
                           f"parameters) does not fit: {e}") from None

@@ -125,7 +125,7 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     # unlabelled copy of the first row
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=1000000000"],
      "bench.py decode: error: the model of --n_layer=1 --n_embd=1000000000 (12,000,051,296,000M parameters) does "
-     "not fit: its float32 weights alone need "),
+     "not fit: its rows, about 5 copies of its float32 weights, need "),
     (["train", "--dtypes=float32,bogus"], "bench.py train: error: train.py bogus auto: invalid configuration:\n  "
                                           "dtype must be one of auto, float32, bfloat16, float16, got 'bogus'"),
     (["train", "--with=--batch_size=2", "--with=--bogus=1"],
@@ -795,3 +795,23 @@ def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "\n  float32 adamw: 20.0 ms/step, 200 tokens/s, MFU n/a (CPU or unknown GPU)  (median of 3 records" in out
     assert "\n  --batch_size=2: 20.0 ms/step, 400 tokens/s, 2.00x the tokens/s of the first row; " in out
+
+
+def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_would(monkeypatch):
+    # the rows hold about five float32 copies of the weights at once: a shape checked against one copy
+    # passed, and the OOM killer ended bench.py without a word (hunt 34-d)
+    import argparse
+
+    import gpt.runtime
+    from gpt.errors import ConfigError
+    from gpt.model import GPTConfig
+
+    args = argparse.Namespace(n_layer=2, n_head=2, n_embd=64, prompt_len=8, new_tokens=8, uncached_samples=False,
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None)
+    weights = 4 * GPTConfig(n_layer=2, n_head=2, n_embd=64).num_params()
+    monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 3 * weights)
+    with pytest.raises(ConfigError, match=r"^the model of --n_layer=2 --n_embd=64 \(\d+M parameters\) does not fit: "
+                                          r"its rows, about 5 copies of its float32 weights, need "):
+        bench.check_decode_args(args)
+    monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 5 * weights)  # exactly enough: runs
+    bench.check_decode_args(args)
