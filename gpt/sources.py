@@ -215,9 +215,13 @@ def _directory_files(path: Path) -> list[Path]:
             dirs[:] = []
             continue
         walked.add(here.resolve())
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
-                   and not training_output(here / d)]
-        files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
+        try:  # a directory listed but not searchable (no x permission): its entries cannot be looked at,
+            # and pathlib's is_file raised a traceback for them (hunt 34-c C8's sibling, session 35)
+            dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
+                       and not training_output(here / d)]
+            files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
+        except PermissionError as e:
+            unreadable(e)
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
             # a link to nothing (its target moved or deleted): said, as a binary file is (hunt, session 27)

@@ -1513,6 +1513,26 @@ def test_a_lone_text_file_whose_cut_falls_in_a_line_longer_than_a_piece_is_cut_a
     assert documents(out, "train") == ["first line\n" + long_line] and documents(out, "val") == ["the last line\n"]
 
 
+def test_a_directory_that_can_be_listed_but_not_searched_inside_an_input_directory_is_an_error(tmp_path, monkeypatch):
+    # read permission without execute (chmod a-x): its names are listed, but looking at any of them is
+    # EACCES, which pathlib's is_file raises: a traceback (session 35, C8's sibling). Simulated: the
+    # suite may run as root.
+    import errno
+
+    write_docs(tmp_path / "in", 2)
+    write_docs(tmp_path / "in" / "private", 2)
+    stat = os.stat
+
+    def refused(path, *args, **kwargs):
+        if Path(path).parent.name == "private":
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return stat(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", refused)
+    with pytest.raises(PrepareError, match=r"private/[^/]+: cannot read it \(Permission denied\)$"):
+        run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert no_leftovers(tmp_path, tmp_path / "out")
+
+
 def test_a_directory_that_cannot_be_listed_inside_an_input_directory_is_an_error(tmp_path, monkeypatch):
     # os.walk passes over a directory it cannot list (no permission, an I/O error) without a word: its files
     # were left out of the data, status 0 (hunt 34-c C8). EACCES simulated: the suite may run as root.
