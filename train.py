@@ -602,7 +602,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
             # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
             finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
-            step_unless(optimizer, scaler, ~finite)
+            # Instruction data: a step that drew no answer token has nothing to learn from, and its update
+            # is skipped too. Its gradients are zero, but the optimizer still stepped: weight decay shrank
+            # the weights and the momentum of earlier steps moved them (AdamW: nearly a full step), a
+            # step of training on no data, logged as "loss": null (hunt 35-a A1)
+            skip = ~finite if targets is None else ~finite | (targets == 0)
+            step_unless(optimizer, scaler, skip)
             scaler.update()
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm, targets)

@@ -563,6 +563,30 @@ def test_a_step_without_an_answer_token_logs_no_loss(tmp_path):
     assert all(r["loss"] > 0 for r in steps if r["loss"] is not None) and (out / "loss.png").is_file()
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_a_step_without_an_answer_token_leaves_the_weights_as_they_were(tmp_path, optimizer):
+    # Its gradients were zero, but the optimizer stepped all the same: weight decay shrank the weights
+    # (and the momentum of earlier steps moved them), training on no data (hunt 35-a A1)
+    from gpt.config import TrainConfig
+
+    model = ["--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2", "--eval_iters=1",
+             "--compile=false", "--device=cpu", "--eval_interval=100", "--warmup_iters=1"]
+    short = prepare_bytes(write_jsonl(tmp_path / "short.jsonl", [{"prompt": "Hi", "response": "Yo"}] * 40),
+                          tmp_path / "short")
+    assert train.main([f"--data={short}", *model, "--max_iters=2", f"--out_dir={tmp_path / 'base'}"]) == 0
+    pairs = [{"prompt": "x" * 6000, "response": "LONG"}, {"prompt": "y" * 6000, "response": "LONG"}]
+    data = prepare_bytes(write_jsonl(tmp_path / "long.jsonl", pairs), tmp_path / "data", val_fraction=0.5)
+    loader = TrainBatches(data, 2, 32, seed=TrainConfig().seed)  # the run's batches: none holds an answer token
+    assert not any(bool((loader.next_batch()[1] != -1).any()) for _ in range(3))
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", *model, "--max_iters=3", "--log_interval=1", f"--optimizer={optimizer}",
+                       "--weight_decay=0.1", f"--init_from={tmp_path / 'base'}", f"--out_dir={out}"]) == 0
+    assert [r["loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "loss" in r] \
+        == [None] * 3
+    before, after = load_model(tmp_path / "base")[0].state_dict(), load_model(out)[0].state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
 def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_best(tmp_path, capsys):
     # Their loss was 0/0, logged as 0.0000, and `best` stayed on the first evaluation, an untrained
     # model that sample.py --ckpt=best then took (hunt, session 27)
