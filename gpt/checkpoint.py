@@ -629,7 +629,7 @@ def set_aside(ckpt: Path) -> Path:
 def load_model(path: str | Path, which: str = "latest", device: str | torch.device = "cpu",
                merge_lora: bool = True) -> tuple[GPT, Checkpoint]:
     """The model of a checkpoint, ready to use: built on the meta device, weights loaded with
-    strict keys. A LoRA checkpoint loads its base (recorded in meta.json) and its adapters,
+    strict keys, in eval mode. A LoRA checkpoint loads its base (recorded in meta.json) and its adapters,
     merged by default for fast inference."""
     ckpt = open_checkpoint(path, which)
     lora = ckpt.meta.get("lora")
@@ -671,7 +671,10 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
             reason = str(e.args[0]) if isinstance(e, KeyError) else str(e)
             raise UnreadableFile(ckpt.path / WEIGHTS, f"{reason} (model config from {META})") from None
-    return model.to(device), ckpt
+    # eval mode, as transformers' from_pretrained: in nn.Module's default training mode a run trained with
+    # --dropout gave other logits and a higher loss at every call, in silence (hunt 35-c C2). model.train()
+    # to fine-tune it.
+    return model.to(device).eval(), ckpt
 
 
 def is_hf_gpt2_dir(path: str | Path) -> bool:

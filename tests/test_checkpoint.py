@@ -47,6 +47,20 @@ def test_round_trip_plain_keys_tied_head_once(tmp_path):
     assert torch.equal(ckpt.state()["note"], torch.arange(3))
 
 
+def test_load_model_gives_the_model_in_eval_mode(tmp_path):
+    # a run trained with dropout: in training mode its logits were random draws (hunt 35-c C2)
+    torch.manual_seed(0)
+    cfg = GPTConfig(**{**CFG.to_dict(), "dropout": 0.5})
+    model = GPT(cfg)
+    save_checkpoint(tmp_path, 1, model, {}, {"model_config": cfg.to_dict(), "tokenizer": "byte", "config": {},
+                                             "tokens_seen": 0}, keep_last=2, is_best=False)
+    loaded, _ = load_model(tmp_path)
+    assert not loaded.training and loaded.config.dropout == 0.5
+    idx = torch.randint(0, 50, (2, 8))
+    assert torch.equal(loaded(idx)[0], loaded(idx)[0])
+    assert torch.equal(loaded(idx)[0], model.eval()(idx)[0])
+
+
 def test_keeps_last_n_and_the_best(tmp_path):
     model = make_model()
     save(tmp_path, 1, model)
