@@ -20,6 +20,13 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     float32: a temperature or top_p that is 0 there (below ~7e-46), or a penalty that is 0 or inf,
     made every probability NaN (0 / 0, a nucleus that drops even the top token, inf - inf) and the
     drawn token 0 every time (audit, 2026-11-26)."""
+    # Types first: a string was "'<=' not supported between ...", and top_k 2.5 or True passed, to fail in
+    # torch.topk at the first token (hunt 35-c C4)
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("repetition_penalty", repetition_penalty)):
+        if not (value is None and name == "top_p") and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)):
+        raise ConfigError(f"top_k must be an integer (or None to disable), got {top_k!r}")
     if not 0 <= temperature < float("inf"):  # also catches NaN; inf would make every logit tie at 0
         raise ConfigError(f"temperature must be >= 0 (0 = greedy) and finite, got {temperature}")
     if temperature > 0 and as_float32(temperature) == 0:

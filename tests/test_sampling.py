@@ -103,6 +103,12 @@ def test_seen_tokens_leave_out_ids_past_the_sampled_vocabulary():
     (dict(repetition_penalty=1e-46), "repetition_penalty must be > 0 .* finite in float32"),
     (dict(repetition_penalty=1e39), "repetition_penalty"),
     (dict(repetition_penalty=float("nan")), "repetition_penalty"),
+    # of another type (hunt 35-c C4): TypeErrors from a comparison, or from torch.topk at the first token
+    (dict(temperature="0.8"), "temperature must be a number, got '0.8'"),
+    (dict(top_k=2.5), "top_k must be an integer"),
+    (dict(top_k=True), "top_k must be an integer"),
+    (dict(top_p="0.9"), "top_p must be a number"),
+    (dict(repetition_penalty=None), "repetition_penalty must be a number"),
 ])
 def test_bad_sampling_values(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
