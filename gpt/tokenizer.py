@@ -51,6 +51,11 @@ def valid_utf8(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _regex_overflow(e: ValueError) -> bool:
+    """tiktoken's error for a text its regex engine could not split (see BPETokenizer._split_in_python)."""
+    return "Regex error while tokenizing" in str(e)
+
+
 def _utf8_bytes(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -92,11 +97,24 @@ class BPETokenizer(Tokenizer):
         self.eot_token = encoding.eot_token  # gpt2: 50256
 
     def encode(self, text: str) -> list[int]:
-        # encode_ordinary: "<|endoftext|>" inside user text is just text, never a control token.
-        return self._enc.encode_ordinary(text)
+        # encode_ordinary's ids: "<|endoftext|>" inside user text is just text, never a control token.
+        # Through encode() with no special token allowed or refused (the same ids, ~4% slower): on a run of
+        # ~1M whitespace characters encode_ordinary panics in Rust (a Rust backtrace, then a PanicException,
+        # which no `except Exception` catches); encode() raises the ValueError that _split_in_python handles.
+        try:
+            return self._enc.encode(text, allowed_special=set(), disallowed_special=())
+        except ValueError as e:
+            if not _regex_overflow(e):
+                raise
+            return self._split_in_python(text)
 
     def encode_batch(self, texts: list[str], num_threads: int = 8) -> list[list[int]]:
-        return self._enc.encode_ordinary_batch(texts, num_threads=num_threads)
+        try:
+            return self._enc.encode_batch(texts, num_threads=num_threads, allowed_special=set(), disallowed_special=())
+        except ValueError as e:  # (encode_ordinary_batch panicked: see encode)
+            if not _regex_overflow(e):
+                raise
+            return [self.encode(t) for t in texts]
 
     def encode_numpy(self, text: str) -> np.ndarray:
         # The ids of encode_ordinary (no special tokens allowed or refused), without building a
@@ -104,7 +122,18 @@ class BPETokenizer(Tokenizer):
         try:
             return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
         except UnicodeEncodeError:  # lone surrogates, which encode_ordinary replaces itself
-            return self._enc.encode_to_numpy(valid_utf8(text), allowed_special=set(), disallowed_special=())
+            return self.encode_numpy(valid_utf8(text))
+        except ValueError as e:
+            if not _regex_overflow(e):
+                raise
+            return np.asarray(self._split_in_python(text), dtype=np.uint32)
+
+    def _split_in_python(self, text: str) -> list[int]:
+        """The same ids, for text that tiktoken's regex engine cannot split: fancy-regex runs out of its
+        backtracking stack on a run of about a million whitespace characters (1 MB of spaces, newlines or
+        CRLFs in a document: prepare.py and sample.py ended in a traceback, hunt 35-c C5). The `regex`
+        module splits by the same pattern without that limit; tiktoken's BPE then encodes each piece."""
+        return self._enc._encode_only_native_bpe(valid_utf8(text))
 
     def decode(self, ids) -> str:
         return self._enc.decode([int(i) for i in ids], errors="replace")

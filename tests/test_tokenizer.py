@@ -103,3 +103,22 @@ def test_lone_surrogates_encode_as_the_replacement_character_in_every_encode_met
     expected = tok.encode("a\ufffdb\U0001f600")
     for text in ("a\ud800b\U0001f600", "a\udcffb\ud83d\ude00"):  # lone; and a pair left split
         assert tok.encode(text) == tok.encode_numpy(text).tolist() == expected
+
+
+@pytest.mark.parametrize("name", ["shakespeare-bpe", "gpt2"])
+def test_a_million_whitespace_characters_encode_in_every_encode_method(name):
+    """tiktoken's regex engine runs out of backtracking stack on a run of ~1M whitespace characters:
+    encode_ordinary panicked in Rust (PanicException, a BaseException) and encode_to_numpy raised
+    "Regex error while tokenizing", a traceback in prepare.py and sample.py (hunt 35-c C5)."""
+    import regex
+
+    tok = get_tokenizer(name)
+    text = "a" + "\n" * 1_100_000 + "b c"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.encode_numpy(text).tolist() == ids == tok.encode_batch(["x", text])[1]
+    # the same ids as the regex split of a shorter run, which tiktoken still handles: run of whitespace
+    # pieces, then what follows (so the Python split is the tiktoken one, long or short)
+    short = "a" + "\n" * 1000 + "b c"
+    assert tok._split_in_python(short) == tok.encode(short)
+    assert regex.findall(tok._enc._pat_str, text)[1] == "\n" * (1_100_000 - 1)
