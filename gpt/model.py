@@ -65,6 +65,18 @@ class GPTConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        # Types first, so that each check below compares what it means to: qk_norm="false" (a string, so
+        # true) built a model with QK-norm on without a word, and qk_scale="2" was a TypeError (hunt 35-c C1)
+        for name in ("bias", "qk_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"GPTConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("dropout", "qk_scale"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(f"GPTConfig.{name} must be a number, got {value!r}")
+        for name in ("pos_encoding", "activation"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"GPTConfig.{name} must be a string, got {getattr(self, name)!r}")
         if self.n_embd % self.n_head != 0:
             raise ConfigError(f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2 != 0:
@@ -441,8 +453,13 @@ class GPT(nn.Module):
         start = 0 if pos is None else pos
         if start + T > self.config.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size {self.config.block_size}")
-        if pos is not None and self.transformer.h[0].attn.kv_cache is None:
-            raise RuntimeError("pos was given but no KV cache is set up: call setup_kv_cache() first")
+        if pos is not None:
+            cache = self.transformer.h[0].attn.kv_cache
+            if cache is None:
+                raise RuntimeError("pos was given but no KV cache is set up: call setup_kv_cache() first")
+            if start + T > cache.k.size(2) or B not in (1, cache.k.size(0)):  # (a shape mismatch in the cache's update)
+                raise ValueError(f"{B} sequence(s) of {start + T} tokens do not fit the KV cache, set up for "
+                                 f"{cache.k.size(0)} of {cache.k.size(2)}: call setup_kv_cache(batch_size, max_len)")
 
         positions = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T,)
         x, rotary = self.embed(idx, positions)  # (B, T, C)
@@ -528,14 +545,18 @@ class GPT(nn.Module):
         if max_len > self.config.block_size:
             raise ValueError(f"KV cache length {max_len} exceeds block_size {self.config.block_size}")
         ref = self.transformer.wte.weight
+        # Tensors made under inference mode (generate's) cannot be written outside it: a cached forward of
+        # one's own after a generate() was "Inplace update to inference tensor outside InferenceMode"
+        # (hunt 35-c C3). Outside inference mode, such caches are made again.
+        stale = lambda t: t.is_inference() and not torch.is_inference_mode_enabled()  # noqa: E731
         for block in self.transformer.h:
             attn = block.attn
             cache = attn.kv_cache
             if cache is None or cache.k.shape[0] != batch_size or cache.k.shape[2] < max_len \
-                    or cache.k.dtype != ref.dtype or cache.k.device != ref.device:
+                    or cache.k.dtype != ref.dtype or cache.k.device != ref.device or stale(cache.k):
                 attn.kv_cache = KVCache(batch_size, attn.n_head, max_len, attn.head_dim, ref.dtype, ref.device)
         tok = self.decode_inputs[0] if self.decode_inputs is not None else None
-        if tok is None or tok.shape[0] != batch_size or tok.device != ref.device:
+        if tok is None or tok.shape[0] != batch_size or tok.device != ref.device or stale(tok):
             self.decode_inputs = (torch.zeros(batch_size, 1, dtype=torch.long, device=ref.device),
                                   torch.zeros(1, dtype=torch.long, device=ref.device))
 
@@ -616,7 +637,13 @@ class GPT(nn.Module):
         check_sampling_args(temperature, top_k, top_p, repetition_penalty)
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be a (B, T) batch of token ids with T >= 1, got shape {tuple(idx.shape)}")
-        if num_samples < 1 or (num_samples > 1 and idx.size(0) != 1):
+        # (num_samples=0 was told "num_samples > 1 needs a single prompt row", max_new_tokens=-5 gave the prompt
+        # back and vocab_limit=0 sampled the whole vocabulary, without a word: hunt 35-c C6)
+        for name, value, least in (("max_new_tokens", max_new_tokens, 0), ("num_samples", num_samples, 1),
+                                   ("vocab_limit", 1 if vocab_limit is None else vocab_limit, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        if num_samples > 1 and idx.size(0) != 1:
             raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "
                              f"idx of shape {tuple(idx.shape)}")
         if decode_step == "auto":

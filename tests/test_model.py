@@ -29,6 +29,13 @@ def tiny_model(seed=0, **overrides) -> GPT:
     ("qk_scale", float("inf"), "qk_scale must be positive and finite in float32"),
     ("qk_scale", 1e39, "qk_scale"),
     ("dropout", 1.0, "dropout"),
+    # of another type (hunt 35-c C1): "false" built QK-norm on in silence; strings for numbers were TypeErrors
+    ("qk_norm", "false", "qk_norm must be True or False"),
+    ("bias", "no", "bias must be True or False"),
+    ("bias", 1, "bias must be True or False"),
+    ("qk_scale", "2", "qk_scale must be a number"),
+    ("dropout", "0.1", "dropout must be a number"),
+    ("activation", ["gelu"], "activation must be a string"),
 ])
 def test_config_rejects_bad_values_naming_the_field(field, value, needle):
     with pytest.raises(ValueError, match=needle):
@@ -324,6 +331,23 @@ def test_pos_without_cache_is_an_error():
         tiny_model()(torch.zeros(1, 1, dtype=torch.long), pos=0)
 
 
+def test_cached_forward_of_ones_own_after_generate_and_cache_too_small():
+    # generate() makes the caches under inference mode; a decoding loop of one's own afterwards, under
+    # no_grad, was "Inplace update to inference tensor outside InferenceMode" (hunt 35-c C3)
+    model = tiny_model()
+    prompt = torch.randint(0, 97, (1, 6))
+    model.generate(prompt, 3)
+    model.setup_kv_cache(batch_size=1)
+    with torch.no_grad():
+        first, _ = model(prompt[:, :4], pos=0)
+        second, _ = model(prompt[:, 4:], pos=4)
+        assert (torch.cat([first, second], dim=1) - model(prompt)[0]).abs().max().item() <= 1e-5
+    # a cache shorter than the positions asked for: a ValueError that says so, not a shape mismatch inside
+    model.setup_kv_cache(batch_size=2, max_len=4)
+    with torch.no_grad(), pytest.raises(ValueError, match="do not fit the KV cache, set up for 2 of 4"):
+        model(prompt, pos=0)
+
+
 # -- generation --------------------------------------------------------------------
 
 
@@ -463,6 +487,21 @@ def test_no_cudnn_attention_turns_only_cudnn_off_and_back():
                                cuda.enable_math_sdp), before):
             enable(on)
     assert flags() == before
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    # (hunt 35-c C6) a misleading "num_samples > 1 needs a single prompt row"; the prompt back, in silence;
+    # the whole vocabulary sampled, in silence
+    (dict(num_samples=0), "num_samples must be an integer >= 1, got 0"),
+    (dict(max_new_tokens=-5), "max_new_tokens must be an integer >= 0, got -5"),
+    (dict(vocab_limit=0), "vocab_limit must be an integer >= 1, got 0"),
+    (dict(max_new_tokens=2.0), "max_new_tokens must be an integer"),
+])
+def test_generate_refuses_bad_counts(kwargs, needle):
+    model = tiny_model()
+    with pytest.raises(ValueError, match=needle):
+        model.generate(torch.zeros(1, 3, dtype=torch.long), **{"max_new_tokens": 2, **kwargs})
+    assert model.generate(torch.zeros(1, 3, dtype=torch.long), 0).shape == (1, 3)  # 0 new tokens: the prompt
 
 
 @pytest.mark.parametrize("decode_step", [None, "static"])
