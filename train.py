@@ -982,6 +982,11 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
         try:
             torch.distributed.broadcast_object_list(box, src=0)
         except RuntimeError as e:  # (gloo's timeout; DistBackendError is a RuntimeError)
+            # Rank 0's own refusal or interruption is why it stopped: a Ctrl-C or torchrun's SIGTERM reaches
+            # every rank, and the others, waiting here, leave at once, so its broadcast found them gone and
+            # it said "lost contact with another process" over "interrupted while preparing the data" (hunt 35-b B1)
+            if dist.is_main and isinstance(path, UsageError):
+                raise path from None
             # the others wait at most the process group's timeout (30 min on gloo): a larger corpus
             # ended in a traceback on each (audit, 2026-11-26)
             if dist.is_main or "timed out" not in str(e).lower():

@@ -2988,6 +2988,40 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
 
 
 @pytest.mark.slow
+def test_a_signal_to_every_rank_while_rank_0_prepares_the_data_is_said_as_an_interruption(tmp_path):
+    # Ctrl-C, or torchrun's SIGTERM (a preemption), reaches every rank: the others, waiting for rank 0's
+    # preparation, left at once, and rank 0's broadcast of its interruption found them gone: it said
+    # "lost contact with another process of this run" (hunt 35-b B1). Simulated: rank 1 is interrupted
+    # in that wait, rank 0 in its preparation a moment later.
+    text = write_corpus(tmp_path / "text", docs=6, words=100)
+    wrapper = tmp_path / "interrupted.py"
+    wrapper.write_text(f"""import os, runpy, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+import torch.distributed as d
+import gpt.prepare as p
+if os.environ["RANK"] == "1":
+    real = d.broadcast_object_list
+    def interrupted(*args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "prepare_data":
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    d.broadcast_object_list = interrupted
+else:
+    def interrupted(*args, **kwargs):
+        time.sleep(3)  # rank 1 has left by then
+        raise KeyboardInterrupt
+    p.prepare_cached = interrupted
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=2",
+                    f"--out_dir={tmp_path / 'run'}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
+    assert said == ["train.py: error: interrupted while preparing the data: nothing was written"], proc.stderr[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
 def test_two_nodes_where_one_lacks_the_data_the_other_stops_without_a_traceback(byte_data, tmp_path):
     # One torchrun per node, as the README's multi-node command runs: the node that has the data went
     # on into DDP's first collective, where gloo raised a 20-line traceback (audit, 2026-11-26). Now
