@@ -128,7 +128,9 @@ class Metrics:
             self._file = None
             return
         if "val_loss" in record and time.monotonic() - self._drawn_at >= self.redraw_every_s:  # refresh the picture
-            self.plot_note = plot_losses(self.records(), self.path.with_name("loss.png"))
+            # through _plot_records' guard: a metrics.jsonl that cannot be read back (a directory in its
+            # place, EIO) was a traceback at an evaluation, before its checkpoint (hunt 35-d D1)
+            self.plot_note = _plot_records(self, self.path.with_name("loss.png"))
             self._drawn_at, self._drawn_all = time.monotonic(), self.plot_note is None
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
         if self._wandb is not None:

@@ -219,3 +219,16 @@ def test_a_log_that_cannot_be_read_when_a_finished_run_is_resumed_is_a_note(tmp_
     (tmp_path / "metrics.jsonl").mkdir()
     assert draw_if_stale(tmp_path) == f"loss curve not drawn: {tmp_path / 'metrics.jsonl'} cannot be read (Is a directory)"
     assert not (tmp_path / "loss.png").exists()
+
+
+def test_a_log_that_cannot_be_read_back_at_an_evaluation_is_a_note_not_a_traceback(tmp_path):
+    # the 30-s redraw at an evaluation read metrics.jsonl unguarded: replaced by a directory mid-run,
+    # it was an IsADirectoryError traceback, status 1, before that evaluation's checkpoint (hunt 35-d D1)
+    m = Metrics(tmp_path, enabled=True, redraw_every_s=0)
+    m.log({"step": 1, "loss": 2.0})
+    (tmp_path / "metrics.jsonl").unlink()  # (the run's open file goes on receiving the records)
+    (tmp_path / "metrics.jsonl").mkdir()
+    m.log({"step": 1, "val_loss": 1.5, "val_bpb": 1.0})
+    assert m.plot_note == f"loss curve not drawn: {tmp_path / 'metrics.jsonl'} cannot be read (Is a directory)"
+    assert m.failure is None and not (tmp_path / "loss.png").exists()
+    m.check()  # (nothing failed to be written)
