@@ -187,8 +187,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                           "config.json go into a directory of their own; choose another --out_dir")
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
+    run_lock = None  # (rank 0's)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
-        hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
+        run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
     if skipped and dist.is_main:
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
@@ -424,9 +425,18 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays. So
         # does a metrics.jsonl write that failed since the last save (Metrics keeps it until here), and
         # before this save: a resume from the previous checkpoint redoes the records that were lost.
-        on_rank0(dist, lambda: (metrics.check(), save_checkpoint(out_dir, step, model, state, meta,
-                                                                 keep_last=cfg.keep_last, is_best=is_best)))
+        on_rank0(dist, lambda: (reclaim_out_dir(), metrics.check(),
+                                save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
+                                                is_best=is_best)))
         saved_by_this_run = True
+
+    def reclaim_out_dir() -> None:
+        """(rank 0) out_dir moved or removed since the run started: the save made it again without a
+        word, unlocked, without config.json, the records going on in the moved file (hunt 35-d D2)."""
+        if run_lock is not None and (note := run_lock.reclaim()):
+            say_error(f"warning: {note}")
+            metrics.reopen()
+            write_config(out_dir, recorded(cfg, resume))
 
     # ---------------------------------------------------------------- loop
     stop, exit_status = StopSignal(announce=dist.is_main), 0

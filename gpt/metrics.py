@@ -109,6 +109,18 @@ class Metrics:
         self.unreadable_lines = max(self.unreadable_lines, bad)
         return records
 
+    def reopen(self) -> None:
+        """Go on appending to metrics.jsonl by its name: out_dir was made anew (RunDirLock.reclaim), and
+        the open file had gone with the old one."""
+        if self._file is None:  # (not rank 0, or a write failed: check() reports it)
+            return
+        with contextlib.suppress(OSError):
+            self._file.close()
+        try:
+            self._file = open(self.path, "a")
+        except OSError as e:
+            self._file, self.failure = None, write_failed(self.path, e)
+
     def check(self) -> None:
         """Raise the SaveError (status 3) of a write that failed, if one did."""
         if self.failure is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpt.checkpoint import checkpoint_holding, find_checkpoint, list_checkpoints
-from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, UsageError
+from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UsageError
 from gpt.files import describe_error
 
 try:
@@ -100,6 +100,35 @@ class RunDirLock:
         except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
             raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
 
+    def reclaim(self) -> str | None:
+        """None while out_dir/train.lock is still the file this run locked. Else out_dir was moved or
+        removed while the run trained (by hand, a clean-up script): lock it again, made anew, and return
+        a warning that says where the run's earlier files went. A save made it again without a word and
+        unlocked: a resume started there trained beside this run, the two pruning each other's
+        checkpoints and rewriting `latest` (hunt 35-d D2). SaveError where it holds another run now."""
+        if self._fd is None:
+            return None
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                return None
+        try:  # where the locked file is now (Linux's /proc; elsewhere it is not known)
+            now = os.readlink(f"/proc/self/fd/{self._fd}")
+        except OSError:
+            now = ""
+        moved = Path(now).parent if now.startswith("/") and not now.endswith(" (deleted)") else None
+        if moved is not None:  # the run does not live there any more (unlinked while held, as release() does)
+            with contextlib.suppress(OSError):
+                (moved / LOCK_NAME).unlink()
+        os.close(self._fd)
+        self._fd = None
+        went = (f"moved to {moved}, with this run's earlier checkpoints, metrics.jsonl and config.json" if moved
+                else "removed, with this run's earlier checkpoints")
+        if list_checkpoints(self.out_dir):  # another run's directory put in its place: not saved into
+            raise SaveError(f"{self.out_dir} was {went}, while this run trained, and holds another run's checkpoints "
+                            "now: this run does not save there, and stops")
+        self.acquire()  # (RunDirBusy where another run holds it now)
+        return f"{self.out_dir} was {went}, while this run trained: it saves on in a new {self.out_dir}"
+
     def release(self) -> None:
         if self._fd is None:
             return
@@ -145,16 +174,20 @@ def _read_holder(fd: int) -> str:
         return "its process id is not recorded yet"
 
 
-def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False) -> None:
+def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False) -> RunDirLock | None:
     """Rank 0 locks out_dir until `on_exit` closes; if it cannot, or if a run that is not `resuming`
-    finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written."""
+    finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written.
+    Returns the lock on rank 0 (for its `reclaim` before each save), None on the others."""
+    held = []
+
     def hold() -> None:
         if not resuming:
             refuse_a_checkpoint(Path(out_dir))
-        on_exit.enter_context(RunDirLock(out_dir))
+        held.append(on_exit.enter_context(RunDirLock(out_dir)))
         if not resuming:
             refuse_another_run(Path(out_dir))
     on_rank0(dist, hold)
+    return held[0] if held else None
 
 
 def refuse_a_checkpoint(out_dir: Path) -> None:

@@ -232,3 +232,44 @@ def test_a_refused_run_leaves_none_of_the_parent_directories_it_made(tmp_path):
     with RunDirLock(tmp_path / "x" / "y" / "z"):
         (tmp_path / "x" / "y" / "other.txt").write_text("not the run's")
     assert sorted(p.name for p in (tmp_path / "x" / "y").iterdir()) == ["other.txt"]  # not empty: kept
+
+
+def test_an_out_dir_moved_or_removed_while_held_is_locked_again_with_a_warning(tmp_path):
+    # a save made it again without a word and unlocked: a resume started there trained beside the run,
+    # the two pruning each other's checkpoints and rewriting `latest` (hunt 35-d D2)
+    import shutil
+
+    out, moved = tmp_path / "run", tmp_path / "run-old"
+    lock = RunDirLock(out).acquire()
+    assert lock.reclaim() is None  # still in place
+    out.rename(moved)
+    note = lock.reclaim()
+    assert note == (f"{out} was moved to {moved}, with this run's earlier checkpoints, metrics.jsonl and config.json, "
+                    f"while this run trained: it saves on in a new {out}")
+    assert not (moved / LOCK_NAME).exists()  # no run lives there any more
+    with pytest.raises(RunDirBusy):  # held again, where the run saves
+        RunDirLock(out).acquire()
+    shutil.rmtree(out)
+    assert lock.reclaim() == (f"{out} was removed, with this run's earlier checkpoints, while this run trained: it "
+                              f"saves on in a new {out}")
+    with pytest.raises(RunDirBusy):
+        RunDirLock(out).acquire()
+    lock.release()
+    assert not out.exists()  # (nothing saved in it yet)
+
+
+def test_an_out_dir_replaced_by_another_runs_directory_is_not_saved_into(tmp_path):
+    from gpt.errors import SaveError
+
+    out = tmp_path / "run"
+    lock = RunDirLock(out).acquire()
+    out.rename(tmp_path / "mine")
+    other = out / "ckpt-0000005"
+    other.mkdir(parents=True)
+    for name in ("model.safetensors", "state.pt", "meta.json"):
+        (other / name).write_text("x")
+    with pytest.raises(SaveError, match=f"{out} was moved to {tmp_path / 'mine'}, .* and holds another run's "
+                                        "checkpoints now: this run does not save there, and stops"):
+        lock.reclaim()
+    assert not (out / LOCK_NAME).exists()
+    lock.release()

@@ -3191,3 +3191,35 @@ def test_a_finished_run_resumed_with_its_budget_preset_and_another_warmup_is_tak
     assert train.main(["--config=shakespeare-cpu", "--init_from=resume", "--warmup_iters=5", f"--out_dir={out}"]) == 0
     said = capsys.readouterr()
     assert "is already finished" in said.out and "error" not in said.err, said
+
+
+def test_an_out_dir_moved_while_the_run_trains_is_made_again_locked_with_its_config(byte_data, tmp_path, monkeypatch,
+                                                                                      capsys):
+    # the next save made it again without a word, unlocked (a second run could start there), without
+    # config.json, its records going on in the moved metrics.jsonl; a resume could start there beside it (hunt 35-d D2)
+    from gpt.errors import RunDirBusy
+    from gpt.rundir import RunDirLock
+
+    out, moved, real_save = tmp_path / "run", tmp_path / "moved", train.save_checkpoint
+    busy = []
+
+    def save_then_move(out_dir, step, *args, **kwargs):
+        if step == 6:  # a second run started there now is refused
+            with pytest.raises(RunDirBusy):
+                RunDirLock(out).acquire()
+            busy.append(step)
+        path = real_save(out_dir, step, *args, **kwargs)
+        if step == 3:
+            out.rename(moved)
+        return path
+    monkeypatch.setattr(train, "save_checkpoint", save_then_move)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=9", "--eval_interval=3", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr()
+    assert f"warning: {out} was moved to {moved}, with this run's earlier checkpoints, metrics.jsonl and config.json, " \
+           f"while this run trained: it saves on in a new {out}" in said.err
+    assert busy == [6]
+    assert sorted(p.name for p in out.iterdir()) == ["best", "ckpt-0000006", "ckpt-0000009", "config.json", "latest",
+                                                     "loss.png", "metrics.jsonl"]
+    # (the records up to step 6's evaluation went on in the moved file: the move is seen at step 6's save)
+    assert [r["step"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [7, 8, 9, 9]
+    assert not (moved / "train.lock").exists() and (moved / "ckpt-0000003").is_dir()
