@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import threading
+import weakref
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterator
@@ -355,6 +356,25 @@ def _head_and_loss(model: GPT, x: torch.Tensor, targets: torch.Tensor, label_smo
     return model.head_and_loss(x, targets, label_smoothing)  # compiled by GPT.compile_regions
 
 
+# The models inside a generate_tokens call (started, not yet finished or closed). Their KV caches, decode
+# inputs, mode and prepacked weights belong to that call: a second generation on the same model, interleaved
+# (a stream held open while another call runs) or from another thread, overwrote the first's caches, and
+# one of the two went on from another sequence's keys in silence (hunt 35-c C7). Weak: a model that is
+# freed leaves; a set rather than an attribute: copy.deepcopy and torch.save of the model stay as they were.
+_GENERATING: "weakref.WeakSet[GPT]" = weakref.WeakSet()
+_GENERATING_LOCK = threading.Lock()  # makes the check and the claim one step between threads
+
+
+def _start_generating(model: GPT) -> None:
+    with _GENERATING_LOCK:
+        if model in _GENERATING:
+            raise RuntimeError(
+                "this model is generating already (a generate_tokens that has not finished, or another thread's "
+                "generate): its KV caches hold that sequence. Finish or close() the first, or generate with a "
+                "copy of the model (copy.deepcopy) or one thread at a time")
+        _GENERATING.add(model)
+
+
 class _SkipInit(torch.overrides.TorchFunctionMode):
     """Inside: torch.nn.init's functions (which modules' constructors call) leave their tensor as it is."""
 
@@ -663,13 +683,14 @@ class GPT(nn.Module):
         keep = max(1, block // 2)
         vocab = min(vocab_limit or self.config.vocab_size, self.config.vocab_size)
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
-        was_training = self.training
-        self.eval()
         # the model's current window, a copy: the caller's prompt is read once, whatever it does later
         seq = (idx[:, -block:] if idx.size(1) > block else idx).clone()
         if seq.size(0) != batch:
             seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
         seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
+        _start_generating(self)
+        was_training = self.training
+        self.eval()
         try:
             with self.cpu_bf16_packed(batch):
                 if use_cache:
@@ -724,6 +745,7 @@ class GPT(nn.Module):
                     yield self._on_host(pending, copy_ready) if to_host else pending
         finally:
             self.train(was_training)
+            _GENERATING.discard(self)
 
     @staticmethod
     def _on_host(token: torch.Tensor, copy_ready: torch.cuda.Event | None) -> torch.Tensor:

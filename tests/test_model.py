@@ -889,3 +889,31 @@ def test_save_pretrained_refuses_a_checkpoint_directory_and_keeps_its_weights(tm
     assert (ckpt.path / "model.safetensors").read_bytes() == before
     assert not (ckpt.path / "config.json").exists()
     load_model(tmp_path)  # still loads
+
+
+def test_a_second_generation_on_a_model_that_is_generating_is_refused_not_mixed_in():
+    # A stream held open while another generate ran on the same model: the second overwrote the first's KV
+    # caches, and the first went on from the other sequence's keys, in silence (hunt 35-c C7)
+    import copy
+    import threading
+
+    model = tiny_model()
+    first, second = torch.randint(0, 97, (1, 6)), torch.randint(0, 97, (1, 9))
+    alone = model.generate(first, 12, temperature=0)[0, 6:].tolist()
+    stream = model.generate_tokens(first, 12, temperature=0)
+    head = [int(next(stream)) for _ in range(3)]
+    with pytest.raises(RuntimeError, match="generating already"):
+        model.generate(second, 5, temperature=0)
+    errors = []
+    thread = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeError, model.generate, second, 2)))
+    thread.start()
+    thread.join()
+    assert len(errors) == 1  # another thread is refused too
+    assert copy.deepcopy(model).generate(second, 2).shape == (1, 11)  # a copy is free to generate
+    assert head + [int(t) for t in stream] == alone  # the first, undisturbed
+    assert model.generate(second, 2).shape == (1, 11)  # finished: free again
+    stream = model.generate_tokens(first, 12)
+    next(stream)
+    stream.close()
+    model.train()
+    assert model.generate(second, 2).shape == (1, 11) and model.training  # closed: free; its mode restored
