@@ -253,6 +253,10 @@ def load(args: argparse.Namespace, device: torch.device):
         try:
             model, ckpt = load_model(path, which, device=device)
         except FileNotFoundError as e:
+            if args.init_from and str(e).startswith("no best checkpoint"):  # its way on is --out_dir's, --ckpt=PATH,
+                # which --init_from refuses (hunt 35-a A2)
+                raise UsageError(str(e).replace("choose --ckpt=latest or a checkpoint, e.g. --ckpt=",
+                                                "leave out --ckpt=best, or sample a checkpoint, e.g. --init_from=")) from None
             if not str(e).startswith("no complete checkpoint"):
                 raise  # e.g. a LoRA checkpoint's base model is gone: its own message
             if args.init_from or args.ckpt in ("latest", "best"):  # a run whose checkpoints all lost a file: said,
@@ -271,11 +275,16 @@ def load(args: argparse.Namespace, device: torch.device):
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={shlex.quote(args.out_dir)}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
         except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
-            if not e.path.parent.name.startswith(CKPT_PREFIX):
-                raise  # not a file of the checkpoint itself (e.g. a LoRA run's base model)
-            run = e.path.parent.parent
-            others = [p for p in list_checkpoints(run) if p != e.path.parent]
-            hint = f"choose another with --ckpt, e.g. --ckpt={shlex.quote(str(others[-1]))}" if others else f"no other checkpoint in {run}"
+            own = e.path.parent
+            if not own.name.startswith(CKPT_PREFIX) or path.resolve() not in (own.resolve(), own.parent.resolve()):
+                # not a file of the checkpoint asked for: a LoRA run's base checkpoint, whose run's other
+                # checkpoints were offered, other weights without the adapters (hunt 35-a A2)
+                raise
+            run = own.parent
+            others = [p for p in list_checkpoints(run) if p != own]
+            # as --init_from takes it beside it: --ckpt=PATH is refused there (hunt 35-a A2)
+            option = "--init_from" if args.init_from else "--ckpt"
+            hint = f"choose another with {option}, e.g. {option}={shlex.quote(str(others[-1]))}" if others else f"no other checkpoint in {run}"
             raise UsageError(f"{e}; {hint}") from None
         if which == "latest" and ckpt.path.parent == path:  # a newer one that lost a file: said, not passed over
             for _, why in incomplete_checkpoints(path, newer_than=ckpt.path):  # in silence (hunt, session 27)

@@ -605,6 +605,35 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
             f"name the run ({tmp_path / 'run'}) or leave out --ckpt=best\n"), err
 
 
+def test_the_way_on_from_an_unreadable_or_missing_checkpoint_is_one_the_command_takes(capsys, tmp_path):
+    # With --init_from, a damaged newest checkpoint and a run without `best` were answered "--ckpt=PATH",
+    # which beside --init_from is refused; a LoRA run's damaged base offered its base run's other
+    # checkpoints, another model without the adapters (hunt 35-a A2)
+    from gpt.checkpoint import lora_base
+    from gpt.lora import LoRAConfig, apply_lora
+
+    model = GPT(GPTConfig(**TINY))
+    meta = {"model_config": model.config.to_dict(), "tokenizer": "byte", "config": {}, "vocab_size": 257}
+    for step in 3, 7:
+        save_checkpoint(tmp_path / "run", step, model, state={}, meta=meta, keep_last=2)
+    older = tmp_path / "run" / "ckpt-0000003"
+    rc, out, err = cli(capsys, f"--init_from={tmp_path / 'run'}", "--ckpt=best", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 1 and err.count("\n") == 1 and err.endswith(
+        f"leave out --ckpt=best, or sample a checkpoint, e.g. --init_from={tmp_path / 'run' / 'ckpt-0000007'}\n"), err
+    lora = apply_lora(GPT(GPTConfig(**TINY)), LoRAConfig(rank=2))
+    save_checkpoint(tmp_path / "lora", 2, lora, state={}, meta={**meta, "lora": {
+        **lora_base(str(tmp_path / "run")), "config": LoRAConfig(rank=2).to_dict()}})
+    (tmp_path / "run" / "ckpt-0000007" / "meta.json").write_text("{")  # the LoRA run's base
+    rc, out, err = cli(capsys, f"--out_dir={tmp_path / 'lora'}", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 1 and err.startswith(f"sample.py: error: {tmp_path / 'run' / 'ckpt-0000007' / 'meta.json'}: ") \
+        and "--ckpt" not in err and str(older) not in err, err
+    (tmp_path / "run" / "ckpt-0000007" / "model.safetensors").write_bytes(b"torn")
+    rc, out, err = cli(capsys, f"--init_from={tmp_path / 'run'}", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 1 and err.endswith(f"; choose another with --init_from, e.g. --init_from={older}\n"), err
+    rc, out, err = cli(capsys, f"--init_from={older}", "--max_new_tokens=1", "--device=cpu")  # as told
+    assert rc == 0, err
+
+
 def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, out, err = cli(capsys)
