@@ -76,7 +76,7 @@ from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, L
                         first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
                         world_size)
 from gpt.files import describe_error
-from gpt.data import DataChanged, ShardError, TrainBatches, ValBatches
+from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT, GPTConfig
@@ -272,7 +272,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     no_val_targets = data.supervised and not val_batches.holds_targets()
     if no_val_targets and cfg.eval_only:
         raise DataRefused(f"the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
-                          "token: there is nothing to evaluate; prepare with a larger --val_fraction")
+                          f"token: there is nothing to evaluate; {LARGER_VAL_SPLIT}")
 
     # ---------------------------------------------------------------- optimizer, resume
     optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
@@ -403,8 +403,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if no_val_targets:
             print(f"warning: the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
                   "token (instruction data counts only those): evaluations measure nothing, so no validation loss "
-                  "is logged and no `best` checkpoint is kept; prepare with a larger --val_fraction, or shorter "
-                  "records", file=sys.stderr)
+                  f"is logged and no `best` checkpoint is kept; shorten the records, or {LARGER_VAL_SPLIT}",
+                  file=sys.stderr)
         for note in metrics.notes:
             print("note:", note)
 

@@ -42,6 +42,12 @@ from gpt.shards import (  # noqa: F401  (re-exported: gpt.data is the one import
 
 STATE_VERSION = 1
 
+# The way to a larger validation split. --val_fraction is data/prepare.py's option, not train.py's, which
+# prepares raw text (--data=notes.txt, the fine-tuning route) with the default: "prepare with a larger
+# --val_fraction" alone sent users to an option train.py refuses as unknown (hunt 35-a A3)
+LARGER_VAL_SPLIT = ("prepare with a larger --val_fraction (data/prepare.py's option: for raw text, "
+                    "data/prepare.py --input TEXT --val_fraction F --out_dir DIR, then train.py --data=DIR)")
+
 
 class DataChanged(ShardError):
     """A saved loader state from other data than the directory holds now (it was prepared again)."""
@@ -275,7 +281,7 @@ class ValBatches:
             total = self._windows.total
             raise ShardError(self._windows.data_dir.path, f"the {split} split has {total} window{'s' * (total != 1)} "
                              f"of {block_size + 1} tokens, fewer than one batch of {batch_size}; use a smaller batch "
-                             "or block size, or prepare with a larger --val_fraction")
+                             f"or block size, or {LARGER_VAL_SPLIT}")
         count = n * batch_size
         self._all = (np.arange(count, dtype=np.int64) * self._windows.total // count).reshape(n, batch_size)
         self._ids = self._all[rank::world_size]

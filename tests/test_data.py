@@ -559,8 +559,12 @@ def test_val_batches_are_fixed_spread_and_split_between_ranks(tmp_path):
 
 def test_val_split_too_small_for_a_batch(tmp_path):
     counting_dir(tmp_path, [100], split="val")
-    with pytest.raises(ValueError, match="larger --val_fraction"):
+    with pytest.raises(ValueError, match="larger --val_fraction") as refused:
         ValBatches(tmp_path, 8, 31)
+    # --val_fraction is data/prepare.py's: train.py --data=notes.txt refuses it as unknown (hunt 35-a A3)
+    assert str(refused.value).endswith("or prepare with a larger --val_fraction (data/prepare.py's option: for raw "
+                                       "text, data/prepare.py --input TEXT --val_fraction F --out_dir DIR, then "
+                                       "train.py --data=DIR)")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -612,7 +612,8 @@ def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_
     assert train.main([*run, "--eval_only=true", "--init_from=resume"]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"train.py: error: the validation windows ({val.windows} of 64 tokens) hold no answer token: there is "
-        "nothing to evaluate; prepare with a larger --val_fraction")
+        "nothing to evaluate; prepare with a larger --val_fraction (data/prepare.py's option: for raw text, "
+        "data/prepare.py --input TEXT --val_fraction F --out_dir DIR, then train.py --data=DIR)")
 
 
 def test_make_pairs_asks_only_about_speeches_of_real_speakers_and_lines_of_verse(make_pairs, tmp_path):
