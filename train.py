@@ -397,9 +397,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         none, seen = train_batches.without_targets() if data.supervised else (0, 0)
         if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
             print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
-                  "longer than the window) and train nothing: shorten the records"
-                  + (" (a resumed run keeps its --block_size)" if resume else
-                     ", or raise --block_size up to the model's context"), file=sys.stderr)
+                  "longer than the window) and train nothing: shorten the records" + (
+                      " (a resumed run keeps its --block_size)" if resume else ", or raise --block_size"
+                      if cfg.init_from == "scratch" else  # (the pretrained context: no --block_size goes past it,
+                      # and one already at it was told to rise "up to the model's context": hunt 35-a A4)
+                      f", or raise --block_size up to the model's context of {model.config.block_size}"
+                      if block_size < model.config.block_size else
+                      f" (the window is the model's whole context of {block_size} already)"), file=sys.stderr)
         if no_val_targets:
             print(f"warning: the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
                   "token (instruction data counts only those): evaluations measure nothing, so no validation loss "

@@ -537,10 +537,21 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     assert train.main([*run, "--max_iters=1"]) == 0
     warning = (f"warning: {none:,} of {seen:,} training windows of 32 tokens hold no answer token (records longer than "
                "the window) and train nothing: shorten the records")
-    assert f"{warning}, or raise --block_size up to the model's context\n" in capsys.readouterr().err
+    assert f"{warning}, or raise --block_size\n" in capsys.readouterr().err
     # resumed, the window cannot change: the advice is only what can (review, 2026-11-26)
     assert train.main([*run, "--max_iters=2", "--init_from=resume"]) == 0
     assert f"{warning} (a resumed run keeps its --block_size)\n" in capsys.readouterr().err
+    # from pretrained weights the window goes up to their context, and one at it already cannot rise: it was
+    # told to "raise --block_size up to the model's context" all the same (hunt 35-a A4)
+    tuned = [f"--data={data}", "--batch_size=2", "--eval_iters=1", "--compile=false", "--device=cpu", "--max_iters=1",
+             f"--init_from={tmp_path / 'run'}"]
+    assert train.main([*tuned, f"--out_dir={tmp_path / 'at'}"]) == 0
+    assert f"{warning} (the window is the model's whole context of 32 already)\n" in capsys.readouterr().err
+    assert train.main([*tuned, "--block_size=16", f"--out_dir={tmp_path / 'below'}"]) == 0
+    none, seen = TrainBatches(data, 2, 16).without_targets()
+    assert (f"warning: {none:,} of {seen:,} training windows of 16 tokens hold no answer token (records longer than "
+            "the window) and train nothing: shorten the records, or raise --block_size up to the model's context of "
+            "32\n") in capsys.readouterr().err
 
 
 def test_a_step_without_an_answer_token_logs_no_loss(tmp_path):
