@@ -975,8 +975,8 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
             # such file or directory" (hunt, session 24)
             hint = "" if Path(data).suffix else (f" (python data/prepare.py ... --out_dir {data}; a preset's data: "
                                                     "its file in configs/ gives the command)")
-            if resuming:  # (a moved data directory resumes where it is now: gpt.config.data_moved)
-                hint += "; a run's prepared data that was moved resumes with --data=<where it is now>"
+            if resuming:  # (moved data resumes where it is now, raw text too: gpt.config.data_moved)
+                hint += "; a run's data that was moved resumes with --data=<where it is now>"
             raise PrepareError(f"--data={data}: no such file or directory; give text (a file, a folder, a glob) "
                                f"or a directory that data/prepare.py made{hint}")
         return prepare_cached([data], tokenizer=tokenizer, cache_root=cache_root)

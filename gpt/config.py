@@ -575,11 +575,13 @@ def saved_config(saved: dict) -> dict:
 
 
 def data_moved(saved: str, typed: str) -> bool:
-    """Whether a resume's --data names the run's prepared data where it was moved to: the saved path
-    is gone, and the typed one is a prepared directory. The loader's state then checks that it holds
-    the same tokens (their count, windows and sha256: `TrainBatches.load_state_dict`); a moved
-    directory could not be resumed at all (hunt 30-c F7)."""
-    return saved != "shakespeare" and not Path(saved).exists() and (Path(typed) / "meta.json").is_file()
+    """Whether a resume's --data names the run's data where it was moved to: the saved path is gone,
+    and the typed one is there. The loader's state then checks that it holds the same tokens (their
+    count, windows and sha256: `TrainBatches.load_state_dict`), and raw text first that it is the text
+    the run prepared (train.py: its cache's name is the hash of its contents); a moved directory could
+    not be resumed at all (hunt 30-c F7). Raw text too: moved, or given by a relative path from another
+    directory, its path now was refused as "different data", the way on a new run (hunt 35-a A5)."""
+    return saved != "shakespeare" and not Path(saved).exists() and Path(typed).exists()
 
 
 def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_config: dict | None = None,

@@ -998,7 +998,7 @@ def test_a_run_whose_prepared_data_was_moved_resumes_on_it_where_it_is_now(byte_
     moved = data.rename(tmp_path / "moved")
     capsys.readouterr()
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 1  # the way on, said
-    assert capsys.readouterr().err.rstrip().endswith("; a run's prepared data that was moved resumes with "
+    assert capsys.readouterr().err.rstrip().endswith("; a run's data that was moved resumes with "
                                                      "--data=<where it is now>")
     assert train.main(["--init_from=resume", f"--data={moved}", "--max_iters=4", f"--out_dir={out}"]) == 0
     assert (f"note: the run's data was {data}, which is gone; resuming on --data={moved}, checked to hold the same "
@@ -2238,6 +2238,34 @@ def test_a_resume_from_another_directory_of_a_run_on_relative_raw_text_says_the_
     err = capsys.readouterr().err.splitlines()[-1]
     assert (f" (--data=. is read from the current directory, {tmp_path / 'elsewhere'}: "
             "if the run was started in another one, resume from there); ") in err, err
+
+
+def test_a_run_on_raw_text_moved_or_given_relative_resumes_on_it_where_it_is_now(tmp_path, capsys, monkeypatch):
+    # Only prepared data could be resumed where it was moved: raw text (the fine-tuning route,
+    # --data=notes.txt), moved or named by a relative path from another directory, was refused as
+    # "different data" with a new run as the way on (hunt 35-a A5). Other text is still refused.
+    write_corpus(tmp_path / "text", docs=6, words=120)
+    (tmp_path / "elsewhere").mkdir()
+    common = [*TINY, "--eval_interval=2", "--data_cache=" + str(tmp_path / "cache")]
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["--data=text", *common, "--max_iters=4", f"--out_dir={tmp_path / 'whole'}"]) == 0
+    assert train.main(["--data=text", *common, "--max_iters=2", f"--out_dir={tmp_path / 'run'}"]) == 0
+    monkeypatch.chdir(tmp_path / "elsewhere")  # ./text is not here
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith("a run's data that was moved resumes with --data=<where it is now>")
+    assert train.main(["--init_from=resume", f"--data={tmp_path / 'text'}", "--max_iters=4",
+                       f"--out_dir={tmp_path / 'run'}"]) == 0
+    assert (f"note: the run's data was text, which is gone; resuming on --data={tmp_path / 'text'}, checked to hold "
+            "the same tokens") in capsys.readouterr().out
+    assert losses(tmp_path / "run") == losses(tmp_path / "whole")
+    write_corpus(tmp_path / "other", docs=6, words=120, seed=1)
+    resume_on_other = ["--init_from=resume", f"--data={tmp_path / 'other'}", "--max_iters=6", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main(resume_on_other) == 1
+    assert "data: checkpoint" in capsys.readouterr().err  # (where the run's text still is)
+    (tmp_path / "text").rename(tmp_path / "gone")
+    assert train.main(resume_on_other) == 1
+    assert f"--data={tmp_path / 'other'} changed since the checkpoint" in capsys.readouterr().err
 
 
 def test_a_copy_of_a_run_resumed_where_it_is_writes_there_not_in_the_saved_out_dir(byte_data, tmp_path, monkeypatch):
