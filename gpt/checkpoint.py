@@ -313,6 +313,11 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
             except OSError:
                 continue  # (gone already, or the directory is read-only now: left for the next prune)
             shutil.rmtree(doomed, ignore_errors=True)
+            if _is_complete(doomed):  # nothing of it could be removed (made read-only to keep it, another user's
+                # in a shared run directory): it stays a checkpoint. It was left as a `.tmp-pruned-*` that never
+                # loads, called "left by a save that was interrupted" at each start (hunt 35-d D3)
+                with contextlib.suppress(OSError):
+                    os.replace(doomed, p)
 
 
 def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:

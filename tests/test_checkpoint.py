@@ -930,3 +930,28 @@ def test_a_hugging_face_directory_with_a_unigram_tokenizer_is_refused(tmp_path):
     with pytest.raises(UnreadableFile, match=r"tokenizer\.json: a tokenizer other than OpenAI's GPT-2 BPE "
                                              r"\(a Unigram model of 50,257 pieces\)"):
         refuse_another_hf_tokenizer(tmp_path)
+
+
+def test_a_checkpoint_that_pruning_cannot_remove_stays_a_checkpoint(tmp_path, monkeypatch):
+    # made read-only to keep it (or another user's, in a shared run directory): the rename succeeded and the
+    # removal did not, and it stayed as a `.tmp-pruned-*` leftover that never loads (hunt 35-d D3)
+    import gpt.checkpoint
+
+    model = make_model()
+    for step in (1, 2):
+        save(tmp_path, step, model)
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, ignore_errors=False, **kwargs):  # what a directory without write permission allows: nothing
+        if Path(path).name.startswith(".tmp-pruned-ckpt-0000001"):
+            if not ignore_errors:
+                raise PermissionError(errno.EACCES, "Permission denied", str(Path(path) / "meta.json"))
+            return
+        real_rmtree(path, ignore_errors=ignore_errors, **kwargs)
+    monkeypatch.setattr(gpt.checkpoint.shutil, "rmtree", rmtree)
+    save(tmp_path, 3, model)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001", "ckpt-0000002", "ckpt-0000003"]
+    assert not list(tmp_path.glob(".tmp-*")) and clean_leftovers(tmp_path) == []
+    monkeypatch.undo()
+    save(tmp_path, 4, model)  # removable again: pruned as usual
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000004"]
