@@ -165,7 +165,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
 
 def latest_note(out_dir: str | Path, still: bool = True) -> str:
     """What really is on disk, for messages about checkpoints."""
-    latest = _pointer(Path(out_dir), "latest")
+    # without a readable `latest` (a first save killed before writing it, checkpoints copied without it), the
+    # newest complete one, which a resume and sample.py take: "no checkpoint has been saved" was said of a
+    # run directory holding them (hunt 35-d D4)
+    latest = _pointer(Path(out_dir), "latest") or next(reversed(list_checkpoints(out_dir)), None)
     if latest is None:
         return f"no checkpoint has been saved in {out_dir}"
     # (a stranded earlier save by the name everything takes it by, not its .tmp-old- one: review 33)

@@ -90,6 +90,26 @@ def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".tmp-*")) and [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000001"]
 
 
+def test_a_failed_save_names_the_newest_checkpoint_where_latest_is_missing(tmp_path, monkeypatch):
+    # a first save killed before its `latest` pointer, or checkpoints copied without it: resume and sample.py
+    # take the newest complete one, and a failed save said "no checkpoint has been saved in" (hunt 35-d D4)
+    model = make_model()
+    for step in (1, 2):
+        save(tmp_path, step, model)
+    (tmp_path / "latest").unlink()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr("safetensors.torch.save_file", full)
+    with pytest.raises(SaveError, match=re.escape(f"saving checkpoint ckpt-0000003 in {tmp_path} failed: No space left "
+                                                  f"on device; the latest checkpoint is still {tmp_path / 'ckpt-0000002'}")):
+        save(tmp_path, 3, model)
+    shutil.rmtree(tmp_path / "ckpt-0000001")
+    shutil.rmtree(tmp_path / "ckpt-0000002")
+    with pytest.raises(SaveError, match=f"; no checkpoint has been saved in {re.escape(str(tmp_path))}$"):
+        save(tmp_path, 3, model)
+
+
 @pytest.mark.parametrize("where", ["weights' copies", "weights file", "state file"])
 def test_running_out_of_memory_while_saving_is_a_save_error_that_leaves_the_previous_checkpoint(tmp_path, monkeypatch,
                                                                                                 where):
