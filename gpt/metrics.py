@@ -176,7 +176,9 @@ def draw_if_stale(out_dir: Path) -> str | None:
     last checkpoint, before its closing plot, is resumed as finished: hunt 31-c F3); returns a note
     when the plot was skipped, as Metrics.close() does."""
     log, png = out_dir / "metrics.jsonl", out_dir / "loss.png"
-    if not log.exists() or png.exists() and png.stat().st_mtime_ns >= log.stat().st_mtime_ns:
+    # (a picture dated in the future, a clock set back since or files copied from a machine ahead of this one,
+    # is not known to be newer than the log: it was kept stale for good, hunt 35-d D5)
+    if not log.exists() or png.exists() and log.stat().st_mtime_ns <= png.stat().st_mtime_ns <= time.time_ns():
         return None
     return _plot_records(Metrics(out_dir, enabled=False), png)
 

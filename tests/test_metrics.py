@@ -190,6 +190,20 @@ def test_a_log_that_cannot_be_read_at_the_close_draws_nothing_and_says_so(tmp_pa
     assert not (tmp_path / "loss.png").exists()
 
 
+def test_a_loss_png_dated_in_the_future_is_drawn_again_for_a_finished_run(tmp_path):
+    import os
+    import time
+
+    # its mtime, ahead of the log's (a clock set back, files copied from a machine ahead), made a picture that
+    # lacks the last records count as newer than the log, for good (hunt 35-d D5)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "val_loss": 1.5, "val_bpb": 1.0}\n')
+    png = tmp_path / "loss.png"
+    png.write_bytes(b"stale")
+    os.utime(png, ns=(png.stat().st_atime_ns, time.time_ns() + 3600 * 10**9))
+    assert draw_if_stale(tmp_path) is None and png.read_bytes() != b"stale"
+    assert draw_if_stale(tmp_path) is None  # (drawn just now: not again)
+
+
 def test_a_line_of_bytes_that_are_not_utf8_is_skipped_as_a_torn_one(tmp_path, capsys):
     # it was a UnicodeDecodeError traceback at a resume (review 33b Q3)
     (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 4.0}\n\xff\xfe junk\n{"step": 2, "loss": 3.0}\n')
