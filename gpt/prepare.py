@@ -630,6 +630,9 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_builds(real)
+        # what out_dir is now (nothing, or data this function made: checked above, or put back just now), to
+        # look again before replacing it (hunt 35-d D6)
+        ours = not real.exists() or _made_by_prepare(real)
         building, old = _build_name(real, "tmp"), _build_name(real, "old")
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir()
@@ -638,6 +641,12 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                              shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
             write_meta(building, meta)  # last: a directory with meta.json is complete
+            # made or written to since it was checked (a training run's --out_dir, a user's files): it was
+            # replaced whole, without a word (hunt 35-d D6)
+            if ours and real.exists() and not _made_by_prepare(real):
+                raise PrepareError(f"{out} was made or written to by something else while the data was prepared, and "
+                                   "is not a data directory made by data/prepare.py now: nothing was replaced or "
+                                   "written; choose another --out_dir, or remove that one")
             if real.exists():
                 real.rename(old)
             building.rename(real)

@@ -1020,6 +1020,30 @@ def test_refuses_to_replace_a_directory_it_did_not_make(tmp_path):
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
 
 
+
+def test_a_directory_made_in_the_out_dir_while_preparing_is_not_replaced(tmp_path, monkeypatch):
+    # out_dir was checked at the start only: what came there during the preparation (a training run started
+    # with that --out_dir, a user's files) was moved aside and removed with the old data (hunt 35-d D6)
+    write_docs(tmp_path / "in", 3)
+    out, real_tokenize = tmp_path / "out", prep._tokenize
+
+    def tokenize_while_a_run_starts_there(*args, **kwargs):
+        meta = real_tokenize(*args, **kwargs)
+        out.mkdir()
+        (out / "train.lock").write_text("{}")
+        (out / "ckpt-0000100").mkdir()
+        return meta
+    monkeypatch.setattr(prep, "_tokenize", tokenize_while_a_run_starts_there)
+    with pytest.raises(PrepareError, match=f"^{re.escape(str(out))} was made or written to by something else while "
+                                           "the data was prepared, .*nothing was replaced or written"):
+        run_prepare([tmp_path / "in"], out)
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000100", "train.lock"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the build removed
+    monkeypatch.undo()
+    (out / "train.lock").unlink()
+    (out / "ckpt-0000100").rmdir()
+    assert (run_prepare([tmp_path / "in"], out) / "meta.json").is_file()  # an empty directory is still taken
+
 def cli(*args, env=None):
     start = time.perf_counter()
     r = subprocess.run([sys.executable, str(ROOT / "data" / "prepare.py"), *args], capture_output=True, text=True,
