@@ -448,6 +448,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
     signals_at_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
+    # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
+    # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7)
+    on_exit.callback(progress.close)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
     # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)

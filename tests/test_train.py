@@ -1843,6 +1843,21 @@ def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_noth
     assert mark.read_text() == f"{lora.resolve()}\n"
 
 
+def test_an_error_that_stops_the_loop_is_a_line_of_its_own_after_the_progress_bar(byte_data, tmp_path):
+    # the bar (stdout) was left open, and main's one line (stderr) went onto its end: on a terminal
+    # " 50%|█████     | 10/20 [...]train.py: error: saving checkpoint ... failed: File too large" (hunt 35-d D7)
+    import resource
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.RLIM_INFINITY))  # a checkpoint's file is larger
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--max_iters=4",
+                           "--eval_interval=2", f"--out_dir={tmp_path / 'run'}"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300, preexec_fn=small_files)
+    assert proc.returncode == 3, proc.stdout[-2000:]
+    assert re.search(r"(^|\n)train\.py: error: saving checkpoint ckpt-0000002 in .* failed: File too large; no "
+                     r"checkpoint has been saved in ", proc.stdout), proc.stdout[-2000:]
+
+
 def test_a_run_that_stops_on_an_error_still_draws_its_loss_plot(byte_data, tmp_path, monkeypatch, capsys):
     # Evaluations draw loss.png 30 s apart at most, and only the loop's normal end drew it otherwise:
     # a run whose save failed (status 3) left no picture, or a resumed run's stale one (review, session 25)
