@@ -279,6 +279,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                cfg.optimizer, cfg.muon_learning_rate)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
     step, tokens_seen, best_val, bad_total, bad_in_a_row = 0, 0, math.inf, 0, 0
+    reseeded_note = None
     if resume:
         state = resume.state()
         load_state_under_these_settings(optimizer, state["optimizer"])
@@ -292,10 +293,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                               f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
-        elif dist.is_main and not cfg.eval_only:  # (validation is the same set of windows whatever the number of processes)
-            print(f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} instead of "
-                  f"{len(state['rng'])}: "
-                  "random streams are reseeded, so dropout differs from an uninterrupted run")
+        elif dist.is_main and not cfg.eval_only and (cfg.dropout or cfg.lora_dropout):
+            # (validation is the same set of windows whatever the number of processes). Dropout is all that
+            # draws from these streams in training (the loader and --sample_tokens have their own): without
+            # it the run continues bit for bit, which the note denied, also of a finished run (hunt 35-b B2)
+            reseeded_note = (f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
+                             f"instead of {len(state['rng'])}: random streams are reseeded, so dropout differs from "
+                             "an uninterrupted run")
         saved = resume.meta["config"]
         changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
         if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
@@ -321,6 +325,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
                 print("note:", plot_note)
         return 0
+    if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
+        print(reseeded_note)
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
     # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,
     # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its

@@ -789,7 +789,28 @@ sys.exit(train.main(sys.argv[1:]))
     assert f'File "{ROOT / "train.py"}"' not in proc.stderr  # no traceback of ours (torchrun prints its own report)
     assert open_checkpoint(out).meta["step"] == 4
     assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0  # on, in one process
-    assert "note: resumed with 1 process instead of 2: random streams are reseeded" in capsys.readouterr().out
+    assert "random streams are reseeded" not in capsys.readouterr().out  # no dropout: nothing differs (hunt 35-b B2)
+
+
+@pytest.mark.parametrize("dropout", ["0.1", "0.0"])
+def test_the_note_on_a_resume_with_another_process_count_is_said_where_dropout_differs(byte_data, tmp_path, capsys,
+                                                                                        dropout):
+    # Dropout is all that draws from the random streams a checkpoint saves per process: without it a
+    # resume with another process count continues bit for bit, and "dropout differs" was said anyway,
+    # also of a finished run that trains nothing (hunt 35-b B2). Two saved streams stand in for 2 processes.
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, f"--dropout={dropout}", "--max_iters=4", "--eval_interval=2",
+                       f"--out_dir={out}"]) == 0
+    for ckpt in out.glob("ckpt-*"):
+        state = torch.load(ckpt / "state.pt", weights_only=True)
+        state["rng"] = state["rng"] * 2
+        torch.save(state, ckpt / "state.pt")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0  # finished: nothing is reseeded
+    assert "random streams are reseeded" not in capsys.readouterr().out
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
+    said = "note: resumed with 1 process instead of 2: random streams are reseeded" in capsys.readouterr().out
+    assert said == (dropout != "0.0")
 
 
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
