@@ -52,7 +52,17 @@ def init_distributed(device: str = "auto") -> Dist:
         return Dist()
     import torch.distributed as dist
 
-    dist_info = Dist(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))
+    # A WORLD_SIZE without the rest of torchrun's environment (`WORLD_SIZE=2 python train.py`, a job
+    # script's export) was a KeyError traceback, or torch's ValueError one for MASTER_ADDR (hunt 35-b B4)
+    launcher = {k: os.environ.get(k, "").strip() for k in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    missing = [k for k, v in launcher.items() if not v]
+    bad = [f"{k}={v!r}" for k, v in launcher.items() if k != "MASTER_ADDR" and v and not v.isdigit()]
+    if missing or bad:
+        raise UsageError(f"WORLD_SIZE={os.environ['WORLD_SIZE'].strip()} in the environment, but "
+                         + (f"no {', '.join(missing)}" if missing else ", ".join(bad) + " is no number")
+                         + ": torchrun sets them all; start the processes with torchrun, or unset WORLD_SIZE to train "
+                           "in one process")
+    dist_info = Dist(int(launcher["RANK"]), int(launcher["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))
     wants_cuda = device == "auto" or device.startswith("cuda")
     backend = "nccl" if wants_cuda and torch.cuda.is_available() else "gloo"
     if backend == "nccl":

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from gpt.errors import UsageError
 from gpt.runtime import (Dist, StepChecks, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device,
                          pick_dtype, rng_state, seed_everything, set_rng_state, steps_in_budget)
 
@@ -40,6 +41,26 @@ def test_plain_python_is_a_world_of_one(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     d = init_distributed()
     assert (d.rank, d.world_size, d.is_main, d.enabled) == (0, 1, True, False)
+
+
+@pytest.mark.parametrize("env, said", [
+    ({}, "no RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT"),
+    ({"RANK": "0", "LOCAL_RANK": "0"}, "no MASTER_ADDR, MASTER_PORT"),
+    ({"RANK": "x", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, "RANK='x' is no number"),
+])
+def test_a_world_size_without_the_rest_of_torchruns_environment_is_one_line(monkeypatch, env, said):
+    # `WORLD_SIZE=2 python train.py`: a KeyError traceback ('RANK'), or torch's ValueError one for
+    # MASTER_ADDR (hunt 35-b B4); the process group is not joined
+    for key in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(UsageError) as e:
+        init_distributed("cpu")
+    assert str(e.value) == (f"WORLD_SIZE=2 in the environment, but {said}: torchrun sets them all; start the "
+                            "processes with torchrun, or unset WORLD_SIZE to train in one process")
+    assert not torch.distributed.is_initialized()
 
 
 def test_rng_state_round_trips_every_stream_through_weights_only_torch_load(tmp_path):
