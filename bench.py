@@ -1372,7 +1372,7 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    from gpt.errors import CheckedStdout, OneLineParser, UsageError, sigterm_raises
+    from gpt.errors import CheckedStdout, OneLineParser, UsageError, first_of_its_machine, sigterm_raises, under_torchrun
 
     # (its subcommands' parsers are of its class too)
     parser = OneLineParser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1396,6 +1396,11 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e, UsageError):
             raise SystemExit(f"bench.py: error: {e}") from None
         raise
+    if under_torchrun():  # (hunt 35-b B8: each process's rows ran in a run directory of its own, and every
+        # rank but the first, which alone writes, met a traceback reading its empty one's checkpoint)
+        sys.stdout = stdout
+        raise SystemExit("bench.py: error: bench.py runs in one process: start it with python, not torchrun (its rows "
+                         "time one process; each of torchrun's would run them all)" if first_of_its_machine() else 1)
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)

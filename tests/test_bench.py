@@ -76,6 +76,20 @@ def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, mes
     assert e.value.code == f"bench.py {command}: error: {message}" and capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("local_rank", ["0", "1"])
+def test_torchrun_is_refused_in_one_line_by_each_machines_first_process(monkeypatch, capsys, local_rank):
+    # `torchrun --nproc_per_node=2 bench.py train ...`: each process ran the rows in a run directory of its
+    # own, and rank 1 met a FileNotFoundError traceback reading its empty one's `latest` (hunt 35-b B8)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", local_rank)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    with pytest.raises(SystemExit) as e:
+        bench.main(["train", "--steps=1", "--warmup=0"])
+    assert e.value.code == ("bench.py: error: bench.py runs in one process: start it with python, not torchrun (its "
+                            "rows time one process; each of torchrun's would run them all)" if local_rank == "0" else 1)
+    assert capsys.readouterr().out == ""
+
+
 def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(monkeypatch, tmp_path):
     # --mb 1e12 wrote copies until the disk was full; a write that failed was an OSError traceback (hunt 32-c F8)
     import errno
