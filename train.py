@@ -79,7 +79,7 @@ from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics, draw_if_stale
-from gpt.model import GPT, GPTConfig
+from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
@@ -152,6 +152,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             parsed, typed = cfg, command_line_keys(argv)
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
             preset_note = preset_not_applied(parsed, cfg, user_keys - typed)
+        elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
+            # the weights to start from, read as the checkpoint to resume is: a node without them said so
+            # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
+            pretrained_tokenizer(cfg.init_from)
         use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
     except UsageError as e:
         if not torchrun:

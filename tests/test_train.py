@@ -3024,6 +3024,33 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("lacking", ["0", "1"])
+def test_torchrun_where_a_node_lacks_the_weights_to_start_from_stops_in_one_line(byte_data, tmp_path, lacking):
+    # --init_from=<a run> one node lacks: that node said so, the other prepared the data, then said
+    # "lost contact with another process": two lines (hunt 35-b B3). It is read before the processes
+    # meet, as the checkpoint to resume is. The lacking rank runs in a directory of its own.
+    nodes = {"0": tmp_path / "node0", "1": tmp_path / "node1"}
+    for node in nodes.values():
+        node.mkdir()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2",
+                       f"--out_dir={nodes['1' if lacking == '0' else '0'] / 'base'}"]) == 0
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(nodes["1"])!r} if os.environ["RANK"] == "1" else {str(nodes["0"])!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={byte_data}", *TINY, "--init_from=base", "--max_iters=4", "--out_dir=run")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
+    missing = "train.py: error: 'base' is neither a directory nor one of gpt2, gpt2-medium, gpt2-large, gpt2-xl, resume or scratch"
+    assert said == ([missing] if lacking == "0" else
+                    [f"{missing} (on {socket.gethostname()}, rank 1; rank 0 read it: every node needs the same files)"]
+                    ), proc.stderr[-3000:]
+    assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
+
+
+@pytest.mark.slow
 def test_ranks_that_wait_past_the_process_group_timeout_for_rank_0_s_preparation_say_what_to_do(tmp_path):
     # Rank 0 prepares raw --data while the others wait in a collective, at most the process group's
     # timeout (30 min on gloo): a larger corpus ended in a traceback on each of them (audit,
