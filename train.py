@@ -74,7 +74,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
                         first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
-                        world_size)
+                        under_torchrun, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     started = time.monotonic() if started is None else started
     if any(a in ("-h", "--help") for a in argv):
-        print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
+        # under torchrun by rank 0, once, as a bad option is: every process printed it (hunt 35-b B5)
+        if not under_torchrun() or os.environ.get("RANK", "0") == "0":
+            print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
     saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
     try:

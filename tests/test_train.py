@@ -813,6 +813,19 @@ def test_the_note_on_a_resume_with_another_process_count_is_said_where_dropout_d
     assert said == (dropout != "0.0")
 
 
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_help_under_torchrun_is_printed_once_by_rank_0(monkeypatch, capsys, rank):
+    # `torchrun --nproc_per_node=8 train.py --help` printed the whole help 8 times, interleaved (hunt 35-b B5);
+    # a bad option was said by rank 0 alone already
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("LOCAL_RANK", rank)
+    assert train.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert ("options (defaults are the CPU Shakespeare recipe)" in out) == (rank == "0")
+    assert out == "" or rank == "0"
+
+
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
     # A checkpoint that is not there, and a signal to the job before training, were said once a
     # process, two lines sometimes run together into one (hunt, session 26)
