@@ -224,8 +224,8 @@ def check_args(args: argparse.Namespace) -> None:
 def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
-    from gpt.checkpoint import (CKPT_PREFIX, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints, load_base_model,
-                                load_model, refuse_another_hf_tokenizer, weights_dir)
+    from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
+                                load_base_model, load_model, refuse_another_hf_tokenizer, weights_dir)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
@@ -253,10 +253,10 @@ def load(args: argparse.Namespace, device: torch.device):
         try:
             model, ckpt = load_model(path, which, device=device)
         except FileNotFoundError as e:
-            if args.init_from and str(e).startswith("no best checkpoint"):  # its way on is --out_dir's, --ckpt=PATH,
+            if args.init_from and isinstance(e, NoBestCheckpoint):  # its own way on is --out_dir's, --ckpt=PATH,
                 # which --init_from refuses (hunt 35-a A2)
-                raise UsageError(str(e).replace("choose --ckpt=latest or a checkpoint, e.g. --ckpt=",
-                                                "leave out --ckpt=best, or sample a checkpoint, e.g. --init_from=")) from None
+                raise UsageError(f"no best checkpoint in {e.path}: {e.why}; leave out --ckpt=best, or sample a "
+                                 f"checkpoint, e.g. --init_from={shlex.quote(str(e.newest))}") from None
             if not str(e).startswith("no complete checkpoint"):
                 raise  # e.g. a LoRA checkpoint's base model is gone: its own message
             if args.init_from or args.ckpt in ("latest", "best"):  # a run whose checkpoints all lost a file: said,

@@ -60,6 +60,15 @@ class NoCheckpoint(MissingFile):
     """No complete checkpoint where one was asked for."""
 
 
+class NoBestCheckpoint(NoCheckpoint):
+    """`best` asked of a run that has none (`why`), with its newest complete checkpoint: the way on,
+    which each caller words as its own options take it (sample.py's --init_from refuses --ckpt=PATH)."""
+
+    def __init__(self, message: str, *, path: Path | None = None, why: str = "", newest: Path | None = None):
+        super().__init__(message)
+        self.path, self.why, self.newest = path, why, newest
+
+
 def _fsync_file(path: Path) -> None:
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
@@ -495,8 +504,8 @@ def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
             # hunt 29-c; step 0's evaluation saves no checkpoint)
             why = ("no checkpoint was saved with an evaluation (none ran at a save yet, or each ran out of memory "
                    "or was not finite)")
-        raise NoCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "
-                           f"e.g. --ckpt={shlex.quote(str(ckpts[-1]))}")
+        raise NoBestCheckpoint(f"no best checkpoint in {path}: {why}; choose --ckpt=latest or a checkpoint, "
+                               f"e.g. --ckpt={shlex.quote(str(ckpts[-1]))}", path=path, why=why, newest=ckpts[-1])
     return ckpts[-1]  # a `latest` pointer missing or stale: the newest complete checkpoint
 
 

@@ -796,6 +796,20 @@ def test_best_without_a_best_checkpoint_is_refused_not_replaced_by_the_newest(tm
         find_checkpoint(tmp_path, "best")
 
 
+def test_no_best_checkpoint_carries_its_reason_and_way_on_for_callers_to_word(tmp_path):
+    # sample.py words the way on as --init_from takes it: from these fields, where it rewrote this
+    # function's message by string replacement (review 35 R2)
+    from gpt.checkpoint import NoBestCheckpoint
+
+    save(tmp_path, 5, make_model())
+    with pytest.raises(NoBestCheckpoint) as caught:
+        find_checkpoint(tmp_path, "best")
+    e = caught.value
+    assert (e.path, e.newest) == (tmp_path, tmp_path / "ckpt-0000005") and e.why.startswith("no checkpoint was saved")
+    assert str(e).startswith(f"no best checkpoint in {tmp_path}: {e.why}; choose --ckpt=latest")
+    assert str(pickle.loads(pickle.dumps(e))) == str(e)  # (errors cross torchrun's processes pickled)
+
+
 def test_resume_names_a_checkpoint_directory_that_lost_a_file_instead_of_passing_it_over(tmp_path):
     model = make_model()
     save(tmp_path, 3, model)
