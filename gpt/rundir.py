@@ -44,6 +44,7 @@ class RunDirLock:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / LOCK_NAME
         self._fd: int | None = None
+        self._dir_stat: os.stat_result | None = None  # out_dir as it was locked: moved or removed since, or not
         self._made_dir = False
         self._made_parents: list[Path] = []
 
@@ -88,6 +89,8 @@ class RunDirLock:
         except OSError:  # a full disk: the record only names us to a refused run, the lock holds without it
             pass  # (a refused run then reads no pid; release() removes the file as usual)
         self._fd = fd
+        with contextlib.suppress(OSError):
+            self._dir_stat = os.stat(self.out_dir)
         return self
 
     def _open(self) -> int:
@@ -111,6 +114,15 @@ class RunDirLock:
         with contextlib.suppress(OSError):
             if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
                 return None
+        with contextlib.suppress(OSError):
+            if self._dir_stat is not None and os.path.samestat(self._dir_stat, os.stat(self.out_dir)):
+                # out_dir is where it was, and only its lock file went (removed by hand as "stale", a clean-up
+                # of *.lock): lock it again. It was taken for a removed out_dir holding another run's
+                # checkpoints, its own, and the run stopped at its next save (review 35 R3)
+                os.close(self._fd)
+                self._fd = None
+                self.acquire()  # (RunDirBusy where another run took the directory meanwhile)
+                return f"{self.path} was removed while this run trained: locked again"
         try:  # where the locked file is now (Linux's /proc; elsewhere it is not known)
             now = os.readlink(f"/proc/self/fd/{self._fd}")
         except OSError:

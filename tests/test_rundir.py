@@ -273,3 +273,23 @@ def test_an_out_dir_replaced_by_another_runs_directory_is_not_saved_into(tmp_pat
         lock.reclaim()
     assert not (out / LOCK_NAME).exists()
     lock.release()
+
+
+def test_a_lock_file_removed_from_an_out_dir_in_place_is_locked_again_not_taken_for_another_run(tmp_path):
+    # Only train.lock removed (by hand, as stale): the directory, with the run's own checkpoints, is where
+    # it was. It was said to be "removed ... and holds another run's checkpoints", and the run stopped at
+    # its next save with status 3 (review 35 R3)
+    from gpt.checkpoint import save_checkpoint
+    from gpt.model import GPT, GPTConfig
+
+    out = tmp_path / "run"
+    lock = RunDirLock(out).acquire()
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    save_checkpoint(out, 2, model, {}, {"model_config": model.config.to_dict()}, keep_last=2)
+    (out / LOCK_NAME).unlink()
+    assert lock.reclaim() == f"{out / LOCK_NAME} was removed while this run trained: locked again"
+    with pytest.raises(RunDirBusy):  # held again
+        RunDirLock(out).acquire()
+    assert lock.reclaim() is None
+    lock.release()
+    assert not (out / LOCK_NAME).exists() and (out / "ckpt-0000002").is_dir()
