@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 import threading
 import weakref
 from dataclasses import asdict, dataclass, fields
@@ -661,7 +662,7 @@ class GPT(nn.Module):
         # back and vocab_limit=0 sampled the whole vocabulary, without a word: hunt 35-c C6)
         for name, value, least in (("max_new_tokens", max_new_tokens, 0), ("num_samples", num_samples, 1),
                                    ("vocab_limit", 1 if vocab_limit is None else vocab_limit, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:  # (numpy's too)
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
         if num_samples > 1 and idx.size(0) != 1:
             raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "

@@ -5,6 +5,8 @@ Shared by `GPT.generate`, sample.py and training-time samples, so every path sam
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from gpt.errors import ConfigError, NonFiniteLogits
@@ -23,9 +25,11 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     # Types first: a string was "'<=' not supported between ...", and top_k 2.5 or True passed, to fail in
     # torch.topk at the first token (hunt 35-c C4)
     for name, value in (("temperature", temperature), ("top_p", top_p), ("repetition_penalty", repetition_penalty)):
-        if not (value is None and name == "top_p") and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        # (numbers.Real: numpy's scalars too, np.float32(0.8) say, which worked before and were refused as
+        # "must be a number": review 35 R5)
+        if not (value is None and name == "top_p") and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
             raise ConfigError(f"{name} must be a number, got {value!r}")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)):
+    if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool)):
         raise ConfigError(f"top_k must be an integer (or None to disable), got {top_k!r}")
     if not 0 <= temperature < float("inf"):  # also catches NaN; inf would make every logit tie at 0
         raise ConfigError(f"temperature must be >= 0 (0 = greedy) and finite, got {temperature}")

@@ -504,6 +504,24 @@ def test_generate_refuses_bad_counts(kwargs, needle):
     assert model.generate(torch.zeros(1, 3, dtype=torch.long), 0).shape == (1, 3)  # 0 new tokens: the prompt
 
 
+def test_generate_takes_numpy_scalars_as_it_did():
+    # numpy's ints and floats (a count or temperature computed with numpy) worked, and the type checks of
+    # hunt 35-c C4/C6 refused them: "temperature must be a number, got np.float32(0.8)" (review 35 R5)
+    import numpy as np
+
+    model = tiny_model()
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    torch.manual_seed(0)
+    want = model.generate(prompt, 4, temperature=0.8, top_k=5, top_p=0.9, num_samples=2, vocab_limit=40)
+    torch.manual_seed(0)
+    got = model.generate(prompt, np.int64(4), temperature=np.float32(0.8), top_k=np.int64(5), top_p=np.float64(0.9),
+                         num_samples=np.int32(2), vocab_limit=np.int64(40))
+    assert torch.equal(got, want)
+    for kwargs in (dict(top_k=np.float64(2.5)), dict(num_samples=np.bool_(True)), dict(temperature=np.bool_(True))):
+        with pytest.raises(ValueError, match="must be"):  # other types stay refused
+            model.generate(prompt, 2, **kwargs)
+
+
 @pytest.mark.parametrize("decode_step", [None, "static"])
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_non_finite_logits_raise_instead_of_sampling_garbage(decode_step, use_cache):
