@@ -202,8 +202,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", best_note)
     if resume and dist.is_main and not cfg.eval_only and cfg.data != resume.meta["config"].get("data", cfg.data):
         # (gpt.config.data_moved; --eval_only loads no loader state, and checks nothing)
-        print(f"note: the run's data was {resume.meta['config']['data']}, which is gone; resuming on --data={cfg.data}, "
-              "checked to hold the same tokens")
+        was = resume.meta["config"]["data"]  # (a relative path is not gone: it is not here, review 35 R6)
+        where = "which is gone" if Path(was).is_absolute() else f"which is not found from {Path.cwd()}"
+        print(f"note: the run's data was {was}, {where}; resuming on --data={cfg.data}, checked to hold the same tokens")
     if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")

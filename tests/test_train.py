@@ -2305,7 +2305,8 @@ def test_a_run_on_raw_text_moved_or_given_relative_resumes_on_it_where_it_is_now
     assert capsys.readouterr().err.rstrip().endswith("a run's data that was moved resumes with --data=<where it is now>")
     assert train.main(["--init_from=resume", f"--data={tmp_path / 'text'}", "--max_iters=4",
                        f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert (f"note: the run's data was text, which is gone; resuming on --data={tmp_path / 'text'}, checked to hold "
+    assert (f"note: the run's data was text, which is not found from {tmp_path / 'elsewhere'}; resuming on "
+            f"--data={tmp_path / 'text'}, checked to hold "
             "the same tokens") in capsys.readouterr().out
     assert losses(tmp_path / "run") == losses(tmp_path / "whole")
     write_corpus(tmp_path / "other", docs=6, words=120, seed=1)
