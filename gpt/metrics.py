@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import write_failed
+from gpt.errors import UsageError
 
 # Drawing loss.png takes ~0.23 s on one core (a 2-core VM, ~700 records or 60 alike): at each of the
 # GPU default's 15 evaluations of a 90 s run (one every ~3.5 s on an H100) that was ~3.5 s of its
@@ -68,15 +69,29 @@ class Metrics:
         if wandb_project:
             try:
                 import wandb
-                self._wandb = wandb.init(project=wandb_project, config=config, dir=str(out_dir))
             except ImportError:
                 self.notes.append("wandb_project is set but wandb is not installed (pip install wandb): not logging there")
+            else:
+                # wandb.init raises its own errors (no API key: UsageError; no network: CommError after its
+                # 90 s init_timeout): they were tracebacks, status 1, before the first step (hunt 35-e E1).
+                # Kept as self.failure, raised on every rank through train.py's on_rank0 (check()).
+                try:
+                    self._wandb = wandb.init(project=wandb_project, config=config, dir=str(out_dir))
+                except Exception as e:
+                    self.failure = self.failure or UsageError(
+                        f"--wandb_project={wandb_project}: wandb could not start a run ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())}); log in (wandb login, or WANDB_API_KEY), run without the "
+                        "network with WANDB_MODE=offline, or leave --wandb_project out")
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-                self._tb = SummaryWriter(str(out_dir / "tb"))
             except ImportError:
                 self.notes.append("tensorboard is set but not installed (pip install tensorboard): not logging there")
+            else:
+                try:
+                    self._tb = SummaryWriter(str(out_dir / "tb"))
+                except OSError as e:  # (out_dir/tb unwritable: a traceback before, as wandb's errors: hunt 35-e E1)
+                    self.failure = self.failure or write_failed(out_dir / "tb", e)
 
     def records(self) -> list[dict]:
         """The records of metrics.jsonl. A line that is not a JSON record with a step, or whose values

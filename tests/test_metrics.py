@@ -179,6 +179,43 @@ def test_wandb_and_tensorboard_get_the_numbers_at_their_step(tmp_path, monkeypat
     assert sent == [("wandb", {"loss": 1.5}, 3), ("tb", "loss", 1.5, 3)]
 
 
+def test_a_wandb_that_cannot_start_a_run_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    # wandb installed without an API key raised its UsageError out of Metrics, and without the network its
+    # CommError after 90 s: tracebacks before the first step (hunt 35-e E1). Now a UsageError (status 1)
+    # that check() raises, which train.py raises on every rank through on_rank0.
+    import sys
+    import types
+
+    import pytest
+
+    from gpt.errors import UsageError
+
+    class CommError(Exception):
+        pass
+
+    def init(**kwargs):
+        raise CommError("Timed out while retrying:\n no such host")
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    metrics = Metrics(tmp_path, enabled=True, wandb_project="proj")
+    with pytest.raises(UsageError) as e:
+        metrics.check()
+    message = str(e.value)
+    assert "\n" not in message and "--wandb_project=proj" in message and "CommError" in message
+    assert "WANDB_MODE=offline" in message
+    metrics.close()
+
+    class Writer:
+        def __init__(self, logdir):
+            raise PermissionError(13, "Permission denied", logdir)
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
+    metrics = Metrics(tmp_path / "tb-run", enabled=True, tensorboard=True)
+    with pytest.raises(UsageError, match="Permission denied"):
+        metrics.check()
+    metrics.close()
+
+
 def test_a_log_that_cannot_be_read_at_the_close_draws_nothing_and_says_so(tmp_path):
     # it returned None, which train.py reads as "loss curve: loss.png", of a plot not drawn (review 33b Q2)
     metrics = Metrics(tmp_path, enabled=True)
