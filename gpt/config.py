@@ -145,7 +145,9 @@ class TrainConfig:
             errors.append(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.learning_rate > 0:
             errors.append(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.min_lr > self.learning_rate:
+        # (only where a schedule decays to it: noam and constant have no floor, and refuse a typed --min_lr,
+        # so the default 4e-4 made every noam or constant run below that rate impossible: hunt 35-e E2)
+        if self.lr_schedule in ("cosine", "wsd") and self.min_lr > self.learning_rate:
             errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate})")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")

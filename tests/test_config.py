@@ -307,6 +307,19 @@ def test_an_option_typed_where_it_has_no_effect_is_refused(argv, error):
         check_options_apply(cfg, command_line_keys(argv))
 
 
+@pytest.mark.parametrize("schedule", ["noam", "constant"])
+def test_a_schedule_without_a_floor_runs_below_the_default_min_lr(schedule):
+    # min_lr > learning_rate was refused whatever the schedule, and --min_lr is refused with noam and constant,
+    # so the default 4e-4 made every noam or constant run below 4e-4 impossible (hunt 35-e E2)
+    argv = [f"--lr_schedule={schedule}", "--learning_rate=1e-4"]
+    cfg, _ = parse_args(argv)
+    check_options_apply(cfg, command_line_keys(argv))
+    assert (cfg.lr_schedule, cfg.learning_rate, cfg.min_lr) == (schedule, 1e-4, 4e-4)
+    for decaying in ("cosine", "wsd"):  # where the rate decays to min_lr, it is still refused
+        with pytest.raises(ConfigError, match=re.escape("min_lr (0.0004) must not exceed learning_rate (0.0001)")):
+            parse_args([f"--lr_schedule={decaying}", "--learning_rate=1e-4"])
+
+
 def test_options_typed_where_they_apply_and_a_presets_values_are_not_refused(tmp_path):
     for argv in (["--lr_schedule=wsd", "--decay_fraction=0.5", "--min_lr=1e-5"], ["--init_from=gpt2", "--lora_rank=4", "--lora_alpha=8"],
                  ["--optimizer=muon", "--muon_learning_rate=0.02"]):
