@@ -874,8 +874,12 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     lr = (f"the learning rate on its schedule to step {shorter.lr_decay_iters:,}" if shorter.lr_decay_iters
           else "the learning rate decaying from here" if shorter.decay_fraction != cfg.decay_fraction
           else "the learning rate's schedule with it")
+    # (the evaluations' time too: a cut made by evaluations slower than the step-0 one the plan timed, such as
+    # --sample_tokens' samples, blamed the steps alone, at the speed the plan had: "steps take 3 ms since the count
+    # was fixed: stopping at step 320 instead of 815", hunt 35-e E5)
+    evals = f"; its evaluations take {eval_s:.3g} s (the median)" if eval_s is not None else ""
     say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
-        f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run)")
+        f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run){evals}")
     return shorter
 
 

@@ -402,6 +402,25 @@ def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
     assert 898 <= look(58.0).max_iters <= 900  # projected 110 s
 
 
+def test_a_cut_says_what_the_evaluations_take_beside_the_steps():
+    # a cut made by evaluations slower than the step-0 one the plan timed (--sample_tokens' samples) was said
+    # as "steps take 3 ms since the count was fixed", the plan's own speed, with no word of them (hunt 35-e E5)
+    from gpt.config import TrainConfig
+    from gpt.runtime import Dist
+
+    said = []
+    cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
+    shorter = train.shorten_to_budget(cfg, time.monotonic() - 60.0, 500, 0.05, 4.0, 1, Dist(),
+                                      train.BUDGET_RESERVE_S["cpu"], said.append)
+    assert shorter.max_iters < 1000 and len(said) == 1
+    assert said[0].startswith("time budget 100 s: steps take 50 ms since the count was fixed: stopping at step ")
+    assert said[0].endswith("repeats this run); its evaluations take 4 s (the median)")
+    said.clear()
+    train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, None, 1, Dist(), train.BUDGET_RESERVE_S["cpu"],
+                            said.append)  # (none timed yet: a run resumed during its warmup)
+    assert said[0].endswith("repeats this run)")
+
+
 def test_a_budget_keeps_more_for_the_end_of_a_run_on_a_gpu():
     # the plot and the interpreter's exit: 1.9 s on the 2-core VM; on an H100 the start and exit
     # alone took 2.3-2.9 s beyond the run's account (issue 9's sixth GPU session)
