@@ -302,7 +302,20 @@ class CheckedStdout:
         self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
-        return len(text) if self.failed else self._guarded(self._stream.write, text)
+        if self.failed:
+            return len(text)
+        try:
+            return self._guarded(self._stream.write, text)
+        except UnicodeEncodeError:
+            # A stdout whose encoding lacks a character of the line (PYTHONIOENCODING=ascii or latin-1, a
+            # Latin-1 locale: an --out_dir "run é"; any strict encoding, PYTHONIOENCODING=utf-8 too: a file
+            # name that is not UTF-8, held as surrogates) was a traceback after the shards were written, or
+            # before the run's first step (hunt 35-f F1). Such characters are written as Python writes them
+            # on stderr, \xe9 / \udcff; the rest of the line is unchanged. (The text encodes as a whole before
+            # any of it is written, so nothing is written twice.)
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+            return self._guarded(self._stream.write, text)
 
     def flush(self) -> None:
         if not self.failed:

@@ -55,6 +55,34 @@ def test_a_log_whose_stdout_fails_says_so_once_and_the_work_goes_on(capsys):
     assert out.write("step 1\n") == 7 and out.exit_status(0) == 0 and capsys.readouterr().err == ""
 
 
+def test_a_log_line_its_stdout_cannot_encode_is_written_escaped_not_a_traceback(tmp_path):
+    # PYTHONIOENCODING=ascii and an --out_dir "d é", or a file name that is not UTF-8 (surrogates) on a
+    # strict UTF-8 stdout: a UnicodeEncodeError traceback after the shards were written (hunt 35-f F1)
+    import io
+    import os
+    import subprocess
+
+    from gpt.errors import CheckedStdout
+
+    for encoding, text, shown in [("ascii", "wrote d \xe9\n", "wrote d \\xe9\n"),
+                                  ("utf-8", "wrote o\udcff\n", "wrote o\\udcff\n")]:
+        raw = io.BytesIO()
+        stream = io.TextIOWrapper(raw, encoding=encoding, errors="strict", newline="\n")
+        out = CheckedStdout(stream, "train.py")
+        out.write(text)
+        out.write("next\n")
+        out.flush()
+        assert raw.getvalue().decode(encoding) == shown + "next\n" and out.exit_status(0) == 0
+    # the script end to end: status 0, the shards written, the line said
+    (tmp_path / "in.txt").write_text("Caf\u00e9 na\u00efve\n" * 200, encoding="utf-8")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "data", "prepare.py"), "--input", "in.txt",
+                           "--tokenizer", "byte", "--out_dir", "d \u00e9"], cwd=tmp_path, capture_output=True,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode("ascii", "replace")
+    assert done.stdout.startswith(b"wrote d \\xe9 in ") and (tmp_path / "d \u00e9" / "meta.json").is_file()
+
+
 def test_a_product_whose_stdout_fails_stops_at_once():
     import errno
 
