@@ -36,8 +36,8 @@ class NotDurable(OSError):
     (hunt 33-a F3)."""
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` (UTF-8) all at once. On an OSError (a full disk, a size limit, a
+def write_text_atomic(path: Path, text: str | bytes) -> None:
+    """Replace `path` with `text` (UTF-8; bytes as they are) all at once. On an OSError (a full disk, a size limit, a
     permission) the temp file is removed and `path` is as it was, but on NotDurable."""
     path = Path(path)
     if path.is_dir():  # ("", ".", "/": with_name's ValueError was a traceback, hunt 32-c F5; "..": EBUSY)
@@ -51,7 +51,7 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise OSError(errno.EEXIST, "not a regular file (a device, a pipe or a socket), not replaced", str(path))
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with (open(tmp, "wb") if isinstance(text, bytes) else open(tmp, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

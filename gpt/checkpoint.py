@@ -125,10 +125,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         # removed their base: audit, 2026-11-26), also those of a stranded earlier save it replaces
         # (`_stranded`: a LoRA run may have started from it; hunt 30-c F10)
         copies = (final, *out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"))
-        pinned = [r for c in copies if (c / LORA_BASE_MARK).is_file() for r in (c / LORA_BASE_MARK).read_text().splitlines()]
+        pinned = [r for c in copies if (c / LORA_BASE_MARK).is_file() for r in lora_runs(c / LORA_BASE_MARK)]
         kept = [LORA_BASE_MARK] if pinned else []
         if pinned:
-            (tmp / LORA_BASE_MARK).write_text("".join(f"{r}\n" for r in dict.fromkeys(pinned)))
+            (tmp / LORA_BASE_MARK).write_bytes(lora_runs_file(dict.fromkeys(pinned)))
         for f in (WEIGHTS, STATE, META, *kept):
             _fsync_file(tmp / f)
         fsync_dir(tmp)
@@ -373,6 +373,20 @@ def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
     return f"{what}, and that training's best checkpoint is gone: `best` is removed until its next best evaluation"
 
 
+def lora_runs(mark: Path) -> list[str]:
+    """The LoRA runs a base checkpoint's LORA_BASE_MARK lists: their directories' names as the file
+    system has them (bytes), one a line, whatever the locale. As text in the locale's encoding (read)
+    and UTF-8 (written), a Latin-1 locale wrote "lora é" as mojibake that grew at each rewrite and never
+    matched the run again (listed anew at each resume; not taken back when the run saved nothing), and
+    a name that is not UTF-8 (surrogates) was a UnicodeEncodeError traceback (hunt 35-f F2)."""
+    return [os.fsdecode(line) for line in mark.read_bytes().splitlines()]
+
+
+def lora_runs_file(runs) -> bytes:
+    """LORA_BASE_MARK's content for `runs` (see lora_runs)."""
+    return b"".join(os.fsencode(run) + b"\n" for run in runs)
+
+
 def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     """Keep checkpoint `base` from its own run's pruning, since the LoRA run in `lora_out_dir` loads
     its adapters onto those weights: a file in it lists such runs, one per line (deleting the file
@@ -382,9 +396,9 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
         with _lora_marks_locked(base):
-            runs = mark.read_text().splitlines() if mark.exists() else []
+            runs = lora_runs(mark) if mark.exists() else []
             if run not in runs:
-                write_text_atomic(mark, "".join(f"{r}\n" for r in [*runs, run]))
+                write_text_atomic(mark, lora_runs_file([*runs, run]))
     except OSError as e:
         return (f"could not mark {base} as the base of this LoRA run ({describe_error(e)}); if its run prunes "
                 "it, these adapters will not load: keep a copy of it")
@@ -398,10 +412,10 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
         with _lora_marks_locked(base):
-            runs = mark.read_text().splitlines()
+            runs = lora_runs(mark)
             if run in runs:
                 rest = [r for r in runs if r != run]
-                write_text_atomic(mark, "".join(f"{r}\n" for r in rest)) if rest else mark.unlink()
+                write_text_atomic(mark, lora_runs_file(rest)) if rest else mark.unlink()
     except OSError:
         pass
 

@@ -583,6 +583,32 @@ def test_a_step_saved_again_keeps_the_lora_runs_that_pin_it(tmp_path):
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000005", "ckpt-0000006"]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="file names as bytes")
+def test_the_lora_runs_list_holds_the_runs_names_as_the_file_system_has_them(tmp_path):
+    # Read in the locale's encoding and written in UTF-8, a Latin-1 locale turned "lora \u00e9" into mojibake
+    # that grew at each rewrite and never matched the run again; a name that is not UTF-8 was a
+    # UnicodeEncodeError traceback at a LoRA run's start (hunt 35-f F2)
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base, unmark_lora_base
+
+    base = save(tmp_path, 3, make_model())
+    odd, plain = tmp_path / os.fsdecode(b"lora \xff"), tmp_path / "lora \u00e9"
+    assert mark_lora_base(base, odd) is None and mark_lora_base(base, plain) is None
+    assert mark_lora_base(base, odd) is None  # listed once
+    lines = [os.fsencode(str(odd.resolve())) + b"\n", os.fsencode(str(plain.resolve())) + b"\n"]
+    assert (base / LORA_BASE_MARK).read_bytes() == b"".join(lines)
+    assert save(tmp_path, 3, make_model(1)) == base and (base / LORA_BASE_MARK).read_bytes() == b"".join(lines)
+    unmark_lora_base(base, odd)
+    assert (base / LORA_BASE_MARK).read_bytes() == lines[1]
+    # an ASCII locale (LC_ALL=C, UTF-8 mode off) reads the same list, and takes its run off it
+    code = ("import sys; from pathlib import Path; from gpt.checkpoint import mark_lora_base, unmark_lora_base; "
+            "b, r = Path(sys.argv[1]), Path(sys.argv[2]); assert mark_lora_base(b, r) is None; unmark_lora_base(b, r)")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code, str(base), str(plain)], cwd=root, capture_output=True,
+                          env={**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert not (base / LORA_BASE_MARK).exists()
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="flock")
 def test_lora_runs_started_together_are_all_kept_on_their_bases_list(tmp_path, monkeypatch):
     # Each read the list and wrote it back with its own line: started together, the later write dropped
