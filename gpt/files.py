@@ -6,6 +6,7 @@ code from it: torch files are read with weights_only=True.
 from __future__ import annotations
 
 import errno
+import os
 import pickle
 import re
 import struct
@@ -46,11 +47,20 @@ def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """A safetensors file's tensors, or UnreadableFile (truncated, corrupt)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load, load_file
 
     try:
-        with open(path, "rb"):  # safetensors says "No such file or directory" for any failed open (a
-            pass  # permission, an I/O error, too many open files): the real reason first (hunt 33-a F6)
+        with open(path, "rb") as f:  # safetensors says "No such file or directory" for any failed open (a
+            # permission, an I/O error, too many open files): the real reason first (hunt 33-a F6)
+            try:
+                os.fsencode(path).decode("utf-8")
+            except UnicodeDecodeError:
+                # safetensors takes only UTF-8 file names: a run directory whose name is in another encoding
+                # (made under a Latin-1 locale, copied from another system) saved its checkpoints, which
+                # were then "truncated or corrupt safetensors file (Path ... is not valid UTF-8)" to every
+                # resume and to sample.py (hunt 35-f F3). Read through the open file instead (the file's
+                # size in memory again while its tensors are made, for such a name only).
+                return load(f.read())
         return load_file(str(path))
     except OSError as e:
         raise UnreadableFile(path, e.strerror or describe_error(e), damaged=False) from None

@@ -220,6 +220,25 @@ def test_weights_that_cannot_be_opened_or_mapped_say_why_and_are_not_damaged(tmp
     assert not e.value.damaged
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="file names as bytes")
+def test_a_checkpoint_in_a_directory_named_in_another_encoding_loads(tmp_path):
+    # safetensors takes only UTF-8 file names: a run directory named in Latin-1 saved its checkpoints, and
+    # each resume and sample.py then called them "truncated or corrupt" (hunt 35-f F3)
+    from gpt.errors import UnreadableFile
+    from gpt.files import read_safetensors
+
+    run = tmp_path / os.fsdecode(b"run \xfd")
+    model = make_model(3)
+    ckpt = save(run, 1, model)
+    loaded, _ = load_model(ckpt, device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # a truncated file is still said to be one
+    with pytest.raises(UnreadableFile, match="truncated or corrupt safetensors file") as e:
+        read_safetensors(weights)
+    assert e.value.damaged
+
+
 def test_a_save_that_cannot_fit_is_refused_before_writing(tmp_path, monkeypatch):
     import gpt.checkpoint as C
 
