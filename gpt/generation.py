@@ -335,7 +335,8 @@ class CompiledDecodeStep:
             if stream is not None:  # a capture that failed midway may leave its private stream current
                 torch.cuda.set_stream(stream)
             what = "torch.compile of the decode step" if calls == 1 else f"the compiled decode step (call {calls})"
-            warnings.warn(f"{what} failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
+            why = " ".join(str(e).split())[:300]  # one line (hunt 35-f F4: see gpt/runtime.maybe_compile)
+            warnings.warn(f"{what} failed ({type(e).__name__}: {why}); continuing in eager mode")
             self.failed = True
             return self.model.decode_token(idx, pos, noise, seen, **sampling)
 

@@ -213,7 +213,10 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
                               "says why)")
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
-        warnings.warn(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); continuing in eager mode")
+        # (one line: inductor's errors end in lines of advice, which made the warning four lines; an
+        # unwritable TORCHINDUCTOR_CACHE_DIR: hunt 35-f F4)
+        why = " ".join(str(e).split())[:300]
+        warnings.warn(f"torch.compile failed ({type(e).__name__}: {why}); continuing in eager mode")
         model.compiled_regions = None
         return model, wrapped, False
     finally:

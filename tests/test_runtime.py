@@ -341,6 +341,30 @@ def test_a_failed_compile_runs_eager_with_the_one_wrapper_it_built(monkeypatch):
     assert len(built) == 1 and train_model is built[0] and built[0].module is model
 
 
+def test_a_failed_compile_is_said_in_one_line(monkeypatch):
+    # inductor's errors end in lines of advice: TORCHINDUCTOR_CACHE_DIR read-only made the warning four
+    # lines, the advice about TORCHDYNAMO_VERBOSE among them (hunt 35-f F4)
+    import warnings
+
+    from gpt.model import GPT, GPTConfig
+    from gpt.runtime import maybe_compile
+
+    class Uncompilable(torch.nn.Module):
+        def forward(self, *args):
+            raise RuntimeError("OSError: [Errno 30] Read-only file system: '/cache/hq'\n\n"
+                               "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace\n")
+
+    monkeypatch.setattr(torch, "compile", lambda module, **options: Uncompilable())
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).train()
+    x, y = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        maybe_compile(model, "true", torch.device("cpu"), (x, y), torch.float32, wrap=lambda m: m)
+    said = [str(w.message) for w in caught if "torch.compile failed" in str(w.message)]
+    assert said == ["torch.compile failed (RuntimeError: OSError: [Errno 30] Read-only file system: '/cache/hq' Set "
+                    "TORCHDYNAMO_VERBOSE=1 for the internal stack trace); continuing in eager mode"]
+
+
 def test_fp8_head_changes_the_logits_arithmetic_yet_stays_close_to_full_precision():
     # The same weights and batch three ways: full precision, the blocks in float8 (--fp8), and the
     # head too (--fp8_head). The head's float8 must show in the loss (else it did not run), and
