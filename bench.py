@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -987,7 +988,8 @@ def bench_train(args: argparse.Namespace) -> None:
         its config as it ran (a --config's settings applied), with its model's vocab_size."""
         torch._dynamo.reset()
         with tempfile.TemporaryDirectory() as out:
-            print(f"train {what}: python train.py {' '.join(argv)}", flush=True)
+            # (quoted for a shell: `--data=my data` read as a command that is not the one run: hunt 35-f F5)
+            print(f"train {what}: python train.py {shlex.join(argv)}", flush=True)
             status = train.main([*argv, f"--out_dir={out}"])
             unmark_removed_lora_run(Path(out))  # (a LoRA row on a run's checkpoint pinned it: removed below)
             if status in (130, 143):  # its checkpoint for a resume was in a directory removed here
@@ -1314,7 +1316,7 @@ def bench_quality(args: argparse.Namespace) -> None:
             for name in names:
                 out = f"{tmp}/{name}-{round_index}"
                 budget = ["--max_iters=0", f"--time_budget={args.time_budget:g}"]
-                print(f"{name}: python train.py {' '.join([*QUALITY_RECIPES[name], *args.overrides, *budget])}",
+                print(f"{name}: python train.py {shlex.join([*QUALITY_RECIPES[name], *args.overrides, *budget])}",
                       flush=True)
                 seconds = run(name, out, *budget)
                 records = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]

@@ -364,6 +364,20 @@ def test_a_gpu_stage_at_its_limit_stops_the_commands_children_too(tmp_path):
     assert "exit status 124 (124: interrupted at the stage's limit)" in proc.stdout and "failed=124" in proc.stdout
 
 
+def test_a_rows_command_is_quoted_for_a_shell(tmp_path, capsys):
+    # `--data=my data` printed bare: the line read as a command, with another --data (hunt 35-f F5)
+    import shlex
+
+    from gpt.prepare import prepare
+
+    data = prepare(source="input", inputs=[str(tiny_byte_data(tmp_path).parent / "text")], tokenizer="byte",
+                   out_dir=tmp_path / "my data \u00e9", num_proc=1, quiet=True)
+    argv = [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4"]
+    bench.main(["train", "--steps=1", "--warmup=1", "--", *argv])
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("train auto auto: python train.py "))
+    assert shlex.split(line.split(": ", 1)[1])[2:3] == [f"--data={data}"], line
+
+
 def test_train_times_each_flag_as_a_row_beside_the_first(tmp_path, capsys, monkeypatch):
     # The rows' machinery (issue 9's --deterministic, --read_every_step, and any --with flag), on
     # a tiny CPU model; the figures are only checked to be there and consistent, never timed.
