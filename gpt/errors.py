@@ -31,6 +31,9 @@ def one_line_on_ctrl_c(line: str, on_sigterm: str | None = None) -> None:
     (SIGTERM in those seconds ended the process without a word: hunt, session 24.)"""
     def excepthook(kind, e, tb):
         if not issubclass(kind, KeyboardInterrupt):
+            if (refused := _refused_environment(e, tb)) is not None:  # (the interpreter's status: 1)
+                print(f"{Path(sys.argv[0]).name}: error: {refused}", file=sys.stderr, flush=True)
+                return None
             return sys.__excepthook__(kind, e, tb)
         if first_of_its_machine():
             print(on_sigterm if on_sigterm and issubclass(kind, Terminated) else line, file=sys.stderr, flush=True)
@@ -41,6 +44,25 @@ def one_line_on_ctrl_c(line: str, on_sigterm: str | None = None) -> None:
     sys.excepthook = excepthook
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)  # main's sigterm_raises takes over, and puts this back
+
+
+def _refused_environment(e: BaseException, tb) -> str | None:
+    """A setting of the environment that torch refuses as it imports, as one line; None for anything
+    else. TORCH_LOGS, which the README and the warnings name (TORCH_LOGS=cudagraphs,perf_hints), with a
+    name mistyped was a ValueError traceback of 19 lines from `import torch`, --help included (hunt 35-f F8);
+    so was a machine without a usable temporary directory (F6)."""
+    import traceback
+
+    frames = {frame.f_code.co_name for frame, _ in traceback.walk_tb(tb)}
+    if isinstance(e, ValueError) and "_parse_log_settings" in frames:
+        said = " ".join(str(e).split("Valid settings:")[0].split())
+        return f"TORCH_LOGS={os.environ.get('TORCH_LOGS', '')}: {said}"
+    if isinstance(e, FileNotFoundError) and "_get_default_tempdir" in frames:
+        # (torch imports dill where it is installed, which asks for the temporary directory as it imports:
+        # TMPDIR, /tmp, /var/tmp and the current directory all unwritable or full, hunt 35-f F6)
+        return ("no usable temporary directory (TMPDIR, /tmp, /var/tmp and the current directory are unwritable "
+                "or full), which torch needs as it imports: set TMPDIR to a writable directory")
+    return None
 
 
 def unusable_path(path: str | Path) -> str | None:

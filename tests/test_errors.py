@@ -163,3 +163,34 @@ def test_one_line_parser_takes_two_dashes_after_an_equals_sign_as_the_value(narg
         with pytest.raises(SystemExit) as e:
             p.parse_args([bad])
         assert str(e.value.code).startswith(message), e.value.code
+
+
+def test_a_torch_logs_setting_torch_refuses_is_one_line():
+    # TORCH_LOGS (which the README names) mistyped: a ValueError traceback of 19 lines from `import torch`,
+    # in every script, --help included (hunt 35-f F8)
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for script in ("train.py", "sample.py"):
+        done = subprocess.run([sys.executable, os.path.join(root, script), "--help"], capture_output=True, text=True,
+                              env={**os.environ, "TORCH_LOGS": "perf_hint"})
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr.startswith(f"{script}: error: TORCH_LOGS=perf_hint: Invalid log settings: perf_hint, must "
+                                      "be a comma separated list of ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_no_usable_temporary_directory_at_import_is_one_line(monkeypatch, tmp_path):
+    # torch imports dill, which asks for the temporary directory as it imports: with none usable, every
+    # script was a FileNotFoundError traceback, --help included (hunt 35-f F6)
+    import tempfile
+
+    from gpt.errors import _refused_environment
+
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [str(tmp_path / "gone")])
+    with pytest.raises(FileNotFoundError) as e:
+        tempfile._get_default_tempdir()
+    assert _refused_environment(e.value, e.tb).startswith("no usable temporary directory (TMPDIR, /tmp, ")
+    with pytest.raises(FileNotFoundError) as other:  # any other missing file keeps its traceback
+        open(tmp_path / "gone")
+    assert _refused_environment(other.value, other.tb) is None
