@@ -269,7 +269,9 @@ def check_decode_args(args: argparse.Namespace) -> None:
     if args.sample_wall_out_dir:
         from gpt.checkpoint import find_checkpoint
 
-        args.sample_wall_out_dir = os.path.abspath(args.sample_wall_out_dir)
+        # (~ first: `--sample_wall_out_dir=~/run` was looked for in a folder named ~ here, as sample.py
+        # itself would not: hunt 35-f F11)
+        args.sample_wall_out_dir = os.path.abspath(os.path.expanduser(args.sample_wall_out_dir))
         try:
             find_checkpoint(args.sample_wall_out_dir)
         except FileNotFoundError as e:

@@ -332,7 +332,7 @@ def read_prompt(start: str, option: str = "--start") -> str:
     if start.startswith("FILE:"):
         if not start[5:]:  # Path("") is ".": "cannot read the prompt file .: Is a directory" (hunt, session 24)
             raise UsageError(f"{option}=FILE: names no file: give FILE:path")
-        path = Path(start[5:])
+        path = Path(start[5:]).expanduser()  # (FILE:~/p.txt: the shell leaves it as it is: hunt 35-f F11)
         try:
             data = path.read_bytes()
         except OSError as e:

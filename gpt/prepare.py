@@ -773,7 +773,10 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises(), warnings_as_lines():  # the temp build removed, the pool ended, one line
             prepare(source=source, inputs=args.input, hf_name=args.hf, hf_config=args.hf_config, hf_split=args.hf_split,
                     text_field=args.text_field, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
-                    out_dir=args.out_dir, val_fraction=args.val_fraction, seed=args.seed, num_proc=args.num_proc,
+                    # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and the shards went into a folder
+                    # named ~ here, while --input=~/... and train.py's --data=~/... are expanded (hunt 35-f F11)
+                    out_dir=args.out_dir and os.path.expanduser(args.out_dir), val_fraction=args.val_fraction,
+                    seed=args.seed, num_proc=args.num_proc,
                     shard_tokens=args.shard_tokens, force=args.force, quiet=args.quiet)
     except PrepareError as e:
         print(f"error: {e}", file=sys.stderr)

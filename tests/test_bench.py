@@ -843,3 +843,19 @@ def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_w
         bench.check_decode_args(args)
     monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 5 * weights)  # exactly enough: runs
     bench.check_decode_args(args)
+
+
+def test_sample_wall_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch):
+    # made absolute before sample.py expanded its ~: a folder named ~ here was looked for (hunt 35-f F11)
+    import argparse
+
+    import train
+
+    run = tmp_path / "run"
+    assert train.main([f"--data={tiny_byte_data(tmp_path)}", "--n_layer=1", "--n_head=2", "--n_embd=32",
+                       "--block_size=32", "--batch_size=4", "--max_iters=1", "--eval_iters=1", f"--out_dir={run}"]) == 0
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = argparse.Namespace(n_layer=1, n_head=2, n_embd=32, prompt_len=8, new_tokens=8, uncached_samples=False,
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run")
+    bench.check_decode_args(args)
+    assert args.sample_wall_out_dir == str(run)

@@ -1574,3 +1574,18 @@ def test_a_directory_that_cannot_be_listed_inside_an_input_directory_is_an_error
     with pytest.raises(PrepareError, match=r"private: cannot read it \(Permission denied\)$"):
         run_prepare([tmp_path / "in"], tmp_path / "out")
     assert no_leftovers(tmp_path, tmp_path / "out")
+
+
+def test_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch):
+    # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and the shards went into a folder named ~ in the
+    # current directory, where train.py --data=~/x (expanded) did not find them (hunt 35-f F11)
+    import gpt.prepare as prep
+
+    (tmp_path / "in.txt").write_text("the quick brown fox.\n" * 200)
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir(), here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    assert prep.main(["--input", str(tmp_path / "in.txt"), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
+                      "--out_dir=~/shards"]) == 0
+    assert (home / "shards" / "meta.json").is_file() and not (here / "~").exists()

@@ -1195,3 +1195,11 @@ def test_a_value_of_two_dashes_is_the_value_not_the_end_of_options(capsys, run_d
         assert rc == 1 and out == "" and err.startswith("sample.py: error: argument") and "Traceback" not in err, bad
     rc, out, err = cli(capsys, "--out_dir", run_dir, "--start=--", "--max_new_tokens=3", "--json")
     assert rc == 0 and json.loads(out)["prompt"] == "--"
+
+
+def test_a_prompt_file_with_a_tilde_is_in_the_home_directory(tmp_path, monkeypatch):
+    # --start=FILE:~/p.txt: the shell leaves it as it is, and it was "No such file or directory: '~/p.txt'",
+    # while --out_dir=~/run is expanded (hunt 35-f F11)
+    (tmp_path / "p.txt").write_text("to be", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sample.read_prompt("FILE:~/p.txt") == "to be"
