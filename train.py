@@ -972,7 +972,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
     decides for every rank, so that ranks that see the files differently (another node's disk) never
     wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
-    from gpt.prepare import PrepareError, prepare, prepare_cached, warnings_as_lines
+    from gpt.prepare import PrepareError, default_out_dir, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
     from gpt.sources import training_output
 
@@ -983,7 +983,18 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
             if Path(data).exists() and not (Path(data).is_dir() and training_output(Path(data))):
                 print("note: --data=shakespeare is the embedded plays; for the local ./shakespeare give "
                       "--data=./shakespeare", file=sys.stderr)
-            return prepare(source="shakespeare", tokenizer=tokenizer)
+            try:
+                return prepare(source="shakespeare", tokenizer=tokenizer)
+            except PrepareError as e:
+                # The plays are prepared into the checkout's data/ whatever --data_cache says: a checkout the
+                # user cannot write (a container run with --user, a shared install) gave only the error of a
+                # temporary folder there, and no way on (hunt 35-f F12)
+                target = default_out_dir("shakespeare", tokenizer=tokenizer)
+                if target.is_dir() or os.access(target.parent, os.W_OK):
+                    raise
+                raise PrepareError(f"{e}; the embedded plays are prepared into {target.parent}, which cannot be "
+                                   f"written: prepare them elsewhere (python data/prepare.py --tokenizer={tokenizer} "
+                                   "--out_dir=DIR) and train with --data=DIR") from None
         refuse_a_run(data)
         if (Path(data) / "meta.json").is_file():
             return Path(data)

@@ -3347,3 +3347,30 @@ def test_an_out_dir_moved_while_the_run_trains_is_made_again_locked_with_its_con
     # (the records up to step 6's evaluation went on in the moved file: the move is seen at step 6's save)
     assert [r["step"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [7, 8, 9, 9]
     assert not (moved / "train.lock").exists() and (moved / "ckpt-0000003").is_dir()
+
+
+def test_the_embedded_plays_in_a_checkout_that_cannot_be_written_give_the_way_on(tmp_path, monkeypatch):
+    # They are prepared into the checkout's data/: in a container run with --user or a shared install, the
+    # line named a temporary folder there and no way on (hunt 35-f F12). Simulated: the suite may run as root.
+    import gpt.prepare
+    from gpt.prepare import PrepareError
+    from gpt.errors import UsageError
+    from gpt.runtime import Dist
+
+    checkout_data = tmp_path / "checkout" / "data"
+    checkout_data.mkdir(parents=True)
+
+    def read_only(**kwargs):
+        raise PrepareError(f"{checkout_data}/.shakespeare-byte.tmp-vm-1: Read-only file system; nothing was written")
+    monkeypatch.setattr(gpt.prepare, "prepare", read_only)
+    monkeypatch.setattr(gpt.prepare, "default_out_dir", lambda *a, tokenizer: checkout_data / f"shakespeare-{tokenizer}")
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != checkout_data)
+    with pytest.raises(UsageError) as e:
+        train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
+    assert str(e.value) == (f"{checkout_data}/.shakespeare-byte.tmp-vm-1: Read-only file system; nothing was written; "
+                            f"the embedded plays are prepared into {checkout_data}, which cannot be written: prepare "
+                            "them elsewhere (python data/prepare.py --tokenizer=byte --out_dir=DIR) and train with "
+                            "--data=DIR")
+    monkeypatch.setattr(os, "access", lambda path, mode: True)  # another failure where data/ can be written: as it is
+    with pytest.raises(UsageError, match=r"Read-only file system; nothing was written$"):
+        train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
