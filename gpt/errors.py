@@ -83,6 +83,12 @@ def unusable_path(path: str | Path) -> str | None:
     return None
 
 
+def one_line(e: BaseException, limit: int | None = None) -> str:
+    """An exception as "TypeName: its text" on one line, cut to `limit` characters of text: third-party
+    errors end in lines of advice (inductor's), which made warnings and errors several lines (hunt 35-f F4)."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:limit]}"
+
+
 def world_size() -> int:
     """The number of processes of the job this one belongs to: torchrun's WORLD_SIZE, 1 without it.
     A value that is not a number (`export WORLD_SIZE=$N` with N unset) is one line, where int() of

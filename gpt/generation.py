@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from gpt.errors import ConfigError
+from gpt.errors import ConfigError, one_line
 from gpt.model import GPT
 from gpt.sampling import check_tokens
 from gpt.tokenizer import Tokenizer
@@ -335,8 +335,7 @@ class CompiledDecodeStep:
             if stream is not None:  # a capture that failed midway may leave its private stream current
                 torch.cuda.set_stream(stream)
             what = "torch.compile of the decode step" if calls == 1 else f"the compiled decode step (call {calls})"
-            why = " ".join(str(e).split())[:300]  # one line (hunt 35-f F4: see gpt/runtime.maybe_compile)
-            warnings.warn(f"{what} failed ({type(e).__name__}: {why}); continuing in eager mode")
+            warnings.warn(f"{what} failed ({one_line(e, 300)}); continuing in eager mode")
             self.failed = True
             return self.model.decode_token(idx, pos, noise, seen, **sampling)
 

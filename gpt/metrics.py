@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import write_failed
-from gpt.errors import UsageError
+from gpt.errors import UsageError, one_line
 
 # Drawing loss.png takes ~0.23 s on one core (a 2-core VM, ~700 records or 60 alike): at each of the
 # GPU default's 15 evaluations of a 90 s run (one every ~3.5 s on an H100) that was ~3.5 s of its
@@ -79,8 +79,7 @@ class Metrics:
                     self._wandb = wandb.init(project=wandb_project, config=config, dir=str(out_dir))
                 except Exception as e:
                     self.failure = self.failure or UsageError(
-                        f"--wandb_project={wandb_project}: wandb could not start a run ({type(e).__name__}: "
-                        f"{' '.join(str(e).split())}); log in (wandb login, or WANDB_API_KEY), run without the "
+                        f"--wandb_project={wandb_project}: wandb could not start a run ({one_line(e)}); log in (wandb login, or WANDB_API_KEY), run without the "
                         "network with WANDB_MODE=offline, or leave --wandb_project out")
         if tensorboard:
             try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, world_size
+from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, one_line, world_size
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -213,10 +213,8 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
                               "says why)")
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
-        # (one line: inductor's errors end in lines of advice, which made the warning four lines; an
-        # unwritable TORCHINDUCTOR_CACHE_DIR: hunt 35-f F4)
-        why = " ".join(str(e).split())[:300]
-        warnings.warn(f"torch.compile failed ({type(e).__name__}: {why}); continuing in eager mode")
+        # (one line: an unwritable TORCHINDUCTOR_CACHE_DIR's error ends in inductor's advice: hunt 35-f F4)
+        warnings.warn(f"torch.compile failed ({one_line(e, 300)}); continuing in eager mode")
         model.compiled_regions = None
         return model, wrapped, False
     finally:
