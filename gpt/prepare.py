@@ -222,6 +222,27 @@ def _worker_start(parent: int) -> None:
     threading.Thread(target=end_with_the_parent, daemon=True).start()
 
 
+def _pool_context(method: str | None):
+    """The multiprocessing context of the tokenizer pool, whose processes' terminate() is kill().
+    The workers ignore SIGTERM (_worker_start), so the executor's own way to end the workers of a
+    broken pool, terminate() then join(), waited for ever from Python 3.12 on: it holds the pool's
+    lock meanwhile, so the kill_workers of _worker_pool waited for it too, and data/prepare.py hung
+    where a worker died (the out-of-memory killer) instead of saying so (issue 9's GPU image, on its
+    Python 3.12). (Only fork's: where it is missing (Windows), terminate() is a kill already.)"""
+    base = mp.get_context(method)
+    if method != "fork":
+        return base
+
+    class Worker(base.Process):  # (a fork pickles no Process: a class of this function's own will do)
+        def terminate(self):
+            self.kill()
+
+    class Context(type(base)):
+        Process = Worker
+
+    return Context()
+
+
 @contextlib.contextmanager
 def _worker_pool(num_proc: int, tokenizer_name: str):
     """num_proc tokenizer processes (none for 1). Forked where possible: they start in milliseconds
@@ -237,7 +258,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
 
     get_tokenizer(tokenizer_name)
     method = "fork" if "fork" in mp.get_all_start_methods() else None
-    pool = ProcessPoolExecutor(num_proc, mp_context=mp.get_context(method), initializer=_worker_start,
+    pool = ProcessPoolExecutor(num_proc, mp_context=_pool_context(method), initializer=_worker_start,
                                initargs=(os.getpid(),))
     def kill_workers():
         # (they ignore SIGINT and SIGTERM; 3.14's executor has terminate_workers for this)

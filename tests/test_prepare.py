@@ -1387,6 +1387,21 @@ def test_a_tokenizer_worker_that_dies_is_one_error_not_a_wait_without_end(tmp_pa
     assert no_leftovers(tmp_path, tmp_path / "out")
 
 
+def test_the_pools_own_terminate_ends_a_worker_that_ignores_sigterm():
+    # A worker that died left the executor ending the others with terminate() (SIGTERM, which they
+    # ignore) and join(), holding the pool's lock: from Python 3.12 on, data/prepare.py then hung for
+    # ever where it should say "a tokenizer process died" (issue 9's GPU image, Python 3.12.3). The
+    # test above shows that on 3.12 only; this one shows the cause on any Python.
+    import signal
+
+    with prep._worker_pool(2, "byte") as pool:
+        worker = next(iter(pool._processes.values()))
+        assert pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_IGN
+        worker.terminate()
+        worker.join(10)
+        assert worker.exitcode == -signal.SIGKILL
+
+
 def test_tokenizer_workers_leave_sigterm_to_the_parent(monkeypatch):
     # a SIGTERM to the whole process group (timeout, Slurm, torchrun) killed a worker holding the
     # task queue's lock, and the parent waited for it forever (1 run in 6 in the audit of 2026-11-26)
