@@ -1376,7 +1376,8 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    from gpt.errors import CheckedStdout, OneLineParser, UsageError, first_of_its_machine, sigterm_raises, under_torchrun
+    from gpt.errors import CheckedStdout, OneLineParser, UsageError, first_of_its_machine, sigterm_raises, under_torchrun, \
+        wait_while_another_says_it
 
     # (its subcommands' parsers are of its class too)
     parser = OneLineParser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1403,8 +1404,11 @@ def main(argv: list[str] | None = None) -> None:
     if under_torchrun():  # (hunt 35-b B8: each process's rows ran in a run directory of its own, and every
         # rank but the first, which alone writes, met a traceback reading its empty one's checkpoint)
         sys.stdout = stdout
+        if not first_of_its_machine():
+            wait_while_another_says_it()
+            raise SystemExit(1)
         raise SystemExit("bench.py: error: bench.py runs in one process: start it with python, not torchrun (its rows "
-                         "time one process; each of torchrun's would run them all)" if first_of_its_machine() else 1)
+                         "time one process; each of torchrun's would run them all)")
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)

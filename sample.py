@@ -54,7 +54,7 @@ import torch
 
 from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
 from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom,
-                        under_torchrun, world_size)
+                        under_torchrun, wait_while_another_says_it, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"
@@ -555,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         # says one process, a LOCAL_RANK left in the environment silenced every error: hunt 34-a A8)
         if first_of_its_machine() or not under_torchrun():
             print(f"sample.py: error: {message}", file=sys.stderr)
+        else:
+            wait_while_another_says_it()
         return e.exit_status
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)
         # (a new line first only on a terminal, after its ^C; elsewhere it was an empty line: hunt, session 27)

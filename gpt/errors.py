@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -106,6 +107,23 @@ def first_of_its_machine() -> bool:
     every process of a machine meets alike (a signal to the job, a file that is not there) is said
     by it, once, rather than once a process (hunt, session 26); another machine may see other files."""
     return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
+# How long a process leaving an error to another process to say waits for it (wait_while_another_says_it)
+ANOTHER_SAYS_IT_WAIT_S = 30.0
+
+
+def wait_while_another_says_it() -> None:
+    """Where a process of a torchrun job leaves an error every process meets alike to another (rank 0,
+    or its machine's first) to say, it waits here, up to ANOTHER_SAYS_IT_WAIT_S, for torchrun to end
+    it once that one has said it and ended. It left at once, as the job's first failure: torchrun then
+    ended the others with SIGTERM, and the one to say it among them where it was slower (a loaded
+    machine), so that no process said the error (issue 9's GPU machine: sample.py under torchrun)."""
+    if not under_torchrun():
+        return
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's SIGTERM ends this process at once, quietly
+    time.sleep(ANOTHER_SAYS_IT_WAIT_S)
 
 
 def under_torchrun() -> bool:

@@ -194,3 +194,31 @@ def test_no_usable_temporary_directory_at_import_is_one_line(monkeypatch, tmp_pa
     with pytest.raises(FileNotFoundError) as other:  # any other missing file keeps its traceback
         open(tmp_path / "gone")
     assert _refused_environment(other.value, other.tb) is None
+
+
+SLOW_FIRST = """import os, runpy, sys, time
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(script)
+if os.environ["RANK"] == "0":
+    time.sleep(3)  # the process that says the error is the slower one, as on a loaded machine
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("script, args, said", [
+    ("sample.py", ["--out_dir=never-made"], "sample.py: error: sample.py runs in one process: start it with python, "
+                                            "not torchrun (its 2 processes would each print the same samples)"),
+    ("bench.py", ["train"], "bench.py: error: bench.py runs in one process: start it with python, not torchrun (its "
+                            "rows time one process; each of torchrun's would run them all)"),
+])
+def test_a_refusal_under_torchrun_is_said_where_the_process_that_says_it_is_slower(tmp_path, script, args, said):
+    # The other process refused at once and left first; torchrun then ended the one to say it with
+    # SIGTERM, and nobody said why the job failed (issue 9's GPU machine, its tests under load)
+    from tests.test_train import ROOT, torchrun
+
+    wrapper = tmp_path / "slow_first.py"
+    wrapper.write_text(SLOW_FIRST)
+    proc = torchrun(wrapper, ROOT / script, *args)
+    assert proc.returncode != 0
+    assert [line for line in proc.stderr.splitlines() if ": error:" in line] == [said]
