@@ -73,8 +73,8 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
-                        first_of_its_machine, lost_peer, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
-                        under_torchrun, world_size)
+                        first_of_its_machine, first_of_the_job, lost_peer, out_of_memory, reported_oom, sigterm_raises,
+                        stdout_checked, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     started = time.monotonic() if started is None else started
     if any(a in ("-h", "--help") for a in argv):
         # under torchrun by rank 0, once, as a bad option is: every process printed it (hunt 35-b B5)
-        if not under_torchrun() or os.environ.get("RANK", "0") == "0":
+        if first_of_the_job():
             print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
     saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         # there or cannot be used, the network, a package), every rank of a machine alike: its first
         # says it (each rank said them: hunt 30-b F2). Any other failure is said by the rank that met it.
         if isinstance(e, ConfigError):
-            said_here = os.environ.get("RANK", "0") == "0"
+            said_here = first_of_the_job()
         else:
             said_here = first_of_its_machine() or not isinstance(
                 e, (MissingFile, ShardError, UnreadableFile, DataRefused, HubUnreachable, MissingPackage))

@@ -109,6 +109,13 @@ def first_of_its_machine() -> bool:
     return os.environ.get("LOCAL_RANK", "0") == "0"
 
 
+def first_of_the_job() -> bool:
+    """Whether this process is the first of a torchrun job (RANK 0), or alone: what every process
+    meets alike (a bad option) is said by it, once. A RANK left in the environment of a process
+    started alone silenced its bad options (review 34 R7)."""
+    return not under_torchrun() or os.environ.get("RANK", "0") == "0"
+
+
 # How long a process leaving an error to another process to say waits for it (wait_while_another_says_it)
 ANOTHER_SAYS_IT_WAIT_S = 30.0
 

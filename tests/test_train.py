@@ -845,6 +845,15 @@ def test_help_under_torchrun_is_printed_once_by_rank_0(monkeypatch, capsys, rank
     assert out == "" or rank == "0"
 
 
+@pytest.mark.parametrize("variable", ["RANK", "LOCAL_RANK"])
+def test_a_rank_left_in_the_environment_of_a_lone_process_silences_no_bad_option(monkeypatch, capsys, variable):
+    # RANK=1 from another job's shell: a bad option exited 1 with no word (review 34 R7); LOCAL_RANK: hunt 34-a A8
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv(variable, "1")
+    assert train.main(["--max_iters=abc"]) != 0
+    assert capsys.readouterr().err == "train.py: error: --max_iters expects int, got 'abc'\n"
+
+
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
     # A checkpoint that is not there, and a signal to the job before training, were said once a
     # process, two lines sometimes run together into one (hunt, session 26)
