@@ -183,8 +183,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
         print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
               "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
-    if not resume and not cfg.eval_only and dist.is_main and (note := decay_cut_short(cfg, f"--max_iters={cfg.max_iters}")):
-        print(note)
+    if not resume and not cfg.eval_only and dist.is_main and cfg.max_iters:
+        for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg)):
+            if note:
+                print(note)
     out_dir = Path(cfg.out_dir)
     if (not resume and not cfg.eval_only and cfg.data != "shakespeare"
             and Path(cfg.data).resolve() == out_dir.resolve()):
@@ -542,8 +544,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run (unless it is shortened later)")
-                if note := decay_cut_short(cfg, f"the budget's {steps:,} steps"):  # (review 33)
-                    say(note)
+                for note in (decay_cut_short(cfg, f"the budget's {steps:,} steps"), decay_too_short(cfg)):  # (review 33)
+                    if note:
+                        say(note)
             elif dist.is_main:  # (steps_in_budget's least: one step, however late)
                 say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
                     f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
@@ -819,6 +822,22 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
 
 
 WARMUP_CHECK_WITHIN = 100  # steps
+
+
+def decay_too_short(cfg: TrainConfig) -> str | None:
+    """The note for a wsd decay over fewer than 2 steps: its first decayed step is at the peak, so the
+    rate never left learning_rate, without a word (hunt 35-e E3; decay_fraction 0.05 of 20 steps)."""
+    decay_iters = cfg.lr_decay_iters or cfg.max_iters
+    if cfg.lr_schedule != "wsd" or not decay_iters > cfg.warmup_iters:
+        return None
+    steps = decay_iters - max(cfg.warmup_iters, decay_iters - round(cfg.decay_fraction * decay_iters))
+    if steps >= 2:
+        return None
+    remedy = (f"--decay_fraction={2 / decay_iters:.2g} or more" if decay_iters - cfg.warmup_iters >= 2
+              else "fewer --warmup_iters")
+    return (f"note: --decay_fraction={cfg.decay_fraction:g} of {decay_iters:,} steps is a decay over {steps} step(s), "
+            f"whose first is at the peak: the learning rate stays at {cfg.learning_rate:g} to the end; give "
+            f"{remedy} for a decay")
 
 
 def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:

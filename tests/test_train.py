@@ -680,6 +680,28 @@ def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_end
     assert train.decay_cut_short(replace(cfg, lr_schedule="constant"), "x") is None
 
 
+def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, capsys):
+    # Hunt 35-e E3: 0.05 of 20 steps is one decay step, at progress 0: the rate never left its peak, in silence
+    from gpt.config import TrainConfig
+    from gpt.optim import lr_at
+
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=20", "--warmup_iters=3", "--lr_schedule=wsd",
+                       "--decay_fraction=0.05", "--learning_rate=1e-2", "--eval_interval=20",
+                       f"--out_dir={tmp_path}"]) == 0
+    assert ("note: --decay_fraction=0.05 of 20 steps is a decay over 1 step(s), whose first is at the peak: the "
+            "learning rate stays at 0.01 to the end; give --decay_fraction=0.1 or more for a decay"
+            in capsys.readouterr().out)
+    cfg = TrainConfig(max_iters=20, warmup_iters=3, learning_rate=1e-2, lr_schedule="wsd", decay_fraction=0.05)
+    assert {lr_at(s, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.05) for s in range(3, 20)} == {1e-2}  # (what it notes)
+    assert lr_at(19, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.1) < 1e-2
+    assert train.decay_too_short(replace(cfg, decay_fraction=0.1)) is None
+    assert train.decay_too_short(replace(cfg, decay_fraction=0.01)).startswith(
+        "note: --decay_fraction=0.01 of 20 steps is a decay over 0 step(s)")
+    assert train.decay_too_short(replace(cfg, warmup_iters=19, decay_fraction=0.5)).endswith(
+        "give fewer --warmup_iters for a decay")  # (the warmup leaves one step: more decay_fraction would not do)
+    assert train.decay_too_short(replace(cfg, lr_schedule="cosine")) is None
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
