@@ -1492,8 +1492,13 @@ def test_torchruns_accumulation_note_counts_tokens_in_the_context_of_the_weights
 def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, tmp_path, capsys, monkeypatch):
     # Under torchrun such refusals were printed once per process, where the README says once (hunt 30-b F2).
     # The ranks are set in the environment, as torchrun sets them; none gets as far as a process group.
+    # (The refusals come after the processes meet: with a WORLD_SIZE of 2 they would wait for a peer, and a
+    # RANK without it is a lone process's, which says its refusals (review 34 R7). So first_of_the_job is
+    # told it is under torchrun, and the rest of train.py is not.)
     base = tmp_path / "base"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={base}"]) == 0
+    import gpt.errors
+    monkeypatch.setattr(gpt.errors, "under_torchrun", lambda: True)
     refused = {"--time_budget with a step count": ["--max_iters=10", "--time_budget=5"],
                "another architecture": [f"--init_from={base}", "--n_layer=3", "--max_iters=1"],
                "a LoRA rank above the width": [f"--init_from={base}", "--lora_rank=64", "--max_iters=1"],
