@@ -74,7 +74,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
                         first_of_its_machine, first_of_the_job, lost_peer, out_of_memory, reported_oom, sigterm_raises,
-                        stdout_checked, world_size)
+                        stdout_checked, wait_while_another_says_it, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -106,7 +106,15 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         # compiling) takes Ctrl-C's way out, not a silent kill that leaves out_dir and its lock behind
         resuming: list[Path] = []  # train() puts the run directory it resumes here, for the message below
         with sigterm_raises(), contextlib.ExitStack() as on_exit:  # on_exit releases out_dir's lock however train() ends
-            return train(argv, on_exit, started, resuming)
+            status = train(argv, on_exit, started, resuming)
+        if 0 < status < 128 and not first_of_the_job():
+            # A stop of the run's own (2: it diverged), which rank 0 says: leaving first, this process was the
+            # job's first failure, and torchrun's SIGTERM reached rank 0 in its closing work (the loss plot),
+            # which then said "SIGTERM received: stopping after the current step" after the error (hunt 36-b B3).
+            # Not a signal's stop (128 + the signal): torchrun passes those on to every process and waits for
+            # them, up to 30 s, which a wait here would spend.
+            wait_while_another_says_it()
+        return status
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         if isinstance(e, StdoutFailed):  # its caller's stdout (bench.py's figures): the caller says it, once
             raise
@@ -121,6 +129,11 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
                 e, (MissingFile, ShardError, UnreadableFile, DataRefused, HubUnreachable, MissingPackage))
         if str(e) and said_here:
             print(f"train.py: error: {e}", file=sys.stderr)
+        else:
+            # Another process says it (ReportedByRank0 included): leaving at once was the job's first failure,
+            # and torchrun ended the one to say it with SIGTERM while it still cleaned up (a failed save's last
+            # loss plot takes a second): no process said why, or it said "interrupted" (hunt 36-b B1)
+            wait_while_another_says_it()
         return e.exit_status
     except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
         if first_of_its_machine():  # (the signal reached every process)

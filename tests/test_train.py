@@ -3119,6 +3119,59 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
 
 
+# Rank 0, which says what every rank met, three seconds slow in `function` (as on a loaded machine); and where
+# asked, files of the ranks limited in size (a checkpoint's is larger: its save fails, as on a full disk)
+RANK_0_SLOW_IN = """import importlib, os, resource, runpy, sys, time
+sys.path.insert(0, {root!r})
+module = importlib.import_module({module!r})
+original = getattr(module, {function!r})
+def slow(*args, **kwargs):
+    if os.environ["RANK"] == "0":
+        time.sleep(3)
+    return original(*args, **kwargs)
+setattr(module, {function!r}, slow)
+if {file_limit}:
+    resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, resource.RLIM_INFINITY))
+runpy.run_path({train!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "setrlimit") and sys.platform == "win32", reason="needs RLIMIT_FSIZE")
+@pytest.mark.parametrize("met, slow_in", [("no data", "gpt.errors:first_of_its_machine"),  # (just before it says it)
+                                          ("a failed save", "gpt.errors:first_of_its_machine"),
+                                          ("divergence", "gpt.metrics:plot_losses")])  # (its closing plot)
+def test_torchrun_says_what_every_rank_met_where_rank_0_is_the_slower(byte_data, tmp_path, met, slow_in):
+    # Rank 1 left at once with rank 0's status: the job's first failure, so torchrun ended rank 0 with
+    # SIGTERM before it printed: a failed save said nothing at all (2 runs in 11 without any delay),
+    # --data missing nothing either, or "interrupted before training started" (hunt 36-b B1); a run that
+    # diverged said its error, then "SIGTERM received: stopping after the current step" (B3).
+    out = tmp_path / "run"
+    wrapper = tmp_path / "rank_0_slow.py"
+    module, function = slow_in.split(":")
+    wrapper.write_text(RANK_0_SLOW_IN.format(root=str(ROOT), train=str(ROOT / "train.py"), module=module,
+                                             function=function, file_limit=64 << 10 if met == "a failed save" else 0))
+    data = tmp_path / "none" if met == "no data" else byte_data
+    how = ["--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0", "--eval_interval=100"] \
+        if met == "divergence" else ["--eval_interval=2"]
+    proc = torchrun(wrapper, f"--data={data}", *TINY, "--max_iters=4", *how, f"--out_dir={out}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if ": error:" in line or "received: stopping" in line]
+    if met == "no data":
+        assert said == [f"train.py: error: --data={data}: no such file or directory; give text (a file, a folder, a "
+                        f"glob) or a directory that data/prepare.py made (python data/prepare.py ... --out_dir {data}; "
+                        "a preset's data: its file in configs/ gives the command)"], proc.stderr[-3000:]
+    elif met == "a failed save":
+        assert said == [f"train.py: error: saving checkpoint ckpt-0000002 in {out} failed: File too large; no "
+                        f"checkpoint has been saved in {out}"], proc.stderr[-3000:]
+        assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 2  # whole, to the save
+    else:
+        assert len(said) == 1 and said[0].startswith("train.py: error: ") and said[0].endswith(
+            f"stopping: no checkpoint has been saved in {out}. Try a lower learning_rate."), proc.stderr[-3000:]
+        assert (out / "loss.png").is_file()
+    assert not list_checkpoints(out)
+
+
 @pytest.mark.slow
 def test_ranks_that_wait_past_the_process_group_timeout_for_rank_0_s_preparation_say_what_to_do(tmp_path):
     # Rank 0 prepares raw --data while the others wait in a collective, at most the process group's
