@@ -109,6 +109,9 @@ def make_parser() -> _Parser:
                                        "or a checkpoint directory (a bare name: in --out_dir) (default: %(default)s)")
     a("--init_from", default=None, help="instead of a run: gpt2|gpt2-medium|gpt2-large|gpt2-xl (network, or the "
                                       "hub cache), a Hugging Face GPT-2 directory, or one of our run directories")
+    a("--lora_base", default=None, metavar="PATH",
+      help="where a LoRA run's base is now, if it was moved: its run directory or its ckpt-* directory (a Hugging "
+           "Face base: its directory), taken only where its weights' fingerprint is the one recorded")
     a("--start", default="", help="the prompt: text, FILE:path (read a file), or - (read stdin); "
                                   "empty: start from end-of-text (default)")
     a("--num_samples", type=int, default=1, help="samples drawn together, as one batch sharing one prefill (default: 1)")
@@ -195,9 +198,12 @@ def check_args(args: argparse.Namespace) -> None:
     if args.init_from is not None and not args.init_from.strip():  # (the run in out/ was sampled: hunt 32-c F14)
         raise UsageError("--init_from is empty: name a hub model (gpt2, ...), a Hugging Face directory or a run")
     # `--out_dir=~/run`: the shell leaves a ~ after = as it is (train.py expands it: hunt 34-b B9)
-    args.out_dir, args.ckpt, args.init_from = (os.path.expanduser(v) if v else v
-                                               for v in (args.out_dir, args.ckpt, args.init_from))
-    for option, value in (("--out_dir", args.out_dir), ("--ckpt", args.ckpt), ("--init_from", args.init_from)):
+    args.out_dir, args.ckpt, args.init_from, args.lora_base = (os.path.expanduser(v) if v else v for v in (
+        args.out_dir, args.ckpt, args.init_from, args.lora_base))
+    if args.lora_base is not None and not args.lora_base.strip():  # (Path("") is the current directory)
+        raise UsageError("--lora_base is empty: name the directory a LoRA run's base was moved to")
+    for option, value in (("--out_dir", args.out_dir), ("--ckpt", args.ckpt), ("--init_from", args.init_from),
+                          ("--lora_base", args.lora_base)):
         if value and (why := unusable_path(value)):  # (a traceback from the first check: hunt 32-c F12)
             raise UsageError(f"{option}={value}: {why}")
     ckpt_path = Path(args.ckpt)
@@ -234,6 +240,9 @@ def load(args: argparse.Namespace, device: torch.device):
     if args.init_from and not (weights and not is_hf_gpt2_dir(weights)):
         if args.ckpt != "latest":
             raise UsageError(f"--ckpt={args.ckpt}: {args.init_from} is not one of our runs, which have checkpoints")
+        if args.lora_base:  # (a LoRA run's; hunt 36-c A6)
+            raise UsageError(f"--lora_base={args.lora_base}: {args.init_from} is not a LoRA run, which alone has a "
+                             "base to point to: leave out --lora_base")
         if weights:
             refuse_another_hf_tokenizer(weights)
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
@@ -251,7 +260,7 @@ def load(args: argparse.Namespace, device: torch.device):
             if len(path.parts) == 1 and ((Path(args.out_dir) / path).exists() or not path.exists()):
                 path = Path(args.out_dir) / path
         try:
-            model, ckpt = load_model(path, which, device=device)
+            model, ckpt = load_model(path, which, device=device, lora_base=args.lora_base)
         except FileNotFoundError as e:
             if args.init_from and isinstance(e, NoBestCheckpoint):  # its own way on is --out_dir's, --ckpt=PATH,
                 # which --init_from refuses (hunt 35-a A2)

@@ -65,9 +65,10 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (checkpoint_holding, clean_leftovers, copy_of, latest_note, list_checkpoints, load_base_model,
-                            load_model, lora_base, mark_lora_base, open_resumable, pretrained_config,
-                            pretrained_tokenizer, repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
+from gpt.checkpoint import (BaseOverride, checkpoint_holding, clean_leftovers, copy_of, latest_note, list_checkpoints,
+                            load_base_model, load_model, lora_base, mark_lora_base, open_resumable, pretrained_config,
+                            pretrained_tokenizer, rebased, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
+                            write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
@@ -344,6 +345,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
             print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
                   "(continue it with a larger --max_iters)")
+            if cfg.lora_base and base and base["base"] != resume.meta["lora"]["base"]:  # (a save records it: hunt 36-c A6)
+                print(f"note: its base, found at {base['base']}, is recorded by its next checkpoint only: give "
+                      f"--lora_base={shlex.quote(base['base'])} to sample.py, or continue the run")
             if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
                 print("note:", plot_note)
         return 0
@@ -760,7 +764,9 @@ def recorded(cfg: TrainConfig, resume) -> dict:
     """The config a run records (config.json, its checkpoints, the trackers): a resumed run keeps the
     init_from it started from, where "resume" lost a fine-tune's only record of its base weights and
     its checkpoints differed from an uninterrupted run's (hunt 31-c F2)."""
-    return {**cfg.to_dict(), "init_from": resume.meta["config"].get("init_from", "resume")} if resume else cfg.to_dict()
+    # --lora_base is this invocation's: where the base was found is the checkpoint's "lora" record (hunt 36-c A6)
+    config = {k: v for k, v in cfg.to_dict().items() if k != "lora_base"}
+    return {**config, "init_from": resume.meta["config"].get("init_from", "resume")} if resume else config
 
 
 def write_config(out_dir: Path, config: dict) -> None:
@@ -1088,13 +1094,15 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
 def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:
     """(model on device, the pretrained weights it started from as gpt.checkpoint.lora_base records them)."""
     if resume:
-        model, _ = load_model(resume.path, device=device, merge_lora=False)
+        model, loaded = load_model(resume.path, device=device, merge_lora=False, lora_base=cfg.lora_base or None)
         model.set_dropout(cfg.dropout)
         lora = resume.meta.get("lora")
         if lora:  # the adapters' own (the saved one, or --lora_dropout), not the model's
             from gpt.lora import set_lora_dropout
             set_lora_dropout(model, cfg.lora_dropout)
-        return model.train(), {k: v for k, v in lora.items() if k != "config"} if lora else None
+        # where the base was found, which the next checkpoint records (and the run pins): moved with the run, or
+        # given with --lora_base, it was "missing" at every load until then (hunt 36-c A6)
+        return model.train(), rebased(lora, loaded.base_found) if lora else None
     if cfg.init_from == "scratch":
         vocab = data.vocab_size
         if device.type == "cuda" or cfg.fp8_head:  # (float8 matmuls need multiples of 16)
@@ -1109,10 +1117,13 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
                 check_fits(4 * params, where, "its float32 weights alone")
             return GPT(config).to(device).train(), None
     # Resolved once: the weights loaded are the ones recorded (and hashed, for adapters to be saved)
+    override = BaseOverride(Path(cfg.lora_base)) if cfg.lora_base else None  # (a LoRA run's moved base: hunt 36-c A6)
     base = lora_base(cfg.init_from, fingerprint=bool(cfg.lora_rank))
     with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
         model = load_base_model(str(copy_of(Path(base["base"]))) if "base_step" in base else base["base"],
-                                dropout=cfg.dropout)
+                                dropout=cfg.dropout, lora_base=override)
+    if override is not None and not override.used:  # (where it would take nothing, it was not given for nothing)
+        raise override.refusal(f"--init_from={cfg.init_from}")
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
         if cfg.lora_rank > model.config.n_embd:  # (adapters 10x the model's size trained without a word: hunt 28-a)

@@ -7,7 +7,8 @@ A run directory holds complete checkpoints, each a directory `ckpt-0001000/` wit
                         containers only, read with torch.load(weights_only=True)
     meta.json           readable facts: config, model config, step, tokens seen, best
                         validation loss, tokenizer, versions, the base model of a LoRA run
-                        (lora_base: the exact checkpoint or directory, with a fingerprint)
+                        (lora_base: the exact checkpoint or directory, with a fingerprint,
+                        and where it lies relative to the run: with_relative_base)
 and two pointer files, `latest` and `best`, naming a checkpoint directory.
 
 A save writes everything into `.tmp-*` beside the final name, fsyncs the files and the directory,
@@ -120,6 +121,8 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         with open(tmp / STATE, "wb") as f:  # through a Python file, so a failed write surfaces as its OSError
             torch.save(state, f)
         same_mode_as(tmp / WEIGHTS, tmp / STATE)
+        if isinstance(meta.get("lora"), dict):  # (where the base lies from this run: runs moved together, hunt 36-c A6)
+            meta = {**meta, "lora": with_relative_base(meta["lora"], out_dir)}
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
         # The same step saved again keeps the LoRA runs that pin it against pruning (else the next prune
         # removed their base: audit, 2026-11-26), also those of a stranded earlier save it replaces
@@ -528,6 +531,9 @@ class Checkpoint:
     path: Path
     meta: dict
     loaded_state: dict | None = field(default=None, repr=False)  # state.pt, when already read
+    # a LoRA checkpoint loaded by load_model: where its base was found (absolute, a checkpoint by its name),
+    # which a resumed run records (the recorded place, or where the base was moved to: hunt 36-c A6)
+    base_found: str | None = None
 
     @property
     def model_config(self) -> GPTConfig:
@@ -658,19 +664,36 @@ def set_aside(ckpt: Path) -> Path:
 
 
 def load_model(path: str | Path, which: str = "latest", device: str | torch.device = "cpu",
-               merge_lora: bool = True) -> tuple[GPT, Checkpoint]:
+               merge_lora: bool = True, lora_base: str | Path | BaseOverride | None = None) -> tuple[GPT, Checkpoint]:
     """The model of a checkpoint, ready to use: built on the meta device, weights loaded with
     strict keys, in eval mode. A LoRA checkpoint loads its base (recorded in meta.json) and its adapters,
-    merged by default for fast inference."""
+    merged by default for fast inference. `lora_base`: where its base is now, if it was moved (a run
+    directory or a checkpoint directory), taken where its fingerprint matches (checked_base); one that
+    no base of the checkpoint matches is refused."""
+    override = BaseOverride(Path(lora_base)) if isinstance(lora_base, (str, Path)) else lora_base
+    model, ckpt = _load_model(path, which, device, merge_lora, override)
+    if override is not None and not override.used and override is not lora_base:  # (the outermost call says it)
+        raise override.refusal(str(ckpt.path))
+    return model, ckpt
+
+
+def _load_model(path: str | Path, which: str, device: str | torch.device, merge_lora: bool,
+                override: BaseOverride | None) -> tuple[GPT, Checkpoint]:
     ckpt = open_checkpoint(path, which)
     lora = ckpt.meta.get("lora")
     if lora:
         from gpt.lora import LoRAConfig, apply_lora, load_lora_state_dict
         from gpt.lora import merge_lora as merge
 
+        found = checked_base(ckpt.path, lora, override)
+        # by its name and absolute, as lora_base records a base (a stranded copy's `.tmp-old-` name is not one)
+        # (a record without a fingerprint, saved by an older version, is kept as it was)
+        ckpt.base_found = (str(Path(found).resolve().parent / name_of(Path(found))) if "base_step" in lora
+                           else str(Path(found).resolve()) if "base_weights" in lora and Path(found).is_dir()
+                           else lora["base"])
         # in float32, as train.py trained the adapters on it: a half-precision base merged in its own
         # dtype rounded W + BA to it (0.006 in the logits of a bf16 base: hunt 30-e F6)
-        model = load_base_model(checked_base(ckpt.path, lora), dropout=0.0).float()
+        model = load_base_model(found, dropout=0.0, lora_base=override).float()
         # Its weights are fingerprinted; its config is read again at each load: a base's config.json
         # edited since (n_head, the activation: every tensor's shape the same) put the adapters onto
         # another computation, loaded and resumed without a word (hunt 30-e F1)
@@ -783,11 +806,69 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     return {**record, **weights_fingerprint(weights)} if fingerprint else record
 
 
-def checked_base(ckpt: Path, lora: dict) -> str:
-    """The base a LoRA checkpoint's adapters load onto: the one recorded (`copy_of` it, for one of
-    our checkpoints), refused if it is missing or its weights changed. Checkpoints saved before the
-    base was recorded exactly name a run directory: its latest checkpoint is used, as then, with a
-    warning."""
+def with_relative_base(lora: dict, out_dir: Path) -> dict:
+    """A LoRA checkpoint's record of its base (lora_base), with where that base lies relative to the
+    run's directory (`base_relative`): the absolute path alone was "missing" wherever the runs were
+    moved together (a project directory moved or copied, runs copied to another machine), and nothing
+    took the weights where they were (hunt 36-c A6). Only for a fingerprinted base on a path (not a hub
+    name), which is taken there only where the fingerprint matches (checked_base); recomputed at each save."""
+    lora = {k: v for k, v in lora.items() if k != "base_relative"}
+    if "base_weights" not in lora or not os.path.isabs(lora["base"]):
+        return lora
+    try:
+        relative = os.path.relpath(lora["base"], Path(out_dir).resolve())
+    except ValueError:  # (another drive, on Windows: the absolute path is all there is)
+        return lora
+    return {**lora, "base_relative": Path(relative).as_posix()}
+
+
+@dataclass
+class BaseOverride:
+    """Where the user says a LoRA run's base is now (sample.py's and train.py's --lora_base,
+    load_model's lora_base): a run directory of ours (its checkpoint of the recorded name is taken), a
+    ckpt-* directory, or a Hugging Face directory. checked_base takes it only where its weights are the
+    recorded ones by their fingerprint, at any depth of a LoRA run on a LoRA run; `used` says whether
+    one took it, `tried` what each level found there."""
+    path: Path
+    used: bool = False
+    tried: list[str] = field(default_factory=list)
+
+    def place(self, base: str, ours: bool) -> Path:
+        """Where it puts the base recorded as `base` (a checkpoint of ours where `ours`)."""
+        path = Path(os.path.abspath(self.path))
+        if not ours or _is_complete(copy_of(path)):
+            return path
+        return path / name_of(Path(base))
+
+    def found(self, place: Path, why: str) -> str:
+        """What `place` (self.place's) held, said of the option."""
+        if why == "missing" and not os.path.isdir(self.path):
+            return "no such directory"
+        if why == "missing":
+            return f"{place} is missing" if place == Path(os.path.abspath(self.path)) else f"it has no {place.name}"
+        return (("it holds" if place == Path(os.path.abspath(self.path)) else f"its {place.name} holds")
+                + " other weights than the base the adapters were trained on (by their fingerprint)")
+
+    def option(self) -> str:
+        return f"--lora_base={shlex.quote(str(self.path))}"
+
+    def refusal(self, target: str) -> Exception:
+        """Why it was not taken for `target` (a checkpoint, an --init_from), where nothing took it: given
+        where it stands for nothing, it is refused rather than ignored."""
+        if self.tried:  # (a wrong base, while the right one was found where recorded)
+            return ChangedBase(f"{self.option()} is not the base of {target} ({'; '.join(self.tried)}), whose base was "
+                               "found without it: leave out --lora_base")
+        return ConfigError(f"{self.option()}: {target} is not a LoRA checkpoint whose base has a fingerprint to check "
+                           "another place by, which alone it could stand for: leave out --lora_base")
+
+
+def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -> str:
+    """The base a LoRA checkpoint's adapters load onto, found where its fingerprint matches: at
+    `override`'s place (--lora_base) where given, then where it was recorded (`copy_of` it, for one of
+    our checkpoints), then where it lay relative to the run (`base_relative`), then where the run's other
+    checkpoints recorded it since (a resume that was given --lora_base: hunt 36-c A6). Refused in one
+    line, naming each place looked, if it is in none of them. Checkpoints saved before the base was
+    recorded exactly name a run directory: its latest checkpoint is used, as then, with a warning."""
     base = lora["base"]
     if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
         if not Path(base).is_dir():
@@ -795,22 +876,93 @@ def checked_base(ckpt: Path, lora: dict) -> str:
             raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}")
         print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version): "
               "its adapters are applied to that base as it is now", file=sys.stderr)
-    if "base_weights" not in lora:
+    if "base_weights" not in lora:  # (nothing to check another place by: --lora_base is not taken here)
         return base
     step = lora.get("base_step")
     what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
     if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
         weights = hub_gpt2(base) / WEIGHTS
-    elif step is not None:
-        base = str(copy_of(Path(base)))
-        weights = Path(base) / WEIGHTS
-    else:
-        weights = _hf_weights(Path(base))
-    if not weights.is_file():
-        raise ChangedBase(f"{what}, which is missing")
-    if not base_unchanged(weights, lora):
-        raise ChangedBase(f"{what}, which has changed since")
-    return base
+        if not weights.is_file():
+            raise ChangedBase(f"{what}, which is missing")
+        if not base_unchanged(weights, lora):
+            raise ChangedBase(f"{what}, which has changed since")
+        return base
+    ours = step is not None
+
+    def found_at(place: Path) -> tuple[Path, str | None]:  # (the directory to load, else why not)
+        where = copy_of(place) if ours else place
+        weights = where / WEIGHTS if ours else _hf_weights(where)
+        if not weights.is_file():
+            return where, "missing"
+        return where, None if base_unchanged(weights, lora) else "other weights"
+
+    looked: dict[Path, str] = {}  # place -> what was there, in the order looked
+    if override is not None:
+        place = override.place(base, ours)
+        where, why = found_at(place)
+        if why is None:
+            override.used = True
+            return str(where)
+        override.tried.append(override.found(place, why))
+        looked[place] = why
+    recorded = [Path(base)]
+    if isinstance(lora.get("base_relative"), str):  # (ckpt's parent: the run, also for a stranded copy of a step)
+        recorded.append(Path(os.path.normpath(ckpt.parent.resolve() / lora["base_relative"])))
+    for place in recorded:
+        if place not in looked:
+            where, looked[place] = found_at(place)
+            if looked[place] is None:
+                return str(where)
+    for place in dict.fromkeys(recorded_since(ckpt, lora)):
+        if place not in looked:
+            where, looked_since = found_at(place)
+            if looked_since is None:
+                return str(where)
+    said = {"missing": "which is missing", "other weights": "which has changed since"}[looked[Path(base)]]
+    given_place = override.place(base, ours) if override is not None else None
+    others = [f"{place} (where it lay relative to this run) " + ("is missing too" if why == "missing" else
+                                                                 "holds other weights")
+              for place, why in looked.items() if place not in (Path(base), given_place)]
+    given = [f"{override.option()}: {override.tried[-1]}"] if override is not None else [
+        "if it is elsewhere now (moved or copied), point to it with --lora_base=PATH (its run's directory or its "
+        "ckpt-* directory)" if ours else "if it is elsewhere now (moved or copied), point to it with --lora_base=PATH "
+        "(its directory)"]
+    raise ChangedBase("; ".join([f"{what}, {said}", *others, *given]))
+
+
+def rebased(lora: dict, found: str) -> dict:
+    """A LoRA checkpoint's record of its base (lora_base's keys) for the run's next checkpoint, with the
+    base where load_model found it (Checkpoint.base_found). Found elsewhere than recorded (moved with the
+    run, or --lora_base: hunt 36-c A6), its weights were hashed there just now (their stat differs from the
+    recorded one), so their stat there is taken, as weights_fingerprint takes one: each later load hashed
+    the whole file again."""
+    record = {k: v for k, v in lora.items() if k != "config"}
+    if found == lora["base"] or "base_weights" not in lora:
+        return record
+    record = {k: v for k, v in record.items() if k != "base_weights_stat"} | {"base": found}
+    weights = Path(found) / WEIGHTS if "base_step" in lora else _hf_weights(Path(found))
+    with contextlib.suppress(OSError):
+        stat = file_stat(weights)
+        if time.time_ns() - max(stat[-2:]) > RACY_NS:
+            record["base_weights_stat"] = stat
+    return record
+
+
+def recorded_since(ckpt: Path, lora: dict) -> list[Path]:
+    """Where the other checkpoints of `ckpt`'s run record the same base (by its fingerprint) at
+    another place: a resume given --lora_base recorded it in its own checkpoints, and the run's older
+    ones (`best`, say) need the option no more either (hunt 36-c A6). Unreadable ones are passed over."""
+    places = []
+    for other in list_checkpoints(ckpt.parent):
+        try:
+            theirs = json.loads((other / META).read_text(encoding="utf-8"))["lora"]
+            if theirs["base_weights"] == lora["base_weights"]:
+                places.append(Path(theirs["base"]))
+                if isinstance(theirs.get("base_relative"), str):
+                    places.append(Path(os.path.normpath(ckpt.parent.resolve() / theirs["base_relative"])))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue
+    return places
 
 
 # A few of OpenAI's GPT-2 BPE ids, as a Hugging Face directory's vocab.json spells its tokens
@@ -878,12 +1030,13 @@ def pretrained_config(init_from: str) -> GPTConfig:
     return read_hf_config(path or hub_gpt2(init_from))
 
 
-def load_base_model(init_from: str, dropout: float = 0.0) -> GPT:
+def load_base_model(init_from: str, dropout: float = 0.0, lora_base: BaseOverride | None = None) -> GPT:
     """Pretrained weights to start from: one of our checkpoints (a run or checkpoint directory),
-    a Hugging Face GPT-2 directory, or a hub name (gpt2, gpt2-medium, ...)."""
+    a Hugging Face GPT-2 directory, or a hub name (gpt2, gpt2-medium, ...). `lora_base`: where a LoRA
+    checkpoint's base is now (load_model), for the bases of a LoRA run on a LoRA run."""
     path = weights_dir(init_from)
     if path and not is_hf_gpt2_dir(path):
-        model, _ = load_model(path)
+        model, _ = load_model(path, lora_base=lora_base)
         model.set_dropout(dropout)
         return model
     return GPT.from_pretrained(init_from, dropout=dropout)

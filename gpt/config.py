@@ -108,6 +108,9 @@ class TrainConfig:
     lora_rank: int = opt(0, "LoRA rank: train only low-rank adapters (0 = full fine-tuning)")
     lora_alpha: float = opt(16.0, "LoRA scale numerator: updates are scaled by lora_alpha / lora_rank")
     lora_dropout: float = opt(0.0, "dropout on the LoRA branch")
+    lora_base: str = opt("", "where a LoRA run's base is now, if it was moved: its run directory or its ckpt-* "
+                             "directory, taken only where its weights' fingerprint is the one recorded (resume, or "
+                             "--init_from a LoRA run); a resume records it in its next checkpoint")
 
     def __post_init__(self):
         self.validate()
@@ -125,8 +128,8 @@ class TrainConfig:
         # whatever run is there, --data= prepare all of it
         errors += [f"{k} must not be empty" for k in ("out_dir", "data", "data_cache", "init_from")
                    if not getattr(self, k).strip()]
-        errors += [f"{k} {getattr(self, k)}: {why}" for k in ("out_dir", "data", "data_cache", "init_from")
-                   if (why := unusable_path(getattr(self, k)))]
+        errors += [f"{k} {getattr(self, k)}: {why}" for k in ("out_dir", "data", "data_cache", "init_from", "lora_base")
+                   if getattr(self, k) and (why := unusable_path(getattr(self, k)))]
         if self.time_budget < 0:
             errors.append(f"time_budget must be >= 0, got {self.time_budget}")
         elif self.time_budget > MAX_TIME_BUDGET:  # (1e308 overflowed the plan; 5e20 hung it, deaf to Ctrl-C)
@@ -193,6 +196,9 @@ class TrainConfig:
         if self.fp8 and self.lora_rank:
             errors.append("fp8 speeds up training all the weights; with lora_rank the base weights are frozen: "
                           "use one or the other")
+        if self.lora_base and self.init_from == "scratch":  # (hunt 36-c A6)
+            errors.append("lora_base points to where a LoRA checkpoint's base is now: it applies to --init_from=resume "
+                          "of a LoRA run, or --init_from a LoRA run")
         if self.lora_rank and self.init_from == "scratch":
             errors.append("lora_rank needs pretrained weights: set init_from (gpt2, a directory or a checkpoint)")
         if self.eval_only and self.init_from == "scratch":  # (it scored a new random model as if it were the
@@ -552,7 +558,7 @@ def data_options(cfg: TrainConfig) -> str:
     return " ".join([f"--data={shlex.quote(cfg.data)}", *cache])
 
 
-PATH_OPTIONS = ("data", "out_dir", "data_cache", "init_from")
+PATH_OPTIONS = ("data", "out_dir", "data_cache", "init_from", "lora_base")
 
 
 def home_expanded(values: dict) -> dict:

@@ -308,11 +308,17 @@ def test_a_missing_or_changed_base_is_refused_in_one_line(trained, tmp_path):
     with pytest.raises(ChangedBase) as e:
         load_model(tmp_path / "lora")
     assert str(e.value) == (f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), "
-                            "which has changed since")
+                            f"which has changed since; {ELSEWHERE}")
     shutil.rmtree(tmp_path / "base")
     with pytest.raises(ChangedBase) as e:
         load_model(tmp_path / "lora")
-    assert str(e.value) == f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), which is missing"
+    assert str(e.value) == (f"LoRA checkpoint {lora_ckpt} was trained on base {base_ckpt} (step 5), which is missing; "
+                            f"{ELSEWHERE}")
+
+
+# the way on from a base that is not where recorded (hunt 36-c A6)
+ELSEWHERE = ("if it is elsewhere now (moved or copied), point to it with --lora_base=PATH (its run's directory or its "
+             "ckpt-* directory)")
 
 
 def test_adapters_that_do_not_fit_an_unchanged_base_name_their_own_file(trained, tmp_path):
@@ -381,7 +387,8 @@ def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, 
     save_lora_run(tmp_path / "lora-bin", model, lora_base(str(tmp_path / "bin")))
     assert torch.allclose(logits(load_model(tmp_path / "lora-bin")[0], x), logits(model, x), atol=1e-5)
     tiny_model(seed=7).save_pretrained(tmp_path / "hf")
-    with pytest.raises(ChangedBase, match=r"was trained on base .*hf, which has changed since$"):
+    with pytest.raises(ChangedBase, match=r"was trained on base .*hf, which has changed since; if it is elsewhere now "
+                                          r"\(moved or copied\), point to it with --lora_base=PATH \(its directory\)$"):
         load_model(tmp_path / "lora")
 
 
@@ -423,3 +430,140 @@ def test_a_damaged_lora_block_makes_the_checkpoint_unreadable_and_resume_skips_i
         load_model(tmp_path / "lora")
     ckpt, skipped = open_resumable(tmp_path / "lora")
     assert ckpt.meta["step"] == 3 and [p for p, _ in skipped] == [damaged]
+
+
+# -- a base moved: with its LoRA run (found where it lay relative to it), or alone (--lora_base) ------
+# The base was recorded by its absolute path only: moved, "which is missing" at every load and
+# resume, and nothing let the user point to the very weights, which their fingerprint proves the
+# same (hunt 35-a A6, hunt 36-c A6)
+
+
+def test_runs_moved_together_find_their_base_where_it_lay_relative_to_the_run(trained, tmp_path):
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    project = tmp_path / "project"
+    save_run(project / "runs" / "base", 5, base)
+    save_lora_run(project / "lora", model, lora_base(str(project / "runs" / "base")))
+    base.save_pretrained(project / "hf")  # a Hugging Face base moves with them too
+    save_lora_run(project / "lora-hf", adapted(base, seed=3), lora_base(str(project / "hf")))
+    meta = json.loads((project / "lora" / "ckpt-0000003" / "meta.json").read_text())
+    assert meta["lora"]["base_relative"] == "../runs/base/ckpt-0000005"
+    x, _ = batch()
+    expected, expected_hf = logits(model, x), logits(load_model(project / "lora-hf")[0], x)
+    moved = tmp_path / "elsewhere" / "project"
+    moved.parent.mkdir()
+    shutil.move(project, moved)  # the whole project directory: both runs
+    loaded, ckpt = load_model(moved / "lora")
+    assert torch.allclose(logits(loaded, x), expected, atol=1e-5)
+    assert ckpt.base_found == str(moved / "runs" / "base" / "ckpt-0000005")  # what a resume records
+    assert torch.allclose(logits(load_model(moved / "lora-hf")[0], x), expected_hf, atol=1e-5)
+    # where it lay holds other weights now: refused, naming both places looked
+    save_run(moved / "runs" / "base", 5, tiny_model(seed=7))
+    with pytest.raises(ChangedBase) as e:
+        load_model(moved / "lora")
+    assert str(e.value) == (
+        f"LoRA checkpoint {moved / 'lora' / 'ckpt-0000003'} was trained on base "
+        f"{project / 'runs' / 'base' / 'ckpt-0000005'} (step 5), which is missing; "
+        f"{moved / 'runs' / 'base' / 'ckpt-0000005'} (where it lay relative to this run) holds other weights; {ELSEWHERE}")
+
+
+def test_a_base_moved_alone_is_taken_from_lora_base_only_where_its_fingerprint_matches(trained, tmp_path):
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base, open_checkpoint
+    from gpt.errors import ChangedBase, ConfigError
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_run(tmp_path / "other", 5, tiny_model(seed=7))  # a checkpoint of the same name, other weights
+    record = lora_base(str(tmp_path / "base"))
+    save_lora_run(tmp_path / "lora", model, record)
+    lora_ckpt, was = tmp_path / "lora" / "ckpt-0000003", tmp_path / "base" / "ckpt-0000005"
+    x, _ = batch()
+    expected = logits(model, x)
+    (tmp_path / "archive").mkdir()
+    shutil.move(tmp_path / "base", tmp_path / "archive" / "base")
+    now = tmp_path / "archive" / "base" / "ckpt-0000005"
+    missing = f"LoRA checkpoint {lora_ckpt} was trained on base {was} (step 5), which is missing"
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora")
+    assert str(e.value) == f"{missing}; {ELSEWHERE}"  # (the way on)
+    for given in tmp_path / "archive" / "base", now:  # its run's directory, or the checkpoint itself
+        loaded, ckpt = load_model(tmp_path / "lora", lora_base=given)
+        assert torch.allclose(logits(loaded, x), expected, atol=1e-5) and ckpt.base_found == str(now)
+    # a wrong base is refused by the fingerprint of its weights, whatever its name
+    for given, why in [(tmp_path / "other", "its ckpt-0000005 holds"), (tmp_path / "other" / "ckpt-0000005", "it holds")]:
+        with pytest.raises(ChangedBase) as e:
+            load_model(tmp_path / "lora", lora_base=given)
+        assert str(e.value) == (f"{missing}; --lora_base={given}: {why} other weights than the base the adapters "
+                                "were trained on (by their fingerprint)")
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora", lora_base=tmp_path / "nowhere")
+    assert str(e.value) == f"{missing}; --lora_base={tmp_path / 'nowhere'}: no such directory"
+    # given where the base is found where recorded, a wrong one is still refused, not passed over
+    shutil.copytree(tmp_path / "archive" / "base", tmp_path / "base")
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora", lora_base=tmp_path / "other")
+    assert str(e.value) == (f"--lora_base={tmp_path / 'other'} is not the base of {lora_ckpt} (its ckpt-0000005 holds "
+                            "other weights than the base the adapters were trained on (by their fingerprint)), whose "
+                            "base was found without it: leave out --lora_base")
+    with pytest.raises(ConfigError, match=r"ckpt-0000005 is not a LoRA checkpoint whose base has a fingerprint"):
+        load_model(tmp_path / "other", lora_base=now)
+    # a checkpoint saved since records the new place (as a resume given --lora_base does): the run's older
+    # checkpoints (`best`, say) need the option no more either
+    shutil.rmtree(tmp_path / "base")
+    save_lora_run(tmp_path / "lora", model, {**record, "base": str(now)}, step=4)
+    assert torch.allclose(logits(load_model(lora_ckpt)[0], x), expected, atol=1e-5)
+    assert open_checkpoint(tmp_path / "lora").meta["lora"]["base_relative"] == "../archive/base/ckpt-0000005"
+
+
+def test_a_lora_run_on_a_lora_run_takes_lora_base_at_the_level_it_fits(trained, tmp_path):
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "base")))
+    merged = load_model(tmp_path / "lora")[0]
+    on_lora = adapted(merged, seed=4)
+    save_lora_run(tmp_path / "lora2", on_lora, lora_base(str(tmp_path / "lora")))
+    x, _ = batch()
+    expected = logits(load_model(tmp_path / "lora2")[0], x)
+    shutil.move(tmp_path / "base", tmp_path / "moved")
+    assert torch.allclose(logits(load_model(tmp_path / "lora2", lora_base=tmp_path / "moved")[0], x), expected,
+                          atol=1e-5)
+
+
+def test_a_lora_checkpoint_without_the_relative_record_loads_as_before(trained, tmp_path, capsys):
+    # checkpoints saved before base_relative: the absolute path alone, and --lora_base where it moved
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    save_run(tmp_path / "runs" / "base", 5, base)
+    lora_ckpt = save_lora_run(tmp_path / "runs" / "lora", model, lora_base(str(tmp_path / "runs" / "base")))
+    meta = json.loads((lora_ckpt / "meta.json").read_text())
+    del meta["lora"]["base_relative"]
+    (lora_ckpt / "meta.json").write_text(json.dumps(meta))
+    x, _ = batch()
+    expected = logits(model, x)
+    assert torch.allclose(logits(load_model(tmp_path / "runs" / "lora")[0], x), expected, atol=1e-5)
+    shutil.move(tmp_path / "runs", tmp_path / "moved")  # together, but nothing says where it lay from the run
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "moved" / "lora")
+    assert str(e.value) == (f"LoRA checkpoint {tmp_path / 'moved' / 'lora' / 'ckpt-0000003'} was trained on base "
+                            f"{tmp_path / 'runs' / 'base' / 'ckpt-0000005'} (step 5), which is missing; {ELSEWHERE}")
+    loaded, _ = load_model(tmp_path / "moved" / "lora", lora_base=tmp_path / "moved" / "base")
+    assert torch.allclose(logits(loaded, x), expected, atol=1e-5)
+    # and one saved before the fingerprint, naming a run directory: its latest, with a warning, as before
+    save_lora_run(tmp_path / "old", model, {"base": str(tmp_path / "moved" / "base")})
+    assert "base_relative" not in json.loads((tmp_path / "old" / "ckpt-0000003" / "meta.json").read_text())["lora"]
+    assert torch.allclose(logits(load_model(tmp_path / "old")[0], x), expected, atol=1e-5)
+    assert "(saved by an older version)" in capsys.readouterr().err

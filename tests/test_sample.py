@@ -634,6 +634,43 @@ def test_the_way_on_from_an_unreadable_or_missing_checkpoint_is_one_the_command_
     assert rc == 0, err
 
 
+def test_a_lora_run_whose_base_was_moved_samples_with_lora_base(capsys, tmp_path, hf_dir):
+    # "... which is missing" was all there was, with no way to point to the weights (hunt 35-a A6, hunt 36-c A6)
+    import shutil
+
+    from gpt.checkpoint import lora_base
+    from gpt.lora import LoRAConfig, apply_lora
+
+    make_run(tmp_path / "base")
+    make_run(tmp_path / "other", seed=3)
+    lora = apply_lora(load_model(tmp_path / "base")[0], LoRAConfig(rank=2))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if name.endswith("lora_B"):
+                p.normal_()  # (fresh adapters change nothing)
+    meta = {"model_config": lora.config.to_dict(), "tokenizer": "byte", "config": {}, "vocab_size": 257}
+    save_checkpoint(tmp_path / "lora", 2, lora, state={}, meta={**meta, "lora": {
+        **lora_base(str(tmp_path / "base")), "config": LoRAConfig(rank=2).to_dict()}})
+    args = ("--max_new_tokens=8", "--temperature=0", "--start=ab")
+    [expected] = cli_json(capsys, tmp_path / "lora", *args)
+    shutil.move(tmp_path / "base", tmp_path / "moved")
+    rc, out, err = cli(capsys, f"--out_dir={tmp_path / 'lora'}", *args, "--device=cpu")
+    assert rc == 1 and out == "" and err.count("\n") == 1 and err.endswith(
+        "which is missing; if it is elsewhere now (moved or copied), point to it with --lora_base=PATH (its run's "
+        "directory or its ckpt-* directory)\n"), err
+    [again] = cli_json(capsys, tmp_path / "lora", *args, f"--lora_base={tmp_path / 'moved'}")
+    assert again["text"] == expected["text"]
+    rc, out, err = cli(capsys, f"--out_dir={tmp_path / 'lora'}", *args, "--device=cpu", f"--lora_base={tmp_path / 'other'}")
+    assert rc == 1 and out == "" and err.count("\n") == 1 and err.endswith(
+        f"; --lora_base={tmp_path / 'other'}: its ckpt-0000007 holds other weights than the base the adapters were "
+        "trained on (by their fingerprint)\n"), err
+    for refused in ([f"--init_from={hf_dir}", f"--lora_base={tmp_path / 'moved'}"],
+                    [f"--out_dir={tmp_path / 'other'}", f"--lora_base={tmp_path / 'moved'}"],
+                    [f"--out_dir={tmp_path / 'lora'}", "--lora_base="]):
+        rc, out, err = cli(capsys, *refused, *args, "--device=cpu")
+        assert rc == 1 and out == "" and err.count("\n") == 1 and "--lora_base" in err and "Traceback" not in err, err
+
+
 def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, out, err = cli(capsys)

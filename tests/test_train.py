@@ -1873,7 +1873,82 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
     capsys.readouterr()
     assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}"]) == 1
     assert capsys.readouterr().err == (f"train.py: error: LoRA checkpoint {lora / 'ckpt-0000002'} was trained on base "
-                                       f"{base / 'ckpt-0000001'} (step 1), which is missing\n")
+                                       f"{base / 'ckpt-0000001'} (step 1), which is missing; if it is elsewhere now "
+                                       "(moved or copied), point to it with --lora_base=PATH (its run's directory or "
+                                       "its ckpt-* directory)\n")
+
+
+def test_a_lora_run_finds_its_base_moved_with_it_or_pointed_to_and_records_the_new_place(byte_data, tmp_path, capsys,
+                                                                                          monkeypatch):
+    # The base was recorded by its absolute path only: moved (with the LoRA run, or alone), every resume said
+    # "which is missing", and nothing let the user point to the very weights (hunt 35-a A6, hunt 36-c A6)
+    from gpt.checkpoint import LORA_BASE_MARK
+    from gpt.errors import SaveError
+
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    project = tmp_path / "project"
+    base, lora = project / "base", project / "lora"
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    # moved together: found where it lay relative to the run, and the next checkpoint records the new place
+    shutil.move(project, tmp_path / "moved")
+    base, lora = tmp_path / "moved" / "base", tmp_path / "moved" / "lora"
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    recorded = open_checkpoint(lora).meta["lora"]
+    assert recorded["base"] == str(base / "ckpt-0000001") and recorded["base_relative"] == "../base/ckpt-0000001"
+    assert str(lora.resolve()) in (base / "ckpt-0000001" / LORA_BASE_MARK).read_text().split("\n")  # pinned there
+    # moved alone: refused with the way on; a wrong --lora_base is refused by its fingerprint, nothing written
+    (tmp_path / "archive").mkdir()
+    shutil.move(base, tmp_path / "archive" / "base")
+    now = tmp_path / "archive" / "base" / "ckpt-0000001"
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}"]) == 1
+    assert one_line_error(capsys.readouterr().err).endswith(
+        "which is missing; if it is elsewhere now (moved or copied), point to it with --lora_base=PATH (its run's "
+        "directory or its ckpt-* directory)")
+    assert train.main([*tiny, "--max_iters=1", "--seed=7", f"--out_dir={tmp_path / 'other'}"]) == 0  # the same shape
+    # (with the same seed, the same weights bit for bit: taken, rightly)
+    files = {p: p.read_bytes() for p in lora.rglob("*") if p.is_file()}
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}",
+                       f"--lora_base={tmp_path / 'other'}"]) == 1
+    assert one_line_error(capsys.readouterr().err).endswith(
+        f"; --lora_base={tmp_path / 'other'}: its ckpt-0000001 holds other weights than the base the adapters were "
+        "trained on (by their fingerprint)")
+    assert {p: p.read_bytes() for p in lora.rglob("*") if p.is_file()} == files
+    assert not (tmp_path / "other" / "ckpt-0000001" / LORA_BASE_MARK).exists()
+    # stopped before its next save: the run's checkpoints are as they were, the base pinned at its new place
+    def failing(*args, **kwargs):
+        raise SaveError("saving checkpoint failed: disk full (simulated)")
+    monkeypatch.setattr(train, "save_checkpoint", failing)
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}",
+                       f"--lora_base={tmp_path / 'archive' / 'base'}"]) == 3
+    monkeypatch.undo()
+    assert "disk full (simulated)" in capsys.readouterr().err
+    assert open_checkpoint(lora).meta["lora"] == recorded and str(lora.resolve()) in (now / LORA_BASE_MARK).read_text()
+    # given its run's directory: resumed, and recorded in the next checkpoint, so later loads need it no more;
+    # with the weights' stat there, hashed just now (else each load hashed the whole file again)
+    import gpt.checkpoint as checkpoint
+    monkeypatch.setattr(checkpoint, "RACY_NS", 0)  # (the file was moved just now: its stat is not taken within 3 s)
+    assert train.main([*tiny, "--max_iters=3", "--init_from=resume", f"--out_dir={lora}",
+                       f"--lora_base={tmp_path / 'archive' / 'base'}"]) == 0
+    monkeypatch.undo()
+    recorded = open_checkpoint(lora).meta["lora"]
+    assert recorded["base"] == str(now) and recorded["base_relative"] == "../../archive/base/ckpt-0000001"
+    assert recorded["base_weights_stat"] == checkpoint.file_stat(now / "model.safetensors")
+    assert "lora_base" not in json.loads((lora / "config.json").read_text())  # (this invocation's, not the run's)
+    hashed, real_sha256 = [], checkpoint.file_sha256
+    monkeypatch.setattr(checkpoint, "file_sha256", lambda path: hashed.append(path) or real_sha256(path))
+    assert train.main([*tiny, "--max_iters=4", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    assert hashed == []
+    monkeypatch.undo()
+    rc = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={lora}", "--max_new_tokens=2",
+                         "--device=cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rc.returncode == 0, rc.stderr
+    # where it takes nothing, the option is refused, not ignored
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={tmp_path / 'other'}",
+                       f"--lora_base={now}", f"--out_dir={tmp_path / 'full'}"]) == 1
+    assert one_line_error(capsys.readouterr().err).startswith(f"train.py: error: --lora_base={now}: ")
+    assert not (tmp_path / "full").exists()
 
 
 def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data, tmp_path, capsys, monkeypatch):
