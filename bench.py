@@ -12,13 +12,20 @@ Each command measures its reference in the same run and prints ratios against it
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":  # Ctrl-C while torch imports (building the parsers imports it: seconds), or a TORCH_LOGS
+    # torch refuses: one line, not a traceback, as the other scripts say it (SIGTERM there ended it without a word)
+    from gpt.errors import one_line_on_ctrl_c
+
+    one_line_on_ctrl_c("bench.py: interrupted")  # (main's line once a command runs: "bench.py COMMAND: interrupted")
+
 import argparse
 import contextlib
 import os
 import re
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 

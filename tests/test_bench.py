@@ -859,3 +859,14 @@ def test_sample_wall_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkey
                               skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run")
     bench.check_decode_args(args)
     assert args.sample_wall_out_dir == str(run)
+
+
+def test_ctrl_c_while_bench_py_imports_is_one_line_not_a_traceback(tmp_path, ctrl_c_at_import):
+    # Building its parsers imports torch (seconds): Ctrl-C there was an 18-line traceback and SIGTERM
+    # ended it without a word, where the other scripts say one line (hunt 36-a A2)
+    import signal
+
+    proc = ctrl_c_at_import("bench.py", "torch", "--help", cwd=tmp_path)
+    assert proc.stderr == "bench.py: interrupted\n" and proc.returncode == -signal.SIGINT
+    proc = ctrl_c_at_import("bench.py", "torch", "--help", cwd=tmp_path, sigterm=True)
+    assert proc.stderr == "bench.py: interrupted\n" and proc.returncode == -signal.SIGTERM
