@@ -483,6 +483,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
     # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7)
     on_exit.callback(progress.close)
+    on_exit.callback(stop.ending)  # (an error's way out: the callbacks registered before run after it)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
     # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)
@@ -737,6 +738,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                  **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
         progress.update(1)
 
+    stop.ending()
     progress.close()
     if profiler:  # the run ended inside the recorded steps: what they were
         t_profile = time.perf_counter()

@@ -612,6 +612,14 @@ class StopSignal:
         self._announce = announce
         self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
 
+    def ending(self) -> None:
+        """The run's loop is over, its way out decided: a signal from now on is still held off, so that
+        the closing work (the last loss plot, the lock) runs whole, but not announced. Under torchrun,
+        the other processes leave first and torchrun sends rank 0 SIGTERM in that work: it said
+        "SIGTERM received: stopping after the current step" after "stopped by signal 15 at step N"
+        (a signal to one rank), or after its error (hunt 36-b B4)."""
+        self._announce = False
+
     def restore(self) -> None:
         """Put back the handlers that were there before (for callers that run main() in-process)."""
         for s, handler in self._previous.items():
