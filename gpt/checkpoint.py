@@ -935,8 +935,14 @@ def rebased(lora: dict, found: str) -> dict:
     base where load_model found it (Checkpoint.base_found). Found elsewhere than recorded (moved with the
     run, or --lora_base: hunt 36-c A6), its weights were hashed there just now (their stat differs from the
     recorded one), so their stat there is taken, as weights_fingerprint takes one: each later load hashed
-    the whole file again."""
+    the whole file again. A record without a fingerprint (saved before 2026-11-25: the base's path alone,
+    a checkpoint or a run directory) becomes lora_base's exact record of the checkpoint loaded now, as a
+    new LoRA run's is: without its step the resumed run did not list itself in the base's lora-runs.txt,
+    and the base run's next pruning removed the base for good, under adapters saved by this version too;
+    and a run directory's later `latest` took the adapters (hunt 36-d D1)."""
     record = {k: v for k, v in lora.items() if k != "config"}
+    if "base_weights" not in lora and (found not in GPT2_HUB_CONFIGS or Path(found).is_dir()):
+        return {**record, **lora_base(found)}
     if found == lora["base"] or "base_weights" not in lora:
         return record
     record = {k: v for k, v in record.items() if k != "base_weights_stat"} | {"base": found}

@@ -1887,6 +1887,39 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        "its ckpt-* directory)\n")
 
 
+@pytest.mark.parametrize("recorded_as", ["checkpoint", "run directory"])
+def test_an_older_versions_lora_run_resumed_pins_its_base_exactly(byte_data, tmp_path, recorded_as):
+    # A LoRA run saved before 2026-11-25 records its base's path alone (no step, no fingerprint) and never
+    # listed itself in the base's lora-runs.txt: resumed by this version it still did not, so the base run's
+    # next resume pruned the base, and the adapters, this version's new checkpoints included, never loaded
+    # again ("which is missing"); a base recorded as a run directory moved under them with its `latest`
+    # (hunt 36-d D1). Now the resume's checkpoints record the base exactly, and the run pins it.
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=1"]
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    assert train.main([*tiny, "--max_iters=2", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base / 'ckpt-0000002'}", "--lora_rank=2",
+                       f"--out_dir={lora}"]) == 0
+    # as an older version saved it: the base's path alone, no mark on the base
+    meta_path = lora / "ckpt-0000001" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    named = base / "ckpt-0000002" if recorded_as == "checkpoint" else base
+    meta["lora"] = {"base": str(named), "config": meta["lora"]["config"]}
+    meta_path.write_text(json.dumps(meta))
+    (base / "ckpt-0000002" / LORA_BASE_MARK).unlink()
+    assert train.main([*tiny, "--max_iters=2", "--init_from=resume", f"--out_dir={lora}"]) == 0
+    recorded = open_checkpoint(lora).meta["lora"]
+    assert recorded["base"] == str(base / "ckpt-0000002") and recorded["base_step"] == 2
+    assert recorded["base_weights"].startswith("sha256:")
+    assert (base / "ckpt-0000002" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    # the base run goes on (keep_last 2; its later evaluations are better or not: `best` may move): the
+    # LoRA run's base stays, and the adapters load onto it
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume", f"--out_dir={base}"]) == 0
+    assert (base / "ckpt-0000002" / "model.safetensors").is_file()
+    load_model(lora)
+
+
 def test_a_lora_run_finds_its_base_moved_with_it_or_pointed_to_and_records_the_new_place(byte_data, tmp_path, capsys,
                                                                                           monkeypatch):
     # The base was recorded by its absolute path only: moved (with the LoRA run, or alone), every resume said
