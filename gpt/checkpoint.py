@@ -687,8 +687,11 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
 
         found = checked_base(ckpt.path, lora, override)
         # by its name and absolute, as lora_base records a base (a stranded copy's `.tmp-old-` name is not one)
-        # (a record without a fingerprint, saved by an older version, is kept as it was)
-        ckpt.base_found = (str(Path(found).resolve().parent / name_of(Path(found))) if "base_step" in lora
+        # (a record without a fingerprint, saved by an older version, is kept as it was). The name is the resolved
+        # path's, as lora_base takes it: a link's name under its target's directory named no checkpoint, and a
+        # resume given --lora_base=a link to a checkpoint was refused as "removed by its run" (review 36 R3)
+        where = Path(found).resolve()
+        ckpt.base_found = (str(where.parent / name_of(where)) if "base_step" in lora
                            else str(Path(found).resolve()) if "base_weights" in lora and Path(found).is_dir()
                            else lora["base"])
         # in float32, as train.py trained the adapters on it: a half-precision base merged in its own

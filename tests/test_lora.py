@@ -567,3 +567,24 @@ def test_a_lora_checkpoint_without_the_relative_record_loads_as_before(trained, 
     assert "base_relative" not in json.loads((tmp_path / "old" / "ckpt-0000003" / "meta.json").read_text())["lora"]
     assert torch.allclose(logits(load_model(tmp_path / "old")[0], x), expected, atol=1e-5)
     assert "(saved by an older version)" in capsys.readouterr().err
+
+
+def test_lora_base_given_as_a_link_to_a_checkpoint_records_the_checkpoint_it_names(trained, tmp_path):
+    # base_found named the link's name under its target's directory, where no checkpoint is: a resume given
+    # --lora_base=<a link to a checkpoint> recorded that place, and train.py refused it as "removed by its run
+    # (pruned)" (review 36 R3)
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "base")))
+    (tmp_path / "store").mkdir()
+    shutil.move(tmp_path / "base" / "ckpt-0000005", tmp_path / "store" / "weights-v1")
+    (tmp_path / "base" / "ckpt-0000005").symlink_to(tmp_path / "store" / "weights-v1")
+    shutil.move(tmp_path / "base", tmp_path / "moved")
+    for given in tmp_path / "moved" / "ckpt-0000005", tmp_path / "moved":
+        _, ckpt = load_model(tmp_path / "lora", lora_base=given)
+        assert ckpt.base_found == str(tmp_path / "store" / "weights-v1")  # as lora_base records it: a checkpoint
+        assert lora_base(ckpt.base_found)["base"] == ckpt.base_found
