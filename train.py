@@ -856,9 +856,11 @@ def decay_too_short(cfg: TrainConfig) -> str | None:
         return None
     remedy = (f"--decay_fraction={2 / decay_iters:.2g} or more" if decay_iters - cfg.warmup_iters >= 2
               else "fewer --warmup_iters")
+    # (past an --lr_decay_iters below the run's count the rate is min_lr: a cliff there, not the end: review 36 R2)
+    stays = (f"stays at {cfg.learning_rate:g} to the end" if decay_iters >= cfg.max_iters else
+             f"stays at {cfg.learning_rate:g} to step {decay_iters:,}, then drops to min_lr {cfg.min_lr:g} at once")
     return (f"note: --decay_fraction={cfg.decay_fraction:g} of {decay_iters:,} steps is a decay over {steps} step(s), "
-            f"whose first is at the peak: the learning rate stays at {cfg.learning_rate:g} to the end; give "
-            f"{remedy} for a decay")
+            f"whose first is at the peak: the learning rate {stays}; give {remedy} for a decay")
 
 
 def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:

@@ -700,6 +700,12 @@ def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, cap
     assert train.decay_too_short(replace(cfg, warmup_iters=19, decay_fraction=0.5)).endswith(
         "give fewer --warmup_iters for a decay")  # (the warmup leaves one step: more decay_fraction would not do)
     assert train.decay_too_short(replace(cfg, lr_schedule="cosine")) is None
+    # an --lr_decay_iters below the count: min_lr from there on, at once (review 36 R2)
+    assert lr_at(20, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.05) == cfg.min_lr
+    assert train.decay_too_short(replace(cfg, max_iters=100, lr_decay_iters=20)) == (
+        "note: --decay_fraction=0.05 of 20 steps is a decay over 1 step(s), whose first is at the peak: the learning "
+        f"rate stays at 0.01 to step 20, then drops to min_lr {cfg.min_lr:g} at once; give --decay_fraction=0.1 or more "
+        "for a decay")
 
 
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
