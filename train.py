@@ -57,8 +57,10 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import statistics
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,10 +74,10 @@ from gpt.checkpoint import (BaseOverride, checkpoint_holding, clean_leftovers, c
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
-from gpt.errors import (ChangedBase, ConfigError, DataRefused, HubUnreachable, LostPeer, MissingFile, MissingPackage,
-                        PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
-                        first_of_its_machine, first_of_the_job, lost_peer, out_of_memory, reported_oom, sigterm_raises,
-                        stdout_checked, wait_while_another_says_it, world_size)
+from gpt.errors import (ChangedBase, ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile,
+                        MissingPackage, PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated,
+                        UnreadableFile, UsageError, first_of_its_machine, first_of_the_job, lost_peer, out_of_memory,
+                        reported_oom, sigterm_raises, stdout_checked, wait_while_another_says_it, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -102,11 +104,14 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
     saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
+    saved_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # (ExitCallbacks drops them)
     try:
         # SIGTERM before the loop takes it over (a preemption while the data or model is set up, or
         # compiling) takes Ctrl-C's way out, not a silent kill that leaves out_dir and its lock behind
         resuming: list[Path] = []  # train() puts the run directory it resumes here, for the message below
-        with sigterm_raises(), contextlib.ExitStack() as on_exit:  # on_exit releases out_dir's lock however train() ends
+        # on_exit releases out_dir's lock however train() ends, whole: signals are dropped from then on, to the
+        # end of main (a second one, torchrun's where another process left first, cut it short: hunt 36-b B6)
+        with ExitCallbacks() as on_exit, sigterm_raises():
             status = train(argv, on_exit, started, resuming)
         if 0 < status < 128 and not first_of_the_job():
             # A stop of the run's own (2: it diverged), which rank 0 says: leaving first, this process was the
@@ -145,6 +150,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         return Terminated.exit_status if isinstance(e, Terminated) else 130  # 128 + the signal, as for a stop in training
     finally:
         set_kernel_settings(saved_kernel_settings)
+        if threading.current_thread() is threading.main_thread():
+            for s, handler in saved_handlers.items():
+                signal.signal(s, handler)
 
 
 def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resuming: list[Path]) -> int:

@@ -130,6 +130,7 @@ def wait_while_another_says_it() -> None:
         return
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's SIGTERM ends this process at once, quietly
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # and its SIGINT (Ctrl-C), where train.main drops signals
     time.sleep(ANOTHER_SAYS_IT_WAIT_S)
 
 
@@ -294,6 +295,34 @@ def sigterm_raises():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _dropped(signum, frame):
+    pass
+
+
+class ExitCallbacks(contextlib.ExitStack):
+    """An ExitStack whose callbacks run whole once it closes (a run directory's lock, a LoRA base's mark,
+    the process group): SIGINT and SIGTERM from then on are dropped, until the caller puts its handlers back
+    (train.main, as it returns). The first signal, or the error, already decided how the process ends. Under
+    torchrun a second one is the rule, not a user's impatience: the other processes, stopped by the same
+    signal, leave first, and torchrun sends the slower one SIGTERM, which raised in its callbacks and cut
+    them short: the lock and a LoRA base's mark were left behind by a run that saved nothing (hunt 36-b B6).
+    (In training, StopSignal's handler drops them until its own callback, the last, restores the handlers.)"""
+
+    def __exit__(self, *exc) -> bool:
+        drop_signals()
+        try:
+            return super().__exit__(*exc)
+        finally:
+            drop_signals()  # (StopSignal's restore, the last callback, put the raising ones back)
+
+
+def drop_signals() -> None:
+    """SIGINT and SIGTERM dropped in silence (see ExitCallbacks); only the main thread sets handlers."""
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _dropped)
 
 
 @contextlib.contextmanager

@@ -2020,6 +2020,35 @@ def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data
     assert not list(lora.glob("ckpt-*"))
 
 
+def test_a_second_signal_on_the_way_out_cuts_no_clean_up_short(byte_data, tmp_path, capsys, monkeypatch):
+    # Under torchrun the other processes, stopped by the same signal, leave first, and torchrun sends the slower
+    # one SIGTERM while its exit callbacks run: raised there, it cut them short, and a LoRA run that saved
+    # nothing left its base pinned for good, its lock and run directory behind (hunt 36-b B6). Here: Ctrl-C
+    # while the model compiles, and a SIGTERM as the base's mark is taken back.
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1"]
+    assert train.main([*tiny, f"--out_dir={base}"]) == 0
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        assert (base / "ckpt-0000001" / LORA_BASE_MARK).is_file()  # (pinned while it would train)
+        raise KeyboardInterrupt
+    unmark = train.unmark_lora_base
+
+    def signalled(*args):
+        os.kill(os.getpid(), signal.SIGTERM)  # (handled at once, in this thread)
+        return unmark(*args)
+    monkeypatch.setattr(train, "maybe_compile", interrupted)
+    monkeypatch.setattr(train, "unmark_lora_base", signalled)
+    before = signal.getsignal(signal.SIGTERM)
+    assert train.main([*tiny, f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 130  # (the first's)
+    assert capsys.readouterr().err == "train.py: error: interrupted before training started; nothing was saved\n"
+    assert not (base / "ckpt-0000001" / LORA_BASE_MARK).exists() and not lora.exists()
+    assert signal.getsignal(signal.SIGTERM) == before  # (put back for in-process callers)
+
+
 def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_nothing(byte_data, tmp_path, capsys,
                                                                                        monkeypatch):
     # Refused or stopped before its first save, it said nothing was written, yet had listed itself
