@@ -76,8 +76,9 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         preset_not_applied, resume_config)
 from gpt.errors import (ChangedBase, ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile,
                         MissingPackage, PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated,
-                        UnreadableFile, UsageError, first_of_its_machine, first_of_the_job, lost_peer, out_of_memory,
-                        reported_oom, sigterm_raises, stdout_checked, wait_while_another_says_it, world_size)
+                        UnreadableFile, UsageError, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
+                        on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
+                        wait_while_another_says_it, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             # which then said "SIGTERM received: stopping after the current step" after the error (hunt 36-b B3).
             # Not a signal's stop (128 + the signal): torchrun passes those on to every process and waits for
             # them, up to 30 s, which a wait here would spend.
-            wait_while_another_says_it()
+            wait_while_another_says_it(on_rank_0s_machine())
         return status
     except UsageError as e:  # raised where the problem is found (gpt/errors.py); anything else is a bug
         if isinstance(e, StdoutFailed):  # its caller's stdout (bench.py's figures): the caller says it, once
@@ -138,8 +139,10 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         else:
             # Another process says it (ReportedByRank0 included): leaving at once was the job's first failure,
             # and torchrun ended the one to say it with SIGTERM while it still cleaned up (a failed save's last
-            # loss plot takes a second): no process said why, or it said "interrupted" (hunt 36-b B1)
-            wait_while_another_says_it()
+            # loss plot takes a second): no process said why, or it said "interrupted" (hunt 36-b B1). (Where
+            # the one to say it is on this machine: another node's torchrun does not end this process, review 36 R5.)
+            wait_while_another_says_it(on_one_machine() if isinstance(e, ReportedByRank0)  # (said by some rank)
+                                       else on_rank_0s_machine() if isinstance(e, ConfigError) else True)
         return e.exit_status
     except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
         if first_of_its_machine():  # (the signal reached every process)

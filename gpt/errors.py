@@ -120,18 +120,32 @@ def first_of_the_job() -> bool:
 ANOTHER_SAYS_IT_WAIT_S = 30.0
 
 
-def wait_while_another_says_it() -> None:
+def wait_while_another_says_it(sayer_on_this_machine: bool = True) -> None:
     """Where a process of a torchrun job leaves an error every process meets alike to another (rank 0,
     or its machine's first) to say, it waits here, up to ANOTHER_SAYS_IT_WAIT_S, for torchrun to end
     it once that one has said it and ended. It left at once, as the job's first failure: torchrun then
     ended the others with SIGTERM, and the one to say it among them where it was slower (a loaded
-    machine), so that no process said the error (issue 9's GPU machine: sample.py under torchrun)."""
-    if not under_torchrun():
+    machine), so that no process said the error (issue 9's GPU machine: sample.py under torchrun).
+    Only where the one to say it runs on this machine: torchrun ends a process when one of its own
+    machine ends, and on the other nodes of a job the wait was 30 s of nothing (review 36 R5)."""
+    if not under_torchrun() or not sayer_on_this_machine:
         return
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's SIGTERM ends this process at once, quietly
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # and its SIGINT (Ctrl-C), where train.main drops signals
     time.sleep(ANOTHER_SAYS_IT_WAIT_S)
+
+
+def on_rank_0s_machine() -> bool:
+    """Whether this process runs on the machine of its job's rank 0 (torchrun's GROUP_RANK 0, its node),
+    or alone."""
+    return os.environ.get("GROUP_RANK", "0").strip() == "0"
+
+
+def on_one_machine() -> bool:
+    """Whether all of this process's job runs on this machine (torchrun's LOCAL_WORLD_SIZE is its
+    WORLD_SIZE), or it is alone."""
+    return os.environ.get("LOCAL_WORLD_SIZE", "1").strip() == os.environ.get("WORLD_SIZE", "1").strip()
 
 
 def under_torchrun() -> bool:

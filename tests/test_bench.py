@@ -80,14 +80,18 @@ def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, mes
 def test_torchrun_is_refused_in_one_line_by_each_machines_first_process(monkeypatch, capsys, local_rank):
     # `torchrun --nproc_per_node=2 bench.py train ...`: each process ran the rows in a run directory of its
     # own, and rank 1 met a FileNotFoundError traceback reading its empty one's `latest` (hunt 35-b B8)
+    import gpt.errors
+
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", local_rank)
     monkeypatch.setenv("LOCAL_RANK", local_rank)
+    waited = []  # (the others wait for torchrun to end them once the first has said it: see tests/test_errors.py)
+    monkeypatch.setattr(gpt.errors, "wait_while_another_says_it", lambda *args: waited.append(args))
     with pytest.raises(SystemExit) as e:
         bench.main(["train", "--steps=1", "--warmup=0"])
     assert e.value.code == ("bench.py: error: bench.py runs in one process: start it with python, not torchrun (its "
                             "rows time one process; each of torchrun's would run them all)" if local_rank == "0" else 1)
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "" and waited == ([] if local_rank == "0" else [()])
 
 
 def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(monkeypatch, tmp_path):

@@ -222,3 +222,42 @@ def test_a_refusal_under_torchrun_is_said_where_the_process_that_says_it_is_slow
     proc = torchrun(wrapper, ROOT / script, *args)
     assert proc.returncode != 0
     assert [line for line in proc.stderr.splitlines() if ": error:" in line] == [said]
+
+
+@pytest.mark.parametrize("under_torchrun, here, waits", [(True, True, True), (True, False, False), (False, True, False)])
+def test_a_process_waits_for_the_one_to_say_it_only_under_torchrun_and_on_its_machine(monkeypatch, under_torchrun,
+                                                                                        here, waits):
+    # It waits, with SIGTERM and SIGINT ending it at once, for torchrun to end it once the process that says
+    # the error has (hunt 36-b B1); on another node nothing would end it: 30 s of nothing (review 36 R5)
+    import signal
+    import types
+
+    import gpt.errors
+
+    slept = []
+    monkeypatch.setattr(gpt.errors, "under_torchrun", lambda: under_torchrun)
+    monkeypatch.setattr(gpt.errors, "time", types.SimpleNamespace(sleep=slept.append))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        gpt.errors.wait_while_another_says_it(here)
+        assert slept == ([gpt.errors.ANOTHER_SAYS_IT_WAIT_S] if waits else [])
+        assert signal.getsignal(signal.SIGTERM) == (signal.SIG_DFL if waits else signal.SIG_IGN)
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
+def test_where_rank_0_runs_is_read_from_torchruns_environment(monkeypatch):
+    from gpt.errors import on_one_machine, on_rank_0s_machine
+
+    for name in ("GROUP_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert on_rank_0s_machine() and on_one_machine()  # (alone)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    assert not on_rank_0s_machine() and not on_one_machine()
+    monkeypatch.setenv("GROUP_RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert on_rank_0s_machine() and on_one_machine()

@@ -1514,6 +1514,10 @@ def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, t
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={base}"]) == 0
     import gpt.errors
     monkeypatch.setattr(gpt.errors, "under_torchrun", lambda: True)
+    # (the others wait for torchrun to end them once rank 0 has said it, where rank 0 runs on their machine:
+    # see tests/test_errors.py; here the wait is recorded, not waited)
+    waited = []
+    monkeypatch.setattr(train, "wait_while_another_says_it", lambda here=True: waited.append(here))
     refused = {"--time_budget with a step count": ["--max_iters=10", "--time_budget=5"],
                "another architecture": [f"--init_from={base}", "--n_layer=3", "--max_iters=1"],
                "a LoRA rank above the width": [f"--init_from={base}", "--lora_rank=64", "--max_iters=1"],
@@ -1526,6 +1530,14 @@ def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, t
             assert train.main([f"--data={byte_data}", *TINY, *args, f"--out_dir={tmp_path / 'run'}"]) == 1, what
             said[rank] = capsys.readouterr().err
         assert said["1"] == "" and said["0"].startswith("train.py: error: ") and said["0"].count("\n") == 1, (what, said)
+    assert waited == [True] * len(refused)  # rank 1's, each
+    # rank 1 on another node than rank 0's: nothing there ends it, so it leaves at once (review 36 R5)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    waited.clear()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=10", "--time_budget=5",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert waited == [False] and capsys.readouterr().err == ""
 
 
 def test_what_a_machines_files_refuse_is_said_by_its_first_process(byte_data, tmp_path, capsys, monkeypatch):
