@@ -703,9 +703,11 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
         theirs, trained_on = model.config.to_dict(), ckpt.model_config.to_dict()
         changed = [f"{k} {theirs[k]!r} (the adapters were trained with {trained_on[k]!r})"
                    for k in theirs if k != "dropout" and theirs[k] != trained_on.get(k)]
-        if changed:
-            raise ChangedBase(f"LoRA checkpoint {ckpt.path} was trained on base {lora['base']}, whose config has changed "
-                              f"since: it now has {', '.join(changed)}")
+        if changed:  # (naming where the base was found, where that is not the recorded place: moved with the run,
+            # or --lora_base; the recorded one may be missing, and was named alone: review 36 R4)
+            at = "" if found == lora["base"] else f" (found at {found})"
+            raise ChangedBase(f"LoRA checkpoint {ckpt.path} was trained on base {lora['base']}{at}, whose config has "
+                              f"changed since: it now has {', '.join(changed)}")
         apply_lora(model, LoRAConfig.from_dict(lora["config"]))  # (checked by read_meta)
         weights = ckpt.weights()  # a truncated file says so itself (UnreadableFile is a ValueError too)
         try:

@@ -588,3 +588,26 @@ def test_lora_base_given_as_a_link_to_a_checkpoint_records_the_checkpoint_it_nam
         _, ckpt = load_model(tmp_path / "lora", lora_base=given)
         assert ckpt.base_found == str(tmp_path / "store" / "weights-v1")  # as lora_base records it: a checkpoint
         assert lora_base(ckpt.base_found)["base"] == ckpt.base_found
+
+
+def test_a_changed_config_of_a_base_found_elsewhere_names_where_it_was_found(trained, tmp_path):
+    # moved (here alone, given with lora_base), the base's config.json edited: the refusal named the recorded
+    # place alone, which no longer exists, and not the file that changed (review 36 R4)
+    import shutil
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "base")))
+    shutil.move(tmp_path / "base", tmp_path / "moved")
+    meta_path = tmp_path / "moved" / "ckpt-0000005" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["model_config"]["n_head"] = 1  # (every tensor's shape the same)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ChangedBase) as e:
+        load_model(tmp_path / "lora", lora_base=tmp_path / "moved")
+    assert str(e.value).startswith(
+        f"LoRA checkpoint {tmp_path / 'lora' / 'ckpt-0000003'} was trained on base {tmp_path / 'base' / 'ckpt-0000005'} "
+        f"(found at {tmp_path / 'moved' / 'ckpt-0000005'}), whose config has changed since: it now has n_head 1")
