@@ -405,7 +405,20 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     except OSError as e:
         return (f"could not mark {base} as the base of this LoRA run ({describe_error(e)}); if its run prunes "
                 "it, these adapters will not load: keep a copy of it")
-    return None
+    # A base that is itself a LoRA checkpoint loads onto its own base, which its run listed itself on when
+    # it saved; a LoRA run saved before 2026-11-25 did not, and the base run's pruning removed that base,
+    # under this run's adapters too (hunt 36-d D2): its run is listed there now (a base recorded as a run
+    # directory follows that run's latest, and has nothing to keep; one listed already is left untouched)
+    try:
+        lora = json.loads((base / META).read_text(encoding="utf-8")).get("lora")
+        below = copy_of(Path(lora["base"])) if isinstance(lora, dict) and isinstance(lora.get("base"), str) else None
+        if below is None or not _is_complete(below) or _step(below) is None or below == base or (
+                (below / LORA_BASE_MARK).is_file()
+                and str(base.parent.resolve()) in lora_runs(below / LORA_BASE_MARK)):
+            return None
+    except (OSError, ValueError):
+        return None
+    return mark_lora_base(below, base.parent)
 
 
 def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:

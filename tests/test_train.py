@@ -2251,6 +2251,30 @@ def test_the_base_run_keeps_the_checkpoint_a_lora_run_was_trained_on(byte_data, 
     assert not (base / "ckpt-0000001" / LORA_BASE_MARK).exists()
 
 
+def test_a_lora_run_on_an_older_versions_lora_run_pins_the_base_below(byte_data, tmp_path):
+    # A LoRA run started from a LoRA checkpoint saved before 2026-11-25 listed itself on that checkpoint only:
+    # the older run had never listed itself on its own base, so the base run's next resume pruned it, and both
+    # LoRA runs' adapters were "trained on base ..., which is missing" for good (hunt 36-d D2)
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=1"]
+    base, lora, lora2 = tmp_path / "base", tmp_path / "lora", tmp_path / "lora2"
+    assert train.main([*tiny, "--max_iters=2", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base / 'ckpt-0000002'}", "--lora_rank=2",
+                       f"--out_dir={lora}"]) == 0
+    meta_path = lora / "ckpt-0000001" / "meta.json"  # as an older version saved it: the base's path alone
+    meta = json.loads(meta_path.read_text())
+    meta["lora"] = {"base": str(base / "ckpt-0000002"), "config": meta["lora"]["config"]}
+    meta_path.write_text(json.dumps(meta))
+    (base / "ckpt-0000002" / LORA_BASE_MARK).unlink()
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={lora}", "--lora_rank=2", f"--out_dir={lora2}"]) == 0
+    assert (lora / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora2.resolve()}\n"
+    assert (base / "ckpt-0000002" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume", f"--out_dir={base}"]) == 0
+    assert (base / "ckpt-0000002" / "model.safetensors").is_file()
+    load_model(lora2)
+
+
 def test_a_lora_base_that_cannot_be_marked_is_a_warning(tmp_path):
     from gpt.checkpoint import mark_lora_base
 
