@@ -700,13 +700,14 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
 
         found = checked_base(ckpt.path, lora, override)
         # by its name and absolute, as lora_base records a base (a stranded copy's `.tmp-old-` name is not one)
-        # (a record without a fingerprint, saved by an older version, is kept as it was). The name is the resolved
+        # (a record without a fingerprint, saved by an older version, is kept as it was, or where --lora_base put
+        # it: hunt 36-d D3). The name is the resolved
         # path's, as lora_base takes it: a link's name under its target's directory named no checkpoint, and a
         # resume given --lora_base=a link to a checkpoint was refused as "removed by its run" (review 36 R3)
         where = Path(found).resolve()
         ckpt.base_found = (str(where.parent / name_of(where)) if "base_step" in lora
                            else str(Path(found).resolve()) if "base_weights" in lora and Path(found).is_dir()
-                           else lora["base"])
+                           else found)
         # in float32, as train.py trained the adapters on it: a half-precision base merged in its own
         # dtype rounded W + BA to it (0.006 in the logits of a bf16 base: hunt 30-e F6)
         model = load_base_model(found, dropout=0.0, lora_base=override).float()
@@ -889,9 +890,24 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
     recorded exactly name a run directory: its latest checkpoint is used, as then, with a warning."""
     base = lora["base"]
     if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
+        if not Path(base).is_dir() and override is not None:
+            # Moved since (a project directory moved with its runs), the base is where --lora_base says: there
+            # is no fingerprint to check it by, as there is none for the recorded place either, and the
+            # adapters' config is checked against it as there. The option was passed over in silence, and
+            # the line gave no way on: the adapters could not be loaded at all (hunt 36-d D3)
+            place = override.place(base, ours=_step(Path(base)) is not None)
+            if not place.is_dir():
+                raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing; "
+                                  f"{override.option()}: {override.found(place, 'missing')}")
+            override.used = True
+            print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version), "
+                  f"with no fingerprint to check {override.option()} by: its adapters are applied to {place} as it "
+                  "is now", file=sys.stderr)
+            return str(place)
         if not Path(base).is_dir():
             relative = "" if Path(base).is_absolute() else " (a relative path, taken from the current directory)"
-            raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}")
+            raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}; if "
+                              "it is elsewhere now (moved or copied), point to it with --lora_base=PATH")
         print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version): "
               "its adapters are applied to that base as it is now", file=sys.stderr)
     if "base_weights" not in lora:  # (nothing to check another place by: --lora_base is not taken here)
