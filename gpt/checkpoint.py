@@ -890,24 +890,17 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
     recorded exactly name a run directory: its latest checkpoint is used, as then, with a warning."""
     base = lora["base"]
     if "base_weights" not in lora and base not in GPT2_HUB_CONFIGS:
-        if not Path(base).is_dir() and override is not None:
-            # Moved since (a project directory moved with its runs), the base is where --lora_base says: there
-            # is no fingerprint to check it by, as there is none for the recorded place either, and the
-            # adapters' config is checked against it as there. The option was passed over in silence, and
-            # the line gave no way on: the adapters could not be loaded at all (hunt 36-d D3)
-            place = override.place(base, ours=_step(Path(base)) is not None)
-            if not place.is_dir():
-                raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing; "
-                                  f"{override.option()}: {override.found(place, 'missing')}")
-            override.used = True
-            print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version), "
-                  f"with no fingerprint to check {override.option()} by: its adapters are applied to {place} as it "
-                  "is now", file=sys.stderr)
-            return str(place)
         if not Path(base).is_dir():
+            # Moved since, such a base is put back where it was recorded (a symbolic link there will do): with no
+            # fingerprint to check another place by, --lora_base took it anywhere, and in a LoRA run on a LoRA
+            # run the option meant for another level put the adapters onto another model (review 36 R7; it
+            # was passed over in silence before, and the line gave no way on: hunt 36-d D3)
             relative = "" if Path(base).is_absolute() else " (a relative path, taken from the current directory)"
-            raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}; if "
-                              "it is elsewhere now (moved or copied), point to it with --lora_base=PATH")
+            given = f"{override.option()} cannot stand for it: " if override is not None else ""
+            raise ChangedBase(f"LoRA checkpoint {ckpt} was trained on base {base}, which is missing{relative}; "
+                              f"{given}its record, saved by an older version, has no fingerprint to check another "
+                              "place by: if it is elsewhere now (moved or copied), put it back there, or a symbolic "
+                              "link to it")
         print(f"warning: LoRA checkpoint {ckpt} names its base only as {base} (saved by an older version): "
               "its adapters are applied to that base as it is now", file=sys.stderr)
     if "base_weights" not in lora:  # (nothing to check another place by: --lora_base is not taken here)
