@@ -700,8 +700,8 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
 
         found = checked_base(ckpt.path, lora, override)
         # by its name and absolute, as lora_base records a base (a stranded copy's `.tmp-old-` name is not one)
-        # (a record without a fingerprint, saved by an older version, is kept as it was, or where --lora_base put
-        # it: hunt 36-d D3). The name is the resolved
+        # (a record without a fingerprint, saved by an older version, is kept as it was: checked_base takes its
+        # base only there, review 36 R7). The name is the resolved
         # path's, as lora_base takes it: a link's name under its target's directory named no checkpoint, and a
         # resume given --lora_base=a link to a checkpoint was refused as "removed by its run" (review 36 R3)
         where = Path(found).resolve()
