@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import glob
 import html
 import importlib.util
@@ -197,6 +198,12 @@ def _shakespeare_pieces(files: list[Path], conversion: int, stats: SourceStats) 
 # ----------------------------------------------------------------------------- local files
 
 
+def unsearchable(e: PermissionError) -> PrepareError:
+    """The error for a name that could not be looked up (stat) in a directory that cannot be
+    searched (no x permission): the directory is what cannot be read; the name may not exist."""
+    return PrepareError(f"{Path(e.filename).parent if e.filename else '?'}: cannot read it ({e.strerror or e})")
+
+
 def _directory_files(path: Path) -> list[Path]:
     """A directory's files, recursively, sorted, skipping hidden names below it and what
     data/prepare.py or train.py wrote there: `train.py --data=data/` put its cache in data/cache,
@@ -221,7 +228,7 @@ def _directory_files(path: Path) -> list[Path]:
                        and not training_output(here / d)]
             files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
         except PermissionError as e:
-            unreadable(e)
+            raise unsearchable(e) from None
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
             # a link to nothing (its target moved or deleted): said, as a binary file is (hunt, session 27)
@@ -272,18 +279,51 @@ def _glob_files(pattern: str) -> list[Path]:
             if d == base or d in (Path("."), Path(d.anchor)):
                 return False
             if d not in written:
-                written[d] = d.is_dir() and (_prepared_data(d) or training_output(d))
+                try:
+                    written[d] = d.is_dir() and (_prepared_data(d) or training_output(d))
+                except PermissionError as e:  # (a matched directory not searchable: a traceback, hunt 34-c C8's sibling)
+                    raise unsearchable(e) from None
             if written[d]:
                 return True
         return False
 
+    _glob_can_list(parts)
     matches = sorted(map(Path, glob.glob(os.path.expanduser(pattern), recursive=True)))
     kept = [m for m in matches if not below_written(m)]
     if matches and not kept:
         raise PrepareError(f"{pattern}: matches only what lies in directories prepare.py or train.py wrote "
                            "(prepared data, a run's out_dir), which are not read back as text: name such a file "
                            "itself to read it")
-    return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
+    try:
+        return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
+    except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
+        raise unsearchable(e) from None
+
+
+def _glob_can_list(parts: tuple[str, ...]) -> None:
+    """Refuse a glob that leads through a directory it cannot read. glob passes over such a
+    directory in silence (no permission, an I/O error): its files were left out of the data and
+    the run said nothing, as os.walk did for a directory given itself (hunt 34-c C8, its glob
+    sibling). From the first wildcard on, glob lists each directory the parts before a wildcard
+    part match (with `**`, their subtrees as well), and looks up a literal part in each directory
+    the parts before it match: the same directories, found by glob in turn, are read here."""
+    def magic(part: str) -> bool:
+        return any(c in part for c in "*?[")
+
+    for i in range(next(i for i, part in enumerate(parts) if magic(part)), len(parts)):
+        lead = os.path.join(*parts[:i]) if i else os.curdir
+        for directory in glob.glob(os.path.join(lead, "**", "") if parts[i] == "**" else os.path.join(lead, ""),
+                                   recursive=True):
+            try:
+                if magic(parts[i]):
+                    with os.scandir(directory):
+                        pass
+                else:
+                    os.stat(os.path.join(directory, parts[i]))
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
+                    # (not there, gone since, a link loop's end: as glob takes them, not unreadable data)
+                    raise PrepareError(f"{directory.rstrip(os.sep) or os.sep}: cannot read it ({e.strerror or e})") from None
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
@@ -293,18 +333,21 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     seen: set[Path] = set()  # resolved paths: b/a.txt, b/../b/a.txt and a symlink to it are one document
     for item in map(str, inputs):
         path = Path(item).expanduser()
-        if path.is_file():
-            found = [path]
-        elif path.is_dir():
-            found = _directory_files(path)
-        elif any(c in item for c in "*?["):
-            found = _glob_files(item)
-            if not found:
-                raise PrepareError(f"{item}: no file matches")
-        elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)
-            raise PrepareError(f"{item}: not a regular file or a directory")
-        else:
-            raise PrepareError(f"{item}: no such file or directory")
+        try:  # (a path in a directory that cannot be searched, no x permission: a traceback, hunt 34-c C8's sibling)
+            if path.is_file():
+                found = [path]
+            elif path.is_dir():
+                found = _directory_files(path)
+            elif any(c in item for c in "*?["):
+                found = _glob_files(item)
+                if not found:
+                    raise PrepareError(f"{item}: no file matches")
+            elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)
+                raise PrepareError(f"{item}: not a regular file or a directory")
+            else:
+                raise PrepareError(f"{item}: no such file or directory")
+        except PermissionError as e:
+            raise unsearchable(e) from None
         for f in found:
             if (real := f.resolve()) not in seen:
                 seen.add(real)
