@@ -67,10 +67,10 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (BaseOverride, checkpoint_holding, clean_leftovers, copy_of, latest_note, list_checkpoints,
-                            load_base_model, load_model, lora_base, mark_lora_base, open_resumable, pretrained_config,
-                            pretrained_tokenizer, rebased, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
-                            write_failed)
+from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, latest_note,
+                            list_checkpoints, load_base_model, load_model, lora_base, mark_lora_base, open_resumable,
+                            pretrained_config, pretrained_tokenizer, rebased, repoint_best, save_checkpoint, set_aside,
+                            unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
@@ -89,7 +89,7 @@ from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, c
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state,
                          steps_in_budget, use_deterministic, use_fp8)
-from gpt.rundir import hold_run_dir, on_rank0
+from gpt.rundir import hold_run_dir, on_rank0, refuse_if_busy
 from gpt.shards import DataDir
 
 
@@ -174,7 +174,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
             resuming.append(Path(cfg.out_dir))
-        resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
+        try:
+            resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
+        except NoCheckpoint:  # (a run there that has saved nothing yet: it is said, not "no checkpoint")
+            refuse_if_busy(cfg.out_dir)
+            raise
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
             parsed, typed = cfg, command_line_keys(argv)
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)

@@ -177,6 +177,31 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
+def refuse_if_busy(out_dir: str | Path) -> None:
+    """RunDirBusy, naming the holder, where another process holds out_dir's lock now; else nothing (a
+    lock this probe gets is let go at once). For a resume that found no checkpoint: it read the
+    checkpoints before taking the lock, and beside a run that had saved none yet it said "no complete
+    checkpoint in out", as if nothing were there, where a run trains (hunt 37-c C2; the README says a
+    second run is refused naming the holder)."""
+    try:
+        fd = os.open(Path(out_dir) / LOCK_NAME, os.O_RDWR)
+    except OSError:  # no lock file: no run holds it (a run removes it as it lets go)
+        return
+    try:
+        try:
+            locked = _try_lock(fd)
+        except OSError:  # a filesystem without locks: the resume's own lock says so
+            return
+        if not locked:
+            raise RunDirBusy(f"{out_dir} is in use by another training run ({_read_holder(fd)}); wait for it to "
+                             "finish or stop it, or choose another --out_dir")
+        if fcntl is None:  # (msvcrt's lock is let go by hand; closing drops flock's)
+            with contextlib.suppress(OSError):
+                msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+    finally:
+        os.close(fd)
+
+
 def _read_holder(fd: int) -> str:
     try:
         record = json.loads(os.read(fd, 4096).decode() or "{}")

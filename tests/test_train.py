@@ -1338,6 +1338,30 @@ def test_a_second_run_on_the_same_out_dir_is_refused_while_the_first_goes_on(byt
     assert open_checkpoint(out).meta["step"] == steps[-1] and not (out / "train.lock").exists()
 
 
+def test_a_resume_beside_a_run_that_has_saved_nothing_yet_names_that_run(byte_data, tmp_path, capsys):
+    # The resume reads the checkpoints before it takes the lock: beside a run that had saved none yet
+    # it said "no complete checkpoint in run", as if nothing were there, where a run trains (hunt 37-c C2)
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+                               "from gpt.rundir import RunDirLock; RunDirLock(sys.argv[2]).acquire(); "
+                               "print('locked', flush=True); time.sleep(60)", str(ROOT), str(out)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert train.main([f"--data={byte_data}", *TINY, "--init_from=resume", f"--out_dir={out}"]) == 1
+        line = one_line_error(capsys.readouterr().err)
+        assert f"{out} is in use by another training run (process {holder.pid} on " in line, line
+        assert "no complete checkpoint" not in line
+        assert holder.poll() is None  # (the probe took nothing from it)
+    finally:
+        holder.kill()
+        holder.wait()
+    # No run there: the line is as before, and the probe left no lock behind
+    assert train.main([f"--data={byte_data}", *TINY, "--init_from=resume", f"--out_dir={out}"]) == 1
+    assert f"no complete checkpoint in {out}" in one_line_error(capsys.readouterr().err)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--out_dir={out}"]) == 0
+
+
 def test_a_save_failing_part_way_is_one_line_and_keeps_the_previous_checkpoint(byte_data, tmp_path, monkeypatch,
                                                                                 capsys):
     import errno
