@@ -284,6 +284,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
+    model.data_vocab_size = data.vocab_size  # (a padded vocabulary's smoothing: GPT.head_and_loss, hunt 37-a A1)
     if not resume:
         # the data's tokenizer and the weights' shape, not the preset's: config.json and the checkpoints
         # record what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe; a run on

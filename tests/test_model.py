@@ -111,6 +111,34 @@ def test_label_smoothing_is_the_formula_and_zero_is_plain_cross_entropy():
     assert smoothed.item() > plain.item()  # a near-uniform model: smoothing weighs the tokens it finds unlikely
 
 
+def test_label_smoothing_of_a_padded_vocabulary_spreads_over_the_data_ids_alone():
+    # hunt 37-a A1: on CUDA (or with --fp8_head) the vocabulary is padded to a multiple of 64 (bytes' 257 ids to 320);
+    # smoothing spread ε over the padded ids too, and a model trained so put ~1.9% of its probability on ids no
+    # tokenizer makes (ε 0.1). The target is 1 - ε on the true token and ε spread evenly over the data's ids (80 here).
+    model = tiny_model()  # vocab 97
+    model.data_vocab_size = 80  # ids 80..96 are padding
+    with torch.no_grad():  # (a near-uniform model gives near-equal losses either way)
+        model.transformer.wte.weight.mul_(30)
+    idx, targets = torch.randint(0, 80, (2, 8)), torch.randint(0, 80, (2, 8))
+    targets[1, 4:] = -1
+    logits, plain = model(idx, targets)
+    eps = 0.1
+    _, smoothed = model(idx, targets, label_smoothing=eps)
+    logp = torch.log_softmax(logits.float(), dim=-1)[targets >= 0]  # the softmax over all 97: padding still pushed down
+    q = torch.zeros_like(logp)
+    q[:, :80] = eps / 80
+    q[torch.arange(len(q)), targets[targets >= 0]] += 1 - eps
+    expected = -(q * logp).sum(dim=1).mean()
+    assert smoothed.item() == pytest.approx(expected.item(), rel=1e-5)
+    everywhere = torch.nn.functional.cross_entropy(logits.reshape(-1, 97), targets.reshape(-1), ignore_index=-1,
+                                                   label_smoothing=eps)
+    assert abs(smoothed.item() - everywhere.item()) > 1e-3  # (what it was)
+    smoothed.backward()  # and the gradient is the loss's
+    assert model.lm_head.weight.grad is not None and torch.isfinite(model.lm_head.weight.grad).all()
+    _, unsmoothed = model(idx, targets, label_smoothing=0.0)
+    assert unsmoothed.item() == plain.item()  # the plain cross-entropy is over the whole softmax, as before
+
+
 def test_a_batch_with_no_targets_has_zero_loss_and_gradient_not_nan():
     """Instruction data: a window may hold only prompt tokens (all targets -1, issue 12)."""
     model = tiny_model()
