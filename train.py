@@ -68,9 +68,9 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, latest_note,
-                            list_checkpoints, load_base_model, load_model, lora_base, mark_lora_base, open_resumable,
-                            pretrained_config, pretrained_tokenizer, rebased, repoint_best, save_checkpoint, set_aside,
-                            unmark_lora_base, write_failed)
+                            list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
+                            open_resumable, pretrained_config, pretrained_tokenizer, rebased, repoint_best,
+                            save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
@@ -376,6 +376,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     saved_by_this_run = False
     if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
         base_copy = copy_of(Path(base["base"]))  # (a stranded earlier save, where that is the step's only copy)
+        # A line there before this run is not its to take back: an earlier LoRA run of this directory, moved
+        # elsewhere since (kept under another name, a new try under the old one), still loads that base where
+        # it was recorded and has no other pin; a new run here that saved nothing removed it, and the base
+        # run's pruning then removed the moved run's base (hunt 37-d D1)
+        listed_before = listed_on(base_copy, out_dir)
         warning = mark_lora_base(base_copy, out_dir)
         if not (base_copy / "meta.json").is_file():  # its run pruned it since it was loaded: trained on,
             # the adapters' base was missing at the end, status 0 (hunt 30-e F9); nothing is trained yet
@@ -383,7 +388,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                               "started: start again, from the run's newer checkpoint")
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
-        if not resume:
+        if not resume and not listed_before:
             # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
             on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(copy_of(Path(base["base"])), out_dir))
 

@@ -421,6 +421,15 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     return mark_lora_base(below, base.parent)
 
 
+def listed_on(base: Path, lora_out_dir: Path) -> bool:
+    """Whether the LoRA run in `lora_out_dir` is on base checkpoint `base`'s list (mark_lora_base) already:
+    False where the list is missing or cannot be read."""
+    try:
+        return str(Path(lora_out_dir).resolve()) in lora_runs(base / LORA_BASE_MARK)
+    except OSError:
+        return False
+
+
 def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
     """Take a LoRA run that saved nothing (refused, interrupted, its first save failed) off its base's
     list again, so that it does not pin the base for good (audit, 2026-11-26); the file goes with its

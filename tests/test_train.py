@@ -2120,6 +2120,33 @@ def test_a_lora_run_pins_its_base_while_it_trains_and_unpins_it_if_it_saves_noth
     assert mark.read_text() == f"{lora.resolve()}\n"
 
 
+def test_a_new_lora_run_that_saves_nothing_leaves_a_line_it_did_not_add(byte_data, tmp_path, capsys, monkeypatch):
+    # A LoRA run moved away from its directory (kept under another name) still loads its base where it was
+    # recorded, pinned by its old directory's line alone; a new run under the old name that saved nothing took
+    # that line back, and the base run's pruning removed the moved run's base (hunt 37-d D1)
+    from gpt.checkpoint import LORA_BASE_MARK
+    from gpt.errors import SaveError
+
+    base, lora, kept = tmp_path / "base", tmp_path / "lora", tmp_path / "lora-kept"
+    mark = base / "ckpt-0000001" / LORA_BASE_MARK
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    lora.rename(kept)
+    assert mark.read_text() == f"{lora.resolve()}\n"
+
+    def failing(*args, **kwargs):
+        raise SaveError("saving checkpoint failed: disk full (simulated)")
+    monkeypatch.setattr(train, "save_checkpoint", failing)
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 3
+    assert mark.read_text() == f"{lora.resolve()}\n"  # (kept's only pin)
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=4", "--eval_interval=1", "--init_from=resume", f"--out_dir={base}"]) == 0
+    assert (base / "ckpt-0000001").is_dir() and not (base / "ckpt-0000002").exists()  # (the unpinned pruned)
+    model, _ = train.load_model(kept)  # (its base is there)
+
+
 def test_an_error_that_stops_the_loop_is_a_line_of_its_own_after_the_progress_bar(byte_data, tmp_path):
     # the bar (stdout) was left open, and main's one line (stderr) went onto its end: on a terminal
     # " 50%|█████     | 10/20 [...]train.py: error: saving checkpoint ... failed: File too large" (hunt 35-d D7)
