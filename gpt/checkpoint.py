@@ -324,7 +324,14 @@ def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
             # broken-ckpt-* for good (hunt 30-c F1)
             doomed = p.with_name(f"{PRUNED_PREFIX}{p.name}.{os.getpid()}")
             try:
-                os.replace(p, doomed)
+                # Looked at again under the marks' lock, which mark_lora_base takes: a LoRA run that listed
+                # itself since `keep` was read (while an earlier one was removed: seconds for a large one)
+                # found the base still there, trained, and lost it here (hunt 37-d D2); one that lists itself
+                # from now on finds it gone, and stops at its start
+                with _lora_marks_locked(p):
+                    if (p / LORA_BASE_MARK).exists():
+                        continue
+                    os.replace(p, doomed)
             except OSError:
                 continue  # (gone already, or the directory is read-only now: left for the next prune)
             shutil.rmtree(doomed, ignore_errors=True)

@@ -655,6 +655,30 @@ def test_lora_runs_started_together_are_all_kept_on_their_bases_list(tmp_path, m
     assert sorted((base / LORA_BASE_MARK).read_text().splitlines()) == sorted(str(run.resolve()) for run in runs)
 
 
+def test_pruning_keeps_a_checkpoint_a_lora_run_listed_itself_on_while_an_earlier_one_was_removed(tmp_path,
+                                                                                                monkeypatch):
+    # Pruning read which checkpoints carry lora-runs.txt once, then removed the others one by one (seconds
+    # each for a large one): a LoRA run that listed itself on a later one meanwhile found it still there,
+    # trained, saved, and its base was then removed (hunt 37-d D2)
+    from gpt import checkpoint
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
+
+    model, state, meta = make_model(), {"note": torch.arange(3)}, {"model_config": CFG.to_dict()}
+    for step in (1, 2, 3, 4):
+        save_checkpoint(tmp_path, step, model, state, meta, keep_last=5)
+    real_rmtree, marked = shutil.rmtree, []
+
+    def a_lora_run_starts_meanwhile(path, ignore_errors=False):
+        if not marked and Path(path).name.startswith(".tmp-pruned-"):  # (the first removal: ckpt-0000001's)
+            marked.append(mark_lora_base(tmp_path / "ckpt-0000003", tmp_path / "lora"))
+        return real_rmtree(path, ignore_errors=ignore_errors)
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", a_lora_run_starts_meanwhile)
+    save_checkpoint(tmp_path, 5, model, state, meta, keep_last=2)  # removes 1, 2 and 3 unless pinned
+    assert marked == [None]
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000004", "ckpt-0000005"]
+    assert (tmp_path / "ckpt-0000003" / LORA_BASE_MARK).read_text() == f"{(tmp_path / 'lora').resolve()}\n"
+
+
 def test_repoint_best_finds_a_stranded_holder_and_says_what_it_cannot_write(tmp_path):
     # review 30: the best held only by a stranded earlier save (`_stranded`) was called gone, and `best`
     # removed; a `best` that cannot be rewritten was a traceback at the resume
