@@ -124,23 +124,29 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         if isinstance(meta.get("lora"), dict):  # (where the base lies from this run: runs moved together, hunt 36-c A6)
             meta = {**meta, "lora": with_relative_base(meta["lora"], out_dir)}
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
+        for f in (WEIGHTS, STATE, META):
+            _fsync_file(tmp / f)
         # The same step saved again keeps the LoRA runs that pin it against pruning (else the next prune
         # removed their base: audit, 2026-11-26), also those of a stranded earlier save it replaces
-        # (`_stranded`: a LoRA run may have started from it; hunt 30-c F10)
-        copies = (final, *out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"))
-        pinned = [r for c in copies if (c / LORA_BASE_MARK).is_file() for r in lora_runs(c / LORA_BASE_MARK)]
-        kept = [LORA_BASE_MARK] if pinned else []
-        if pinned:
-            (tmp / LORA_BASE_MARK).write_bytes(lora_runs_file(dict.fromkeys(pinned)))
-        for f in (WEIGHTS, STATE, META, *kept):
-            _fsync_file(tmp / f)
-        fsync_dir(tmp)
-        if final.exists():  # the same step saved again (e.g. a resumed run stopped at once): swap it out
-            os.replace(final, old)
+        # (`_stranded`: a LoRA run may have started from it; hunt 30-c F10). Read and carried over under the
+        # marks' lock (mark_lora_base's) until the swap: a LoRA run that listed itself between the read and
+        # the swap (the files' writes and fsyncs: seconds for a large checkpoint) lost its line, and the base
+        # run's next pruning its base (hunt 37-d D3)
+        with contextlib.ExitStack() as marks_locked:
+            copies = [c for c in (final, *sorted(out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"))) if c.is_dir()]
+            for c in copies:
+                marks_locked.enter_context(_lora_marks_locked(c))
+            pinned = [r for c in copies if (c / LORA_BASE_MARK).is_file() for r in lora_runs(c / LORA_BASE_MARK)]
+            if pinned:
+                (tmp / LORA_BASE_MARK).write_bytes(lora_runs_file(dict.fromkeys(pinned)))
+                _fsync_file(tmp / LORA_BASE_MARK)
+            fsync_dir(tmp)
+            swapped = final.exists()
+            if swapped:  # the same step saved again (e.g. a resumed run stopped at once): swap it out
+                os.replace(final, old)
             os.replace(tmp, final)
+        if swapped:
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
         for stranded in out_dir.glob(f"{SET_ASIDE_PREFIX}{name}.*"):  # a killed save's (`_stranded`): replaced now
             shutil.rmtree(stranded, ignore_errors=True)
         fsync_dir(out_dir)

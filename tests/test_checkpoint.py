@@ -602,6 +602,32 @@ def test_a_step_saved_again_keeps_the_lora_runs_that_pin_it(tmp_path):
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003", "ckpt-0000005", "ckpt-0000006"]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_a_step_saved_again_keeps_a_lora_run_that_lists_itself_while_it_is_written(tmp_path, monkeypatch):
+    # The earlier save's list was read, then the new copy written and swapped in: a LoRA run that listed
+    # itself on the step in between (seconds for a large checkpoint) lost its line, and the base run's next
+    # pruning removed its base (hunt 37-d D3). Here the LoRA run lists itself just before the swap.
+    import threading
+    import time
+
+    from gpt import checkpoint
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
+
+    first = save(tmp_path, 3, make_model())
+    real_fsync_dir, marking = checkpoint.fsync_dir, []
+
+    def a_lora_run_starts_meanwhile(path):
+        if Path(path).name.startswith(".tmp-ckpt-") and not marking:  # (the new copy, written: next is the swap)
+            marking.append(threading.Thread(target=mark_lora_base, args=(first, tmp_path / "lora")))
+            marking[0].start()
+            time.sleep(0.5)
+        return real_fsync_dir(path)
+    monkeypatch.setattr(checkpoint, "fsync_dir", a_lora_run_starts_meanwhile)
+    assert save(tmp_path, 3, make_model(1)) == first
+    marking[0].join()
+    assert (first / LORA_BASE_MARK).read_text() == f"{(tmp_path / 'lora').resolve()}\n"
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="file names as bytes")
 def test_the_lora_runs_list_holds_the_runs_names_as_the_file_system_has_them(tmp_path):
     # Read in the locale's encoding and written in UTF-8, a Latin-1 locale turned "lora \u00e9" into mojibake
