@@ -302,9 +302,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", accumulation_note(cfg, accumulation_was, dist.world_size))
     block_size = cfg.block_size
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
-    train_batches = TrainBatches(data.path, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
+    # `data` itself, whose meta.json said the tokenizer, the vocabulary and the bytes per token: each loader read
+    # it again (data.path), and data prepared again in between trained under the old one's (hunt 37-b B1)
+    train_batches = TrainBatches(data, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
                                  world_size=dist.world_size, micro_batches=accum, device=device)
-    val_batches = ValBatches(data.path, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
+    val_batches = ValBatches(data, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
                              rank=dist.rank, world_size=dist.world_size, device=device)
     # Instruction data's validation windows may hold no answer token (a small split, long records): its
     # loss was then 0/0, logged as 0.0000, and `best` stayed on the first evaluation (hunt, session 27)

@@ -323,6 +323,9 @@ class DataDir:
 
     def __init__(self, path):
         self.path = Path(path)
+        # the directory as its meta.json is read (before): data/prepare.py replaces a data directory whole, by
+        # renames, so the same directory when its shards are opened means shards of this meta.json (open_shards)
+        self._identity = _identity(self.path)
         meta_path = self.path / META_NAME
         if not meta_path.is_file():
             hint = ("prepare it first: python data/prepare.py (Shakespeare), or --input FILES / --hf NAME; "
@@ -461,10 +464,17 @@ class DataDir:
         """Open and check every shard of a split, including that each agrees with meta.json."""
         open_files_for(2 * len(self.shard_paths(split)))  # (a map each, and a mask's)
         shards = []
-        for path in self.shard_paths(split):
-            if not path.is_file():
-                raise ShardError(path, f"missing, but listed in {META_NAME}; rebuild with data/prepare.py --force")
-            shard = open_shard(path, full_check)
+        try:
+            for path in self.shard_paths(split):
+                if not path.is_file():
+                    raise ShardError(path, f"missing, but listed in {META_NAME}; rebuild with data/prepare.py --force")
+                shards.append(open_shard(path, full_check))
+        except ValueError:  # (ShardError is one) a directory prepared again meanwhile is said as that
+            self.check_unreplaced()
+            raise
+        self.check_unreplaced()
+        for shard in shards:
+            path = shard.path
             got = (shard.tokenizer_name, shard.vocab_size, shard.eot_token)
             want = (self.tokenizer_name, self.vocab_size, self.eot_token)
             if got != want:
@@ -473,7 +483,6 @@ class DataDir:
                 # then counted over prompts too, and the masks still applied: a wrong figure, in silence)
                 raise ShardError(path, f"holds a loss mask (instruction data), and {META_NAME} does not say "
                                  '"supervised": true; rebuild with data/prepare.py --force')
-            shards.append(shard)
         # From the headers: a shard swapped in from another data set (same tokenizer) or a
         # hand-edited count would otherwise train and report bits per byte on the wrong text.
         got, want = sum(s.num_tokens for s in shards), self.num_tokens(split)
@@ -482,6 +491,23 @@ class DataDir:
             raise ShardError(self.path / META_NAME, f"splits.{split}.tokens is {want:,} but {which} {got:,} "
                              "tokens (a shard replaced, or meta.json edited); rebuild with data/prepare.py --force")
         return shards
+
+    def check_unreplaced(self) -> None:
+        """ShardError where the directory is not the one whose meta.json this DataDir read: data/prepare.py
+        --force (or a preparation of other text into the same --out_dir) replaced it since. A run starting
+        meanwhile took its tokenizer, vocabulary and bits per byte from the old meta.json and its batches from
+        the new shards: byte tokens trained a "gpt2" model, in silence (hunt 37-b B1). The same meta.json
+        again, with its splits' sha256, is the same tokens, whichever directory each shard came from."""
+        if _identity(self.path) == self._identity:
+            return
+        try:
+            again = json.loads((self.path / META_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            again = None
+        if again == self.meta and all(isinstance(s, dict) and "sha256" in s for s in self.meta["splits"].values()):
+            return  # the same tokens again (two runs preparing the same raw text into train.py's cache at once)
+        raise ShardError(self.path, "was prepared again (replaced by data/prepare.py) while it was being opened: "
+                                    "start again, once that preparation has finished")
 
     def check_compatible(self, tokenizer_name: str, vocab_size: int) -> None:
         """Refuse, before training starts, a model whose tokenizer or vocabulary can't embed these
@@ -502,6 +528,15 @@ class DataDir:
 
     def __repr__(self) -> str:
         return f"DataDir({str(self.path)!r}, tokenizer={self.tokenizer_name!r}, splits={self.splits})"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """A directory's (device, inode), None where it cannot be read (its meta.json then says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def write_meta(directory, meta: dict) -> None:

@@ -290,6 +290,45 @@ def test_shard_header_must_agree_with_meta(tmp_path):
 # ----------------------------------------------------------------------------- data dir
 
 
+def test_a_data_dir_prepared_again_after_its_meta_was_read_is_refused_not_mixed(tmp_path):
+    """data/prepare.py replaces a directory whole (renames): a DataDir whose meta.json was read before
+    opened the new shards under the old meta.json, in silence where their counts agree (hunt 37-b B1)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    dd = make_data_dir(data, {"train": [np.arange(100)], "val": [np.arange(50)]})
+    again = tmp_path / "again"
+    again.mkdir()
+    make_data_dir(again, {"train": [np.arange(100, 200)], "val": [np.arange(50)]})  # other tokens, same counts
+    data.rename(tmp_path / "old")
+    again.rename(data)
+    for opens in (lambda: TrainBatches(dd, 2, 8), lambda: ValBatches(dd, 2, 8), lambda: dd.open_shards("val")):
+        with pytest.raises(ShardError, match=re.escape(f"{data}: was prepared again (replaced by data/prepare.py) "
+                                                       "while it was being opened: start again")):
+            opens()
+    # a shard missing in the new directory is said the same way, not as "missing, but listed in meta.json"
+    (data / "val_000000.bin").unlink()
+    with pytest.raises(ShardError, match="was prepared again"):
+        dd.open_shards("val")
+    assert [int(t) for t in TrainBatches(DataDir(data), 2, 8)._windows._tokens[0][:3]] == [100, 101, 102]  # read anew: fine
+
+
+def test_a_data_dir_prepared_again_to_the_same_tokens_meanwhile_is_taken(tmp_path):
+    """Two runs preparing the same raw text into train.py's cache at once: each replaces the directory with
+    the same shards (the same meta.json, its splits' sha256 included), which is no reason to stop (B1)."""
+    data, again = tmp_path / "data", tmp_path / "again"
+    for d in (data, again):
+        d.mkdir()
+        make_data_dir(d, {"train": [np.arange(100)], "val": [np.arange(50)]})
+        meta = json.loads((d / "meta.json").read_text())
+        for split in meta["splits"].values():
+            split["sha256"] = "0" * 64
+        (d / "meta.json").write_text(json.dumps(meta))
+    dd = DataDir(data)
+    data.rename(tmp_path / "old")
+    again.rename(data)
+    assert TrainBatches(dd, 2, 8).windows_per_epoch == 10 and ValBatches(dd, 2, 8).windows == 4
+
+
 def test_data_dir_without_meta_says_to_run_prepare(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"meta\.json.*python data/prepare\.py"):
         DataDir(tmp_path)

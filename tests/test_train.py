@@ -2735,6 +2735,29 @@ def test_a_resume_on_data_prepared_again_to_the_same_counts_is_refused_too(tmp_p
     assert open_checkpoint(out).state()["loader"]["sha256"] == edited
 
 
+def test_data_prepared_again_while_a_run_starts_is_refused_not_trained_under_the_old_meta(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """The run read meta.json (tokenizer, vocabulary, bytes per token), then its loaders read the
+    directory again: data/prepare.py --force into it meanwhile (another tokenizer, other text) trained
+    the new tokens under the old one's names, status 0 (hunt 37-b B1)."""
+    from gpt.prepare import prepare
+
+    data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", docs=6, words=120))],
+                   tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
+    real = train.TrainBatches
+
+    def prepared_again_first(*args, **kwargs):  # (another user's data/prepare.py, at this moment)
+        prepare(source="input", inputs=[str(write_corpus(tmp_path / "text2", docs=7, words=150, seed=1))],
+                tokenizer="byte", out_dir=data, force=True, quiet=True)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(train, "TrainBatches", prepared_again_first)
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 1
+    assert f"train.py: error: {data}: was prepared again (replaced by data/prepare.py) while it was being opened: " \
+           "start again" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_that_data(byte_data, tmp_path, capsys):
     # "use --init_from=<the run directory>" was refused as printed ("out holds a run") and, given an
     # --out_dir but not the typed --data again, trained on the default data (review, session 23)
