@@ -69,16 +69,16 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, latest_note,
                             list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_config, pretrained_tokenizer, rebased, repoint_best,
-                            save_checkpoint, set_aside, unmark_lora_base, write_failed)
+                            open_resumable, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
+                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
-from gpt.errors import (ChangedBase, ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile,
-                        MissingPackage, PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated,
-                        UnreadableFile, UsageError, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
-                        on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
-                        wait_while_another_says_it, world_size)
+from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
+                        PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
+                        first_of_its_machine, first_of_the_job, lost_peer, on_one_machine, on_rank_0s_machine,
+                        out_of_memory, reported_oom, sigterm_raises, stdout_checked, wait_while_another_says_it,
+                        world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -384,10 +384,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # run's pruning then removed the moved run's base (hunt 37-d D1)
         listed_before = listed_on(base_copy, out_dir)
         warning = mark_lora_base(base_copy, out_dir)
-        if not (base_copy / "meta.json").is_file():  # its run pruned it since it was loaded: trained on,
-            # the adapters' base was missing at the end, status 0 (hunt 30-e F9); nothing is trained yet
-            raise ChangedBase(f"the base checkpoint {base['base']} was removed by its run (pruned) while this one "
-                              "started: start again, from the run's newer checkpoint")
+        # its run pruned it since it was loaded: trained on, the adapters' base was missing at the end, status 0
+        # (hunt 30-e F9); nothing is trained yet
+        refuse_a_pruned_base(base)
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         if not resume and not listed_before:
@@ -1146,9 +1145,13 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
     # Resolved once: the weights loaded are the ones recorded (and hashed, for adapters to be saved)
     override = BaseOverride(Path(cfg.lora_base)) if cfg.lora_base else None  # (a LoRA run's moved base: hunt 36-c A6)
     base = lora_base(cfg.init_from, fingerprint=bool(cfg.lora_rank))
-    with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
-        model = load_base_model(str(copy_of(Path(base["base"]))) if "base_step" in base else base["base"],
-                                dropout=cfg.dropout, lora_base=override)
+    try:
+        with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
+            model = load_base_model(str(copy_of(Path(base["base"]))) if "base_step" in base else base["base"],
+                                    dropout=cfg.dropout, lora_base=override)
+    except (MissingFile, UnreadableFile):  # pruned since lora_base read it: "'RUN/ckpt-N' is neither a directory nor
+        refuse_a_pruned_base(base)         # one of gpt2, ...", of a checkpoint never typed (hunt 37-b B3)
+        raise
     if override is not None and not override.used:  # (where it would take nothing, it was not given for nothing)
         raise override.refusal(f"--init_from={cfg.init_from}")
     if cfg.lora_rank:

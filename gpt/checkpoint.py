@@ -844,7 +844,19 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
         # base run's next save of the step removes that copy (hunt 30-c F10)
         where = ckpt.path.resolve()  # (a link to a checkpoint, re-pointed later, is not the base: review 31)
         record = {"base": str(where.parent / name_of(where)), "base_step": ckpt.meta["step"]}
-    return {**record, **weights_fingerprint(weights)} if fingerprint else record
+    try:
+        return {**record, **weights_fingerprint(weights)} if fingerprint else record
+    except FileNotFoundError:  # (a traceback: hunt 37-b B3)
+        refuse_a_pruned_base(record)
+        raise
+
+
+def refuse_a_pruned_base(base: dict) -> None:
+    """ChangedBase where the checkpoint `base` (lora_base's record) is gone: its run, training beside this
+    one, pruned it while this run started from it (between reading it and loading it, or marking it)."""
+    if "base_step" in base and not _is_complete(copy_of(Path(base["base"]))):
+        raise ChangedBase(f"the base checkpoint {base['base']} was removed by its run (pruned) while this one started: "
+                          "start again, from the run's newer checkpoint")
 
 
 def with_relative_base(lora: dict, out_dir: Path) -> dict:

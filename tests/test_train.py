@@ -2035,19 +2035,25 @@ def test_a_lora_run_finds_its_base_moved_with_it_or_pointed_to_and_records_the_n
     assert not (tmp_path / "full").exists()
 
 
-def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("when", ["mark", "fingerprint", "load"])
+def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data, tmp_path, capsys, monkeypatch, when):
     # The base run pruned the checkpoint between its loading and its mark: the mark's failure was a warning,
-    # the run trained to the end with status 0, and its adapters' base was missing (hunt 30-e F9)
+    # the run trained to the end with status 0, and its adapters' base was missing (hunt 30-e F9). Pruned
+    # before its weights were hashed, a FileNotFoundError traceback; before they were loaded, "'RUN/ckpt-N' is
+    # neither a directory nor one of gpt2, ..." of a checkpoint not typed (hunt 37-b B3)
+    import gpt.checkpoint
     base, lora = tmp_path / "base", tmp_path / "lora"
     tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
     assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
-    mark = train.mark_lora_base
+    module, name = {"mark": (train, "mark_lora_base"), "fingerprint": (gpt.checkpoint, "weights_fingerprint"),
+                    "load": (train, "load_base_model")}[when]
+    real = getattr(module, name)
 
-    def pruned_first(checkpoint, out_dir):
-        shutil.rmtree(checkpoint)  # as the base run's pruning, just before
-        return mark(checkpoint, out_dir)
+    def pruned_first(*args, **kwargs):
+        shutil.rmtree(base / "ckpt-0000001", ignore_errors=True)  # as the base run's pruning, just before
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(train, "mark_lora_base", pruned_first)
+    monkeypatch.setattr(module, name, pruned_first)
     capsys.readouterr()
     assert train.main([*tiny, "--max_iters=3", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 1
     assert one_line_error(capsys.readouterr().err) == (
