@@ -1120,7 +1120,15 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
 def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:
     """(model on device, the pretrained weights it started from as gpt.checkpoint.lora_base records them)."""
     if resume:
-        model, loaded = load_model(resume.path, device=device, merge_lora=False, lora_base=cfg.lora_base or None)
+        try:
+            model, loaded = load_model(resume.path, device=device, merge_lora=False, lora_base=cfg.lora_base or None)
+        except (MissingFile, UnreadableFile):
+            if resume.path.exists():
+                raise
+            # (--eval_only beside the run training there, which takes no lock: its pruning came between the two
+            # reads, and it said "no complete checkpoint in RUN/ckpt-N", as of damage: hunt 37-b B4)
+            raise MissingFile(f"{resume.path} was removed while it was read: the run training in {resume.path.parent} "
+                              "pruned it; run the command again") from None
         model.set_dropout(cfg.dropout)
         lora = resume.meta.get("lora")
         if lora:  # the adapters' own (the saved one, or --lora_dropout), not the model's

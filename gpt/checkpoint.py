@@ -651,7 +651,19 @@ def open_resumable(out_dir: str | Path) -> tuple[Checkpoint, list[tuple[Path, st
     one skipped. Its state.pt is kept, already read, on the Checkpoint. Raises NoCheckpoint
     when there is none, UnreadableFile when none of them can be read, or at once when reading one
     failed other than for its contents (`UnreadableFile.damaged`)."""
-    out_dir = Path(out_dir)
+    for tries_left in reversed(range(PRUNED_RETRIES)):
+        try:
+            return _open_resumable(Path(out_dir))
+        except UnreadableFile as e:
+            # read while the run trains there (--eval_only takes no lock; a resume reads before it takes the lock,
+            # which then says "in use by another training run"): the checkpoint its pruning removed meanwhile was
+            # "No such file or directory; reading it failed ... move ckpt-N out of RUN" (hunt 37-b B4)
+            if not tries_left or not _pruned_while_read(Path(out_dir), e.path):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _open_resumable(out_dir: Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
     _refuse_a_file(out_dir)
     if _is_complete(out_dir):  # (it said "no complete checkpoint in" the checkpoint: hunt 34-b B5)
         run = Path(os.path.normpath(out_dir / ".."))  # (out_dir=. inside it: its parent is "..", not ".": review 34 R1)
@@ -706,10 +718,35 @@ def load_model(path: str | Path, which: str = "latest", device: str | torch.devi
     directory or a checkpoint directory), taken where its fingerprint matches (checked_base); one that
     no base of the checkpoint matches is refused."""
     override = BaseOverride(Path(lora_base)) if isinstance(lora_base, (str, Path)) else lora_base
-    model, ckpt = _load_model(path, which, device, merge_lora, override)
+    for tries_left in reversed(range(PRUNED_RETRIES)):
+        try:
+            model, ckpt = _load_model(path, which, device, merge_lora, override)
+            break
+        except UnreadableFile as e:
+            # A run that trains beside the reader (README: sample.py samples while a run trains) pruned the
+            # checkpoint its `latest` named between our reading its meta.json and its weights: "model.safetensors:
+            # No such file or directory; choose another with --ckpt", of a run with newer checkpoints (hunt 37-b
+            # B2). The run's newest is taken again; a checkpoint asked for by its own path is not replaced.
+            if not tries_left or not _pruned_while_read(Path(path), e.path):
+                raise
+            if override is not lora_base:  # (ours: what it found on the way, forgotten)
+                override = BaseOverride(Path(lora_base))
     if override is not None and not override.used and override is not lora_base:  # (the outermost call says it)
         raise override.refusal(str(ckpt.path))
     return model, ckpt
+
+
+PRUNED_RETRIES = 3  # loads of a run whose checkpoint its training pruned while it was read
+
+
+def _pruned_while_read(run: Path, file: Path) -> bool:
+    """Whether `file`, which could not be read, is in one of `run`'s checkpoints that is gone now (pruned)."""
+    ckpt = file.parent
+    if not ckpt.name.startswith(CKPT_PREFIX) or ckpt.exists() or _is_complete(copy_of(run)):
+        return False
+    with contextlib.suppress(OSError):
+        return os.path.samefile(ckpt.parent, run)
+    return False
 
 
 def _load_model(path: str | Path, which: str, device: str | torch.device, merge_lora: bool,

@@ -72,6 +72,56 @@ def test_keeps_last_n_and_the_best(tmp_path):
     assert find_checkpoint(tmp_path, "best").name == "ckpt-0000002"
 
 
+def test_a_checkpoint_pruned_by_its_training_run_while_it_is_read_gives_way_to_the_newer_one(tmp_path, monkeypatch):
+    """sample.py reads a run while it trains (README): the run's next saves pruned the checkpoint `latest` named
+    between the reader's meta.json and its weights, and the load failed "model.safetensors: No such file or
+    directory" of a run with newer checkpoints (hunt 37-b B2). One asked for by its own path is not replaced."""
+    import gpt.checkpoint as checkpoint
+
+    model = make_model()
+    for step in (1, 2):
+        save(tmp_path, step, model)
+    real, saved = checkpoint.read_safetensors, []
+
+    def the_run_saves_on_meanwhile(path):
+        if not saved:  # its next two saves prune ckpt-0000002 (keep_last=2)
+            saved.extend(save(tmp_path, step, make_model(seed=step)) for step in (3, 4))
+        return real(path)
+    monkeypatch.setattr(checkpoint, "read_safetensors", the_run_saves_on_meanwhile)
+    loaded, ckpt = load_model(tmp_path)
+    assert not (tmp_path / "ckpt-0000002").exists() and ckpt.path == tmp_path / "ckpt-0000004"
+    idx = torch.randint(0, 50, (1, 8))
+    assert torch.equal(loaded(idx)[0], make_model(seed=4).eval()(idx)[0])
+
+    def pruned_meanwhile(path):
+        shutil.rmtree(path.parent)
+        return real(path)
+    monkeypatch.setattr(checkpoint, "read_safetensors", pruned_meanwhile)
+    with pytest.raises(UnreadableFile, match="ckpt-0000004/model.safetensors: No such file or directory"):
+        load_model(tmp_path / "ckpt-0000004")  # asked for by its path: not another one
+
+
+def test_open_resumable_beside_the_training_run_takes_the_newer_checkpoint_where_it_pruned_the_one_read(tmp_path,
+                                                                                                      monkeypatch):
+    """--eval_only takes no lock, and a resume reads before it takes one: the run training there pruned the
+    checkpoint being read, said as "reading it failed ... move ckpt-N out of RUN" (hunt 37-b B4)."""
+    import gpt.checkpoint as checkpoint
+
+    model = make_model()
+    for step in (1, 2):
+        save(tmp_path, step, model)
+    real, saved = checkpoint.read_safetensors, []
+
+    def the_run_saves_on_meanwhile(path):
+        if not saved:
+            saved.extend(save(tmp_path, step, make_model(seed=step)) for step in (3, 4))
+        return real(path)
+    monkeypatch.setattr(checkpoint, "read_safetensors", the_run_saves_on_meanwhile)
+    ckpt, skipped = open_resumable(tmp_path)
+    assert (ckpt.path.name, ckpt.meta["step"], skipped) == ("ckpt-0000004", 4, [])
+    assert not list(tmp_path.glob("broken-*"))
+
+
 def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     # A write failing part-way (weights written, then the disk is full): one SaveError naming the
     # checkpoint still current, the previous checkpoint intact and nothing half-written left.

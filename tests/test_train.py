@@ -2062,6 +2062,25 @@ def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data
     assert not list(lora.glob("ckpt-*"))
 
 
+def test_eval_only_beside_the_training_run_says_that_the_checkpoint_it_read_was_pruned(byte_data, tmp_path, capsys,
+                                                                                     monkeypatch):
+    # --eval_only takes no lock: the run training there pruned the checkpoint between open_resumable and the
+    # model's load, said as "no complete checkpoint in RUN/ckpt-N", as of damage (hunt 37-b B4)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=1", f"--out_dir={out}"]) == 0
+    real = train.load_model
+
+    def pruned_first(path, *args, **kwargs):
+        shutil.rmtree(path, ignore_errors=True)  # (as the pruning of the run's next saves)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(train, "load_model", pruned_first)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--eval_only=true", f"--out_dir={out}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == (
+        f"train.py: error: {out / 'ckpt-0000002'} was removed while it was read: the run training in {out} pruned it; "
+        "run the command again")
+
+
 def test_a_second_signal_on_the_way_out_cuts_no_clean_up_short(byte_data, tmp_path, capsys, monkeypatch):
     # Under torchrun the other processes, stopped by the same signal, leave first, and torchrun sends the slower
     # one SIGTERM while its exit callbacks run: raised there, it cut them short, and a LoRA run that saved
