@@ -105,8 +105,10 @@ def world_size() -> int:
 def first_of_its_machine() -> bool:
     """Whether this process is its machine's first of a torchrun job (LOCAL_RANK 0), or alone. What
     every process of a machine meets alike (a signal to the job, a file that is not there) is said
-    by it, once, rather than once a process (hunt, session 26); another machine may see other files."""
-    return os.environ.get("LOCAL_RANK", "0") == "0"
+    by it, once, rather than once a process (hunt, session 26); another machine may see other files. A
+    LOCAL_RANK left in the environment of a process started alone silenced its missing files and its Ctrl-C,
+    exit 1 or 130 with no word (hunt 37-d D4; first_of_the_job's RANK: review 34 R7)."""
+    return not under_torchrun() or os.environ.get("LOCAL_RANK", "0") == "0"
 
 
 def first_of_the_job() -> bool:

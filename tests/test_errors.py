@@ -261,3 +261,18 @@ def test_where_rank_0_runs_is_read_from_torchruns_environment(monkeypatch):
     monkeypatch.setenv("GROUP_RANK", "0")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert on_rank_0s_machine() and on_one_machine()
+
+
+def test_a_local_rank_left_in_the_environment_of_a_lone_process_is_its_machines_first(monkeypatch):
+    # A lone train.py with a LOCAL_RANK from its shell said nothing of a missing file or of Ctrl-C, exit 1 or
+    # 130 with no word (hunt 37-d D4; RANK and first_of_the_job: review 34 R7)
+    from gpt.errors import first_of_its_machine
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for local_rank in ("1", ""):
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        assert first_of_its_machine()
+    monkeypatch.setenv("WORLD_SIZE", "2")  # (one of torchrun's: its machine's first says it)
+    assert not first_of_its_machine()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert first_of_its_machine()

@@ -889,6 +889,9 @@ def test_a_rank_left_in_the_environment_of_a_lone_process_silences_no_bad_option
     monkeypatch.setenv(variable, "1")
     assert train.main(["--max_iters=abc"]) != 0
     assert capsys.readouterr().err == "train.py: error: --max_iters expects int, got 'abc'\n"
+    # nor what is a machine's (a file that is not there): exit 1 with no word (hunt 37-d D4)
+    assert train.main([*TINY, "--max_iters=2", "--init_from=resume", "--out_dir=/nonexistent/run"]) == 1
+    assert capsys.readouterr().err == "train.py: error: no complete checkpoint in /nonexistent/run\n"
 
 
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
@@ -1566,7 +1569,12 @@ def test_an_option_every_rank_refuses_alike_is_said_by_rank_0_alone(byte_data, t
 
 def test_what_a_machines_files_refuse_is_said_by_its_first_process(byte_data, tmp_path, capsys, monkeypatch):
     # a batch larger than the split (the data's), like a file that is not there, is every rank's of a
-    # machine alike: each process said it (hunt 30-b F2)
+    # machine alike: each process said it (hunt 30-b F2). (A LOCAL_RANK without a WORLD_SIZE of 2+ is a lone
+    # process's, which says them: hunt 37-d D4. So first_of_its_machine is told it is under torchrun, and the
+    # rest of train.py is not; the wait for the one to say it is recorded, not waited.)
+    import gpt.errors
+    monkeypatch.setattr(gpt.errors, "under_torchrun", lambda: True)
+    monkeypatch.setattr(train, "wait_while_another_says_it", lambda here=True: None)
     for refused, why in ((["--batch_size=100000"], "fewer than one global batch of 100000 x 1"),
                          (["--tokenizer=gpt2"], f"but {byte_data} holds byte tokens")):  # (another node: other data)
         said = {}
