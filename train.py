@@ -371,6 +371,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         return 0
     if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
         print(reseeded_note)
+    if resume and dist.is_main and not cfg.eval_only and (moved := schedule_moved(cfg, resume.meta["config"], step)):
+        print(moved)
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
     # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,
     # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its
@@ -895,6 +897,26 @@ def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:
     return (f"note: --lr_decay_iters={cfg.lr_decay_iters} is past {count}: the run ends at learning rate "
             f"{last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters={cfg.lr_decay_iters} finishes "
             "the decay")
+
+
+def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
+    """The note for a resume whose count moves its decay: cosine and wsd decay to the run's count, so a
+    finished run continued with a larger --max_iters (the way on that train.py itself gives) jumped
+    from min_lr back up the decay in silence: a 1,000-step default run continued to 2,000 steps went
+    from 4e-4 to 2.27e-3 at once (hunt 37-a A2). Said where this step's rate differs from the run's."""
+    decay = cfg.lr_decay_iters or cfg.max_iters
+    was_count = saved.get("max_iters") or 0
+    was_decay = saved.get("lr_decay_iters") or was_count
+    if cfg.lr_schedule not in ("cosine", "wsd") or not was_count or not cfg.max_iters or step <= cfg.warmup_iters:
+        return None
+    had = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, was_decay, cfg.lr_schedule,
+                saved.get("decay_fraction", cfg.decay_fraction))
+    now = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay, cfg.lr_schedule, cfg.decay_fraction)
+    if math.isclose(had, now, rel_tol=1e-6):
+        return None
+    return (f"note: the {cfg.lr_schedule} decay now ends at step {decay:,} (it ended at {was_decay:,}): the learning "
+            f"rate at step {step:,} is {now:.3g} where the run's schedule had {had:.3g}; give "
+            f"--lr_decay_iters={was_decay} to keep the decay it had (min_lr after it)")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

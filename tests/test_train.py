@@ -118,6 +118,26 @@ def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(b
     assert not torch.are_deterministic_algorithms_enabled()  # global switches restored for the caller
 
 
+def test_a_resume_whose_count_moves_the_decay_says_so(byte_data, tmp_path, capsys):
+    # hunt 37-a A2: "continue it with a larger --max_iters" (train.py's own way on for a finished run) stretched
+    # the cosine decay to the new count: the rate went from min_lr back up to 0.0026 at once, in silence.
+    run = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=6", f"--out_dir={run}"]) == 0
+    kept = tmp_path / "kept"
+    shutil.copytree(run, kept)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={run}", "--max_iters=12"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: the cosine decay now ends at step 12 (it ended at 6): the learning rate at step 6 is 0.00207 where "
+            "the run's schedule had 0.0003; give --lr_decay_iters=6 to keep the decay it had") in out
+    rates = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]
+    assert rates[6] == pytest.approx(2.07e-3, rel=0.01)  # step 6's rate (logged at step 7), as the note says
+    assert train.main(["--init_from=resume", f"--out_dir={kept}", "--max_iters=12", "--lr_decay_iters=6"]) == 0
+    assert "decay now ends" not in capsys.readouterr().out  # the decay it had: min_lr on
+    assert {r["lr"] for r in map(json.loads, (kept / "metrics.jsonl").read_text().splitlines())
+            if r.get("step", 0) > 6 and "lr" in r} == {3e-4}
+
+
 def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
     # Both optimizers' states (Muon's momentum, AdamW's moments) travel in the checkpoint.
     common = [f"--data={byte_data}", *TINY, "--optimizer=muon", "--lr_schedule=wsd", "--label_smoothing=0.1",
