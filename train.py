@@ -1019,6 +1019,16 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
     if "block_size" in typed and cfg.block_size > weights.block_size:  # (fit_block_size's refusal, said before
         # the data is prepared: it came after minutes of preparing a large corpus, hunt, session 27)
         raise ConfigError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
+    # (and a LoRA rank the weights' width cannot take: refused after the data was prepared, hunt 37-c C3)
+    refuse_lora_rank(cfg.lora_rank, weights.n_embd)
+
+
+def refuse_lora_rank(rank: int, width: int) -> None:
+    """A LoRA rank above the adapted layers' smallest dimension, the model's width, spans nothing more."""
+    if rank > width:  # (adapters 10x the model's size trained without a word: hunt 28-a)
+        raise ConfigError(f"--lora_rank={rank} is above the adapted layers' smallest dimension, the model's width "
+                          f"{width}: a rank of {width} already spans every update they can take; give "
+                          f"--lora_rank={width} or less")
 
 
 def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
@@ -1186,10 +1196,7 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
         raise override.refusal(f"--init_from={cfg.init_from}")
     if cfg.lora_rank:
         from gpt.lora import LoRAConfig, apply_lora
-        if cfg.lora_rank > model.config.n_embd:  # (adapters 10x the model's size trained without a word: hunt 28-a)
-            raise ConfigError(f"--lora_rank={cfg.lora_rank} is above the adapted layers' smallest dimension, the "
-                              f"model's width {model.config.n_embd}: a rank of {model.config.n_embd} already spans "
-                              f"every update they can take; give --lora_rank={model.config.n_embd} or less")
+        refuse_lora_rank(cfg.lora_rank, model.config.n_embd)
         apply_lora(model, LoRAConfig(cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout))
     # Trained in float32, as a model built here is (--dtype is autocast's): weights saved in float16 or
     # bfloat16 (many hub fine-tunes are) kept their dtype and trained in it, on the CPU in float16,

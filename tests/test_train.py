@@ -1942,6 +1942,13 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
     assert one_line_error(capsys.readouterr().err) == (
         "train.py: error: --lora_rank=33 is above the adapted layers' smallest dimension, the model's width 32: a rank "
         "of 32 already spans every update they can take; give --lora_rank=32 or less") and not lora.exists()
+    # and before raw text is prepared, as an architecture option is: it came after the preparation (hunt 37-c C3)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("\n".join(f"line {i} of my notes." for i in range(300)))
+    assert train.main([f"--data={tmp_path / 'notes'}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--init_from={base}", "--lora_rank=33", f"--out_dir={lora}"]) == 1
+    assert "--lora_rank=33 is above the adapted layers' smallest dimension" in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "cache").exists() and not lora.exists()
     assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
     recorded = open_checkpoint(lora).meta["lora"]
     assert recorded["base"] == str(base / "ckpt-0000001") and recorded["base_step"] == 1 and recorded["base_weights"]
