@@ -226,7 +226,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
     run_lock = None  # (rank 0's)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
-        run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None)  # one run per out_dir: a second one stops here
+        run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None,  # one run per out_dir: a second
+                                read=resume.path if resume else None, skipped=[p for p, _ in skipped])  # one stops here
     if skipped and dist.is_main:
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):

@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from gpt.checkpoint import checkpoint_holding, find_checkpoint, list_checkpoints
+from gpt.checkpoint import NoCheckpoint, checkpoint_holding, find_checkpoint, list_checkpoints, name_of
 from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UsageError
 from gpt.files import describe_error
 
@@ -211,9 +211,11 @@ def _read_holder(fd: int) -> str:
         return "its process id is not recorded yet"
 
 
-def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False) -> RunDirLock | None:
+def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool = False, read: Path | None = None,
+                 skipped: list[Path] | tuple = ()) -> RunDirLock | None:
     """Rank 0 locks out_dir until `on_exit` closes; if it cannot, or if a run that is not `resuming`
-    finds another run there, every rank stops (RunDirBusy, RunDirTaken) before anything is written.
+    finds another run there, or a resume finds that the run saved since it `read` its checkpoint (see
+    refuse_a_newer_save), every rank stops (RunDirBusy, RunDirTaken) before anything is written.
     Returns the lock on rank 0 (for its `reclaim` before each save), None on the others."""
     held = []
 
@@ -223,8 +225,27 @@ def hold_run_dir(out_dir: str | Path, dist, on_exit: ExitStack, resuming: bool =
         held.append(on_exit.enter_context(RunDirLock(out_dir)))
         if not resuming:
             refuse_another_run(Path(out_dir))
+        elif read is not None:
+            refuse_a_newer_save(Path(out_dir), read, skipped)
     on_rank0(dist, hold)
     return held[0] if held else None
+
+
+def refuse_a_newer_save(out_dir: Path, read: Path, skipped: list[Path] | tuple = ()) -> None:
+    """A resume reads its checkpoint before it takes the lock (the device it was saved on picks ours). The
+    run's previous process, still in its closing save then (a Ctrl-C's, a preemption's), and gone by the
+    lock, had saved the checkpoint it said to continue from, and the resume trained from the one before,
+    whose saves then pruned it: those steps were lost in silence (hunt 37-d D5). Where `latest` names another
+    checkpoint now than the one read (and not one the resume skipped as unreadable), it stops."""
+    try:
+        now = find_checkpoint(out_dir)  # (as open_resumable takes it: `latest`, else the newest)
+    except NoCheckpoint:
+        return
+    if name_of(now) == name_of(read) or now in skipped:
+        return
+    raise RunDirBusy(f"{out_dir} holds {name_of(now)}, saved by the run's previous process while this one read "
+                     f"{name_of(read)} to resume (that process was still saving): nothing was written; run the same "
+                     f"command again to resume from {name_of(now)}")
 
 
 def refuse_a_checkpoint(out_dir: Path) -> None:

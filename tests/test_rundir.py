@@ -293,3 +293,27 @@ def test_a_lock_file_removed_from_an_out_dir_in_place_is_locked_again_not_taken_
     assert lock.reclaim() is None
     lock.release()
     assert not (out / LOCK_NAME).exists() and (out / "ckpt-0000002").is_dir()
+
+
+def test_a_resume_stops_where_the_run_saved_since_it_read_its_checkpoint(tmp_path):
+    # It read its checkpoint before taking the lock: the run's previous process, still in its closing save
+    # then and gone by the lock, saved the checkpoint it said to continue from, and the resume trained from
+    # the one before, whose saves pruned it (hunt 37-d D5)
+    from gpt.checkpoint import save_checkpoint
+    from gpt.model import GPT, GPTConfig
+
+    out = tmp_path / "run"
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    for step in (40, 43):
+        save_checkpoint(out, step, model, {}, {"model_config": model.config.to_dict()})
+    read = out / "ckpt-0000040"  # (what `latest` named when the resume read it)
+    with pytest.raises(RunDirBusy, match=rf"^{out} holds ckpt-0000043, saved by the run's previous process while this "
+                                         r"one read ckpt-0000040 to resume \(that process was still saving\): nothing "
+                                         r"was written; run the same command again to resume from ckpt-0000043$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit, resuming=True, read=read)
+    assert not (out / LOCK_NAME).exists()
+    with ExitStack() as on_exit:  # the checkpoint `latest` names, or a newer one skipped as unreadable: no refusal
+        hold_run_dir(out, Dist(), on_exit, resuming=True, read=out / "ckpt-0000043")
+    with ExitStack() as on_exit:
+        hold_run_dir(out, Dist(), on_exit, resuming=True, read=read, skipped=[out / "ckpt-0000043"])

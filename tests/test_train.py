@@ -1099,6 +1099,32 @@ def test_bad_configuration_is_one_message_and_status_1(byte_data, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_a_resume_that_read_its_checkpoint_while_the_run_still_saved_stops(byte_data, tmp_path, capsys, monkeypatch):
+    # The run's previous process, in its closing save while the resume read `latest`, gone by the lock: the
+    # resume trained from the checkpoint before, and pruned the one the stop had saved (hunt 37-d D5)
+    run = tmp_path / "run"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=2"]
+    assert train.main([*tiny, "--max_iters=4", f"--out_dir={run}"]) == 0
+    (run / "latest").write_text("ckpt-0000002\n")  # (its save of step 4 not done yet)
+    real = train.open_resumable
+
+    def read_then_the_save_ends(out_dir):
+        read = real(out_dir)
+        (run / "latest").write_text("ckpt-0000004\n")
+        return read
+    monkeypatch.setattr(train, "open_resumable", read_then_the_save_ends)
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume", f"--out_dir={run}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == (
+        f"train.py: error: {run} holds ckpt-0000004, saved by the run's previous process while this one read "
+        "ckpt-0000002 to resume (that process was still saving): nothing was written; run the same command again to "
+        "resume from ckpt-0000004")
+    assert sorted(p.name for p in run.glob("ckpt-*")) == ["ckpt-0000002", "ckpt-0000004"]
+    monkeypatch.undo()
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume", f"--out_dir={run}"]) == 0  # (from step 4)
+    assert "steps 4 -> 6" in capsys.readouterr().out
+
+
 def test_resume_refuses_a_different_architecture(byte_data, tmp_path):
     out = tmp_path / "run"
     run(f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
