@@ -394,7 +394,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             print(f"warning: {warning}", file=sys.stderr)
         if not resume and not listed_before:
             # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
-            on_exit.callback(lambda: None if saved_by_this_run else unmark_lora_base(copy_of(Path(base["base"])), out_dir))
+            # (and only where no checkpoint of this run is there: a save whose checkpoint landed and whose `latest`
+            # could not be written raised, and the base of a checkpoint said to be the latest lost its pin, hunt 37-d D6)
+            on_exit.callback(lambda: None if saved_by_this_run or list_checkpoints(out_dir) else
+                             unmark_lora_base(copy_of(Path(base["base"])), out_dir))
 
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP

@@ -2142,6 +2142,32 @@ def test_eval_only_beside_the_training_run_says_that_the_checkpoint_it_read_was_
         "run the command again")
 
 
+def test_a_lora_run_whose_first_checkpoint_landed_keeps_its_base_pinned_though_the_save_failed(byte_data, tmp_path,
+                                                                                               capsys, monkeypatch):
+    # The checkpoint was renamed into place, then `latest` could not be written (the disk it filled): the save
+    # failed, said that checkpoint to be the latest, and the pin of its base was taken back as for a run that
+    # saved nothing; the base run's pruning then removed the base (hunt 37-d D6)
+    import errno
+
+    from gpt import checkpoint
+    from gpt.checkpoint import LORA_BASE_MARK
+
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    real = checkpoint.write_text_atomic
+
+    def full_at_latest(path, text):
+        if Path(path).name == "latest":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, text)
+    monkeypatch.setattr(checkpoint, "write_text_atomic", full_at_latest)
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=1", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 3
+    assert one_line_error(capsys.readouterr().err).endswith(f"the latest checkpoint is still {lora / 'ckpt-0000001'}")
+    assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
+
+
 def test_a_second_signal_on_the_way_out_cuts_no_clean_up_short(byte_data, tmp_path, capsys, monkeypatch):
     # Under torchrun the other processes, stopped by the same signal, leave first, and torchrun sends the slower
     # one SIGTERM while its exit callbacks run: raised there, it cut them short, and a LoRA run that saved
