@@ -366,7 +366,11 @@ def peak_flops(device: torch.device) -> float | None:
 
 def gpu_peak_bf16(name: str) -> float | None:
     """Dense bf16 FLOP/s of a GPU by its name; None when unknown (no MFU rather than a wrong one).
-    Whole words only: "L4" must not match an "L40", nor "A100" an "RTX A1000"."""
+    Whole words only: "L4" must not match an "L40", nor "A100" an "RTX A1000". A MIG slice
+    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb": CUDA names an instance so) has a part of the whole GPU's
+    SMs, 1/7 for a 1g: against the whole GPU's peak its MFU read that many times too low (hunt 37-e E1)."""
+    if re.search(r"\bMIG\b", name):
+        return None
     return next((peak for key, peak in GPU_PEAK_BF16 if re.search(rf"\b{re.escape(key)}\b", name)), None)
 
 

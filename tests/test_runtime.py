@@ -32,6 +32,8 @@ def test_no_mfu_without_a_known_gpu():
     ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12),
     ("NVIDIA A100-SXM4-40GB", 312e12), ("NVIDIA L4", 121e12), ("NVIDIA L40S", 362e12),
     ("NVIDIA L40", None), ("NVIDIA RTX A1000 6GB Laptop GPU", None), ("NVIDIA GeForce RTX 4090", None),
+    # a MIG slice holds a part of the GPU's SMs: no MFU rather than one against the whole GPU (hunt 37-e E1)
+    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", None), ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", None),
 ])
 def test_gpu_peaks_match_whole_names_and_unknown_gpus_get_none(name, peak):
     assert gpu_peak_bf16(name) == peak
