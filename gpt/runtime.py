@@ -66,6 +66,17 @@ def init_distributed(device: str = "auto") -> Dist:
     wants_cuda = device == "auto" or device.startswith("cuda")
     backend = "nccl" if wants_cuda and torch.cuda.is_available() else "gloo"
     if backend == "nccl":
+        count = torch.cuda.device_count()
+        if dist_info.local_rank >= count:
+            # More processes on this machine than GPUs (README's --nproc_per_node=8 on a machine with fewer):
+            # set_device's "CUDA error: invalid device ordinal" was a traceback from each process past them,
+            # the others waiting to join (hunt 37-e E3). The first one past them says it; the rest leave it
+            # to that one (main waits for torchrun to end them).
+            raise UsageError(f"LOCAL_RANK {dist_info.local_rank}, but this machine has {count} CUDA GPU"
+                             f"{'s' if count != 1 else ''}: under torchrun each process takes the GPU of its "
+                             f"LOCAL_RANK; start at most {count} process{'es' if count != 1 else ''} a machine "
+                             f"(--nproc_per_node={count}), or give --device=cpu"
+                             if dist_info.local_rank == count else "")
         torch.cuda.set_device(dist_info.local_rank)
     dist.init_process_group(backend=backend)
     return dist_info

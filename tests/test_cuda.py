@@ -291,6 +291,20 @@ def test_torchrun_one_process(byte_data, tmp_path):
     assert "device cuda x1 |" in proc.stdout and sorted(losses(out)) == [1, 2, 3]
 
 
+@pytest.mark.slow
+def test_more_torchrun_processes_than_gpus_is_one_line(byte_data, tmp_path):
+    # one process more than the machine's GPUs: torch.cuda.set_device's "invalid device ordinal" was a
+    # traceback (hunt 37-e E3); the process past them says it, and torchrun ends the others
+    count = torch.cuda.device_count()
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={count + 1}",
+                           f"--log-dir={tmp_path / 'torchrun-logs'}", str(ROOT / "train.py"), f"--data={byte_data}",
+                           *TINY, "--compile=false", "--max_iters=2", f"--out_dir={tmp_path / 'run'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert proc.stderr.count(f"train.py: error: LOCAL_RANK {count}, but this machine has {count} CUDA GPU") == 1
+    assert "invalid device ordinal" not in proc.stderr
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_torchrun_two_processes_on_nccl(byte_data, tmp_path):
     out = tmp_path / "run"

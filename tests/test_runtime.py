@@ -65,6 +65,33 @@ def test_a_world_size_without_the_rest_of_torchruns_environment_is_one_line(monk
     assert not torch.distributed.is_initialized()
 
 
+def test_more_torchrun_processes_on_a_machine_than_gpus_is_one_line(monkeypatch):
+    # torchrun --nproc_per_node=4 on a machine with 2 GPUs: torch.cuda.set_device's "invalid device ordinal"
+    # was a traceback from each process past them (hunt 37-e E3); the first one past them says it, once
+    from torch import distributed
+
+    joined = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: joined.append(("device", index)))
+    monkeypatch.setattr(distributed, "init_process_group", lambda backend: joined.append(("group", backend)))
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    said = {}
+    for rank in range(4):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        try:
+            init_distributed("auto")
+        except UsageError as e:
+            said[rank] = str(e)
+    assert joined == [("device", 0), ("group", "nccl"), ("device", 1), ("group", "nccl")]  # ranks 2, 3 join nothing
+    assert said == {2: "LOCAL_RANK 2, but this machine has 2 CUDA GPUs: under torchrun each process takes the GPU of "
+                       "its LOCAL_RANK; start at most 2 processes a machine (--nproc_per_node=2), or give --device=cpu",
+                    3: ""}  # (empty: left to the one that says it)
+
+
 def test_rng_state_round_trips_every_stream_through_weights_only_torch_load(tmp_path):
     seed_everything(7)
     state = rng_state()
