@@ -184,12 +184,18 @@ def refuse_if_busy(out_dir: str | Path) -> None:
     checkpoint in out", as if nothing were there, where a run trains (hunt 37-c C2; the README says a
     second run is refused naming the holder)."""
     try:
-        fd = os.open(Path(out_dir) / LOCK_NAME, os.O_RDWR)
+        fd = os.open(Path(out_dir) / LOCK_NAME, os.O_RDONLY)
     except OSError:  # no lock file: no run holds it (a run removes it as it lets go)
         return
     try:
-        try:
-            locked = _try_lock(fd)
+        try:  # (shared, where flock is: the processes of a torchrun job probing at once do not see each other)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                locked = True
+            else:
+                locked = _try_lock(fd)
+        except (BlockingIOError, PermissionError):  # someone holds it (as _try_lock)
+            locked = False
         except OSError:  # a filesystem without locks: the resume's own lock says so
             return
         if not locked:

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import pytest
 
 from gpt.errors import RunDirBusy
-from gpt.rundir import LOCK_NAME, RunDirLock, hold_run_dir
+from gpt.rundir import LOCK_NAME, RunDirLock, hold_run_dir, refuse_if_busy
 from gpt.runtime import Dist
 
 HOLD = textwrap.dedent("""
@@ -41,6 +41,31 @@ def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):
     with RunDirLock(tmp_path / "run") as lock:
         assert f'"pid": {os.getpid()}' in lock.path.read_text()
     assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_refuse_if_busy_names_the_holder_and_not_another_probe(tmp_path):
+    # A resume that found no checkpoint asks whether a run holds out_dir (hunt 37-c C2). Its probe took the
+    # lock exclusively, so the processes of a torchrun job probing at once could each see the other's probe
+    # as a training run ("its process id is not recorded yet"): it takes a shared lock (hunt 37-c C2b)
+    refuse_if_busy(tmp_path / "none")  # no directory, no lock file: nothing to say
+    holder = hold_in_another_process(tmp_path / "run")
+    try:
+        with pytest.raises(RunDirBusy, match=rf"run is in use by another training run \(process {holder.pid} on "):
+            refuse_if_busy(tmp_path / "run")
+    finally:
+        holder.kill()
+        holder.wait()
+    probe = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+                              "fcntl.flock(fd, fcntl.LOCK_SH); print('probing', flush=True); time.sleep(60)",
+                              str(tmp_path / "run" / LOCK_NAME)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert probe.stdout.readline().strip() == "probing"
+        refuse_if_busy(tmp_path / "run")  # another process's probe is no run
+    finally:
+        probe.kill()
+        probe.wait()
+    RunDirLock(tmp_path / "run").acquire().release()  # and the probes left no lock behind
 
 
 def test_the_same_process_cannot_take_it_twice_and_release_frees_it(tmp_path):
