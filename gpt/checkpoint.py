@@ -481,13 +481,20 @@ def _lora_marks_locked(base: Path):
     except ImportError:
         yield
         return
-    fd = os.open(base, os.O_RDONLY)
-    try:
-        with contextlib.suppress(OSError):  # (a filesystem without such locks, NFS's emulation of them on a
-            fcntl.flock(fd, fcntl.LOCK_EX)  # directory: unlocked, as before, rather than refused)
-        yield
-    finally:
-        os.close(fd)  # (and with it the lock)
+    for tries_left in reversed(range(10)):  # (bounded: a filesystem whose numbers are not stable does not hang it)
+        fd = os.open(base, os.O_RDONLY)
+        try:
+            with contextlib.suppress(OSError):  # (a filesystem without such locks, NFS's emulation of them on a
+                fcntl.flock(fd, fcntl.LOCK_EX)  # directory: unlocked, as before, rather than refused)
+            # Still the directory named `base` once locked? A save of the step again swaps in another one
+            # (save_checkpoint, which holds the old one's lock until then), pruning renames it away: a LoRA run
+            # that waited on the old one's lock then rewrote the new one's list beside one that held the new
+            # one's lock, and one of the two lines was lost (review 37 R1). Gone: the OSError says it.
+            if os.path.samestat(os.fstat(fd), os.stat(base)) or not tries_left:
+                yield
+                return
+        finally:
+            os.close(fd)  # (and with it the lock)
 
 
 def clean_leftovers(out_dir: str | Path) -> list[tuple[Path, str | None]]:

@@ -678,6 +678,43 @@ def test_a_step_saved_again_keeps_a_lora_run_that_lists_itself_while_it_is_writt
     assert (first / LORA_BASE_MARK).read_text() == f"{(tmp_path / 'lora').resolve()}\n"
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_lora_runs_that_list_themselves_across_a_step_saved_again_are_both_kept(tmp_path, monkeypatch):
+    # The lock is the checkpoint directory's, and a save of the step again swaps in another directory: a
+    # LoRA run that waited on the old one's lock got it after the swap and rewrote the new one's list
+    # while a second LoRA run held the new one's lock and did the same; one of the two lines was lost, and
+    # the base run's pruning could then remove that run's base (review 37 R1)
+    import threading
+    import time
+
+    from gpt import checkpoint
+    from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
+
+    first = save(tmp_path, 3, make_model())
+    real_fsync_dir, real_write, waiting = checkpoint.fsync_dir, checkpoint.write_text_atomic, []
+
+    def slow_write(path, text):
+        if Path(path).name == LORA_BASE_MARK:
+            time.sleep(0.5)  # between the list's read and its write
+        return real_write(path, text)
+
+    def a_lora_run_waits_on_the_lock(path):
+        if Path(path).name.startswith(".tmp-ckpt-") and not waiting:  # (under the lock, before the swap)
+            waiting.append(threading.Thread(target=mark_lora_base, args=(first, tmp_path / "lora-a")))
+            waiting[0].start()
+            time.sleep(0.3)  # it opened the step's directory, and waits for its lock
+        return real_fsync_dir(path)
+    monkeypatch.setattr(checkpoint, "fsync_dir", a_lora_run_waits_on_the_lock)
+    monkeypatch.setattr(checkpoint, "write_text_atomic", slow_write)
+    assert save(tmp_path, 3, make_model(1)) == first
+    other = threading.Thread(target=mark_lora_base, args=(first, tmp_path / "lora-b"))  # on the new directory
+    other.start()
+    other.join()
+    waiting[0].join()
+    assert sorted((first / LORA_BASE_MARK).read_text().splitlines()) == [str((tmp_path / "lora-a").resolve()),
+                                                                         str((tmp_path / "lora-b").resolve())]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="file names as bytes")
 def test_the_lora_runs_list_holds_the_runs_names_as_the_file_system_has_them(tmp_path):
     # Read in the locale's encoding and written in UTF-8, a Latin-1 locale turned "lora \u00e9" into mojibake
