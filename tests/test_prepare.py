@@ -1125,6 +1125,16 @@ def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
     assert len(sources.expand_inputs([f"{corp}/*"])) == 5
 
 
+def test_a_glob_reads_nothing_below_a_file_on_every_python(tmp_path):
+    # 'corp/*/doc00.txt/**' read doc00.txt before Python 3.13 (glob gave 'doc00.txt/'), and was 'no file matches'
+    # on 3.13: the same command read other data on another Python (hunt 37-f F1)
+    write_docs(tmp_path / "corp" / "part1", 2)
+    for pattern in ("*/doc00.txt/**", "part1/doc00.txt/**", "*/doc00.txt/**/"):
+        with pytest.raises(sources.PrepareError, match="no file matches$"):
+            sources.expand_inputs([f"{tmp_path / 'corp'}/{pattern}"])
+    assert len(sources.expand_inputs([f"{tmp_path / 'corp'}/*/**"])) == 2  # (a directory's '/' stays a match)
+
+
 def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp_path):
     write_docs(tmp_path / "in", 3)
     (tmp_path / "in" / "empty.csv").write_text("")
