@@ -190,14 +190,14 @@ def pick_inference_dtype(requested: str, device: torch.device, num_params: int) 
     """(dtype of the weights, why). auto: bf16 on CUDA (fp16 where bf16 is missing); on a CPU,
     bf16 for models of CPU_BF16_MIN_PARAMS parameters or more when the CPU computes bf16 natively,
     fp32 otherwise (the measurements behind the threshold: README, "Sampling"; `bench.py decode`)."""
-    from gpt.runtime import DTYPES
+    from gpt.runtime import DTYPES, cuda_bf16
 
     if requested != "auto":
         if requested not in DTYPES:
             raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {requested!r}")
         return DTYPES[requested], "requested"
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported(including_emulation=False):
+        if cuda_bf16(device):  # (of this GPU, not the current one: hunt 37-e E4)
             return torch.bfloat16, "auto on CUDA"
         return torch.float16, "auto: this GPU has no bf16"
     if device.type == "cpu":

@@ -135,10 +135,19 @@ def pick_dtype(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
         return DTYPES[requested], {"float32": "fp32", "bfloat16": "bf16 autocast",
                                    "float16": "fp16 autocast with a GradScaler"}[requested] + ", as requested"
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported(including_emulation=False):  # emulated bf16 (V100, T4) is slow
+        if cuda_bf16(device):  # emulated bf16 (V100, T4) is slow
             return torch.bfloat16, "bf16 autocast: this GPU supports it"
         return torch.float16, "fp16 autocast with a GradScaler: this GPU has no bf16"
     return torch.float32, f"fp32 on {device.type}"
+
+
+def cuda_bf16(device: torch.device) -> bool:
+    """Whether the CUDA GPU `device` computes bf16 natively (compute capability 8.0 and up: Ampere on;
+    ROCm's GPUs all do), as torch.cuda.is_bf16_supported(including_emulation=False) decides, but of this
+    device: torch's asks about the current GPU, which a one-process run never changes, so --device=cuda:1
+    was judged by cuda:0 (an H100 beside a V100 trained in fp16 "because this GPU has no bf16", a V100
+    beside an H100 in emulated bf16: hunt 37-e E4)."""
+    return bool(torch.version.hip) or torch.cuda.get_device_capability(device)[0] >= 8
 
 
 def autocast(device: torch.device, dtype: torch.dtype):

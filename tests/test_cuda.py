@@ -77,6 +77,17 @@ def test_training_steps_in_every_dtype_compiled_or_not(byte_data, tmp_path, dtyp
         assert state["scaler"] and state["scaler"]["scale"] > 0  # the GradScaler ran and is saved
 
 
+def test_the_bf16_check_of_a_gpu_agrees_with_torchs_for_the_current_one():
+    # gpt.runtime.cuda_bf16 asks about the run's GPU, not the current one (hunt 37-e E4): on each GPU, made
+    # current, it says what torch.cuda.is_bf16_supported(including_emulation=False) says
+    from gpt.runtime import cuda_bf16
+
+    for index in range(torch.cuda.device_count()):
+        with torch.cuda.device(index):
+            assert cuda_bf16(torch.device(f"cuda:{index}")) == torch.cuda.is_bf16_supported(including_emulation=False)
+            assert cuda_bf16(torch.device("cuda")) == torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def test_mfu_is_in_the_metrics_on_a_known_gpu(byte_data, tmp_path):
     from gpt.runtime import gpu_peak_bf16
 
