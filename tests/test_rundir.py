@@ -200,6 +200,22 @@ def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
         hold_run_dir(out, Dist(), on_exit, resuming=True)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
+def test_an_out_dir_through_a_symbolic_link_to_nothing_is_said_so(tmp_path):
+    # mkdir met the link's name: "File exists", of a directory that does not exist (hunt 37-d D7)
+    from gpt.errors import UsageError
+
+    (tmp_path / "link").symlink_to(tmp_path / "unmounted" / "run")
+    for out in (tmp_path / "link", tmp_path / "link" / "sub"):
+        with pytest.raises(UsageError, match=rf"^cannot use out_dir {out}: {tmp_path / 'link'} is a symbolic link to "
+                                             rf"{tmp_path / 'unmounted' / 'run'}, which does not exist: make that "
+                                             r"directory, or choose another --out_dir$"):
+            RunDirLock(out).acquire()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+    (tmp_path / "unmounted" / "run").mkdir(parents=True)  # (mounted: a run directory as any other)
+    RunDirLock(tmp_path / "link").acquire().release()
+
+
 def test_release_leaves_a_directory_the_user_made_and_removes_one_it_made(tmp_path):
     # a directory made beforehand (`mkdir out`: a mount point, its permissions set) went with a run
     # refused before writing, had release() removed whatever it found empty (hunt 33-c S9)
