@@ -923,8 +923,8 @@ def bench_train(args: argparse.Namespace) -> None:
 
     from gpt.checkpoint import unmark_removed_lora_run
     from gpt.config import check_options_apply, command_line_keys, parse_args
-    from gpt.errors import ConfigError
-    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, pick_device, pick_dtype
+    from gpt.errors import ConfigError, UsageError
+    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, check_fp8, pick_device, pick_dtype
     from gpt.tokenizer import get_tokenizer
 
     overrides = list(args.overrides)
@@ -967,8 +967,10 @@ def bench_train(args: argparse.Namespace) -> None:
             if cfg.eval_only:  # (it trained nothing, wrote no checkpoint, and bench.py's read of one was a traceback)
                 raise ConfigError("--eval_only trains nothing to time: leave it out")
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
-            pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
-        except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
+            device = pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
+            if cfg.fp8:  # so did a GPU without float8 matmuls, or a torchao that does not import (hunt 37-e E5)
+                check_fp8(device)
+        except UsageError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"train.py {what}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
         if cfg.max_iters <= args.warmup:  # a row's own count: no step past the warm-up to time (0: a budget)
             raise SystemExit(f"bench.py train: error: {what}: --max_iters={cfg.max_iters} leaves no step to time "

@@ -266,6 +266,27 @@ def new_graph_step(graphs: bool) -> None:
         torch.compiler.cudagraph_mark_step_begin()
 
 
+def check_fp8(device: torch.device) -> None:
+    """What --fp8 needs of the machine (`use_fp8` asks first): a GPU with float8 matmuls, or the CPU, and
+    a torchao that imports. bench.py train asks it of its --fp8 rows before its first row: on an A100, or
+    where torchao does not import (torch 2.9 beside torchao 0.18: README), `bench.py train --nanogpt_gpu
+    --fp8` ran the reference and the first row, minutes of GPT-2 124M, then stopped at the --fp8 row
+    (hunt 37-e E5)."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        raise UsageError(f"--fp8 needs a GPU with float8 matmuls (compute capability 8.9 or more: Ada, Hopper, "
+                         f"Blackwell); {torch.cuda.get_device_name(device)} has "
+                         f"{'.'.join(map(str, torch.cuda.get_device_capability(device)))}")
+    if device.type not in ("cuda", "cpu"):
+        raise UsageError(f"--fp8 runs on CUDA GPUs (and, slowly, on the CPU), not on {device.type}")
+    try:  # (the names use_fp8 takes: a torchao made for another torch fails at a name, not at the module)
+        from torchao.float8 import convert_to_float8_training
+        from torchao.float8.float8_linear import Float8Linear
+    except ImportError as e:
+        raise MissingPackage(f"--fp8 needs torchao (torch {torch.__version__} here): {install_hint(e, 'torchao')}"
+                             ) from None
+    del convert_to_float8_training, Float8Linear
+
+
 def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) -> int:
     """--fp8 (issue 9): the blocks' Linear layers compute their matmuls in float8, through torchao's
     float8 training (dynamic tensorwise scales: e4m3 for weights and activations, e5m2 for their
@@ -277,18 +298,9 @@ def use_fp8(model: torch.nn.Module, device: torch.device, head: bool = False) ->
     layer takes over the same Parameter). Weights keep their dtype and names, so checkpoints stay plain:
     sample.py and a resume load them as any other. Call before building the optimizer and compiling.
     Returns the layers converted."""
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
-        raise UsageError(f"--fp8 needs a GPU with float8 matmuls (compute capability 8.9 or more: Ada, Hopper, "
-                         f"Blackwell); {torch.cuda.get_device_name(device)} has "
-                         f"{'.'.join(map(str, torch.cuda.get_device_capability(device)))}")
-    if device.type not in ("cuda", "cpu"):
-        raise UsageError(f"--fp8 runs on CUDA GPUs (and, slowly, on the CPU), not on {device.type}")
-    try:
-        from torchao.float8 import convert_to_float8_training
-        from torchao.float8.float8_linear import Float8Linear
-    except ImportError as e:
-        raise MissingPackage(f"--fp8 needs torchao (torch {torch.__version__} here): {install_hint(e, 'torchao')}"
-                             ) from None
+    check_fp8(device)
+    from torchao.float8 import convert_to_float8_training
+    from torchao.float8.float8_linear import Float8Linear
 
     def fits(module: torch.nn.Module) -> bool:
         return module.in_features % 16 == 0 and module.out_features % 16 == 0

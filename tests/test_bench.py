@@ -200,6 +200,20 @@ def test_values_that_cannot_run_are_one_line_before_any_run(argv, message, tmp_p
     assert str(e.value.code).startswith(message), e.value.code
 
 
+@pytest.mark.parametrize("argv", [["train", "--fp8", "--", "--device=cpu"], ["train", "--with=--fp8=true --device=cpu"]])
+def test_an_fp8_row_this_machine_cannot_run_is_one_line_before_any_run(argv, monkeypatch):
+    # --fp8 where torchao does not import (torch 2.9 beside torchao 0.18: README), or on a GPU without float8
+    # matmuls (an A100): every row before it ran, minutes of GPT-2 124M, then it stopped there (hunt 37-e E5)
+    import train
+
+    monkeypatch.setitem(sys.modules, "torchao", None)  # `import torchao.float8` fails, as an unimportable one does
+    monkeypatch.setattr(train, "main", lambda *a, **k: pytest.fail("a row ran before the refusal"))
+    with pytest.raises(SystemExit) as e:
+        bench.main(argv)
+    assert str(e.value.code).startswith("bench.py train: error: train.py --fp8=true") and "--fp8 needs torchao" in str(
+        e.value.code), e.value.code
+
+
 def test_figures_that_cannot_be_written_stop_the_benchmark_in_one_line(monkeypatch):
     # `bench.py decode > /dev/full` was a traceback at its first line (hunt 33-a F4's kind)
     import errno

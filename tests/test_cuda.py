@@ -118,6 +118,19 @@ def test_fp8_trains_in_bf16_compiled_or_not_close_to_bf16(byte_data, tmp_path, c
     assert max(abs(fp8[s] - bf16[s]) for s in bf16) < 0.1
 
 
+def test_bench_refuses_an_fp8_row_on_a_gpu_without_float8_before_any_row(monkeypatch):
+    # (an A100: the rows before the --fp8 row ran, minutes of GPT-2 124M, then it stopped there: hunt 37-e E5)
+    import bench
+    import train
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(train, "main", lambda *a, **k: pytest.fail("a row ran before the refusal"))
+    with pytest.raises(SystemExit) as e:
+        bench.main(["train", "--fp8", "--", "--device=cuda"])
+    assert str(e.value.code).startswith("bench.py train: error: train.py --fp8=true: --fp8 needs a GPU with float8 "
+                                        "matmuls (compute capability 8.9 or more"), e.value.code
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("compile", ["false", "true"])
 def test_deterministic_runs_are_identical_and_resume_exactly_on_the_gpu(byte_data, tmp_path, compile):
