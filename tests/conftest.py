@@ -61,6 +61,28 @@ def fail_writes(monkeypatch):
 
 
 @pytest.fixture
+def cuda_gpus(monkeypatch):
+    """cuda_gpus({0: (7, 0), 1: (9, 0)}): from then on torch.cuda says the machine has CUDA GPUs of these
+    compute capabilities by index, cuda:0 the current one (torch's bf16 check asks about that one)."""
+    import types
+
+    import torch
+
+    def arm(capabilities: dict) -> None:
+        def index(d=None):
+            return 0 if d is None else d if isinstance(d, int) else torch.device(d).index or 0
+
+        monkeypatch.setattr(torch.version, "hip", None)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capabilities[index(d)])
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda d=None: types.SimpleNamespace(major=capabilities[index(d)][0]))
+
+    return arm
+
+
+@pytest.fixture
 def ctrl_c_at_import():
     """ctrl_c_at_import("train.py", "gpt.metrics", *argv): the script run as `python SCRIPT argv` in a
     fresh interpreter, with Ctrl-C (KeyboardInterrupt) raised where it imports that module, as a

@@ -24,25 +24,14 @@ def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
     assert pick_device("cpu", Dist()) == cpu
 
 
-def two_gpus(monkeypatch, capabilities: dict) -> None:
-    """A machine whose CUDA GPUs have these compute capabilities by index, cuda:0 the current one."""
-    index = lambda d=None: 0 if d is None else d if isinstance(d, int) else torch.device(d).index or 0  # noqa: E731
-    monkeypatch.setattr(torch.version, "hip", None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capabilities[index(d)])
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda d=None: types.SimpleNamespace(major=capabilities[index(d)][0]))
-
-
-def test_the_auto_dtype_is_the_run_gpus_not_the_current_ones(monkeypatch):
+def test_the_auto_dtype_is_the_run_gpus_not_the_current_ones(cuda_gpus):
     # torch.cuda.is_bf16_supported asks about the current GPU (cuda:0 in one process): --device=cuda:1, an
     # H100 beside a V100, trained in fp16 "because this GPU has no bf16" (hunt 37-e E4)
-    two_gpus(monkeypatch, {0: (7, 0), 1: (9, 0)})
+    cuda_gpus({0: (7, 0), 1: (9, 0)})
     assert pick_dtype("auto", torch.device("cuda:1")) == (torch.bfloat16, "bf16 autocast: this GPU supports it")
     assert pick_dtype("auto", torch.device("cuda:0"))[0] == torch.float16
     assert pick_dtype("auto", torch.device("cuda"))[0] == torch.float16  # (no index: the current one)
-    two_gpus(monkeypatch, {0: (9, 0), 1: (7, 5)})  # a T4 beside an H100: no emulated bf16 for it
+    cuda_gpus({0: (9, 0), 1: (7, 5)})  # a T4 beside an H100: no emulated bf16 for it
     assert pick_dtype("auto", torch.device("cuda:1")) == (torch.float16,
                                                            "fp16 autocast with a GradScaler: this GPU has no bf16")
 

@@ -866,17 +866,10 @@ def test_inference_dtype_choice():
     assert pick_inference_dtype("bfloat16", cpu, 1)[0] == torch.bfloat16
 
 
-def test_the_auto_inference_dtype_is_the_sampling_gpus_not_the_current_ones(monkeypatch):
+def test_the_auto_inference_dtype_is_the_sampling_gpus_not_the_current_ones(cuda_gpus):
     # --device=cuda:1, an H100 beside a V100 (cuda:0, the current GPU): torch.cuda.is_bf16_supported judged
     # the V100, and the H100 decoded in fp16 "because this GPU has no bf16" (hunt 37-e E4)
-    capabilities = {0: (7, 0), 1: (9, 0)}
-    index = lambda d=None: 0 if d is None else d if isinstance(d, int) else torch.device(d).index or 0  # noqa: E731
-    monkeypatch.setattr(torch.version, "hip", None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capabilities[index(d)])
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda d=None: SimpleNamespace(major=capabilities[index(d)][0]))
+    cuda_gpus({0: (7, 0), 1: (9, 0)})
     assert pick_inference_dtype("auto", torch.device("cuda:1"), 1) == (torch.bfloat16, "auto on CUDA")
     assert pick_inference_dtype("auto", torch.device("cuda:0"), 1) == (torch.float16, "auto: this GPU has no bf16")
 
