@@ -200,8 +200,23 @@ def _shakespeare_pieces(files: list[Path], conversion: int, stats: SourceStats) 
 
 def unsearchable(e: PermissionError) -> PrepareError:
     """The error for a name that could not be looked up (stat) in a directory that cannot be
-    searched (no x permission): the directory is what cannot be read; the name may not exist."""
-    return PrepareError(f"{Path(e.filename).parent if e.filename else '?'}: cannot read it ({e.strerror or e})")
+    searched (no x permission): the directory is what cannot be read; the name may not exist.
+    It is the first directory on the name's path that cannot be searched, not always the name's
+    parent: a checkpoint's file looked for in a subdirectory of a directory listed but not searchable
+    named the subdirectory, and a glob's pattern looked up as a path named 'in/private/*' (hunt 37-f F3)."""
+    if not e.filename:
+        return PrepareError(f"?: cannot read it ({e.strerror or e})")
+    name = Path(e.filename)
+    where = name.parent
+    for step in [*reversed(name.parents), name][1:]:  # (from the top: '.' or '/' is where the name starts)
+        try:
+            os.stat(step)
+        except PermissionError:
+            where = step.parent
+            break
+        except OSError:  # (gone since, or no directory: the parent, as before)
+            break
+    return PrepareError(f"{where}: cannot read it ({e.strerror or e})")
 
 
 def _directory_files(path: Path) -> list[Path]:
@@ -324,9 +339,20 @@ def _glob_can_list(parts: tuple[str, ...]) -> None:
                 else:
                     os.stat(os.path.join(directory, parts[i]))
             except OSError as e:
+                if e.errno == errno.EACCES and not magic(parts[i]) and _not_in(directory, parts[i]):
+                    continue  # (listed, not searchable, and the name is not there: glob misses nothing, hunt 37-f F2)
                 if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
                     # (not there, gone since, a link loop's end: as glob takes them, not unreadable data)
                     raise PrepareError(f"{directory.rstrip(os.sep) or os.sep}: cannot read it ({e.strerror or e})") from None
+
+
+def _not_in(directory: str | Path, name: str) -> bool:
+    """Whether a directory that can be listed (r), though perhaps not searched (no x), lacks the name:
+    then a look-up of the name there that was refused misses nothing."""
+    try:
+        return name not in os.listdir(directory)
+    except OSError:
+        return False
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
@@ -336,13 +362,25 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     seen: set[Path] = set()  # resolved paths: b/a.txt, b/../b/a.txt and a symlink to it are one document
     for item in map(str, inputs):
         path = Path(item).expanduser()
+        denied = None
         try:  # (a path in a directory that cannot be searched, no x permission: a traceback, hunt 34-c C8's sibling)
-            if path.is_file():
+            try:
+                is_file, is_dir = path.is_file(), path.is_dir()
+            except PermissionError as e:
+                if not any(c in item for c in "*?["):
+                    raise
+                # a glob read as a path may lead through a directory the glob does not ('in/run[12]/*.txt' through
+                # a directory named 'run[12]'): the glob decides, and this is the error if it matches nothing
+                # (a readable tree was refused: hunt 37-f F2)
+                denied, is_file, is_dir = e, False, False
+            if is_file:
                 found = [path]
-            elif path.is_dir():
+            elif is_dir:
                 found = _directory_files(path)
             elif any(c in item for c in "*?["):
                 found = _glob_files(item)
+                if not found and denied and not _not_in(path.parent, path.name):
+                    raise denied
                 if not found:
                     raise PrepareError(f"{item}: no file matches")
             elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)

@@ -1641,6 +1641,62 @@ def test_a_directory_that_a_glob_cannot_read_is_an_error(tmp_path, monkeypatch, 
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["source"]["files"] == files
 
 
+def _not_searchable(monkeypatch, name, listed=True):
+    # a directory `name` that can be listed (r) but not searched (no x): a look-up below it is refused, at any depth;
+    # listed=False: it cannot be listed either. EACCES simulated: the suite may run as root.
+    import errno
+
+    scandir, stat = os.scandir, os.stat
+
+    def refused(path):
+        return PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+
+    def listing(path="."):
+        if not listed and Path(path).name == name:
+            raise refused(path)
+        return scandir(path)
+
+    def looked_up(path, *args, **kwargs):
+        if name in Path(path).parent.parts:
+            raise refused(path)
+        return stat(path, *args, **kwargs)
+    monkeypatch.setattr(os, "scandir", listing)
+    monkeypatch.setattr(os, "stat", looked_up)
+
+
+def test_a_glob_is_not_refused_for_a_directory_it_does_not_need(tmp_path, monkeypatch):
+    # 'in/run[12]/*.txt' read as a path leads through a directory named 'run[12]', not searchable, which the glob
+    # (run1, run2) does not: 'in/run[12]: cannot read it', a readable tree refused; and 'in/*/deep/*.txt' was refused
+    # for in/private, listed but not searchable, which has no 'deep' (hunt 37-f F2)
+    write_docs(tmp_path / "in" / "run1", 2)
+    write_docs(tmp_path / "in" / "run[12]", 1)
+    write_docs(tmp_path / "in" / "public" / "deep", 2)
+    write_docs(tmp_path / "in" / "private", 2)
+    _not_searchable(monkeypatch, "run[12]")
+    assert [f.name for f in sources.expand_inputs([f"{tmp_path}/in/run[12]/*.txt"])] == ["doc00.txt", "doc01.txt"]
+    monkeypatch.undo()
+    _not_searchable(monkeypatch, "private")
+    assert [str(f.relative_to(tmp_path)) for f in sources.expand_inputs([f"{tmp_path}/in/*/deep/*.txt"])] == \
+        ["in/public/deep/doc00.txt", "in/public/deep/doc01.txt"]
+    with pytest.raises(PrepareError, match=r"/in/private: cannot read it \(Permission denied\)$"):
+        sources.expand_inputs([f"{tmp_path}/in/*/doc00.txt"])  # (there: cannot be read)
+    with pytest.raises(PrepareError, match="no file matches$"):
+        sources.expand_inputs([f"{tmp_path}/in/private/*.md"])  # (listed: nothing matches)
+
+
+def test_the_directory_that_cannot_be_searched_is_the_one_named(tmp_path, monkeypatch):
+    # in/private listed but not searchable: a checkpoint's file looked for in in/private/sub named in/private/sub
+    # (searchable), and the pattern 'in/private/*/x.txt' looked up as a path named 'in/private/*' (hunt 37-f F3)
+    write_docs(tmp_path / "in" / "private" / "sub", 2)
+    write_docs(tmp_path / "in" / "public", 2)
+    _not_searchable(monkeypatch, "private")
+    with pytest.raises(PrepareError, match=rf"^{tmp_path}/in/private: cannot read it \(Permission denied\)$"):
+        sources.expand_inputs([f"{tmp_path}/in"])
+    _not_searchable(monkeypatch, "private", listed=False)
+    with pytest.raises(PrepareError, match=rf"^{tmp_path}/in/private: cannot read it \(Permission denied\)$"):
+        sources.expand_inputs([f"{tmp_path}/in/private/*/doc00.txt"])
+
+
 def test_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch):
     # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and the shards went into a folder named ~ in the
     # current directory, where train.py --data=~/x (expanded) did not find them (hunt 35-f F11)
