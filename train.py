@@ -89,7 +89,7 @@ from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, c
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state,
                          steps_in_budget, use_deterministic, use_fp8)
-from gpt.rundir import hold_run_dir, on_rank0, refuse_if_busy
+from gpt.rundir import hold_run_dir, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir
 
 
@@ -171,6 +171,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     preset_note = None
     try:
         cfg, user_keys = parse_args(argv)
+        refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
             resuming.append(Path(cfg.out_dir))

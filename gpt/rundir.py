@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpt.checkpoint import NoCheckpoint, checkpoint_holding, find_checkpoint, list_checkpoints, name_of
-from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UsageError
+from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UnreadableFile, UsageError
 from gpt.files import describe_error
 
 try:
@@ -181,6 +181,24 @@ def _try_lock(fd: int) -> bool:
         return True
     except (BlockingIOError, PermissionError):  # (flock's EWOULDBLOCK, msvcrt's EACCES): someone holds it
         return False
+
+
+def refuse_an_unsearchable_out_dir(out_dir: str | Path) -> None:
+    """UsageError where out_dir, or what lies in it, cannot be looked up: a directory on its way, or out_dir
+    itself, has no search (x) permission. Each look at it (is it a checkpoint? a run? its lock, its
+    checkpoints to resume) was a PermissionError traceback, for a new run, a resume and --eval_only alike
+    (review 37 R3). Names the directory that cannot be searched, the one to chmod."""
+    out_dir = Path(out_dir)
+    for path in (*reversed(out_dir.parents), out_dir, out_dir / LOCK_NAME):  # (from the top: the first one refused)
+        try:
+            os.stat(path)
+        except PermissionError as e:
+            # (an UnreadableFile: every process of a machine meets it alike, and its first says it, once)
+            raise UnreadableFile(path.parent, f"cannot be searched ({e.strerror or e}), so out_dir {out_dir} cannot "
+                                 "be used; give it search permission (chmod +x), or choose another --out_dir",
+                                 damaged=False) from None
+        except OSError:  # (not there yet, a file on the way: said where it is used, as before)
+            return
 
 
 def refuse_if_busy(out_dir: str | Path) -> None:

@@ -3858,3 +3858,28 @@ def test_the_embedded_plays_in_a_checkout_that_cannot_be_written_give_the_way_on
     monkeypatch.setattr(os, "access", lambda path, mode: True)  # another failure where data/ can be written: as it is
     with pytest.raises(UsageError, match=r"Read-only file system; nothing was written$"):
         train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
+
+
+@pytest.mark.parametrize("how", [[], ["--init_from=resume"], ["--init_from=resume", "--eval_only=true"]])
+def test_an_out_dir_that_cannot_be_searched_is_one_line(byte_data, tmp_path, how):
+    # An out_dir in a directory without search (x) permission, or one itself without it: each look at it (is it
+    # a checkpoint, a run, its lock, its checkpoints) was a PermissionError traceback (review 37 R3). EACCES
+    # simulated (the suite may run as root): os.stat refuses every name inside `locked`.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    code = ("import os, runpy, sys; real, locked = os.stat, sys.argv.pop(1)\n"
+            "def stat(path, *args, **kwargs):\n"
+            "    if os.path.dirname(os.path.abspath(os.fspath(path))).startswith(locked):\n"
+            "        raise PermissionError(13, 'Permission denied', os.fspath(path))\n"
+            "    return real(path, *args, **kwargs)\n"
+            "os.stat = stat\n"
+            "sys.argv = sys.argv[1:]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    for out in (locked, locked / "out"):
+        proc = subprocess.run([sys.executable, "-c", code, str(locked), str(ROOT / "train.py"), f"--data={byte_data}",
+                               *TINY, "--max_iters=2", f"--out_dir={out}", *how], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert proc.stderr.strip().splitlines()[-1] == (
+            f"train.py: error: {locked}: cannot be searched (Permission denied), so out_dir {out} cannot be used; "
+            "give it search permission (chmod +x), or choose another --out_dir")
