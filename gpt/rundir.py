@@ -103,8 +103,9 @@ class RunDirLock:
         except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
             # A symbolic link to nothing (a disk not mounted), out_dir's or a parent's, is there for mkdir: the
             # line said "File exists" of a directory that does not exist (hunt 37-d D7)
-            link = next((p for p in (self.out_dir, *self.out_dir.parents) if p.is_symlink() and not p.exists()), None)
-            if isinstance(e, FileExistsError) and link is not None:
+            link = isinstance(e, FileExistsError) and next(
+                (p for p in (self.out_dir, *self.out_dir.parents) if p.is_symlink() and not p.exists()), None)
+            if link:  # (looked for only there: is_symlink and exists raise where a directory cannot be searched)
                 raise UsageError(f"cannot use out_dir {self.out_dir}: {link} is a symbolic link to {os.readlink(link)}, "
                                  "which does not exist: make that directory, or choose another --out_dir") from None
             raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
