@@ -75,10 +75,10 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
-                        PreparationInterrupted, ReportedByRank0, StdoutFailed, Terminated, UnreadableFile, UsageError,
-                        first_of_its_machine, first_of_the_job, lost_peer, on_one_machine, on_rank_0s_machine,
-                        out_of_memory, reported_oom, sigterm_raises, stdout_checked, wait_while_another_says_it,
-                        world_size)
+                        PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
+                        UsageError, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
+                        on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
+                        wait_while_another_says_it, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
@@ -132,8 +132,10 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
         if isinstance(e, ConfigError):
             said_here = first_of_the_job()
         else:
+            # (RunDirBusy: a resume that found no checkpoint probes the lock in every process before they meet,
+            # and each said "in use by another training run", hunt 37-g G1; rank 0's own lock is its machine's first)
             said_here = first_of_its_machine() or not isinstance(
-                e, (MissingFile, ShardError, UnreadableFile, DataRefused, HubUnreachable, MissingPackage))
+                e, (MissingFile, ShardError, UnreadableFile, DataRefused, HubUnreachable, MissingPackage, RunDirBusy))
         if str(e) and said_here:
             print(f"train.py: error: {e}", file=sys.stderr)
         else:

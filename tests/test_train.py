@@ -927,6 +927,21 @@ def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
     assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
     proc = torchrun(ROOT / "train.py", *common, f"--init_from={tmp_path / 'empty'}", f"--out_dir={tmp_path / 'new'}")
     assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
+    # a run there that has saved nothing yet, which each process's probe finds before they meet: said by each
+    # process (hunt 37-g G1)
+    busy = tmp_path / "busy"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+                               "from gpt.rundir import RunDirLock; RunDirLock(sys.argv[2]).acquire(); "
+                               "print('locked', flush=True); time.sleep(120)", str(ROOT), str(busy)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        proc = torchrun(ROOT / "train.py", *common, "--init_from=resume", f"--out_dir={busy}")
+        said = errors(proc)
+        assert len(said) == 1 and f"{busy} is in use by another training run (process {holder.pid} on" in said[0], said
+    finally:
+        holder.kill()
+        holder.wait()
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
