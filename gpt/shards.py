@@ -519,6 +519,13 @@ class DataDir:
             problems.append(f"vocab size: model {vocab_size} < data {self.vocab_size}")
         if problems:
             advice = (f"Prepare the data with --tokenizer {tokenizer_name}, or train a model for {self.tokenizer_name!r}."
+                      if tokenizer_name != self.tokenizer_name and not _fewer_ids_than(vocab_size, tokenizer_name) else
+                      # a model that cannot embed its own tokenizer's ids: an export of a byte or shakespeare-bpe
+                      # model, read as GPT-2's, was told to prepare the data with gpt2, which was then refused for
+                      # its vocabulary (hunt 37-h h2)
+                      f"The model has fewer token embeddings ({vocab_size}) than {tokenizer_name!r} has ids: it was not "
+                      f"trained with that tokenizer (a Hugging Face directory is read with GPT-2's; start from the run "
+                      f"of ours it was exported from instead)."
                       if tokenizer_name != self.tokenizer_name else
                       # the same tokenizer: the weights were trained with another one (a Hugging Face
                       # directory is read as GPT-2's, an export of a byte model too: audit, 2026-11-26)
@@ -545,3 +552,15 @@ def write_meta(directory, meta: dict) -> None:
     tmp = path.with_name(f".{META_NAME}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     replace_file(tmp, path)
+
+
+def _fewer_ids_than(vocab_size: int, tokenizer_name: str) -> bool:
+    """Whether a model of `vocab_size` embeddings is too small for tokenizer `tokenizer_name`'s ids (False for a
+    name that is not one of ours)."""
+    from gpt.errors import MissingPackage, UnreadableFile
+    from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer  # only on the way to a refusal: gpt2's loads its ranks
+
+    try:
+        return tokenizer_name in TOKENIZER_NAMES and vocab_size < get_tokenizer(tokenizer_name).n_vocab
+    except (MissingPackage, UnreadableFile):  # a tokenizer that cannot be loaded: the refusal's usual advice
+        return False

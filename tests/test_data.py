@@ -354,6 +354,16 @@ def test_check_compatible(tmp_path):
         dd.check_compatible("gpt2", 50000)  # (not "prepare the data with --tokenizer gpt2": it is)
 
 
+def test_check_compatible_a_model_too_small_for_its_own_tokenizer(tmp_path):
+    """An export of a byte model, read as GPT-2's (a Hugging Face directory), on byte data: "Prepare the data with
+    --tokenizer gpt2" was the advice, and data so prepared was then refused for the vocabulary (hunt 37-h h2)."""
+    dd = make_data_dir(tmp_path, {"train": [np.arange(100)]}, vocab_size=257, tokenizer="byte")
+    with pytest.raises(ValueError, match=r"tokenizer: model 'gpt2', data 'byte'\. The model has fewer token embeddings "
+                                         r"\(257\) than 'gpt2' has ids: it was not trained with that tokenizer") as e:
+        dd.check_compatible("gpt2", 257)
+    assert "Prepare the data with --tokenizer gpt2" not in str(e.value)
+
+
 # ----------------------------------------------------------------------------- training batches
 
 
