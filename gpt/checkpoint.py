@@ -1084,13 +1084,34 @@ def refuse_another_hf_tokenizer(path: Path) -> None:
     """A Hugging Face directory is read and written with OpenAI's GPT-2 BPE (this project has no
     other for it): one that holds another tokenizer (vocab.json, or tokenizer.json's vocabulary) is
     refused, where a GPT-2 of another language was fed GPT-2's ids without a word (hunt 30-e F2).
-    Files that cannot be read as such are left to the weights' own checks."""
-    for name in ("vocab.json", "tokenizer.json"):
+    Files that cannot be read as such are left to the weights' own checks. Tokens added to GPT-2's
+    (tokenizer.json's added_tokens, added_tokens.json: a chat fine-tune's "<|user|>" at 50257) are
+    another tokenizer too: GPT-2's BPE splits them into other ids (hunt 37-h h3). But for a pad token
+    (special_tokens_map.json's or tokenizer_config.json's pad_token, as many fine-tunes add "[PAD]"):
+    it pads batches, and is not in the text this project feeds the model."""
+    pads = {"<|endoftext|>"}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        try:
+            pad = json.loads((path / name).read_text(encoding="utf-8")).get("pad_token")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        pads.add(pad.get("content") if isinstance(pad, dict) else pad)
+    for name in ("vocab.json", "tokenizer.json", "added_tokens.json"):
         try:
             vocab = json.loads((path / name).read_text(encoding="utf-8"))
+            added = vocab if name == "added_tokens.json" else vocab.get("added_tokens") if name == "tokenizer.json" else []
             vocab_model = vocab["model"] if name == "tokenizer.json" else {}
             vocab = vocab_model["vocab"] if name == "tokenizer.json" else vocab
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        added = ([(t.get("content"), t.get("id")) for t in added if isinstance(t, dict)] if isinstance(added, list)
+                 else list(added.items()) if isinstance(added, dict) else [])
+        if others := [(token, id_) for token, id_ in added if (token, id_) != ("<|endoftext|>", 50256)
+                      and not (token in pads and token != "<|endoftext|>")]:
+            raise UnreadableFile(path / name, f"adds {len(others)} token(s) to OpenAI's GPT-2 BPE ({others[0][0]!r} is "
+                                              f"{others[0][1]}): this project reads a Hugging Face model's text with "
+                                              "GPT-2's BPE only, which would split them into other token ids")
+        if name == "added_tokens.json":
             continue
         if not isinstance(vocab, dict):
             if name == "tokenizer.json" and isinstance(vocab, list):  # a Unigram (SentencePiece) model's
@@ -1107,7 +1128,8 @@ def refuse_another_hf_tokenizer(path: Path) -> None:
                                               f"{'; ' + differs[0] if differs else ''}): this project reads a Hugging "
                                               "Face model's text with GPT-2's BPE only, which would give this one "
                                               "other token ids")
-        return
+        # (it returned here, after vocab.json: the tokenizer.json beside it, which transformers reads first, went
+        # unread; hunt 37-h h3)
 
 
 def pretrained_tokenizer(init_from: str) -> str:

@@ -1148,6 +1148,39 @@ def test_a_hugging_face_directory_with_a_unigram_tokenizer_is_refused(tmp_path):
         refuse_another_hf_tokenizer(tmp_path)
 
 
+def test_a_hugging_face_directory_with_tokens_added_to_gpt2s_is_refused(tmp_path):
+    # a chat fine-tune of GPT-2 whose tokenizer adds "<|user|>" (50257): its vocab.json is GPT-2's, which was
+    # all that was read (tokenizer.json beside it, and added_tokens.json, went unread), and sample.py and
+    # train.py fed the model GPT-2's pieces of "<|user|>" where transformers gives it 50257 (hunt 37-h h3)
+    from gpt.checkpoint import refuse_another_hf_tokenizer
+    from gpt.tokenizer import _gpt2_data_dir
+
+    gpt2_vocab = json.loads((_gpt2_data_dir() / "encoder.json").read_text(encoding="utf-8"))
+    eot = {"id": 50256, "content": "<|endoftext|>", "special": True}
+    tokenizer = {"added_tokens": [eot], "model": {"type": "BPE", "vocab": gpt2_vocab}}
+    (tmp_path / "vocab.json").write_text(json.dumps(gpt2_vocab))
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
+    refuse_another_hf_tokenizer(tmp_path)  # GPT-2's own: fine
+    (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 50256}))
+    refuse_another_hf_tokenizer(tmp_path)
+    tokenizer["added_tokens"] = [eot, {"id": 50257, "content": "<|user|>", "special": False}]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(UnreadableFile, match=r"tokenizer\.json: adds 1 token\(s\) to OpenAI's GPT-2 BPE "
+                                             r"\('<\|user\|>' is 50257\)"):
+        refuse_another_hf_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()  # the slow tokenizer's files: vocab.json, added_tokens.json
+    (tmp_path / "added_tokens.json").write_text(json.dumps({"[PAD]": 50257}))
+    with pytest.raises(UnreadableFile, match=r"added_tokens\.json: adds 1 token\(s\) to OpenAI's GPT-2 BPE "
+                                             r"\('\[PAD\]' is 50257\)"):
+        refuse_another_hf_tokenizer(tmp_path)
+    # but a pad token, named so (as many fine-tunes add one): it pads batches and is not in the text fed the model
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"pad_token": {"content": "[PAD]"}}))
+    refuse_another_hf_tokenizer(tmp_path)
+    (tmp_path / "special_tokens_map.json").unlink()
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"pad_token": "[PAD]"}))
+    refuse_another_hf_tokenizer(tmp_path)
+
+
 def test_a_checkpoint_that_pruning_cannot_remove_stays_a_checkpoint(tmp_path, monkeypatch):
     # made read-only to keep it (or another user's, in a shared run directory): the rename succeeded and the
     # removal did not, and it stayed as a `.tmp-pruned-*` leftover that never loads (hunt 35-d D3)
