@@ -80,7 +80,7 @@ from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable,
                         on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
                         wait_while_another_says_it, world_size)
 from gpt.files import describe_error
-from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
+from gpt.data import LARGER_VAL_SPLIT, DataChanged, DataReplaced, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
@@ -308,10 +308,23 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     # `data` itself, whose meta.json said the tokenizer, the vocabulary and the bytes per token: each loader read
     # it again (data.path), and data prepared again in between trained under the old one's (hunt 37-b B1)
-    train_batches = TrainBatches(data, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
-                                 world_size=dist.world_size, micro_batches=accum, device=device)
-    val_batches = ValBatches(data, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
-                             rank=dist.rank, world_size=dist.world_size, device=device)
+    replaced = None
+    try:
+        train_batches = TrainBatches(data, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
+                                     world_size=dist.world_size, micro_batches=accum, device=device)
+        val_batches = ValBatches(data, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
+                                 rank=dist.rank, world_size=dist.world_size, device=device)
+    except DataReplaced as e:
+        replaced = e
+    if dist.enabled and True in (seen := gather(replaced is not None, dist)):
+        # A preparation that landed between the processes' opens is met by the later ones alone: left to the
+        # machine's first process (as a ShardError), which had opened the old directory and trained on, it was
+        # said by none ("lost contact with another process", hunt 37-g G3). The first process that met it says it.
+        if dist.rank != seen.index(True):
+            raise ReportedByRank0(replaced.exit_status if replaced else 1)
+        raise UsageError(str(replaced))  # (said by this process, whatever its LOCAL_RANK)
+    if replaced:
+        raise replaced
     # Instruction data's validation windows may hold no answer token (a small split, long records): its
     # loss was then 0/0, logged as 0.0000, and `best` stayed on the first evaluation (hunt, session 27)
     no_val_targets = data.supervised and not val_batches.holds_targets()

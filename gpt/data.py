@@ -32,6 +32,7 @@ from gpt.shards import (  # noqa: F401  (re-exported: gpt.data is the one import
     FORMAT_VERSION,
     HEADER_SIZE,
     DataDir,
+    DataReplaced,
     Shard,
     ShardError,
     ShardWriter,

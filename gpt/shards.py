@@ -67,6 +67,12 @@ class ShardError(UsageError, ValueError):
         self.path = Path(path)
 
 
+class DataReplaced(ShardError):
+    """DataDir.check_unreplaced's: the directory was prepared again since its meta.json was read. Unlike the
+    other ShardErrors, the processes of a torchrun job need not all meet it (the preparation lands between
+    their opens): train.py has them agree on it (hunt 37-g G3)."""
+
+
 class MissingSplit(ShardError, KeyError):
     """A data directory without the split asked for (e.g. no 'val')."""
 
@@ -506,8 +512,8 @@ class DataDir:
             again = None
         if again == self.meta and all(isinstance(s, dict) and "sha256" in s for s in self.meta["splits"].values()):
             return  # the same tokens again (two runs preparing the same raw text into train.py's cache at once)
-        raise ShardError(self.path, "was prepared again (replaced by data/prepare.py) while it was being opened: "
-                                    "start again, once that preparation has finished")
+        raise DataReplaced(self.path, "was prepared again (replaced by data/prepare.py) while it was being opened: "
+                                      "start again, once that preparation has finished")
 
     def check_compatible(self, tokenizer_name: str, vocab_size: int) -> None:
         """Refuse, before training starts, a model whose tokenizer or vocabulary can't embed these

@@ -2885,6 +2885,46 @@ def test_data_prepared_again_while_a_run_starts_is_refused_not_trained_under_the
     assert not out.exists()
 
 
+def test_data_prepared_again_between_the_processes_opens_is_said_once_under_torchrun(tmp_path):
+    """Under torchrun a preparation landing after one process opened the data and before another did is met
+    by the later one alone: left to the machine's first process as a ShardError, which had opened the old
+    directory, it was said by no process, the job ending "lost contact with another process" (hunt 37-g G3)."""
+    from gpt.prepare import prepare
+
+    data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", docs=6, words=120))],
+                   tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
+    other = write_corpus(tmp_path / "text2", docs=7, words=150, seed=1)
+    opened = tmp_path / "rank0-opened"
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.prepare import prepare
+real_train, real_val = train.TrainBatches, train.ValBatches
+def train_batches(*args, **kwargs):  # rank 1 opens after rank 0, and after another data/prepare.py --force
+    if os.environ["RANK"] == "1":
+        deadline = time.monotonic() + 120
+        while not os.path.exists({str(opened)!r}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        prepare(source="input", inputs=[{str(other)!r}], tokenizer="byte", out_dir={str(data)!r}, force=True, quiet=True)
+    return real_train(*args, **kwargs)
+def val_batches(*args, **kwargs):
+    batches = real_val(*args, **kwargs)
+    if os.environ["RANK"] == "0":
+        open({str(opened)!r}, "w").close()
+    return batches
+train.TrainBatches, train.ValBatches = train_batches, val_batches
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(probe, f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if "train.py: error:" in line]
+    assert said == [f"train.py: error: {data}: was prepared again (replaced by data/prepare.py) while it was being "
+                    "opened: start again, once that preparation has finished"], proc.stderr[-3000:]
+    assert not out.exists()
+
+
 def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_that_data(byte_data, tmp_path, capsys):
     # "use --init_from=<the run directory>" was refused as printed ("out holds a run") and, given an
     # --out_dir but not the typed --data again, trained on the default data (review, session 23)
