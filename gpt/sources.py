@@ -239,8 +239,8 @@ def _directory_files(path: Path) -> list[Path]:
         walked.add(here.resolve())
         try:  # a directory listed but not searchable (no x permission): its entries cannot be looked at,
             # and pathlib's is_file raised a traceback for them (hunt 34-c C8's sibling, session 35)
-            dirs[:] = [d for d in dirs if not d.startswith(".") and not _prepared_data(here / d)
-                       and not training_output(here / d)]
+            dirs[:] = [d for d in dirs if not d.startswith(".") and not _fsck_folder(here / d)
+                       and not _prepared_data(here / d) and not training_output(here / d)]
             files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
         except PermissionError as e:
             raise unsearchable(e) from None
@@ -332,6 +332,8 @@ def _glob_can_list(parts: tuple[str, ...]) -> None:
         lead = os.path.join(*parts[:i]) if i else os.curdir
         for directory in glob.glob(os.path.join(lead, "**", "") if parts[i] == "**" else os.path.join(lead, ""),
                                    recursive=True):
+            if _fsck_folder(Path(directory)):
+                continue
             try:
                 if magic(parts[i]):
                     with os.scandir(directory):
@@ -344,6 +346,13 @@ def _glob_can_list(parts: tuple[str, ...]) -> None:
                 if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
                     # (not there, gone since, a link loop's end: as glob takes them, not unreadable data)
                     raise PrepareError(f"{directory.rstrip(os.sep) or os.sep}: cannot read it ({e.strerror or e})") from None
+
+
+def _fsck_folder(directory: Path) -> bool:
+    """Whether this is a filesystem's lost+found (at its mount point): fsck's, never a corpus, and
+    readable by root alone, so an input on a mounted disk, `--input /mnt/disk` or '/mnt/disk/**/*.txt',
+    was refused for it ("cannot read it") where any other user ran it (review 37)."""
+    return directory.name == "lost+found" and os.path.ismount(directory.parent)
 
 
 def _not_in(directory: str | Path, name: str) -> bool:

@@ -1697,6 +1697,30 @@ def test_the_directory_that_cannot_be_searched_is_the_one_named(tmp_path, monkey
         sources.expand_inputs([f"{tmp_path}/in/private/*/doc00.txt"])
 
 
+@pytest.mark.parametrize("pattern", ["", "**/*.txt", "*/*.txt"])
+def test_a_disks_lost_and_found_is_not_input(tmp_path, monkeypatch, pattern):
+    # A mounted disk's lost+found is fsck's and root's alone: `--input /mnt/disk` or '/mnt/disk/**/*.txt' was
+    # refused for it, "cannot read it", where any other user ran it (review 37). Mount and EACCES simulated.
+    import errno
+
+    disk = tmp_path / "disk"
+    write_docs(disk / "corpus", 2)
+    write_docs(disk / "lost+found", 1)
+    scandir, ismount = os.scandir, os.path.ismount
+
+    def listed(path="."):
+        if Path(path).name == "lost+found":
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", listed)
+    monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == disk or ismount(path))
+    found = sources.expand_inputs([str(disk / pattern) if pattern else str(disk)])
+    assert [str(f.relative_to(disk)) for f in found] == ["corpus/doc00.txt", "corpus/doc01.txt"]
+    monkeypatch.setattr(os.path, "ismount", ismount)  # (not a mount point: a directory like any other)
+    with pytest.raises(PrepareError, match="lost[+]found: cannot read it"):
+        sources.expand_inputs([str(disk / pattern) if pattern else str(disk)])
+
+
 def test_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch):
     # `--out_dir=~/x`: the shell leaves a ~ after = as it is, and the shards went into a folder named ~ in the
     # current directory, where train.py --data=~/x (expanded) did not find them (hunt 35-f F11)
