@@ -67,10 +67,11 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, latest_note,
-                            list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
-                            open_resumable, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
-                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
+from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, is_hf_gpt2_dir,
+                            latest_note, list_checkpoints, listed_on, load_base_model, load_model, lora_base,
+                            mark_lora_base, open_resumable, pretrained_config, pretrained_tokenizer, rebased,
+                            refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
+                            write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config)
@@ -225,6 +226,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
         raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl and "
                           "config.json go into a directory of their own; choose another --out_dir")
+    if not resume and not cfg.eval_only and is_hf_gpt2_dir(out_dir):
+        # a Hugging Face model (the one fine-tuned from, or any): the run's config.json replaced the model's own,
+        # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
+        raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its weights): the "
+                          "run's config.json would replace the model's; choose another --out_dir")
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
     run_lock = None  # (rank 0's)
@@ -1082,6 +1088,10 @@ def refuse_a_run(data: str) -> None:
         how = (f"to continue it, --init_from=resume --out_dir={shlex.quote(data)}; to start a run from its weights, "
                f"--init_from={shlex.quote(data)}" if list_checkpoints(path) else "it has no checkpoint yet")
         raise PrepareError(f"--data={data} holds a training run, not text or prepared data: {how}")
+    if path.is_dir() and is_hf_gpt2_dir(path) and not (path / "meta.json").is_file():
+        # its config.json was read as a text record: "record 1: no field 'text' (has: model_type, ...)" (hunt 37-h h6)
+        raise PrepareError(f"--data={data} is a Hugging Face model directory, not text or prepared data: to start a "
+                           f"run from its weights, --init_from={shlex.quote(data)}")
 
 
 def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False) -> Path:

@@ -3818,6 +3818,31 @@ def test_an_out_dir_that_is_the_data_directory_is_refused_as_such(byte_data, tmp
     assert sorted(p.name for p in data.iterdir()) == sorted(p.name for p in byte_data.iterdir())
 
 
+def test_an_out_dir_that_is_a_hugging_face_model_is_refused(hf_dir, tmp_path):
+    # --init_from=HF --out_dir=HF (fine-tuning "in place"): the run's config.json replaced the model's, and the
+    # model loaded neither in transformers nor here (hunt 37-h h4)
+    model = tmp_path / "hf"
+    shutil.copytree(hf_dir, model)
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    proc = run(f"--init_from={model}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY,
+               "--max_iters=2", f"--out_dir={model}", check=False)
+    assert proc.returncode == 1 and proc.stderr == (f"train.py: error: --out_dir={model} is a Hugging Face model "
+                                                    "directory (config.json and its weights): the run's config.json "
+                                                    "would replace the model's; choose another --out_dir\n")
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+
+
+def test_data_that_is_a_hugging_face_model_is_refused_as_such(hf_dir, tmp_path):
+    # --data=<an HF model> (for --init_from): its config.json was read as a text record, "record 1: no field 'text'
+    # (has: model_type, ...)" (hunt 37-h h6)
+    proc = run(f"--data={hf_dir}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'out'}", check=False)
+    assert proc.returncode == 1 and proc.stderr == (f"train.py: error: --data={hf_dir} is a Hugging Face model "
+                                                    "directory, not text or prepared data: to start a run from its "
+                                                    f"weights, --init_from={hf_dir}\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_eval_only_of_a_resumed_run_takes_the_budget_options_it_was_started_with(byte_data, tmp_path, capsys):
     # --eval_only=true added to the budget command that started the run (--max_iters=0) was refused, "give
     # --max_iters", for an evaluation that trains nothing (hunt 34-b B11)
