@@ -1335,8 +1335,10 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> Non
     (hunt 30-b F1). So the processes compare notes: where one could not read them, every one stops,
     the failing ones saying why (rank 0 for all, where it failed too); where they resume different
     checkpoints, rank 0 names them."""
-    seen = gather((unread is not None, (resume.path.name, resume.meta["step"]) if resume else None), dist)
-    failed = [rank for rank, (did, _) in enumerate(seen) if did]
+    # (and the directory each read, resolved: processes of one machine that read one directory, hunt 37-g G2)
+    seen = gather((unread is not None, (resume.path.name, resume.meta["step"]) if resume else None,
+                   str(resume.path.parent.resolve()) if resume else None), dist)
+    failed = [rank for rank, (did, _, _) in enumerate(seen) if did]
     if failed:
         if unread is None:
             raise ReportedByRank0(1)
@@ -1344,8 +1346,17 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> Non
             raise unread
         raise UsageError(f"{unread} (on {socket.gethostname()}, rank {dist.rank}; rank 0 read it: every node "
                          "needs the same files)") from None
-    if len({checkpoint for _, checkpoint in seen}) > 1:
-        which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c) in enumerate(seen))
+    if len({checkpoint for _, checkpoint, _ in seen}) > 1:
+        which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c, _) in enumerate(seen))
+        # A run in out_dir that saved between the processes' reads (seconds each for a large checkpoint) was
+        # blamed on the filesystem, on one machine, where a run trains there (hunt 37-g G2): it is named, as
+        # the lock would have; where none holds it now, on one machine, it saved and ended meanwhile
+        out_dir = resume.path.parent if resume else None
+        if out_dir is not None:  # (every process read one: one that could not would have stopped above)
+            on_rank0(dist, lambda: refuse_if_busy(out_dir))
+        if out_dir is not None and on_one_machine() and len({where for _, _, where in seen}) == 1:
+            raise ConfigError(f"{out_dir} changed while the processes read it to resume ({which}): the run there "
+                              "saved meanwhile, and has ended since; run the same command again")
         raise ConfigError(f"the processes resume different checkpoints ({which}): out_dir must be on a filesystem "
                           "every node shares, or hold the same checkpoints on each")
 

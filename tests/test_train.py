@@ -955,6 +955,54 @@ sys.exit(train.main(sys.argv[1:]))
     assert errors(proc) == [f"train.py: error: {train.INTERRUPTED}"]
 
 
+@pytest.mark.parametrize("run_there", ["ended", "trains"])
+def test_a_torchrun_resume_whose_run_saved_between_its_processes_reads_says_so(byte_data, tmp_path, run_there):
+    # Each process reads the checkpoint to resume before they meet: a run in out_dir that saved between two
+    # processes' reads was "the processes resume different checkpoints ...: out_dir must be on a filesystem
+    # every node shares", on one machine, where the run trained there (hunt 37-g G2)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    run(*common, "--max_iters=2")
+    read = tmp_path / "rank0-read"
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, subprocess, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.rundir import RunDirLock
+real = train.open_resumable
+def open_resumable(out_dir):
+    if os.environ["RANK"] == "1":  # the run saves (and ends, or goes on) between rank 0's read and this one's
+        deadline = time.monotonic() + 120
+        while not os.path.exists({str(read)!r}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        subprocess.run([sys.executable, {str(ROOT / "train.py")!r}, *{common!r}, "--init_from=resume",
+                        "--max_iters=4"], check=True, capture_output=True,  # (a process of its own, not of this job)
+                       env={{k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE",
+                            "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}})
+        if {run_there!r} == "trains":
+            global held
+            held = RunDirLock(out_dir).acquire()
+    resume = real(out_dir)
+    if os.environ["RANK"] == "0":
+        open({str(read)!r}, "w").close()
+    return resume
+train.open_resumable = open_resumable
+sys.exit(train.main(sys.argv[1:]))
+""")
+    proc = torchrun(probe, *common, "--init_from=resume", "--max_iters=6")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if "train.py: error:" in line]
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert "filesystem every node shares" not in said[0]
+    if run_there == "ended":
+        assert said[0] == (f"train.py: error: {out} changed while the processes read it to resume (rank 0: "
+                           "ckpt-0000002, rank 1: ckpt-0000004): the run there saved meanwhile, and has ended since; "
+                           "run the same command again")
+    else:
+        assert f"{out} is in use by another training run (process " in said[0]
+    assert (out / "latest").read_text().strip() == "ckpt-0000004"  # (nothing written by the refused resume)
+
+
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
