@@ -401,7 +401,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its
     # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
     saved_by_this_run = False
-    if base and base.get("base_step") is not None and is_lora(model) and dist.is_main and not cfg.eval_only:
+
+    def mark() -> None:
         base_copy = copy_of(Path(base["base"]))  # (a stranded earlier save, where that is the step's only copy)
         # A line there before this run is not its to take back: an earlier LoRA run of this directory, moved
         # elsewhere since (kept under another name, a new try under the old one), still loads that base where
@@ -420,6 +421,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             # could not be written raised, and the base of a checkpoint said to be the latest lost its pin, hunt 37-d D6)
             on_exit.callback(lambda: None if saved_by_this_run or list_checkpoints(out_dir) else
                              unmark_lora_base(copy_of(Path(base["base"])), out_dir))
+    if base and base.get("base_step") is not None and is_lora(model) and not cfg.eval_only:
+        # by rank 0, the others told of its refusal: raised on rank 0 alone (its base pruned meanwhile), the
+        # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)
+        on_rank0(dist, mark)
 
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP

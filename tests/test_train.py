@@ -2186,6 +2186,31 @@ def test_a_lora_run_whose_base_is_pruned_while_it_starts_stops_at_once(byte_data
     assert not list(lora.glob("ckpt-*"))
 
 
+def test_a_lora_run_whose_base_is_pruned_before_its_mark_is_said_once_under_torchrun(byte_data, tmp_path):
+    # The mark, and its check that the base is still there, are rank 0's: its refusal was raised there alone,
+    # and rank 1, gone on into its first collective, said "lost contact with another process" too (hunt 37-g G4)
+    base, lora = tmp_path / "base", tmp_path / "lora"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import shutil, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+real = train.mark_lora_base
+def pruned_first(*args, **kwargs):  # as the base run's pruning, just before
+    shutil.rmtree({str(base / "ckpt-0000001")!r}, ignore_errors=True)
+    return real(*args, **kwargs)
+train.mark_lora_base = pruned_first
+sys.exit(train.main(sys.argv[1:]))
+""")
+    proc = torchrun(probe, *tiny, "--max_iters=3", f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if "train.py: error:" in line]
+    assert said == [f"train.py: error: the base checkpoint {base / 'ckpt-0000001'} was removed by its run (pruned) "
+                    "while this one started: start again, from the run's newer checkpoint"], proc.stderr[-3000:]
+    assert not lora.exists()
+
+
 def test_eval_only_beside_the_training_run_says_that_the_checkpoint_it_read_was_pruned(byte_data, tmp_path, capsys,
                                                                                      monkeypatch):
     # --eval_only takes no lock: the run training there pruned the checkpoint between open_resumable and the
