@@ -61,6 +61,30 @@ def fail_writes(monkeypatch):
 
 
 @pytest.fixture
+def run_dir_held_elsewhere():
+    """run_dir_held_elsewhere(out_dir) -> the process (Popen) that holds out_dir's run lock from then on, as
+    a training run that has saved nothing yet does; it is ended when the test ends, or by the test."""
+    import subprocess
+
+    holders = []
+
+    def hold(out_dir):
+        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+                                   "from gpt.rundir import RunDirLock; RunDirLock(sys.argv[2]).acquire(); "
+                                   "print('locked', flush=True); time.sleep(300)", str(ROOT), str(out_dir)],
+                                  stdout=subprocess.PIPE, text=True)
+        holders.append(holder)
+        assert holder.stdout.readline().strip() == "locked"
+        return holder
+
+    yield hold
+    for holder in holders:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+@pytest.fixture
 def cuda_gpus(monkeypatch):
     """cuda_gpus({0: (7, 0), 1: (9, 0)}): from then on torch.cuda says the machine has CUDA GPUs of these
     compute capabilities by index, cuda:0 the current one (torch's bf16 check asks about that one)."""

@@ -914,7 +914,7 @@ def test_a_rank_left_in_the_environment_of_a_lone_process_silences_no_bad_option
     assert capsys.readouterr().err == "train.py: error: no complete checkpoint in /nonexistent/run\n"
 
 
-def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
+def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path, run_dir_held_elsewhere):
     # A checkpoint that is not there, and a signal to the job before training, were said once a
     # process, two lines sometimes run together into one (hunt, session 26)
     def errors(proc) -> list[str]:
@@ -930,18 +930,9 @@ def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path):
     # a run there that has saved nothing yet, which each process's probe finds before they meet: said by each
     # process (hunt 37-g G1)
     busy = tmp_path / "busy"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
-                               "from gpt.rundir import RunDirLock; RunDirLock(sys.argv[2]).acquire(); "
-                               "print('locked', flush=True); time.sleep(120)", str(ROOT), str(busy)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        proc = torchrun(ROOT / "train.py", *common, "--init_from=resume", f"--out_dir={busy}")
-        said = errors(proc)
-        assert len(said) == 1 and f"{busy} is in use by another training run (process {holder.pid} on" in said[0], said
-    finally:
-        holder.kill()
-        holder.wait()
+    holder = run_dir_held_elsewhere(busy)
+    said = errors(torchrun(ROOT / "train.py", *common, "--init_from=resume", f"--out_dir={busy}"))
+    assert len(said) == 1 and f"{busy} is in use by another training run (process {holder.pid} on" in said[0], said
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
@@ -1450,24 +1441,19 @@ def test_a_second_run_on_the_same_out_dir_is_refused_while_the_first_goes_on(byt
     assert open_checkpoint(out).meta["step"] == steps[-1] and not (out / "train.lock").exists()
 
 
-def test_a_resume_beside_a_run_that_has_saved_nothing_yet_names_that_run(byte_data, tmp_path, capsys):
+def test_a_resume_beside_a_run_that_has_saved_nothing_yet_names_that_run(byte_data, tmp_path, capsys,
+                                                                      run_dir_held_elsewhere):
     # The resume reads the checkpoints before it takes the lock: beside a run that had saved none yet
     # it said "no complete checkpoint in run", as if nothing were there, where a run trains (hunt 37-c C2)
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
-                               "from gpt.rundir import RunDirLock; RunDirLock(sys.argv[2]).acquire(); "
-                               "print('locked', flush=True); time.sleep(60)", str(ROOT), str(out)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        assert train.main([f"--data={byte_data}", *TINY, "--init_from=resume", f"--out_dir={out}"]) == 1
-        line = one_line_error(capsys.readouterr().err)
-        assert f"{out} is in use by another training run (process {holder.pid} on " in line, line
-        assert "no complete checkpoint" not in line
-        assert holder.poll() is None  # (the probe took nothing from it)
-    finally:
-        holder.kill()
-        holder.wait()
+    holder = run_dir_held_elsewhere(out)
+    assert train.main([f"--data={byte_data}", *TINY, "--init_from=resume", f"--out_dir={out}"]) == 1
+    line = one_line_error(capsys.readouterr().err)
+    assert f"{out} is in use by another training run (process {holder.pid} on " in line, line
+    assert "no complete checkpoint" not in line
+    assert holder.poll() is None  # (the probe took nothing from it)
+    holder.kill()
+    holder.wait()
     # No run there: the line is as before, and the probe left no lock behind
     assert train.main([f"--data={byte_data}", *TINY, "--init_from=resume", f"--out_dir={out}"]) == 1
     assert f"no complete checkpoint in {out}" in one_line_error(capsys.readouterr().err)
