@@ -1356,10 +1356,9 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> Non
         # A run in out_dir that saved between the processes' reads (seconds each for a large checkpoint) was
         # blamed on the filesystem, on one machine, where a run trains there (hunt 37-g G2): it is named, as
         # the lock would have; where none holds it now, on one machine, it saved and ended meanwhile
-        out_dir = resume.path.parent if resume else None
-        if out_dir is not None:  # (every process read one: one that could not would have stopped above)
-            on_rank0(dist, lambda: refuse_if_busy(out_dir))
-        if out_dir is not None and on_one_machine() and len({where for _, _, where in seen}) == 1:
+        out_dir = resume.path.parent  # (every process read one: one that could not stopped above)
+        on_rank0(dist, lambda: refuse_if_busy(out_dir))  # (on every process alike: a collective)
+        if on_one_machine() and len({where for _, _, where in seen}) == 1:
             raise ConfigError(f"{out_dir} changed while the processes read it to resume ({which}): the run there "
                               "saved meanwhile, and has ended since; run the same command again")
         raise ConfigError(f"the processes resume different checkpoints ({which}): out_dir must be on a filesystem "

@@ -1089,13 +1089,14 @@ def refuse_another_hf_tokenizer(path: Path) -> None:
     another tokenizer too: GPT-2's BPE splits them into other ids (hunt 37-h h3). But for a pad token
     (special_tokens_map.json's or tokenizer_config.json's pad_token, as many fine-tunes add "[PAD]"):
     it pads batches, and is not in the text this project feeds the model."""
-    pads = {"<|endoftext|>"}
+    pads = set()
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
         try:
             pad = json.loads((path / name).read_text(encoding="utf-8")).get("pad_token")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             continue
         pads.add(pad.get("content") if isinstance(pad, dict) else pad)
+    pads.discard("<|endoftext|>")  # (GPT-2's own, at its own id only)
     for name in ("vocab.json", "tokenizer.json", "added_tokens.json"):
         try:
             vocab = json.loads((path / name).read_text(encoding="utf-8"))
@@ -1106,8 +1107,8 @@ def refuse_another_hf_tokenizer(path: Path) -> None:
             continue
         added = ([(t.get("content"), t.get("id")) for t in added if isinstance(t, dict)] if isinstance(added, list)
                  else list(added.items()) if isinstance(added, dict) else [])
-        if others := [(token, id_) for token, id_ in added if (token, id_) != ("<|endoftext|>", 50256)
-                      and not (token in pads and token != "<|endoftext|>")]:
+        if others := [(token, id_) for token, id_ in added
+                      if (token, id_) != ("<|endoftext|>", 50256) and token not in pads]:
             raise UnreadableFile(path / name, f"adds {len(others)} token(s) to OpenAI's GPT-2 BPE ({others[0][0]!r} is "
                                               f"{others[0][1]}): this project reads a Hugging Face model's text with "
                                               "GPT-2's BPE only, which would split them into other token ids")

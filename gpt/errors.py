@@ -66,6 +66,22 @@ def _refused_environment(e: BaseException, tb) -> str | None:
     return None
 
 
+def unsearchable_directory(path: Path) -> tuple[Path, PermissionError] | None:
+    """The first directory on `path`'s way (its parents from the top, then `path` itself looked up)
+    that cannot be searched (no x permission: a look-up of any name in it is refused), with that
+    refusal; None where every look-up succeeds or one fails otherwise (a name not there is said where
+    it is used). The directory to name and `chmod +x`, not the name looked for, which may not exist
+    (train.py's out_dir: review 37 R3; data/prepare.py's inputs: hunt 37-f F3)."""
+    for step in (*reversed(path.parents), path)[1:]:  # (the root, or '.', is where every look-up starts)
+        try:
+            os.stat(step)
+        except PermissionError as e:
+            return step.parent, e
+        except OSError:
+            return None
+    return None
+
+
 def unusable_path(path: str | Path) -> str | None:
     """Why `path` can name nothing here, whatever is there: a loop of symbolic links (Path.resolve()
     raises RuntimeError on it in Python 3.11 and 3.12), or a name longer than the filesystem takes

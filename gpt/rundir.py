@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from gpt.checkpoint import NoCheckpoint, checkpoint_holding, find_checkpoint, list_checkpoints, name_of
-from gpt.errors import ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UnreadableFile, UsageError
+from gpt.errors import (ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UnreadableFile, UsageError,
+                        unsearchable_directory)
 from gpt.files import describe_error
 
 try:
@@ -190,16 +191,11 @@ def refuse_an_unsearchable_out_dir(out_dir: str | Path) -> None:
     checkpoints to resume) was a PermissionError traceback, for a new run, a resume and --eval_only alike
     (review 37 R3). Names the directory that cannot be searched, the one to chmod."""
     out_dir = Path(out_dir)
-    for path in (*reversed(out_dir.parents), out_dir, out_dir / LOCK_NAME):  # (from the top: the first one refused)
-        try:
-            os.stat(path)
-        except PermissionError as e:
-            # (an UnreadableFile: every process of a machine meets it alike, and its first says it, once)
-            raise UnreadableFile(path.parent, f"cannot be searched ({e.strerror or e}), so out_dir {out_dir} cannot "
-                                 "be used; give it search permission (chmod +x), or choose another --out_dir",
-                                 damaged=False) from None
-        except OSError:  # (not there yet, a file on the way: said where it is used, as before)
-            return
+    if found := unsearchable_directory(out_dir / LOCK_NAME):  # (a name in it: out_dir itself searched too)
+        directory, e = found
+        # (an UnreadableFile: every process of a machine meets it alike, and its first says it, once)
+        raise UnreadableFile(directory, f"cannot be searched ({e.strerror or e}), so out_dir {out_dir} cannot "
+                             "be used; give it search permission (chmod +x), or choose another --out_dir", damaged=False)
 
 
 def refuse_if_busy(out_dir: str | Path) -> None:

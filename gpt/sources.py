@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from gpt.errors import install_hint, unusable_path
+from gpt.errors import install_hint, unsearchable_directory, unusable_path
 from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
@@ -206,16 +206,8 @@ def unsearchable(e: PermissionError) -> PrepareError:
     named the subdirectory, and a glob's pattern looked up as a path named 'in/private/*' (hunt 37-f F3)."""
     if not e.filename:
         return PrepareError(f"?: cannot read it ({e.strerror or e})")
-    name = Path(e.filename)
-    where = name.parent
-    for step in [*reversed(name.parents), name][1:]:  # (from the top: '.' or '/' is where the name starts)
-        try:
-            os.stat(step)
-        except PermissionError:
-            where = step.parent
-            break
-        except OSError:  # (gone since, or no directory: the parent, as before)
-            break
+    found = unsearchable_directory(Path(e.filename))
+    where = found[0] if found else Path(e.filename).parent  # (gone since, or no directory: the parent)
     return PrepareError(f"{where}: cannot read it ({e.strerror or e})")
 
 
