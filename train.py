@@ -1105,7 +1105,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
     from gpt.prepare import PrepareError, default_out_dir, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
-    from gpt.sources import training_output
+    from gpt.sources import is_glob, training_output
 
     def prepared() -> Path:
         if data == "shakespeare":  # the embedded plays, whatever ./shakespeare holds: a run in it (or a run's
@@ -1132,7 +1132,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
                                "again with data/prepare.py")
-        if not any(c in data for c in "*?[") and not Path(data).exists():  # (a glob is matched by the preparation)
+        if not is_glob(data) and not Path(data).exists():  # (a glob is matched by the preparation)
             # the way on, where a preset's data not prepared yet (--config=gpt2-124m) said only "no
             # such file or directory" (hunt, session 24)
             hint = "" if Path(data).suffix else (f" (python data/prepare.py ... --out_dir {data}; a preset's data: "

@@ -61,6 +61,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     Source,
     SourceStats,
     expand_inputs,
+    is_glob,
     make_source,
     open_input,
     shakespeare_files,
@@ -85,7 +86,7 @@ def default_out_dir(source: str = "shakespeare", inputs: list[str] | None = None
                     hf_config: str | None = None, tokenizer: str = "gpt2") -> Path:
     """data/shakespeare-gpt2, data/<first input's name>-gpt2, data/<dataset>[-<config>]-gpt2 in the repo."""
     if source == "input" and inputs:
-        parts = [p for p in Path(inputs[0]).parts if not any(c in p for c in "*?[")]
+        parts = [p for p in Path(inputs[0]).parts if not is_glob(p)]
         name = _slug(Path(parts[-1]).stem if parts else "input")
     elif source == "hf" and hf_name:
         name = _slug(hf_name.replace("/", "_") + (f"-{hf_config}" if hf_config else ""))

@@ -272,13 +272,18 @@ def _prepared_data(directory: Path) -> bool:
     return isinstance(meta, dict) and {"fingerprint", "prepare_version"} <= meta.keys()
 
 
+def is_glob(text: str) -> bool:
+    """Whether a path (or one of its parts) holds a glob's wildcard: *, ? or [."""
+    return any(c in text for c in "*?[")
+
+
 def _glob_files(pattern: str) -> list[Path]:
     """The files a glob matches, a matched directory read like a directory, leaving out what
     prepare.py or train.py wrote (as _directory_files does) below the pattern's literal part:
     `train.py --data='*'` from its text's folder read its own out/config.json back as a record
     on resume, and `--input 'corp/**'` a cache's meta.json (hunt 29-b)."""
     parts = Path(os.path.expanduser(pattern)).parts
-    base = Path(*parts[:next(i for i, p in enumerate(parts) if any(c in p for c in "*?["))])
+    base = Path(*parts[:next(i for i, p in enumerate(parts) if is_glob(p))])
     written: dict[Path, bool] = {}
 
     def below_written(path: Path) -> bool:  # path, or a directory between base and it, is theirs
@@ -317,23 +322,20 @@ def _glob_can_list(parts: tuple[str, ...]) -> None:
     sibling). From the first wildcard on, glob lists each directory the parts before a wildcard
     part match (with `**`, their subtrees as well), and looks up a literal part in each directory
     the parts before it match: the same directories, found by glob in turn, are read here."""
-    def magic(part: str) -> bool:
-        return any(c in part for c in "*?[")
-
-    for i in range(next(i for i, part in enumerate(parts) if magic(part)), len(parts)):
+    for i in range(next(i for i, part in enumerate(parts) if is_glob(part)), len(parts)):
         lead = os.path.join(*parts[:i]) if i else os.curdir
         for directory in glob.glob(os.path.join(lead, "**", "") if parts[i] == "**" else os.path.join(lead, ""),
                                    recursive=True):
             if _fsck_folder(Path(directory)):
                 continue
             try:
-                if magic(parts[i]):
+                if is_glob(parts[i]):
                     with os.scandir(directory):
                         pass
                 else:
                     os.stat(os.path.join(directory, parts[i]))
             except OSError as e:
-                if e.errno == errno.EACCES and not magic(parts[i]) and _not_in(directory, parts[i]):
+                if e.errno == errno.EACCES and not is_glob(parts[i]) and _not_in(directory, parts[i]):
                     continue  # (listed, not searchable, and the name is not there: glob misses nothing, hunt 37-f F2)
                 if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
                     # (not there, gone since, a link loop's end: as glob takes them, not unreadable data)
@@ -368,7 +370,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
             try:
                 is_file, is_dir = path.is_file(), path.is_dir()
             except PermissionError as e:
-                if not any(c in item for c in "*?["):
+                if not is_glob(item):
                     raise
                 # a glob read as a path may lead through a directory the glob does not ('in/run[12]/*.txt' through
                 # a directory named 'run[12]'): the glob decides, and this is the error if it matches nothing
@@ -378,7 +380,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
                 found = [path]
             elif is_dir:
                 found = _directory_files(path)
-            elif any(c in item for c in "*?["):
+            elif is_glob(item):
                 found = _glob_files(item)
                 if not found and denied and not _not_in(path.parent, path.name):
                     raise denied
