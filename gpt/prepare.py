@@ -249,8 +249,8 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
     """num_proc tokenizer processes (none for 1). Forked where possible: they start in milliseconds
     with the tokenizer already loaded, where spawned ones would spend a second importing. A worker
     that dies (the out-of-memory killer, kill -9) is one line, not a wait without end: the
-    executor notices it (BrokenProcessPool). Left early (an error, Ctrl-C), the queued chunks are
-    dropped and the workers killed."""
+    executor notices it (BrokenProcessPool). However the pool is left (its end, an error, Ctrl-C),
+    the queued chunks are dropped and the workers killed."""
     if num_proc == 1:
         yield None
         return
@@ -275,10 +275,12 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         with contextlib.suppress(OSError, AttributeError):
             results._writer.close()
 
-    # Left by an error or a signal, the chunks still running are of no use: the workers are killed,
-    # not waited for; and a signal while the pool ends normally (--max_tokens leaves chunks running)
-    # kills them too. A second Ctrl-C or a SIGTERM in that wait left the pool half shut down, and the
-    # interpreter's exit then waited for its workers for ever (hunt 30-c F6).
+    # However the pool is left, the workers are killed, not waited for: once its caller has the results
+    # it wants, chunks still running (an error, a signal, --max_tokens) are of no use. Waited for, a
+    # second Ctrl-C or a SIGTERM in that wait left the pool half shut down, and the interpreter's exit
+    # then waited for its workers for ever (hunt 30-c F6); and a worker that died as the pool ended
+    # (kill -9, the out-of-memory killer) could go unseen by the executor's thread, which then waited
+    # for ever for the other workers, stuck on the task queue's lock the dead one held (CI, 2026-11-28).
     try:
         # The workers forked now, before the progress bar starts a thread, with Ctrl-C and SIGTERM
         # blocked: one that came before a worker ignored them (_worker_start) was its traceback, and
@@ -289,17 +291,11 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
             started = pool.submit(int)
         started.result()
         yield pool
-    except BaseException as e:
+    except BrokenProcessPool:
+        raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try "
+                           "again, or with fewer --num_proc") from None
+    finally:
         kill_workers()
-        if isinstance(e, BrokenProcessPool):
-            raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try "
-                               "again, or with fewer --num_proc") from None
-        raise
-    try:
-        pool.shutdown(wait=True, cancel_futures=True)
-    except BaseException:
-        kill_workers()
-        raise
 
 
 def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool = False):
