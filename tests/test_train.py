@@ -2670,7 +2670,10 @@ def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_dat
 
     def fit(*args, **kwargs):
         steps, step_s = real_fit(*args, **kwargs)
-        if not plans:  # the plan, at the end of warmup
+        if not plans:  # the plan, at the end of warmup: 40 steps at least, so that evaluations fall inside the
+            # recording whatever this machine's speed (beside other work the plan left 21, and the test failed
+            # "a machine too busy for this test", 2 runs in 2 of it alone)
+            steps = max(steps, 40)
             plans.append(steps)
         return steps, step_s
     monkeypatch.setattr(train, "shorten_to_budget", shorten)
@@ -2679,7 +2682,6 @@ def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_dat
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
                        "--eval_interval=5", "--profile=12", f"--out_dir={out}"]) == 0
-    assert plans[0] > 30, "the plan left no evaluation inside the recording (a machine too busy for this test)"
     # recorded: steps 21-32 (StepProfiler.window: 20 to 32); evaluations at 25 and 30 fall inside it
     assert all(step > 32 for step in looks), looks
     if open_checkpoint(out).meta["config"]["max_iters"] > 35:  # (counts only move earlier)
