@@ -3700,10 +3700,22 @@ def test_ranks_that_wait_past_the_process_group_timeout_for_rank_0_s_preparation
     # 2026-11-26). Scaled down: a 3 s timeout, and a preparation made 8 s slow on rank 0.
     text = write_corpus(tmp_path / "text", docs=6, words=100)
     wrapper = tmp_path / "slow.py"
+    # The ranks meet before they join the process group, so that its 3 s are spent in the wait for rank 0's
+    # preparation alone: a rank still importing torch on a loaded machine, 3 s behind the other, timed it out
+    # in init_process_group itself ("wait timeout after 3000ms", a traceback: hunt 38-b B3)
+    ready = tmp_path / "ready"
+    ready.mkdir()
     wrapper.write_text(f"""import datetime, functools, os, runpy, sys, time
 sys.path.insert(0, {str(ROOT)!r})
 import torch.distributed as d
-d.init_process_group = functools.partial(d.init_process_group, timeout=datetime.timedelta(seconds=3))
+real_init = functools.partial(d.init_process_group, timeout=datetime.timedelta(seconds=3))
+def init(*args, **kwargs):
+    open(os.path.join({str(ready)!r}, os.environ["RANK"]), "w").close()
+    deadline = time.monotonic() + 120
+    while len(os.listdir({str(ready)!r})) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return real_init(*args, **kwargs)
+d.init_process_group = init
 import gpt.prepare as p
 real = p.prepare_cached
 def slow(*args, **kwargs):
