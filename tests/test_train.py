@@ -200,7 +200,19 @@ def test_fp8_head_multiplies_the_tied_head_in_float8_resumes_bit_identical_and_s
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def imports_done(byte_data, tmp_path_factory):
+    """One tiny training run in this process before a test that times a budget: a process's first run
+    imports torch._dynamo (AdamW's constructor) and matplotlib, 2.8 s on the idle 2-core VM (a budget test's
+    closing account said so) and 10.6 s of a 12.3 s first run there under load (the runs after it: 1.7 s),
+    which the budget test that came first in its pytest-xdist worker paid inside its budget: its plan at step
+    10 was 11 steps of a 10 s budget (hunt 38-a A1)."""
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=1",
+                       f"--out_dir={tmp_path_factory.mktemp('imports')}"]) == 0
+
+
+def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_path, capsys, monkeypatch,
+                                                                   imports_done):
     # The plan alone: no evaluation before the end, and no cut between evaluations (on a busy
     # machine these 3 ms steps slow down by more than 5% after the plan, and were cut). A run slower
     # than its plan is cut, which tests of their own cover.
@@ -209,9 +221,6 @@ def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_
     # cores) the warmup took 1 s, and 3 s less 2 left no room for a step past it
     monkeypatch.setattr(train, "budget_reserve_s", lambda device: 0.5)
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000"]
-    # A process's first run imports torch._dynamo (AdamW's constructor) and matplotlib: 2.8 s of the
-    # 3 here on the 2-core VM (its closing account said so), which the test alone used to pay
-    assert train.main([*common, "--max_iters=1", f"--out_dir={tmp_path / 'imports'}"]) == 0
     real_evaluate = train.evaluate
 
     def evaluate(*args, **kwargs):  # TINY's evaluation takes milliseconds, and loss.png is no longer
@@ -323,7 +332,7 @@ def slow_down_after_the_plan(monkeypatch, budget: float, started: float) -> dict
 
 def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_schedule(byte_data, tmp_path,
                                                                                           monkeypatch, capsys,
-                                                                                          one_thread):
+                                                                                          one_thread, imports_done):
     # The warmup's mean fixes the count; on an H100 later steps were slower and a 90 s run took
     # 124 s. Here every step after the plan is slow (slow_down_after_the_plan).
     real_clip, budget, started = torch.nn.utils.clip_grad_norm_, 10.0, time.monotonic()
@@ -356,7 +365,7 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
 
 
 def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_budget(byte_data, tmp_path, monkeypatch,
-                                                                                     capsys, one_thread):
+                                                                                     capsys, one_thread, imports_done):
     # The default CPU run (session 24, on a fresh clone): planned at step 50 for 1,765 steps of
     # 163 ms; other work then slowed its steps to 1,009 ms, and the first look came at step 500's
     # evaluation, 482 s into its 300. Here no evaluation comes before the end, and every step after
@@ -381,7 +390,8 @@ def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_bud
     assert took < budget + 2.5, (took, steps, plan["first"])  # the plan's count would have taken about 3x the rest
 
 
-def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tmp_path, monkeypatch, one_thread):
+def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tmp_path, monkeypatch, one_thread,
+                                                                   imports_done):
     # A look between evaluations takes the slowest speed that the steps since the plan and each of
     # the last two log intervals agree on: one slow interval (a pause of the machine) is not taken as
     # the run's speed. The step to step 12 pauses 2 s: the mean since the plan alone is >= 1 s there.
