@@ -413,7 +413,10 @@ def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tm
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100000", "--max_iters=0",
                        "--time_budget=8", f"--out_dir={tmp_path}"]) == 0
     assert looks[0][0] == 12  # the plan at step 10, then a look at each step (--log_interval=1) from the second
-    assert all(step_s < 0.1 for _, step_s in looks), looks  # TINY's steps take a few ms
+    # The mean since the plan, 2 s over 2, 3 and 4 steps at the looks of steps 12-14, is >= 0.5 s there; TINY's
+    # steps take a few ms, and up to 0.15 s on a busy 2-core machine (0.1 s was the bound here, and a look of
+    # 0.145 s failed it under load: hunt 38-a A2)
+    assert all(step_s < 0.5 for _, step_s in looks), looks
 
 
 def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
