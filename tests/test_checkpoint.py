@@ -32,6 +32,26 @@ def save(out, step, model, best=False, **meta):  # what train.py saves, so that 
                            keep_last=2, is_best=best)
 
 
+def wait_until_a_thread_waits_on_the_lock_of(path: Path, seconds: float = 60) -> None:
+    """Until a thread of this process waits for the flock of directory `path` (Linux's /proc/locks lists it
+    with "->"), as the LoRA run started meanwhile must before the save swaps the step's directory; a fixed
+    sleep let a thread that came later (a loaded machine) open the new directory instead, and the race went
+    untested (or, landing between the swap's two renames, found no directory at all). Without /proc/locks:
+    the sleep."""
+    import time
+
+    st = os.stat(path)
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    waiter = f"-> FLOCK  ADVISORY  WRITE {os.getpid()} {device}:{st.st_ino} "
+    if not Path("/proc/locks").exists():
+        time.sleep(0.5)
+        return
+    deadline = time.monotonic() + seconds
+    while waiter not in Path("/proc/locks").read_text():
+        assert time.monotonic() < deadline, f"no thread waited for the lock of {path} in {seconds} s"
+        time.sleep(0.01)
+
+
 def test_round_trip_plain_keys_tied_head_once(tmp_path):
     model = make_model()
     path = save(tmp_path, 10, model)
@@ -658,7 +678,6 @@ def test_a_step_saved_again_keeps_a_lora_run_that_lists_itself_while_it_is_writt
     # itself on the step in between (seconds for a large checkpoint) lost its line, and the base run's next
     # pruning removed its base (hunt 37-d D3). Here the LoRA run lists itself just before the swap.
     import threading
-    import time
 
     from gpt import checkpoint
     from gpt.checkpoint import LORA_BASE_MARK, mark_lora_base
@@ -670,7 +689,7 @@ def test_a_step_saved_again_keeps_a_lora_run_that_lists_itself_while_it_is_writt
         if Path(path).name.startswith(".tmp-ckpt-") and not marking:  # (the new copy, written: next is the swap)
             marking.append(threading.Thread(target=mark_lora_base, args=(first, tmp_path / "lora")))
             marking[0].start()
-            time.sleep(0.5)
+            wait_until_a_thread_waits_on_the_lock_of(first)
         return real_fsync_dir(path)
     monkeypatch.setattr(checkpoint, "fsync_dir", a_lora_run_starts_meanwhile)
     assert save(tmp_path, 3, make_model(1)) == first
@@ -702,7 +721,7 @@ def test_lora_runs_that_list_themselves_across_a_step_saved_again_are_both_kept(
         if Path(path).name.startswith(".tmp-ckpt-") and not waiting:  # (under the lock, before the swap)
             waiting.append(threading.Thread(target=mark_lora_base, args=(first, tmp_path / "lora-a")))
             waiting[0].start()
-            time.sleep(0.3)  # it opened the step's directory, and waits for its lock
+            wait_until_a_thread_waits_on_the_lock_of(first)  # it opened the step's directory, and waits for its lock
         return real_fsync_dir(path)
     monkeypatch.setattr(checkpoint, "fsync_dir", a_lora_run_waits_on_the_lock)
     monkeypatch.setattr(checkpoint, "write_text_atomic", slow_write)
