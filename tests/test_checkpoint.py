@@ -1030,13 +1030,16 @@ def test_the_weights_file_gets_the_umask_mode_as_the_others_do(tmp_path):
     assert len(set(modes.values())) == 1, modes
 
 
-def test_a_lora_base_changed_anywhere_in_its_file_is_seen(tmp_path):
+def test_a_lora_base_changed_anywhere_in_its_file_is_seen(tmp_path, monkeypatch):
     # Audit R1 (2026-11-26): the fingerprint hashed 16 slices of 64 KiB, and an edit between two of
     # them (embedding rows of a 6.5 MB file) loaded the adapters onto other weights without a word.
     import hashlib
 
+    import gpt.checkpoint
     from gpt.checkpoint import base_unchanged, weights_fingerprint
 
+    # "just now" is within RACY_NS (3 s): a worker stalled that long on a loaded machine took a stat (hunt 38-d D3)
+    monkeypatch.setattr(gpt.checkpoint, "RACY_NS", 600 * 10**9)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(os.urandom(4 << 20))
     record = weights_fingerprint(weights)
@@ -1071,11 +1074,14 @@ def test_a_lora_bases_stat_spares_the_hash_until_the_file_is_written_again(tmp_p
     assert not checkpoint.base_unchanged(weights, record)
 
 
-def test_a_lora_base_written_just_now_is_not_trusted_by_its_stat_even_with_an_old_mtime(tmp_path):
+def test_a_lora_base_written_just_now_is_not_trusted_by_its_stat_even_with_an_old_mtime(tmp_path, monkeypatch):
     # a second write within a coarse timestamp's tick could keep the stat; cp -p and rsync -t set an
     # old mtime on a file written now, whose ctime is what tells (hunt 31-b L5: mtime alone passed)
     import gpt.checkpoint as checkpoint
 
+    # "just now": within RACY_NS, 3 s, which a worker stalled on a loaded machine could pass (hunt 38-d D3);
+    # 10 min, still far less than the hour the mtime is set back
+    monkeypatch.setattr(checkpoint, "RACY_NS", 600 * 10**9)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(os.urandom(1 << 10))
     assert "base_weights_stat" not in checkpoint.weights_fingerprint(weights)
