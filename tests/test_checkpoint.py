@@ -37,17 +37,16 @@ def wait_until_a_thread_waits_on_the_lock_of(path: Path, seconds: float = 60) ->
     with "->"), as the LoRA run started meanwhile must before the save swaps the step's directory; a fixed
     sleep let a thread that came later (a loaded machine) open the new directory instead, and the race went
     untested (or, landing between the swap's two renames, found no directory at all). Without /proc/locks:
-    the sleep."""
+    the sleep. (Any flock this process waits for is that thread's: the device and inode /proc/locks names
+    need not be stat's on every filesystem, overlayfs's or a network one's.)"""
     import time
 
-    st = os.stat(path)
-    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
-    waiter = f"-> FLOCK  ADVISORY  WRITE {os.getpid()} {device}:{st.st_ino} "
+    waiter = re.compile(rf"-> FLOCK +ADVISORY +WRITE +{os.getpid()} ")
     if not Path("/proc/locks").exists():
         time.sleep(0.5)
         return
     deadline = time.monotonic() + seconds
-    while waiter not in Path("/proc/locks").read_text():
+    while not waiter.search(Path("/proc/locks").read_text()):
         assert time.monotonic() < deadline, f"no thread waited for the lock of {path} in {seconds} s"
         time.sleep(0.01)
 
