@@ -2606,6 +2606,22 @@ def test_a_long_warmup_under_a_budget_is_warned_about_within_its_first_steps(byt
     assert f"warning: time budget 1 s: the warmup alone ({warmup:,} steps of " in capsys.readouterr().out
 
 
+def plan_at_least(monkeypatch, steps: int) -> None:
+    """The budget's plan, made at the end of warmup, counts `steps` steps at least, whatever this machine's
+    speed: beside other work, the first run of a process spent most of an 8 s budget before its first step
+    (11.8 s of start-up), and a plan of 21 steps ended the run inside the profile these tests record
+    (hunt 38-b B1, B2). Later looks still cut a run that is slower than the plan."""
+    real_fit, planned = train.fit_time_budget, []
+
+    def fit(*args, **kwargs):
+        count, step_s = real_fit(*args, **kwargs)
+        if not planned:  # (the plan; later calls are the looks)
+            count = max(count, steps)
+            planned.append(count)
+        return count, step_s
+    monkeypatch.setattr(train, "fit_time_budget", fit)
+
+
 def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_out_of_its_timing(
         byte_data, tmp_path, monkeypatch, capsys):
     # The recorded steps and the files written after them are slow: in the warmup's timing they made
@@ -2618,21 +2634,12 @@ def test_a_budgeted_run_profiles_after_its_warmup_and_leaves_the_recorded_steps_
 
     real_close, looks = StepProfiler.close, []
     monkeypatch.setattr(StepProfiler, "close", lambda self: (time.sleep(6) if self.profiler else None, real_close(self))[1])
-    real_shorten, real_fit, plans = train.shorten_to_budget, train.fit_time_budget, []
+    real_shorten = train.shorten_to_budget
     def shorten(cfg, started, step, step_s, *args):
         looks.append((step, step_s))
         return real_shorten(cfg, started, step, step_s, *args)
-
-    def fit(*args, **kwargs):
-        steps, step_s = real_fit(*args, **kwargs)
-        if not plans:  # the plan, at the end of warmup: 60 steps at least, whatever this machine's speed (beside
-            # other work the 8 s were gone by then, 11.8 s of start-up in the first run of a process: it stopped at
-            # step 21, inside the recording, 4 runs in 4; the second look at step 24 still cuts such a run)
-            steps = max(steps, 60)
-            plans.append(steps)
-        return steps, step_s
     monkeypatch.setattr(train, "shorten_to_budget", shorten)
-    monkeypatch.setattr(train, "fit_time_budget", fit)
+    plan_at_least(monkeypatch, 60)  # past the recording (the second look at step 24 still cuts a slow run)
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
                        "--eval_interval=40", "--profile=2", f"--out_dir={out}"]) == 0
@@ -2674,23 +2681,13 @@ def test_a_budgeted_run_takes_no_second_look_while_it_records_a_profile(byte_dat
                                                                         one_thread):
     # The recorded steps are slow; a look at an evaluation inside them cut the run's count from
     # their speed (hunt, session 22: --profile=400 made a 30 s run stop early, then overrun)
-    looks, plans = [], []
-    real_shorten, real_fit = train.shorten_to_budget, train.fit_time_budget
+    looks, real_shorten = [], train.shorten_to_budget
 
     def shorten(cfg, started, step, *args):
         looks.append(step)
         return real_shorten(cfg, started, step, *args)
-
-    def fit(*args, **kwargs):
-        steps, step_s = real_fit(*args, **kwargs)
-        if not plans:  # the plan, at the end of warmup: 40 steps at least, so that evaluations fall inside the
-            # recording whatever this machine's speed (beside other work the plan left 21, and the test failed
-            # "a machine too busy for this test", 2 runs in 2 of it alone)
-            steps = max(steps, 40)
-            plans.append(steps)
-        return steps, step_s
     monkeypatch.setattr(train, "shorten_to_budget", shorten)
-    monkeypatch.setattr(train, "fit_time_budget", fit)
+    plan_at_least(monkeypatch, 40)  # so that evaluations fall inside the recording
     monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)  # leaves more steps to the plan
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=0", "--time_budget=8", "--warmup_iters=20",
