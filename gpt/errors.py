@@ -407,7 +407,7 @@ class CheckedStdout:
     steps since its checkpoint, a preparation nearly done (hunt 33-a F4). Where the output is a log
     of the work (train.py, the data scripts: `stop` None), the failure is said once on stderr, the
     rest of the output goes nowhere, and the work goes on; `exit_status` then makes its 0 a 1 (not
-    for a reader gone, which is the reader's choice). Where the output is the product (sample.py's
+    for a reader gone, which is the reader's choice). A log is flushed at the end of each line. Where the output is the product (sample.py's
     samples), `stop` names it and the failure is UsageError, at once; a reader gone stays
     BrokenPipeError, for the script to end quietly."""
 
@@ -416,6 +416,15 @@ class CheckedStdout:
         self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
+        written = self._write(text)
+        if self._stop is None and "\n" in text:
+            # A log goes out line by line: block-buffered (`> log 2>&1`, `| tee`, a batch job's output, without
+            # PYTHONUNBUFFERED), its lines came minutes late, and out of order with stderr's: the progress bar's
+            # closing newline came after train.py's error line, which was then written onto the bar (hunt 38-e E1)
+            self.flush()
+        return written
+
+    def _write(self, text: str) -> int:
         if self.failed:
             return len(text)
         try:

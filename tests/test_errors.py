@@ -83,6 +83,24 @@ def test_a_log_line_its_stdout_cannot_encode_is_written_escaped_not_a_traceback(
     assert done.stdout.startswith(b"wrote d \\xe9 in ") and (tmp_path / "d \u00e9" / "meta.json").is_file()
 
 
+def test_a_logs_lines_reach_its_stream_as_they_are_written():
+    # Block-buffered (a log file or pipe, without PYTHONUNBUFFERED), train.py's lines came late and after
+    # stderr's: its error line went onto the progress bar's (hunt 38-e E1). A product's stdout (sample.py's
+    # samples) keeps its buffer: the script flushes it where its reader needs the text.
+    import io
+
+    from gpt.errors import CheckedStdout
+
+    for stop, shown in [(None, b"step 1\n"), ("the samples", b"")]:
+        raw = io.BytesIO()
+        out = CheckedStdout(io.TextIOWrapper(raw, encoding="utf-8", newline="\n"), "train.py", stop=stop)
+        out.write("step 1\n")
+        out.write("step 2 of")  # (a line not ended yet: in the buffer, for a log too)
+        assert raw.getvalue() == shown, stop
+        out.flush()
+        assert raw.getvalue() == b"step 1\nstep 2 of"
+
+
 def test_a_product_whose_stdout_fails_stops_at_once():
     import errno
 

@@ -2349,13 +2349,17 @@ def test_a_new_lora_run_that_saves_nothing_leaves_a_line_it_did_not_add(byte_dat
 def test_an_error_that_stops_the_loop_is_a_line_of_its_own_after_the_progress_bar(byte_data, tmp_path):
     # the bar (stdout) was left open, and main's one line (stderr) went onto its end: on a terminal
     # " 50%|█████     | 10/20 [...]train.py: error: saving checkpoint ... failed: File too large" (hunt 35-d D7)
+    # Without PYTHONUNBUFFERED, as a user's shell or a batch job runs it: stdout (a pipe, a log file) is
+    # block-buffered, and the bar's closing newline stayed in its buffer, written at exit, after the error
+    # line on stderr (hunt 38-e E1: passed where the environment had PYTHONUNBUFFERED=1, failed for a user)
     import resource
 
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.RLIM_INFINITY))  # a checkpoint's file is larger
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.run([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY, "--max_iters=4",
                            "--eval_interval=2", f"--out_dir={tmp_path / 'run'}"], cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300, preexec_fn=small_files)
+                          stderr=subprocess.STDOUT, text=True, timeout=300, preexec_fn=small_files, env=env)
     assert proc.returncode == 3, proc.stdout[-2000:]
     assert re.search(r"(^|\n)train\.py: error: saving checkpoint ckpt-0000002 in .* failed: File too large; no "
                      r"checkpoint has been saved in ", proc.stdout), proc.stdout[-2000:]
