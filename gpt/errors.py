@@ -407,9 +407,9 @@ class CheckedStdout:
     steps since its checkpoint, a preparation nearly done (hunt 33-a F4). Where the output is a log
     of the work (train.py, the data scripts: `stop` None), the failure is said once on stderr, the
     rest of the output goes nowhere, and the work goes on; `exit_status` then makes its 0 a 1 (not
-    for a reader gone, which is the reader's choice). A log is flushed at the end of each line. Where the output is the product (sample.py's
-    samples), `stop` names it and the failure is UsageError, at once; a reader gone stays
-    BrokenPipeError, for the script to end quietly."""
+    for a reader gone, which is the reader's choice); and a log is flushed at the end of each line.
+    Where the output is the product (sample.py's samples), `stop` names it and the failure is
+    UsageError, at once; a reader gone stays BrokenPipeError, for the script to end quietly."""
 
     def __init__(self, stream, script: str, stop: str | None = None):
         self._stream, self._script, self._stop = stream, script, stop

@@ -1432,8 +1432,9 @@ def test_the_pools_own_terminate_ends_a_worker_that_ignores_sigterm():
 def test_a_worker_that_dies_as_the_pool_ends_does_not_hang_it():
     # The executor's thread, woken to shut the pool down as a worker died, took no notice of the death and
     # waited for ever for the other worker, which waited for the task queue's lock the dead one held: a
-    # worker killed (kill -9, the out-of-memory killer) as data/prepare.py's pool ended hung it; the test
-    # above hung CI that way (2026-11-28). Twenty pools, in a process of their own: it hung in the first.
+    # worker killed (kill -9, the out-of-memory killer) as data/prepare.py's pool ended hung it, and the
+    # test above could hang the same way (found 2026-11-28). Twenty pools, in a process of their own: it
+    # hung in the first.
     code = ("import os, signal; from multiprocessing.connection import wait; from gpt import prepare as p\n"
             "for _ in range(20):\n"
             "    with p._worker_pool(2, 'byte') as pool:\n"
