@@ -67,7 +67,7 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (BaseOverride, NoCheckpoint, checkpoint_holding, clean_leftovers, copy_of, is_hf_gpt2_dir,
+from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers, is_hf_gpt2_dir,
                             latest_note, list_checkpoints, listed_on, load_base_model, load_model, lora_base,
                             mark_lora_base, open_resumable, pretrained_config, pretrained_tokenizer, rebased,
                             refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
@@ -403,7 +403,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     saved_by_this_run = False
 
     def mark() -> None:
-        base_copy = copy_of(Path(base["base"]))  # (a stranded earlier save, where that is the step's only copy)
+        base_copy = base_dir(base)  # (a stranded earlier save, where that is the step's only copy)
         # A line there before this run is not its to take back: an earlier LoRA run of this directory, moved
         # elsewhere since (kept under another name, a new try under the old one), still loads that base where
         # it was recorded and has no other pin; a new run here that saved nothing removed it, and the base
@@ -413,15 +413,17 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # its run pruned it since it was loaded: trained on, the adapters' base was missing at the end, status 0
         # (hunt 30-e F9); nothing is trained yet
         refuse_a_pruned_base(base)
-        if warning:
+        if warning and "base_step" in base:  # (a Hugging Face directory is never pruned: a read-only one loses nothing)
             print(f"warning: {warning}", file=sys.stderr)
         if not resume and not listed_before:
             # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
             # (and only where no checkpoint of this run is there: a save whose checkpoint landed and whose `latest`
             # could not be written raised, and the base of a checkpoint said to be the latest lost its pin, hunt 37-d D6)
             on_exit.callback(lambda: None if saved_by_this_run or list_checkpoints(out_dir) else
-                             unmark_lora_base(copy_of(Path(base["base"])), out_dir))
-    if base and base.get("base_step") is not None and is_lora(model) and not cfg.eval_only:
+                             unmark_lora_base(base_dir(base), out_dir))
+    # (a Hugging Face directory too, which save_pretrained then spares: a model exported over it made the adapters
+    # unusable without a word, hunt 37-h h1; a hub name's cache is not ours to write in)
+    if base and base_dir(base) is not None and is_lora(model) and not cfg.eval_only:
         # by rank 0, the others told of its refusal: raised on rank 0 alone (its base pruned meanwhile), the
         # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)
         on_rank0(dist, mark)
@@ -1222,7 +1224,7 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
     base = lora_base(cfg.init_from, fingerprint=bool(cfg.lora_rank))
     try:
         with reported_oom(f"loading {cfg.init_from}", "it needs a machine with more memory"):
-            model = load_base_model(str(copy_of(Path(base["base"]))) if "base_step" in base else base["base"],
+            model = load_base_model(str(base_dir(base) or base["base"]),  # (its directory, or a hub name)
                                     dropout=cfg.dropout, lora_base=override)
     except (MissingFile, UnreadableFile):  # pruned since lora_base read it: "'RUN/ckpt-N' is neither a directory nor
         refuse_a_pruned_base(base)         # one of gpt2, ...", of a checkpoint never typed (hunt 37-b B3)

@@ -309,7 +309,7 @@ def _pointer(out_dir: Path, name: str) -> Path | None:
     return next((p for p in _stranded(out_dir) if _set_aside_name(p) == target.name), None)
 
 
-LORA_BASE_MARK = "lora-runs.txt"  # in a checkpoint that LoRA adapters load onto: pruning keeps it
+LORA_BASE_MARK = "lora-runs.txt"  # in a base LoRA adapters load onto: pruning keeps it, save_pretrained spares it
 
 
 def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
@@ -407,8 +407,9 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     """Keep checkpoint `base` from its own run's pruning, since the LoRA run in `lora_out_dir` loads
     its adapters onto those weights: a file in it lists such runs, one per line (deleting the file
     lets pruning remove the checkpoint again). Without it, a base run that went on training
-    pruned the base away and the adapters could not be loaded any more. Returns a warning when the file cannot
-    be written (a read-only base), else None."""
+    pruned the base away and the adapters could not be loaded any more. A Hugging Face directory that LoRA
+    runs load onto gets the list too: GPT.save_pretrained refuses to write over it (hunt 37-h h1). Returns a
+    warning when the file cannot be written (a read-only base), else None."""
     mark, run = base / LORA_BASE_MARK, str(Path(lora_out_dir).resolve())
     try:
         with _lora_marks_locked(base):
@@ -458,6 +459,23 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
         pass
 
 
+def base_dir(base: dict) -> Path | None:
+    """The directory of the weights that a LoRA run's base record (lora_base's) names, where its list of
+    LoRA runs goes (mark_lora_base): the checkpoint (or the stranded copy that is its step's only one,
+    copy_of) or the Hugging Face directory; None for a hub name, whose files are Hugging Face's cache's."""
+    if "base_step" in base:
+        return copy_of(Path(base["base"]))
+    return Path(base["base"]) if os.path.isabs(base["base"]) else None
+
+
+def live_lora_runs(base: Path) -> list[str]:
+    """The LoRA runs on `base`'s list (mark_lora_base) whose directories are still there."""
+    try:
+        return [run for run in lora_runs(base / LORA_BASE_MARK) if os.path.isdir(run)]
+    except OSError:  # (no list, or one that cannot be read: nothing known)
+        return []
+
+
 def unmark_removed_lora_run(out_dir: Path) -> None:
     """Before a LoRA run's directory is removed (bench.py's temporary runs), take it off its base
     checkpoint's list, which a run that saved keeps it on: the base run's pruning then kept that
@@ -466,8 +484,9 @@ def unmark_removed_lora_run(out_dir: Path) -> None:
     if not latest.is_file():  # (a run that saved nothing took its own mark back)
         return
     meta = json.loads((Path(out_dir) / latest.read_text().strip() / "meta.json").read_text())
-    if "base_step" in (lora := meta.get("lora") or {}):  # (a base of the hub or a folder has no list)
-        unmark_lora_base(copy_of(Path(lora["base"])), Path(out_dir))
+    lora = meta.get("lora") or {}
+    if lora and (where := base_dir(lora)) is not None:  # (a base of the hub has no list)
+        unmark_lora_base(where, Path(out_dir))
 
 
 @contextlib.contextmanager

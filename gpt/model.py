@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import numbers
+import os
 import threading
 import weakref
 from dataclasses import asdict, dataclass, fields
@@ -25,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.atomic import same_mode_as
+from gpt.atomic import TMP_PREFIX, replace_file, same_mode_as, write_text_atomic
 from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
@@ -826,9 +827,13 @@ class GPT(nn.Module):
         return model
 
     def save_pretrained(self, out_dir: str | Path) -> None:
-        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads."""
+        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Each file is
+        replaced all at once: an export interrupted over an earlier one (Ctrl-C, a full disk) left that one's
+        weights cut short, a half-written file that loaded nowhere. Refuses a directory that LoRA runs were
+        trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint."""
         from safetensors.torch import save_file
 
+        from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
         from gpt.lora import is_lora
 
         cfg = self.config
@@ -848,6 +853,11 @@ class GPT(nn.Module):
             # resume or sample from it (hunt 34-e E2)
             raise ValueError(f"{out_dir} is a checkpoint of train.py: save the model in the GPT-2 layout to another "
                              "directory")
+        if runs := live_lora_runs(out_dir):  # their adapters load onto these very weights (by their fingerprint):
+            # written over, the runs could neither sample nor resume any more, and nothing said so (hunt 37-h h1)
+            raise ValueError(f"{out_dir} is the base of the LoRA run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, "
+                             "whose adapters load onto these very weights: save the model to another directory (or "
+                             f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
         out_dir.mkdir(parents=True, exist_ok=True)
         tensors = {}
         for k, v in self.state_dict().items():
@@ -855,8 +865,13 @@ class GPT(nn.Module):
                 continue  # tied: stored once, as transformers does
             v = v.detach().cpu()
             tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
-        save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-        (out_dir / "config.json").write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n")
+        weights_tmp = out_dir / f"{TMP_PREFIX}model.safetensors.{os.getpid()}"
+        try:
+            save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
+            replace_file(weights_tmp, out_dir / "model.safetensors")
+        finally:  # (interrupted: its part is removed; replaced: nothing is left of that name)
+            weights_tmp.unlink(missing_ok=True)
+        write_text_atomic(out_dir / "config.json", json.dumps(config_to_hf(cfg), indent=2) + "\n")
         same_mode_as(out_dir / "model.safetensors", out_dir / "config.json")
 
 

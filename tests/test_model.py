@@ -905,6 +905,29 @@ def test_save_pretrained_refuses_a_directory_that_holds_a_run(tmp_path):
     assert not (tmp_path / "model.safetensors").exists()
 
 
+def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path, monkeypatch):
+    # the weights were written in place: Ctrl-C (or a full disk) during an export over an earlier one left
+    # that one's model.safetensors cut short, loadable nowhere
+    import safetensors.torch
+
+    tiny_model(seed=1).save_pretrained(tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in ("model.safetensors", "config.json")}
+
+    def interrupted(tensors, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"\0" * 100)  # a part of the file, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(safetensors.torch, "save_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tiny_model(seed=2).save_pretrained(tmp_path)
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    monkeypatch.undo()
+    tiny_model(seed=2).save_pretrained(tmp_path)  # a later export replaces it
+    assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=2).transformer.wte.weight)
+
+
 @pytest.mark.parametrize("case", ["list", "3d", "int"])
 def test_from_pretrained_refuses_weights_that_are_not_a_state_dict_of_float_matrices(hf_gpt2, tmp_path, case):
     # a weights file that is not a dict, a Conv1D weight of another rank, integer weights: tracebacks

@@ -1392,6 +1392,35 @@ def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
     assert not torch.allclose(a, c)  # the adapters learned something
 
 
+def test_a_hugging_face_base_of_a_lora_run_is_not_exported_over(hf_dir, tmp_path):
+    # a model exported over the directory a LoRA run was trained on left the adapters unusable, and nothing
+    # said so (hunt 37-h h1): the run lists itself there, as on a checkpoint of ours, and save_pretrained
+    # refuses the directory while the run is there
+    from gpt.checkpoint import LORA_BASE_MARK, lora_runs, unmark_removed_lora_run
+
+    base, out = tmp_path / "hf", tmp_path / "lora"
+    shutil.copytree(hf_dir, base, ignore=shutil.ignore_patterns(LORA_BASE_MARK))  # (other tests' LoRA runs on it)
+    text = write_corpus(tmp_path / "notes", docs=30, words=300)
+    run(f"--init_from={base}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+        "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--compile=false",
+        "--device=cpu", f"--out_dir={out}")
+    assert lora_runs(base / LORA_BASE_MARK) == [str(out.resolve())]
+    weights = (base / "model.safetensors").read_bytes()
+    other = GPT.from_pretrained(str(base))
+    with torch.no_grad():
+        other.transformer.h[0].mlp.c_fc.weight.add_(1.0)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(base))} is the base of the LoRA run "
+                                         rf"{re.escape(str(out.resolve()))}, whose adapters load onto these very weights"):
+        other.save_pretrained(base)
+    assert (base / "model.safetensors").read_bytes() == weights
+    load_model(out)  # the adapters still load onto their base
+    unmark_removed_lora_run(out)  # (bench.py's, before it removes a temporary LoRA run)
+    assert not (base / LORA_BASE_MARK).exists()
+    other.save_pretrained(base)  # no run on it now: anyone's to write over
+    assert torch.equal(GPT.from_pretrained(str(base)).transformer.h[0].mlp.c_fc.weight,
+                       other.transformer.h[0].mlp.c_fc.weight)
+
+
 def test_raw_text_trains_with_the_default_tokenizer_and_samples(tmp_path, capsys):
     # The defaults end to end, shrunk: raw text is prepared with shakespeare-bpe, the model uses
     # exact GELU, and sample.py reads the run back with the same tokenizer.
