@@ -265,6 +265,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         # (they ignore SIGINT and SIGTERM; 3.14's executor has terminate_workers for this)
         workers = list((getattr(pool, "_processes", None) or {}).values())
         results = getattr(pool, "_result_queue", None)
+        manager = getattr(pool, "_executor_manager_thread", None)  # (shutdown forgets it)
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
             with contextlib.suppress(OSError):
@@ -274,6 +275,13 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         # the interpreter's exit waited for it for ever (hunt 34-c C1)
         with contextlib.suppress(OSError, AttributeError):
             results._writer.close()
+        # The executor's thread, its workers dead, closes its wakeup pipe as it ends, and the interpreter's
+        # exit writes to that pipe unlocked: where the process ended just after the pool (an error's one
+        # line), that write raced the close, "Exception ignored ... OSError: Bad file descriptor" after the
+        # line, 1 exit in 31 (hunt 39-d R1). Its end is waited for here, as the exit would: the workers,
+        # not waited for, are dead already.
+        if manager is not None:
+            manager.join()
 
     # However the pool is left, the workers are killed, not waited for: once its caller has the results
     # it wants, chunks still running (an error, a signal, --max_tokens) are of no use. Waited for, a
