@@ -538,8 +538,17 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     signals_at_exit.callback(stop.restore)
     progress = make_progress(dist.is_main, step, cfg.max_iters or None)
     # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
-    # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7)
-    on_exit.callback(progress.close)
+    # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7). Flushed: close
+    # writes its last newline without a flush, and a stdout that is not train.py's log keeps it in its buffer
+    # (bench.py's, whose figures are its product): the line went onto the bar's again (hunt 39-d R2, after
+    # hunt 38-e E1's patch)
+    def close_progress() -> None:
+        was_open = not progress.disable  # (close turns it on)
+        progress.close()
+        if was_open:
+            with contextlib.suppress(OSError, ValueError):
+                progress.fp.flush()
+    on_exit.callback(close_progress)
     on_exit.callback(stop.ending)  # (an error's way out: the callbacks registered before run after it)
     say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
     # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout

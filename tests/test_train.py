@@ -2394,6 +2394,26 @@ def test_an_error_that_stops_the_loop_is_a_line_of_its_own_after_the_progress_ba
                      r"checkpoint has been saved in ", proc.stdout), proc.stdout[-2000:]
 
 
+def test_an_error_that_stops_the_loop_is_a_line_of_its_own_under_bench_py_too(byte_data, tmp_path):
+    # bench.py runs train.main in its own process, on its stdout (the figures: a CheckedStdout that keeps its
+    # buffer), so the line flush of train.py's own stdout (hunt 38-e E1) is not there: in `bench.py train ... >
+    # log 2>&1` the error line went onto the bar's, "... tok_s=27,600]train.py: error: saving checkpoint"
+    # (hunt 39-d R2)
+    import resource
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.RLIM_INFINITY))  # a checkpoint's file is larger
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "train", "--steps=2", "--warmup=2", "--",
+                           f"--data={byte_data}", "--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32",
+                           "--batch_size=4", "--device=cpu", "--compile=false"], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                          preexec_fn=small_files, env=env)
+    assert proc.returncode == 1 and "exited with status 3" in proc.stdout, proc.stdout[-2000:]
+    assert re.search(r"(^|\n)train\.py: error: saving checkpoint ckpt-\d+ in .* failed: File too large",
+                     proc.stdout), proc.stdout[-2000:]
+
+
 def test_a_run_that_stops_on_an_error_still_draws_its_loss_plot(byte_data, tmp_path, monkeypatch, capsys):
     # Evaluations draw loss.png 30 s apart at most, and only the loop's normal end drew it otherwise:
     # a run whose save failed (status 3) left no picture, or a resumed run's stale one (review, session 25)
