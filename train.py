@@ -172,6 +172,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
     unread, cfg, resume, torchrun = None, None, None, world_size() > 1
     preset_note = None
+    typed = command_line_keys(argv)  # the options typed, not a preset's or defaults
     try:
         cfg, user_keys = parse_args(argv)
         refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
@@ -184,7 +185,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             refuse_if_busy(cfg.out_dir)
             raise
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
-            parsed, typed = cfg, command_line_keys(argv)
+            parsed = cfg
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
             preset_note = preset_not_applied(parsed, cfg, user_keys - typed)
         elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
@@ -206,11 +207,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", preset_note)
     if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
-    check_options_apply(cfg, command_line_keys(argv))
-    if "time_budget" in command_line_keys(argv) and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
+    check_options_apply(cfg, typed)
+    if "time_budget" in typed and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
                           + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
-                             if resume and "max_iters" not in command_line_keys(argv)
+                             if resume and "max_iters" not in typed
                              else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
@@ -250,8 +251,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
               f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
     cfg, accumulation_was = fit_accumulation(cfg, dist.world_size,
-                                             "gradient_accumulation_steps" in command_line_keys(argv))
-    cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in command_line_keys(argv))
+                                             "gradient_accumulation_steps" in typed)
+    cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in typed)
     if compile_note and dist.is_main:
         print("note:", compile_note)
     cfg.validate(dist.world_size)
@@ -269,11 +270,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                       f"({why_not}); it is never loaded", file=sys.stderr)
 
     # ---------------------------------------------------------------- data
-    tokenizer = tokenizer_of(cfg, resume, "tokenizer" in command_line_keys(argv))
+    tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
-        refuse_another_architecture(cfg, pretrained_config(cfg.init_from), command_line_keys(argv))
+        refuse_another_architecture(cfg, pretrained_config(cfg.init_from), typed)
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
-    if not resume and "tokenizer" in command_line_keys(argv) and cfg.tokenizer != data.tokenizer_name:
+    if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
                           f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
@@ -305,7 +306,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
     cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
-                                     "block_size" in command_line_keys(argv))
+                                     "block_size" in typed)
     if block_note and dist.is_main:
         print("note:", block_note)
     if accumulation_was is not None and dist.is_main and not cfg.eval_only:  # (in tokens of the context fitted)
