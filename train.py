@@ -460,12 +460,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        compile_note = "off" if not did_compile else {
-            "regional": "on (regional)",
-            "reduce-overhead": "on, forward and backward in CUDA graphs (reduce-overhead)" if device.type == "cuda"
-                               else f"on (reduce-overhead: no CUDA graphs on {device.type}, so as --compile=true)",
-        }.get(cfg.compile, "on")
-        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile {compile_note}"
+        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile "
+              f"{compile_description(cfg.compile, did_compile, device)}"
               + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
                  if cfg.fp8 else "")
               + (" | deterministic kernels" if cfg.deterministic else ""))
@@ -836,6 +832,17 @@ def recorded(cfg: TrainConfig, resume) -> dict:
     # --lora_base is this invocation's: where the base was found is the checkpoint's "lora" record (hunt 36-c A6)
     config = {k: v for k, v in cfg.to_dict().items() if k != "lora_base"}
     return {**config, "init_from": resume.meta["config"].get("init_from", "resume")} if resume else config
+
+
+def compile_description(mode: str, did_compile: bool, device: torch.device) -> str:
+    """torch.compile's state as the header names it."""
+    if not did_compile:
+        return "off"
+    return {
+        "regional": "on (regional)",
+        "reduce-overhead": "on, forward and backward in CUDA graphs (reduce-overhead)" if device.type == "cuda"
+                           else f"on (reduce-overhead: no CUDA graphs on {device.type}, so as --compile=true)",
+    }.get(mode, "on")
 
 
 def write_config(out_dir: Path, config: dict) -> None:
