@@ -313,25 +313,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", accumulation_note(cfg, accumulation_was, dist.world_size))
     block_size = cfg.block_size
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
-    # `data` itself, whose meta.json said the tokenizer, the vocabulary and the bytes per token: each loader read
-    # it again (data.path), and data prepared again in between trained under the old one's (hunt 37-b B1)
-    replaced = None
-    try:
-        train_batches = TrainBatches(data, cfg.batch_size, block_size, seed=cfg.seed, rank=dist.rank,
-                                     world_size=dist.world_size, micro_batches=accum, device=device)
-        val_batches = ValBatches(data, cfg.batch_size, block_size, max_batches=cfg.eval_iters,
-                                 rank=dist.rank, world_size=dist.world_size, device=device)
-    except DataReplaced as e:
-        replaced = e
-    if dist.enabled and True in (seen := gather(replaced is not None, dist)):
-        # A preparation that landed between the processes' opens is met by the later ones alone: left to the
-        # machine's first process (as a ShardError), which had opened the old directory and trained on, it was
-        # said by none ("lost contact with another process", hunt 37-g G3). The first process that met it says it.
-        if dist.rank != seen.index(True):
-            raise ReportedByRank0(replaced.exit_status if replaced else 1)
-        raise UsageError(str(replaced))  # (said by this process, whatever its LOCAL_RANK)
-    if replaced:
-        raise replaced
+    train_batches, val_batches = open_loaders(data, cfg, accum, dist, device)
     # Instruction data's validation windows may hold no answer token (a small split, long records): its
     # loss was then 0/0, logged as 0.0000, and `best` stayed on the first evaluation (hunt, session 27)
     no_val_targets = data.supervised and not val_batches.holds_targets()
@@ -1256,6 +1238,31 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
     # bfloat16 (many hub fine-tunes are) kept their dtype and trained in it, on the CPU in float16,
     # where the validation loss went from 10.8 to 49 in 10 steps under "fp32" (hunt 28-a)
     return model.to(device=device, dtype=torch.float32).train(), base
+
+
+def open_loaders(data: DataDir, cfg: TrainConfig, micro_batches: int, dist: Dist,
+                 device: torch.device) -> tuple[TrainBatches, ValBatches]:
+    """This process's training and validation loaders of `data`, or DataReplaced, said once for the job."""
+    # `data` itself, whose meta.json said the tokenizer, the vocabulary and the bytes per token: each loader read
+    # it again (data.path), and data prepared again in between trained under the old one's (hunt 37-b B1)
+    replaced = None
+    try:
+        train_batches = TrainBatches(data, cfg.batch_size, cfg.block_size, seed=cfg.seed, rank=dist.rank,
+                                     world_size=dist.world_size, micro_batches=micro_batches, device=device)
+        val_batches = ValBatches(data, cfg.batch_size, cfg.block_size, max_batches=cfg.eval_iters,
+                                 rank=dist.rank, world_size=dist.world_size, device=device)
+    except DataReplaced as e:
+        replaced = e
+    if dist.enabled and True in (seen := gather(replaced is not None, dist)):
+        # A preparation that landed between the processes' opens is met by the later ones alone: left to the
+        # machine's first process (as a ShardError), which had opened the old directory and trained on, it was
+        # said by none ("lost contact with another process", hunt 37-g G3). The first process that met it says it.
+        if dist.rank != seen.index(True):
+            raise ReportedByRank0(replaced.exit_status if replaced else 1)
+        raise UsageError(str(replaced))  # (said by this process, whatever its LOCAL_RANK)
+    if replaced:
+        raise replaced
+    return train_batches, val_batches
 
 
 def target_shares(targets: list[torch.Tensor], dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
