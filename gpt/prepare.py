@@ -810,6 +810,12 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:  # e.g. MissingPackage: a tokenizer's files that fail their hash check
         print(f"error: {e}", file=sys.stderr)
         return e.exit_status
+    except MemoryError as e:  # (numpy's "Unable to allocate ..." is one; a traceback before: hunt 39-d R3)
+        said = str(e) or "MemoryError"  # (Python's own has no message)
+        print(f"error: out of memory preparing the data ({said}); nothing was written. Each document is tokenized "
+              "whole, in one of --num_proc processes at a time: give fewer --num_proc, or split the longest "
+              "documents", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)

@@ -591,6 +591,22 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(t
     assert DataDir(tmp_path / "out").num_tokens("train") > 0
 
 
+def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    # a 100 MB document under `ulimit -v 700000` ran numpy out of memory: a traceback, status 1 (hunt 39-d R3)
+    write_docs(tmp_path / "in", 3)
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 153. MiB for an array with shape (20000002,) and data type int64")
+    monkeypatch.setattr(prep, "_encode_chunk", out_of_memory)
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
+                      "--out_dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: out of memory preparing the data (Unable to allocate 153. MiB for an array with shape "
+                   "(20000002,) and data type int64); nothing was written. Each document is tokenized whole, in one "
+                   "of --num_proc processes at a time: give fewer --num_proc, or split the longest documents\n"), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, capsys, monkeypatch):
     # `--input a b --input c` prepared c alone (hunt 32-c F4); `--input ''` prepared the whole current
     # directory, and `--hf ''` the plays, without a word (hunt 32-c F6). (This test was lost by an edit
