@@ -696,6 +696,10 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     except OSError as e:  # creating or writing the output (the inputs' errors are PrepareErrors already)
         reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e
         raise PrepareError(f"{e.filename or out}: {reason}; nothing was written") from None
+    except MemoryError as e:  # (numpy's "Unable to allocate ..." is one: a traceback, in train.py too, hunt 39-d R3)
+        raise PrepareError(f"out of memory preparing the data ({str(e) or 'MemoryError'}); nothing was written. Each "
+                           "document is tokenized whole, in one of data/prepare.py's --num_proc processes at a time: "
+                           "give fewer --num_proc, or split the longest documents") from None
     seconds = time.perf_counter() - started
     text_bytes = sum(s["bytes"] for s in meta["splits"].values())
     _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")
@@ -810,12 +814,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:  # e.g. MissingPackage: a tokenizer's files that fail their hash check
         print(f"error: {e}", file=sys.stderr)
         return e.exit_status
-    except MemoryError as e:  # (numpy's "Unable to allocate ..." is one; a traceback before: hunt 39-d R3)
-        said = str(e) or "MemoryError"  # (Python's own has no message)
-        print(f"error: out of memory preparing the data ({said}); nothing was written. Each document is tokenized "
-              "whole, in one of --num_proc processes at a time: give fewer --num_proc, or split the longest "
-              "documents", file=sys.stderr)
-        return 1
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)

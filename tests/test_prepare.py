@@ -603,8 +603,21 @@ def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err == ("error: out of memory preparing the data (Unable to allocate 153. MiB for an array with shape "
                    "(20000002,) and data type int64); nothing was written. Each document is tokenized whole, in one "
-                   "of --num_proc processes at a time: give fewer --num_proc, or split the longest documents\n"), err
+                   "of data/prepare.py's --num_proc processes at a time: give fewer --num_proc, or split the longest "
+                   "documents\n"), err
     assert not (tmp_path / "out").exists()
+    # train.py's raw --data, prepared by the same function: one line too; Python's own MemoryError has no message
+    import train
+
+    monkeypatch.setattr(prep, "_cpu_count", lambda: 1)  # (tokenized in this process, where the patch is)
+    monkeypatch.setattr(prep, "_encode_chunk", lambda *args, **kwargs: (_ for _ in ()).throw(MemoryError()))
+    assert train.main([f"--data={tmp_path / 'in'}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte",
+                       "--device=cpu", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err.endswith("train.py: error: out of memory preparing the data (MemoryError); nothing "
+                                            "was written. Each document is tokenized whole, in one of "
+                                            "data/prepare.py's --num_proc processes at a time: give fewer "
+                                            "--num_proc, or split the longest documents\n")
+    assert not list((tmp_path / "cache").glob("*/meta.json"))
 
 
 def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, capsys, monkeypatch):
