@@ -28,6 +28,10 @@ from gpt.errors import UsageError, one_line
 REDRAW_EVERY_S = 30.0
 # The values of a record that are numbers (or null): plot_losses computes with them
 NUMBERS = ("loss", "val_loss", "val_bpb", "tokens_seen")
+# Points drawn per curve at most: loss.png is 1,100 pixels wide, so more are not seen, only paid for.
+# Every point drawn made a redraw's cost grow with the run: 1.3 s at 1,000 records, 4.6 s at 50,000,
+# 12 s at 200,000 (2-core VM under load), in the training loop every 30 s (hunt 39-b B1).
+PLOT_POINTS = 2_000
 
 
 class Metrics:
@@ -221,6 +225,19 @@ def pyplot():
     return plt
 
 
+def thinned(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    """At most `limit` points of a curve: where there are more, consecutive runs of them become their
+    mean (step and value), so a noisy training loss keeps its level, not one draw of its noise; the
+    last point is kept as it is (the value the curve ends at)."""
+    if len(points) <= limit:
+        return points
+    size = -(-(len(points) - 1) // (limit - 1))  # (ceiling) points per mean, the last point apart
+    body = points[:-1]
+    means = [(sum(s for s, _ in run) / len(run), sum(v for _, v in run) / len(run))
+             for run in (body[i:i + size] for i in range(0, len(body), size))]
+    return means + [points[-1]]
+
+
 def plot_losses(records: list[dict], png: Path) -> str | None:
     """Two panels against steps (bottom axis) and tokens seen (top axis): the train and validation
     loss in nats per token, and the validation bits per byte (comparable across tokenizers).
@@ -233,6 +250,8 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
     bpb = [(r["step"], r["val_bpb"]) for r in records if r.get("val_bpb") is not None]
     # tokens per step, from the newest record that has both (a resumed run may have changed it)
     per_step = next((r["tokens_seen"] / r["step"] for r in reversed(records) if r.get("tokens_seen") and r["step"]), 0)
+    last_bpb = bpb[-1] if bpb else None
+    train, val, bpb = (thinned(points, PLOT_POINTS) for points in (train, val, bpb))
     fig, (ax_loss, ax_bpb) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
         ax_loss.plot(*zip(*train), label="train loss", linewidth=1)
@@ -241,7 +260,7 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
     ax_loss.set_ylabel("cross-entropy (nats/token)")
     if bpb:
         ax_bpb.plot(*zip(*bpb), "o-", color="C1", label="validation")
-        ax_bpb.annotate(f"{bpb[-1][1]:.3f}", bpb[-1], textcoords="offset points", xytext=(4, 4))
+        ax_bpb.annotate(f"{last_bpb[1]:.3f}", last_bpb, textcoords="offset points", xytext=(4, 4))
     ax_bpb.set_ylabel("bits per byte")
     for ax in (ax_loss, ax_bpb):
         ax.set_xlabel("step")

@@ -117,6 +117,30 @@ def test_loss_plot_is_skipped_with_a_note_without_matplotlib_or_room(tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_long_run_plots_a_bounded_number_of_points_its_last_values_kept(tmp_path, monkeypatch):
+    # Every record was a point of loss.png: a redraw (every 30 s, in the training loop) cost more the
+    # longer the run, 12 s at 200,000 records on the 2-core VM (hunt 39-b B1)
+    import matplotlib.axes
+
+    from gpt.metrics import PLOT_POINTS
+
+    drawn = []
+    real_plot = matplotlib.axes.Axes.plot
+    def counted(self, *args, **kwargs):
+        drawn.append((list(args[0]), list(args[1])))
+        return real_plot(self, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", counted)
+    n = 6 * (PLOT_POINTS - 1) + 1  # the last point and PLOT_POINTS - 1 means of 6 points each
+    records = [{"step": s, "loss": 4.0 + (s % 2) - 0.5, "tokens_seen": 8 * s} for s in range(1, n + 1)]
+    records += [{"step": s, "val_loss": 3.0, "val_bpb": 2.0 - s / n, "tokens_seen": 8 * s} for s in range(1, n + 1)]
+    assert plot_losses(records, tmp_path / "loss.png") is None
+    assert len(drawn) == 3 and all(len(steps) <= PLOT_POINTS for steps, _ in drawn)
+    (train_steps, train_losses), _, (bpb_steps, bpbs) = drawn
+    assert (train_steps[0], train_steps[-1]) == (3.5, n) and bpb_steps[-1] == n and bpbs[-1] == 1.0
+    assert all(abs(v - 4.0) < 0.01 for v in train_losses[:-1])  # the means of a loss alternating 3.5, 4.5
+    assert (tmp_path / "loss.png").stat().st_size > 0
+
+
 def test_missing_optional_loggers_become_notes(tmp_path, monkeypatch):
     import builtins
     real_import = builtins.__import__
