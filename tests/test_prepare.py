@@ -514,6 +514,21 @@ def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
     assert b != a and b.parent == a.parent and "new text" in documents(b, "train") + documents(b, "val")
 
 
+def test_a_new_preparation_in_the_cache_says_what_earlier_ones_hold(tmp_path, capsys):
+    # each edit of a --data text leaves a whole preparation behind, which nothing removes: it was not said,
+    # and the cache grew by a copy per edit without a word (hunt 39-b B2)
+    write_docs(tmp_path / "in", 5)
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1)
+    a = prepare_cached([str(tmp_path / "in")], **kw)
+    assert "other preparation" not in capsys.readouterr().out
+    (tmp_path / "in" / "doc01.txt").write_text("new text")
+    b = prepare_cached([str(tmp_path / "in")], **kw)
+    out = capsys.readouterr().out
+    assert f"note: {a.parent} holds 1 other preparation, " in out and "remove those that no run needs" in out
+    assert a.is_dir() and prepare_cached([str(tmp_path / "in")], **kw) == b  # kept; a reuse says nothing more
+    assert "other preparation" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("damage", ["truncated", "deleted"])
 def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_path, capsys, damage):
     # train.py's cache of raw --data was reused whenever its meta.json was there: a shard truncated or
