@@ -399,6 +399,26 @@ def test_stop_strings_completed_by_one_token_cut_at_the_one_that_begins_first():
     assert "".join(pieces) == row.text == "say " and row.finish_reason == "stop"
 
 
+@pytest.mark.parametrize("stop", [(), ("\n\nTHE END", "xyz")])
+def test_a_token_of_a_long_sample_does_not_copy_the_text_before_it(stop):
+    # the text was one string, `text += piece` at every token: a copy of the whole sample each time, so
+    # a sample's host time grew with the square of its length (hunt 39-b B3)
+    import tracemalloc
+
+    row = SampleText(BYTE, stop=stop)
+    for t in BYTE.encode("To be, or not to be, that is the question. " * 5_000):  # 220,000 characters
+        row.feed(t)
+    tracemalloc.start()
+    try:
+        for t in BYTE.encode("Whether 'tis nobler"):
+            row.feed(t)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000  # bytes: a copy of the text is 220,000
+    assert row.text == "To be, or not to be, that is the question. " * 5_000 + "Whether 'tis nobler"
+
+
 @pytest.mark.parametrize("name", ["byte", "gpt2"])
 def test_streaming_decodes_multibyte_characters_split_across_tokens(name):
     tok = get_tokenizer(name)
