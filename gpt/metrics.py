@@ -26,6 +26,10 @@ from gpt.errors import UsageError, one_line
 # draws nothing: the drawings after it, one per 30 s at most (under 1% of a run), are left to the
 # second looks' 1% slack (train.py).
 REDRAW_EVERY_S = 30.0
+# and at most this share of the loop's time: a drawing reads all of metrics.jsonl back, so its cost grows with
+# the run (1.7 s at 50,000 records, 7 s at 200,000 on the 2-core VM under load, hunt 39-b B1), and every 30 s
+# that was 6% and 23% of the training time; the next drawing waits 1/REDRAW_SHARE times the last one's seconds
+REDRAW_SHARE = 0.01
 # The values of a record that are numbers (or null): plot_losses computes with them
 NUMBERS = ("loss", "val_loss", "val_bpb", "tokens_seen")
 # Points drawn per curve at most: loss.png is 1,100 pixels wide, so more are not seen, only paid for.
@@ -40,9 +44,11 @@ class Metrics:
                  redraw_every_s: float = REDRAW_EVERY_S):
         self.enabled = enabled
         # loss.png is redrawn at an evaluation once this long has passed since it was last drawn (or
-        # since this object was made, just before the training loop: not at its first evaluation)
+        # since this object was made, just before the training loop: not at its first evaluation), or
+        # longer where a drawing is slow (REDRAW_SHARE); 0: at every evaluation, whatever it costs
         self.redraw_every_s = redraw_every_s
         self._drawn_at = time.monotonic()
+        self._drawing_s = 0.0  # the last drawing's
         self._drawn_all = False  # loss.png shows every record logged (close() need not draw it again)
         self._closed = False
         self.path = out_dir / "metrics.jsonl"
@@ -157,11 +163,14 @@ class Metrics:
                 self._file.close()
             self._file = None
             return
-        if "val_loss" in record and time.monotonic() - self._drawn_at >= self.redraw_every_s:  # refresh the picture
+        wait_s = max(self.redraw_every_s, self._drawing_s / REDRAW_SHARE) if self.redraw_every_s else 0.0
+        if "val_loss" in record and time.monotonic() - self._drawn_at >= wait_s:  # refresh the picture
             # through _plot_records' guard: a metrics.jsonl that cannot be read back (a directory in its
             # place, EIO) was a traceback at an evaluation, before its checkpoint (hunt 35-d D1)
+            drawing = time.monotonic()
             self.plot_note = _plot_records(self, self.path.with_name("loss.png"))
             self._drawn_at, self._drawn_all = time.monotonic(), self.plot_note is None
+            self._drawing_s = self._drawn_at - drawing
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
         if self._wandb is not None:
             self._wandb.log(numbers, step=record["step"])

@@ -117,6 +117,28 @@ def test_loss_plot_is_skipped_with_a_note_without_matplotlib_or_room(tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_slow_drawing_makes_the_next_one_wait_longer_than_30_s(tmp_path, monkeypatch):
+    # A drawing reads all of metrics.jsonl back: 7 s at 200,000 records, every 30 s, was 23% of the
+    # training time (hunt 39-b B1). The next drawing waits 100 times the last one's seconds (1%), 30 s at least.
+    import gpt.metrics
+
+    clock = [1000.0]
+    monkeypatch.setattr(gpt.metrics.time, "monotonic", lambda: clock[0])
+    drawn = []
+
+    def slow_drawing(records, png):
+        drawn.append(records[-1]["step"])
+        clock[0] += 2.0
+    monkeypatch.setattr(gpt.metrics, "plot_losses", slow_drawing)
+    m = Metrics(tmp_path, enabled=True)
+    for step, now in [(1, 1030.0), (2, 1062.0), (3, 1100.0), (4, 1231.9), (5, 1232.0), (6, 1300.0)]:
+        clock[0] = now
+        m.log({"step": step, "loss": 2.0, "tokens_seen": 512 * step})
+        m.log({"step": step, "val_loss": 2.0, "val_bpb": 1.8, "tokens_seen": 512 * step})
+    assert drawn == [1, 5]  # 30 s after the start; then 200 s after the end of a 2 s drawing, not 30
+    assert m.close() is None and drawn == [1, 5, 6]  # the end draws whatever the wait
+
+
 def test_a_long_run_plots_a_bounded_number_of_points_its_last_values_kept(tmp_path, monkeypatch):
     # Every record was a point of loss.png: a redraw (every 30 s, in the training loop) cost more the
     # longer the run, 12 s at 200,000 records on the 2-core VM (hunt 39-b B1)
