@@ -259,8 +259,7 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
     bpb = [(r["step"], r["val_bpb"]) for r in records if r.get("val_bpb") is not None]
     # tokens per step, from the newest record that has both (a resumed run may have changed it)
     per_step = next((r["tokens_seen"] / r["step"] for r in reversed(records) if r.get("tokens_seen") and r["step"]), 0)
-    last_bpb = bpb[-1] if bpb else None
-    train, val, bpb = (thinned(points, PLOT_POINTS) for points in (train, val, bpb))
+    train, val, bpb = (thinned(points, PLOT_POINTS) for points in (train, val, bpb))  # (each keeps its last point)
     fig, (ax_loss, ax_bpb) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
         ax_loss.plot(*zip(*train), label="train loss", linewidth=1)
@@ -269,7 +268,7 @@ def plot_losses(records: list[dict], png: Path) -> str | None:
     ax_loss.set_ylabel("cross-entropy (nats/token)")
     if bpb:
         ax_bpb.plot(*zip(*bpb), "o-", color="C1", label="validation")
-        ax_bpb.annotate(f"{last_bpb[1]:.3f}", last_bpb, textcoords="offset points", xytext=(4, 4))
+        ax_bpb.annotate(f"{bpb[-1][1]:.3f}", bpb[-1], textcoords="offset points", xytext=(4, 4))
     ax_bpb.set_ylabel("bits per byte")
     for ax in (ax_loss, ax_bpb):
         ax.set_xlabel("step")
