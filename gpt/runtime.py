@@ -646,7 +646,13 @@ class StopSignal:
         """announce: say at once that the signal came (on stderr): the main process of a run."""
         self.signum: int | None = None
         self._announce = announce
-        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        # A process started with SIGINT ignored keeps ignoring it, as Python itself does (it raises no
+        # KeyboardInterrupt then): POSIX shells start a script's background jobs (`python train.py &`) so,
+        # that the terminal's Ctrl-C, meant for the script, does not reach them. It stopped such a run once
+        # set up, after ignoring it during the imports (hunt 39-b S1). SIGTERM still stops it.
+        inherited_ignore = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        stopping = (signal.SIGTERM,) if inherited_ignore else (signal.SIGINT, signal.SIGTERM)
+        self._previous = {s: signal.signal(s, self._handle) for s in stopping}
 
     def ending(self) -> None:
         """The run's loop is over, its way out decided: a signal from now on is still held off, so that

@@ -575,6 +575,34 @@ def test_a_budgeted_run_resumed_during_warmup_plans_and_looks_again_without_an_e
     assert steps > 12 and open_checkpoint(out).meta["step"] == steps and max(losses(out)) == steps
 
 
+def test_a_run_started_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_stops_it(byte_data, tmp_path,
+                                                                                      monkeypatch, capfd):
+    # `python train.py &` in a script: the shell starts it with SIGINT ignored, so that the terminal's Ctrl-C,
+    # meant for the script, does not reach it. The run stopped on it once set up (hunt 39-b S1).
+    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def signals_during_training(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # ignored: the run goes on
+        if len(calls) == 6:
+            os.kill(os.getpid(), signal.SIGTERM)  # seen after this step: a checkpoint at step 6
+        return real_clip(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", signals_during_training)
+    out = tmp_path / "run"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = train.main([f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=20",
+                             f"--out_dir={out}"])
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # and it is left as it was found
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert status == 143 and open_checkpoint(out).meta["step"] == 6
+    err = capfd.readouterr().err  # (the signal's announcement is written to fd 2 directly)
+    assert "SIGTERM received" in err and "SIGINT" not in err and "stopped by signal 15 at step 6" in err
+
+
 @pytest.mark.parametrize("error", [
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"),  # the CPU's
