@@ -299,6 +299,7 @@ def _glob_files(pattern: str) -> list[Path]:
                 return True
         return False
 
+    _refuse_link_loops(pattern, parts)
     _glob_can_list(parts)
     # (a match ending in a separator is a directory's: before Python 3.13 glob gave 'b.txt/' for
     # 'in/*/b.txt/**', and the file was read, where 3.13 matches nothing: hunt 37-f F1)
@@ -313,6 +314,46 @@ def _glob_files(pattern: str) -> list[Path]:
         return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
     except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
         raise unsearchable(e) from None
+
+
+def _refuse_link_loops(pattern: str, parts: tuple[str, ...]) -> None:
+    """Refuse a `**` glob over a tree where a linked directory leads back to one of its own parents.
+    glob's `**` follows links to directories, and through such a link it goes round until the path is
+    too long: each file came some 40 times through one such link (read once: expand_inputs keeps each
+    file once), and with two the paths grew as 2 to the 40th, a run that never started (hunt 37-f F4).
+    A directory given itself follows each linked directory once. Walks what `**` walks, from the
+    directories that the parts before the first `**` match: names not hidden, links followed; a
+    directory it cannot list is left to _glob_can_list to say."""
+    if "**" not in parts:
+        return
+    first = parts.index("**")
+    lead = os.path.join(*parts[:first]) if first else os.curdir
+    for top in sorted(glob.glob(os.path.join(lead, ""))):
+        top = top.rstrip(os.sep) or os.sep
+        done: set[str] = set()  # real paths walked whole: a second link to one is no loop, and is not walked again
+        above: dict[str, str] = {}  # the real paths of the directories being walked, to the path each was met at
+        stack = [(top, False)]  # (path, leaving): a directory is left once everything below it is walked
+        while stack:
+            path, leaving = stack.pop()
+            real = os.path.realpath(path)
+            if leaving:
+                del above[real]
+                done.add(real)
+                continue
+            if real in above:
+                raise PrepareError(f"{pattern}: `**` follows linked directories, and the link {path} "
+                                   f"leads back up to {above[real]} without end: give the directory itself "
+                                   f"({top}), which reads each linked directory once, or remove the link")
+            if real in done:
+                continue
+            above[real] = path
+            stack.append((path, True))
+            try:
+                with os.scandir(path) as entries:
+                    below = sorted((e.path for e in entries if not e.name.startswith(".") and e.is_dir()), reverse=True)
+            except OSError:
+                below = []
+            stack += [(p, False) for p in below]
 
 
 def _glob_can_list(parts: tuple[str, ...]) -> None:

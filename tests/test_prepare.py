@@ -1142,6 +1142,36 @@ def test_hf_without_network_fails_fast_and_says_so(tmp_path):
 # ----------------------------------------------------------------------------- audit fixes
 
 
+def test_a_double_star_glob_over_a_link_back_up_its_tree_is_refused_not_followed_without_end(tmp_path):
+    # glob's `**` follows linked directories: with two links back up the tree its paths grew as 2 to the
+    # 40th and the preparation never started; with one, each file came 40 times (hunt 37-f F4)
+    write_docs(tmp_path / "corpus", 2)
+    (tmp_path / "corpus" / "sub").mkdir()
+    (tmp_path / "corpus" / "sub" / "deep.txt").write_text("a deeper document\n")
+    (tmp_path / "corpus" / "sub" / "also").symlink_to(tmp_path / "corpus" / "sub", target_is_directory=True)
+    (tmp_path / "corpus" / ".hidden").symlink_to(tmp_path, target_is_directory=True)  # `**` skips hidden names
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "corpus" / "sub" / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "corpus" / "twice").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # two links: no loop
+    names = ["doc00.txt", "doc01.txt", "deep.txt"]
+    for pattern in "corpus/**/*.txt", "corpus/**", "*/**/*.txt":
+        # a loop only through the link to itself: refused in one line, which names the link and the way on
+        with pytest.raises(PrepareError, match=re.escape(
+                f"{tmp_path}/{pattern}: `**` follows linked directories, and the link {tmp_path}/corpus/sub/also "
+                f"leads back up to {tmp_path}/corpus/sub without end: give the directory itself (")):
+            sources.expand_inputs([f"{tmp_path}/{pattern}"])
+    (tmp_path / "corpus" / "sub" / "up").symlink_to(tmp_path / "corpus", target_is_directory=True)
+    (tmp_path / "corpus" / "sub" / "also").unlink()
+    with pytest.raises(PrepareError, match=re.escape(f"the link {tmp_path}/corpus/sub/up leads back up to "
+                                                     f"{tmp_path}/corpus without end: give the directory itself "
+                                                     f"({tmp_path}/corpus), which reads each linked directory once")):
+        sources.expand_inputs([f"{tmp_path}/corpus/**/*.txt"])
+    assert sorted(p.name for p in sources.expand_inputs([tmp_path / "corpus"])) == sorted(names)  # the way on
+    (tmp_path / "corpus" / "sub" / "up").unlink()  # no loop left: the glob reads as before, links and all
+    assert sorted(p.name for p in sources.expand_inputs([f"{tmp_path}/corpus/**/*.txt"])) == sorted(names)
+    assert [p.name for p in sources.expand_inputs([f"{tmp_path}/corpus/sub/*.txt"])] == ["deep.txt"]
+
+
 def test_the_same_file_under_two_spellings_or_a_symlink_is_one_document(tmp_path):
     texts = write_docs(tmp_path / "in", 3)
     (tmp_path / "in" / "sub").mkdir()
