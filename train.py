@@ -88,8 +88,8 @@ from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
-                         pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings, set_rng_state,
-                         steps_in_budget, use_deterministic, use_fp8)
+                         launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
+                         set_rng_state, steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir
 
@@ -97,9 +97,11 @@ from gpt.shards import DataDir
 @stdout_checked("train.py")
 def main(argv: list[str] | None = None, started: float | None = None) -> int:
     """Run train.py with `argv`; `started` (time.monotonic()) is where --time_budget counts from:
-    the process start for the script, the call for in-process callers."""
+    the process start for the script, the call for in-process callers; under torchrun, its own
+    start where earlier (`launcher_started`)."""
     argv = sys.argv[1:] if argv is None else argv
     started = time.monotonic() if started is None else started
+    started = launcher_started(started)  # (under torchrun, its own start-up is in the budget too: hunt 40-d D1)
     if any(a in ("-h", "--help") for a in argv):
         # under torchrun by rank 0, once, as a bad option is: every process printed it (hunt 35-b B5)
         if first_of_the_job():

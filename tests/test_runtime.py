@@ -4,6 +4,7 @@ import os
 import random
 import signal
 import sys
+import time
 import types
 
 import numpy as np
@@ -11,8 +12,8 @@ import pytest
 import torch
 
 from gpt.errors import UsageError
-from gpt.runtime import (Dist, StepChecks, StopSignal, gpu_peak_bf16, init_distributed, peak_flops, pick_device,
-                         pick_dtype, rng_state, seed_everything, set_rng_state, steps_in_budget)
+from gpt.runtime import (Dist, StepChecks, StopSignal, gpu_peak_bf16, init_distributed, launcher_started, peak_flops,
+                         pick_device, pick_dtype, rng_state, seed_everything, set_rng_state, steps_in_budget)
 
 
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
@@ -225,6 +226,35 @@ def test_bad_steps_stop_a_run_only_in_a_row():
         checks.add(step, one, torch.tensor(math.inf))  # a gradient alone counts too
     checks.read()
     assert checks.too_many and checks.total == 6 and said[-1].startswith("step 14: ") and said[-1].endswith("(3 in a row)")
+
+
+def fake_proc(tmp_path, uptime_s: float, parent_started_s: float):
+    """A /proc whose uptime is `uptime_s` and whose entry for this process's parent started `parent_started_s`
+    after boot (field 22 of its stat, in clock ticks; a command name with a space and a parenthesis in it)."""
+    ticks = round(parent_started_s * os.sysconf("SC_CLK_TCK"))
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "uptime").write_text(f"{uptime_s:.2f} 12345.67\n")
+    (tmp_path / str(os.getppid())).mkdir()
+    fields = ["S", *["0"] * 18, str(ticks), "0", "0"]  # fields 3-24: state ... starttime (22) ...
+    (tmp_path / str(os.getppid()) / "stat").write_text(f"{os.getppid()} (py thon) x) {' '.join(fields)}\n")
+    return str(tmp_path)
+
+
+def test_under_torchrun_the_budget_counts_from_the_launchers_start(tmp_path):
+    # torchrun's start-up before it starts the processes (7.5-8.3 s of a 2-process job on the 2-core VM
+    # under load) was outside the budget, which each process counted from its own start: `time torchrun ...
+    # --time_budget=40` ended 5-9 s past its 40 (hunt 40-d D1). Its workers have TORCHELASTIC_RUN_ID.
+    proc = fake_proc(tmp_path, uptime_s=1000.0, parent_started_s=990.0)  # the launcher started 10 s ago
+    torchrun = {"TORCHELASTIC_RUN_ID": "job"}
+    own = time.monotonic() - 2.0  # this interpreter started 2 s ago
+    before = time.monotonic()
+    started = launcher_started(own, torchrun, proc)
+    after = time.monotonic()
+    assert before - 10.0 <= started <= after - 10.0  # (to the clock tick: field 22 is in ticks)
+    assert launcher_started(own, {}, proc) == own  # not under torchrun: the interpreter's start, as before
+    younger = fake_proc(tmp_path / "younger", uptime_s=1000.0, parent_started_s=999.5)  # a wrapper started after us
+    assert launcher_started(own, torchrun, younger) == own  # never later than the process's own start
+    assert launcher_started(own, torchrun, str(tmp_path / "no-proc")) == own  # no /proc (macOS): as before
 
 
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
