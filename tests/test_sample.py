@@ -419,6 +419,25 @@ def test_a_token_of_a_long_sample_does_not_copy_the_text_before_it(stop):
     assert row.text == "To be, or not to be, that is the question. " * 5_000 + "Whether 'tis nobler"
 
 
+def test_a_long_sample_holds_its_characters_not_an_object_per_token():
+    # the pieces handed out were kept in a list, a str object per token (some 50 bytes beside its few
+    # characters; a pointer each for the byte tokenizer's cached one-character strings): 6.4 MB for 130,000
+    # GPT-2 tokens of 430,000 characters, where the text is 430,000 bytes (hunt 40-a A1)
+    import tracemalloc
+
+    text = "To be, or not to be, that is the question. " * 5_000  # 215,000 characters
+    tracemalloc.start()
+    try:
+        row = SampleText(BYTE)
+        for t in BYTE.encode(text):
+            row.feed(t)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1.5 * len(text)  # bytes: a list of 215,000 pointers alone is 1,720,000
+    assert row.text == text
+
+
 @pytest.mark.parametrize("name", ["byte", "gpt2"])
 def test_streaming_decodes_multibyte_characters_split_across_tokens(name):
     tok = get_tokenizer(name)
