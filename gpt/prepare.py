@@ -263,7 +263,7 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
                                initargs=(os.getpid(),))
     def kill_workers():
         # (they ignore SIGINT and SIGTERM; 3.14's executor has terminate_workers for this)
-        workers = list((getattr(pool, "_processes", None) or {}).values())
+        workers = _workers(pool)
         results = getattr(pool, "_result_queue", None)
         manager = getattr(pool, "_executor_manager_thread", None)  # (shutdown forgets it)
         pool.shutdown(wait=False, cancel_futures=True)
@@ -314,12 +314,16 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool =
             yield ends, val, _encode_chunk(tokenizer_name, texts, ends)
         return
     pending: deque = deque()
+
+    def oldest():  # (the chunk submitted first, with its tokens)
+        ends, val, result = pending.popleft()
+        return ends, val, _result(result, pool)
+
     try:
         for texts, ends, val in chunks:
             pending.append((ends, val, pool.submit(_encode_chunk, tokenizer_name, texts, ends)))
             if len(pending) >= in_flight:
-                ends, val, result = pending.popleft()
-                yield ends, val, _result(result, pool)
+                yield oldest()
     except PrepareError:
         # A bad record read ahead of the chunks in flight: where the writer may stop (--max_tokens),
         # raised only if it takes them all. The input is read ahead by up to 1 + in_flight chunks, and
@@ -328,12 +332,16 @@ def _encoded(chunks, tokenizer_name: str, pool, in_flight: int, may_stop: bool =
         if not may_stop:
             raise
         while pending:
-            ends, val, result = pending.popleft()
-            yield ends, val, _result(result, pool)
+            yield oldest()
         raise
     while pending:
-        ends, val, result = pending.popleft()
-        yield ends, val, _result(result, pool)
+        yield oldest()
+
+
+def _workers(pool) -> list:
+    """The pool's worker processes (the executor's private `_processes`, which its shutdown sets to
+    None); none without a pool."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def _result(future, pool=None):
@@ -347,7 +355,7 @@ def _result(future, pool=None):
         try:
             return future.result(timeout=1.0)
         except TimeoutError:
-            if any(worker.exitcode is not None for worker in (getattr(pool, "_processes", None) or {}).values()):
+            if any(worker.exitcode is not None for worker in _workers(pool)):
                 raise BrokenProcessPool("a worker process ended") from None
 
 
