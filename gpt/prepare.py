@@ -203,6 +203,24 @@ def warnings_as_lines():
         yield
 
 
+class ShortOfMemory(PrepareError):
+    """Out of memory, or a tokenizer process that died (the out-of-memory killer's way): a way out is
+    fewer processes at a time, which data/prepare.py's --num_proc sets. train.py's raw --data has no such
+    option, and its line said to give fewer --num_proc (`unknown option --num_proc`), as did one where it
+    was 1 already (hunt 40-a A4). The message is data/prepare.py's; `in_train`, the same for train.py."""
+
+    def __init__(self, message: str, in_train: str):
+        super().__init__(message)
+        self.in_train = in_train
+
+
+def _fewer_processes(num_proc: int) -> tuple[str, str]:
+    """How to tokenize in fewer processes than num_proc: data/prepare.py's way, and train.py's."""
+    return (f"with fewer --num_proc than {num_proc}",
+            f"prepare the text with data/prepare.py and fewer --num_proc than the {num_proc} here (one a core), then "
+            "give --data its --out_dir")
+
+
 def _worker_start(parent: int) -> None:
     # Ctrl-C and SIGTERM are the parent's to handle: one clean stop. A SIGTERM to the whole process
     # group (timeout, Slurm, torchrun) used to kill a worker while it held the task queue's lock,
@@ -300,8 +318,9 @@ def _worker_pool(num_proc: int, tokenizer_name: str):
         started.result()
         yield pool
     except BrokenProcessPool:
-        raise PrepareError("a tokenizer process died (killed, or out of memory?): nothing was written; try "
-                           "again, or with fewer --num_proc") from None
+        said = "a tokenizer process died (killed, or out of memory?): nothing was written; try again, or"
+        cli, train = _fewer_processes(num_proc)
+        raise ShortOfMemory(f"{said} {cli}", f"{said} {train}") from None
     finally:
         kill_workers()
 
@@ -705,9 +724,14 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
         reason = "not a directory" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror or e
         raise PrepareError(f"{e.filename or out}: {reason}; nothing was written") from None
     except MemoryError as e:  # (numpy's "Unable to allocate ..." is one: a traceback, in train.py too, hunt 39-d R3)
-        raise PrepareError(f"out of memory preparing the data ({str(e) or 'MemoryError'}); nothing was written. Each "
-                           "document is tokenized whole, in one of data/prepare.py's --num_proc processes at a time: "
-                           "give fewer --num_proc, or split the longest documents") from None
+        said = f"out of memory preparing the data ({str(e) or 'MemoryError'}); nothing was written. Each document is " \
+               "tokenized whole"
+        if num_proc == 1:
+            raise PrepareError(f"{said}: split the longest documents") from None
+        cli, train = _fewer_processes(num_proc)
+        said += f", in one of {num_proc} processes at a time:"
+        raise ShortOfMemory(f"{said} split the longest documents, or tokenize {cli}",
+                            f"{said} split the longest documents, or {train}") from None
     seconds = time.perf_counter() - started
     text_bytes = sum(s["bytes"] for s in meta["splits"].values())
     _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")
@@ -740,7 +764,10 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
             return out
         _say(opts.get("quiet", False), f"the prepared data in {out} is damaged (a shard truncated or missing): "
                                        "preparing it again")
-    prepared = prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
+    try:
+        prepared = prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
+    except ShortOfMemory as e:  # (train.py's way out: it has no --num_proc)
+        raise PrepareError(e.in_train) from None
     if note := _earlier_preparations(out):
         _say(opts.get("quiet", False), note)
     return prepared

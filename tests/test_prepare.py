@@ -617,9 +617,8 @@ def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, 
                       "--out_dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err == ("error: out of memory preparing the data (Unable to allocate 153. MiB for an array with shape "
-                   "(20000002,) and data type int64); nothing was written. Each document is tokenized whole, in one "
-                   "of data/prepare.py's --num_proc processes at a time: give fewer --num_proc, or split the longest "
-                   "documents\n"), err
+                   "(20000002,) and data type int64); nothing was written. Each document is tokenized whole: split "
+                   "the longest documents\n"), err  # (--num_proc 1 already: fewer is not a way out, hunt 40-a A4)
     assert not (tmp_path / "out").exists()
     # train.py's raw --data, prepared by the same function: one line too; Python's own MemoryError has no message
     import train
@@ -629,10 +628,26 @@ def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, 
     assert train.main([f"--data={tmp_path / 'in'}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte",
                        "--device=cpu", f"--out_dir={tmp_path / 'run'}"]) == 1
     assert capsys.readouterr().err.endswith("train.py: error: out of memory preparing the data (MemoryError); nothing "
-                                            "was written. Each document is tokenized whole, in one of "
-                                            "data/prepare.py's --num_proc processes at a time: give fewer "
-                                            "--num_proc, or split the longest documents\n")
+                                            "was written. Each document is tokenized whole: split the longest "
+                                            "documents\n")
     assert not list((tmp_path / "cache").glob("*/meta.json"))
+    # in several processes: data/prepare.py's line names --num_proc, train.py's (which has none: "unknown option
+    # --num_proc") says how to prepare in fewer (hunt 40-a A4); the forked workers raise it
+    monkeypatch.setattr(prep, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(prep, "_encode_chunk", _no_memory)
+    assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "2", "--quiet",
+                      "--out_dir", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == ("error: out of memory preparing the data (MemoryError); nothing was written. "
+                                       "Each document is tokenized whole, in one of 2 processes at a time: split the "
+                                       "longest documents, or tokenize with fewer --num_proc than 2\n")
+    assert train.main([f"--data={tmp_path / 'in'}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte",
+                       "--device=cpu", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err.endswith("train.py: error: out of memory preparing the data (MemoryError); nothing "
+                                            "was written. Each document is tokenized whole, in one of 2 processes at "
+                                            "a time: split the longest documents, or prepare the text with "
+                                            "data/prepare.py and fewer --num_proc than the 2 here (one a core), then "
+                                            "give --data its --out_dir\n")
+    assert not list((tmp_path / "cache").glob("*/meta.json")) and not (tmp_path / "out").exists()
 
 
 def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, capsys, monkeypatch):
@@ -1468,6 +1483,10 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
     assert no_leftovers(tmp_path, tmp_path / "out")
 
 
+def _no_memory(*args):  # a tokenizer worker out of memory; module-level: pickled by name
+    raise MemoryError
+
+
 def _die(*args):  # a tokenizer worker killed (the out-of-memory killer, kill -9); module-level: pickled by name
     os._exit(9)
 
@@ -1477,9 +1496,17 @@ def test_a_tokenizer_worker_that_dies_is_one_error_not_a_wait_without_end(tmp_pa
     write_docs(tmp_path / "in", 4)
     monkeypatch.setattr(prep, "_encode_chunk", _die)
     with pytest.raises(prep.PrepareError, match=r"^a tokenizer process died \(killed, or out of memory\?\): nothing "
-                                                r"was written; try again, or with fewer --num_proc$"):
+                                                r"was written; try again, or with fewer --num_proc than 2$"):
         run_prepare([tmp_path / "in"], tmp_path / "out", num_proc=2)
     assert no_leftovers(tmp_path, tmp_path / "out")
+    # train.py's raw --data has no --num_proc: its line says how to have fewer processes (hunt 40-a A4)
+    monkeypatch.setattr(prep, "_cpu_count", lambda: 2)
+    with pytest.raises(prep.PrepareError, match=r"^a tokenizer process died \(killed, or out of memory\?\): nothing "
+                                                r"was written; try again, or prepare the text with data/prepare.py and "
+                                                r"fewer --num_proc than the 2 here \(one a core\), then give --data its "
+                                                r"--out_dir$"):
+        prepare_cached([str(tmp_path / "in")], tokenizer="byte", cache_root=tmp_path / "cache", quiet=True)
+    assert not list((tmp_path / "cache").glob("*/meta.json"))
 
 
 def test_the_pools_own_terminate_ends_a_worker_that_ignores_sigterm():
@@ -1603,7 +1630,7 @@ def test_a_tokenizer_worker_killed_while_it_sends_its_tokens_is_one_error_not_a_
                         "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr == ("error: a tokenizer process died (killed, or out of memory?): nothing "
-                                              "was written; try again, or with fewer --num_proc\n")
+                                              "was written; try again, or with fewer --num_proc than 2\n")
     assert no_leftovers(tmp_path, tmp_path / "out")
 
 
