@@ -994,7 +994,7 @@ def test_a_torchrun_resume_whose_run_saved_between_its_processes_reads_says_so(b
     # every node shares", on one machine, where the run trained there (hunt 37-g G2)
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
-    run(*common, "--max_iters=2")
+    assert train.main([*common, "--max_iters=2"]) == 0  # (the run to resume: set up in this process, hunt 40-b)
     read = tmp_path / "rank0-read"
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, subprocess, sys, time
@@ -1038,7 +1038,7 @@ sys.exit(train.main(sys.argv[1:]))
 def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--gradient_accumulation_steps=2", "--max_iters=4", "--eval_interval=100"]
     one, two = tmp_path / "one", tmp_path / "two"
-    run(*common, f"--out_dir={one}")
+    assert train.main([*common, f"--out_dir={one}"]) == 0  # (the one-process reference: in this process, hunt 40-b)
     proc = torchrun(ROOT / "train.py", *common, f"--out_dir={two}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     a, b = losses(one), losses(two)
@@ -1071,7 +1071,9 @@ def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
     assert "--init_from=resume" in stderr  # (the stop's line, with the errors: hunt 33-e E2)
     stopped_at = open_checkpoint(out).meta["step"]
     assert stopped_at >= 3
-    run("--init_from=resume", f"--max_iters={stopped_at + 2}", f"--out_dir={out}")
+    # (the resume reads what the stopped process left: in this process, as a child of its own cost its start-up and
+    # checked nothing more: hunt 40-b)
+    assert train.main(["--init_from=resume", f"--max_iters={stopped_at + 2}", f"--out_dir={out}"]) == 0
     assert open_checkpoint(out).meta["step"] == stopped_at + 2
     assert max(losses(out)) == stopped_at + 2
 
@@ -1222,7 +1224,8 @@ def test_a_resume_that_read_its_checkpoint_while_the_run_still_saved_stops(byte_
 
 def test_resume_refuses_a_different_architecture(byte_data, tmp_path):
     out = tmp_path / "run"
-    run(f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    # (the run to resume, in this process: the refusal is what is checked, in a process of its own: hunt 40-b)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     proc = run("--init_from=resume", "--n_layer=3", f"--out_dir={out}", check=False)
     assert proc.returncode == 1 and "n_layer: checkpoint 2, now 3" in proc.stderr
 
@@ -1269,9 +1272,12 @@ def hf_dir(tmp_path_factory) -> Path:
 def test_finetune_a_hugging_face_gpt2_on_raw_text(hf_dir, tmp_path):
     text = write_corpus(tmp_path / "notes", docs=30, words=300)
     out = tmp_path / "ft"
-    run(f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--config=finetune",
-        "--max_iters=3", "--eval_interval=100", "--batch_size=2", "--gradient_accumulation_steps=1",
-        "--block_size=32", "--learning_rate=1e-3", "--compile=false", "--device=cpu", f"--out_dir={out}")
+    # (in this process: the test reads what the run wrote, which train.py's own process would write alike, and a
+    # train.py process of its own cost its start-up, a few seconds of the suite's time: hunt 40-b)
+    assert train.main([f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}",
+                       "--config=finetune", "--max_iters=3", "--eval_interval=100", "--batch_size=2",
+                       "--gradient_accumulation_steps=1", "--block_size=32", "--learning_rate=1e-3", "--compile=false",
+                       "--device=cpu", f"--out_dir={out}"]) == 0
     ckpt = open_checkpoint(out)
     assert ckpt.meta["tokenizer"] == "gpt2" and ckpt.meta["model_config"]["n_embd"] == 32
     assert ckpt.meta["model_config"]["block_size"] == 64  # the pretrained context is kept
@@ -1389,18 +1395,19 @@ def test_weights_saved_in_float16_are_trained_and_saved_in_float32(hf_dir, tmp_p
     assert {t.dtype for t in load_file(half / "model.safetensors").values()} == {torch.float16}
     text = write_corpus(tmp_path / "notes", docs=30, words=300)
     out = tmp_path / "ft"
-    run(f"--init_from={half}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--config=finetune",
-        "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--compile=false",
-        "--device=cpu", *(["--lora_rank=4"] if lora else []), f"--out_dir={out}")
+    assert train.main([f"--init_from={half}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}",
+                       "--config=finetune", "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32",
+                       "--compile=false", "--device=cpu", *(["--lora_rank=4"] if lora else []),
+                       f"--out_dir={out}"]) == 0
     assert {t.dtype for t in open_checkpoint(out).weights().values()} == {torch.float32}
 
 
 def test_lora_trains_only_adapters_and_loads_merged(hf_dir, tmp_path):
     text = write_corpus(tmp_path / "notes", docs=30, words=300)
     out = tmp_path / "lora"
-    run(f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
-        "--max_iters=3", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--learning_rate=1e-2",
-        "--compile=false", "--device=cpu", f"--out_dir={out}")
+    assert train.main([f"--init_from={hf_dir}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+                       "--max_iters=3", "--eval_interval=100", "--batch_size=2", "--block_size=32",
+                       "--learning_rate=1e-2", "--compile=false", "--device=cpu", f"--out_dir={out}"]) == 0
     ckpt = open_checkpoint(out)
     stored = ckpt.weights()
     assert stored and all(k.endswith((".lora_A", ".lora_B")) for k in stored)
@@ -1429,9 +1436,9 @@ def test_a_hugging_face_base_of_a_lora_run_is_not_exported_over(hf_dir, tmp_path
     base, out = tmp_path / "hf", tmp_path / "lora"
     shutil.copytree(hf_dir, base, ignore=shutil.ignore_patterns(LORA_BASE_MARK))  # (other tests' LoRA runs on it)
     text = write_corpus(tmp_path / "notes", docs=30, words=300)
-    run(f"--init_from={base}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
-        "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--compile=false",
-        "--device=cpu", f"--out_dir={out}")
+    assert train.main([f"--init_from={base}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--lora_rank=4",
+                       "--max_iters=2", "--eval_interval=100", "--batch_size=2", "--block_size=32", "--compile=false",
+                       "--device=cpu", f"--out_dir={out}"]) == 0
     assert lora_runs(base / LORA_BASE_MARK) == [str(out.resolve())]
     weights = (base / "model.safetensors").read_bytes()
     other = GPT.from_pretrained(str(base))
@@ -1561,7 +1568,8 @@ def test_a_real_file_size_limit_is_one_line_and_keeps_the_previous_checkpoint(by
     import resource
 
     out = tmp_path / "run"
-    run(f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}")
+    # (the run to resume, in this process: the resume under the limit is what is checked, in a process of its own)
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     limit = 100_000  # bytes per file: the tiny model's weights (~140 kB) no longer fit
 
     proc = run("--init_from=resume", "--max_iters=4", f"--out_dir={out}", check=False,
