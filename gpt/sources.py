@@ -32,6 +32,7 @@ import json
 import os
 import re
 import socket
+import stat
 import urllib.parse
 import warnings
 from dataclasses import dataclass, field
@@ -211,6 +212,29 @@ def unsearchable(e: PermissionError) -> PrepareError:
     return PrepareError(f"{where}: cannot read it ({e.strerror or e})")
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file(), which raised PermissionError for a name in a directory listed but not searchable
+    (no x permission) before Python 3.14; 3.14 returns False there, and such files were left out of the
+    data without a word. The other errors are pathlib's False, as before."""
+    return _is(path, stat.S_ISREG)
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir(), raising PermissionError as on Python 3.13 and before (see _is_file)."""
+    return _is(path, stat.S_ISDIR)
+
+
+def _is(path: Path, kind) -> bool:
+    try:
+        return kind(os.stat(path).st_mode)
+    except ValueError:  # (a NUL in the name)
+        return False
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):  # (pathlib's False)
+            return False
+        raise
+
+
 def _directory_files(path: Path) -> list[Path]:
     """A directory's files, recursively, sorted, skipping hidden names below it and what
     data/prepare.py or train.py wrote there: `train.py --data=data/` put its cache in data/cache,
@@ -233,7 +257,7 @@ def _directory_files(path: Path) -> list[Path]:
             # and pathlib's is_file raised a traceback for them (hunt 34-c C8's sibling, session 35)
             dirs[:] = [d for d in dirs if not d.startswith(".") and not _fsck_folder(here / d)
                        and not _prepared_data(here / d) and not training_output(here / d)]
-            files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
+            files += [here / n for n in names if not n.startswith(".") and _is_file(here / n)]
         except PermissionError as e:
             raise unsearchable(e) from None
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
@@ -292,7 +316,7 @@ def _glob_files(pattern: str) -> list[Path]:
                 return False
             if d not in written:
                 try:
-                    written[d] = d.is_dir() and (_prepared_data(d) or training_output(d))
+                    written[d] = _is_dir(d) and (_prepared_data(d) or training_output(d))
                 except PermissionError as e:  # (a matched directory not searchable: a traceback, hunt 34-c C8's sibling)
                     raise unsearchable(e) from None
             if written[d]:
@@ -311,7 +335,7 @@ def _glob_files(pattern: str) -> list[Path]:
                            "(prepared data, a run's out_dir), which are not read back as text: name such a file "
                            "itself to read it")
     try:
-        return [f for m in kept for f in ([m] if m.is_file() else _directory_files(m) if m.is_dir() else [])]
+        return [f for m in kept for f in ([m] if _is_file(m) else _directory_files(m) if _is_dir(m) else [])]
     except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
         raise unsearchable(e) from None
 
@@ -409,7 +433,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
         denied = None
         try:  # (a path in a directory that cannot be searched, no x permission: a traceback, hunt 34-c C8's sibling)
             try:
-                is_file, is_dir = path.is_file(), path.is_dir()
+                is_file, is_dir = _is_file(path), _is_dir(path)
             except PermissionError as e:
                 if not is_glob(item):
                     raise
