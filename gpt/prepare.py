@@ -439,8 +439,8 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
-        bar = tqdm(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True,
-                   file=ProgressStream(sys.stderr))
+        bar = _ProgressBar(desc="tokenizing", unit="B", unit_scale=True, miniters=1, disable=quiet,
+                           dynamic_ncols=True, file=ProgressStream(sys.stderr))
         try:
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
                           bar)
@@ -473,6 +473,16 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
         "empty_documents_skipped": stats.empty_documents,
         "binary_files_skipped": stats.binary_files,
     }
+
+
+class _ProgressBar(tqdm):
+    """tqdm's bar without its monitor thread, which outlives the bar (tqdm 4.66-4.70): a second
+    preparation in the same process (train.py's raw --data then data/prepare.py's main in a test, a
+    notebook) forked its tokenizer processes in a multi-threaded process, which may deadlock a child
+    on a lock the thread held and which Python 3.12 on warns of ("This process is multi-threaded, use
+    of fork() may lead to deadlocks", test_prepare's out-of-memory test on 3.13 and 3.14: session 41).
+    The monitor only shortens the wait of a bar whose miniters grew; give this one miniters=1."""
+    monitor_interval = 0
 
 
 def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
