@@ -98,7 +98,12 @@ class Metrics:
                 self.notes.append("tensorboard is set but not installed (pip install tensorboard): not logging there")
             else:
                 try:
-                    self._tb = SummaryWriter(str(out_dir / "tb"))
+                    # the events of out_dir/tb's earlier files from this step on are hidden (TensorBoard's purge), as
+                    # metrics.jsonl drops its records past the checkpoint resumed: TensorBoard's Python loader showed
+                    # them beside the redone steps' (killed at step 231, resumed from 200: 431 points of loss for 400
+                    # steps), and a diverged run's beside those of the run started over in its place (1.4e11 beside
+                    # 5.33 at step 3); its Rust loader keeps a step's newer value (hunt 41-c C1)
+                    self._tb = SummaryWriter(str(out_dir / "tb"), purge_step=0 if resume_step is None else resume_step + 1)
                 except OSError as e:  # (out_dir/tb unwritable: a traceback before, as wandb's errors: hunt 35-e E1)
                     self.failure = self.failure or write_failed(out_dir / "tb", e)
 

@@ -212,7 +212,7 @@ def test_wandb_and_tensorboard_get_the_numbers_at_their_step(tmp_path, monkeypat
             sent.append(("wandb", numbers, step))
 
     class Writer:
-        def __init__(self, logdir):
+        def __init__(self, logdir, purge_step=None):
             pass
 
         def add_scalar(self, key, value, step):
@@ -223,6 +223,33 @@ def test_wandb_and_tensorboard_get_the_numbers_at_their_step(tmp_path, monkeypat
     metrics = Metrics(tmp_path, enabled=True, wandb_project="p", tensorboard=True)
     metrics.log({"step": 3, "loss": 1.5, "note": "x"})
     assert sent == [("wandb", {"loss": 1.5}, 3), ("tb", "loss", 1.5, 3)]
+
+
+def test_tensorboard_hides_the_events_of_steps_that_a_resume_redoes_or_a_new_start_replaces(tmp_path, monkeypatch):
+    # metrics.jsonl drops the records past the checkpoint a run resumes from; out_dir/tb kept its earlier events
+    # file, so the redone steps were there twice in TensorBoard's Python loader (a run killed at step 231 and
+    # resumed from 200: 431 points of loss for 400 steps), and a run started over where one diverged showed the
+    # diverged losses beside its own (hunt 41-c C1). TensorBoard hides an earlier file's events from a writer's
+    # purge_step on.
+    import sys
+    import types
+
+    purged_from = []
+
+    class Writer:
+        def __init__(self, logdir, purge_step=None):
+            purged_from.append(purge_step)
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
+    (tmp_path / "metrics.jsonl").write_text("".join(f'{{"step": {s}, "loss": 1.0}}\n' for s in range(1, 232)))
+    resumed = Metrics(tmp_path, enabled=True, resume_step=200, tensorboard=True)
+    assert [r["step"] for r in resumed.records()][-1] == 200 and purged_from == [201]  # the same steps kept in both
+    resumed.close()
+    Metrics(tmp_path, enabled=True, tensorboard=True).close()  # a new run: nothing of a former one is its
+    assert purged_from == [201, 0]
 
 
 def test_a_wandb_that_cannot_start_a_run_is_one_line_not_a_traceback(tmp_path, monkeypatch):
@@ -252,7 +279,7 @@ def test_a_wandb_that_cannot_start_a_run_is_one_line_not_a_traceback(tmp_path, m
     metrics.close()
 
     class Writer:
-        def __init__(self, logdir):
+        def __init__(self, logdir, purge_step=None):
             raise PermissionError(13, "Permission denied", logdir)
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
