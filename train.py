@@ -539,6 +539,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             progress.write(text, file=sys.stderr) if dist.is_main else None
         except (OSError, ValueError):  # (stderr full or closed: it was a crash in place of the stop, review 33b)
             say(text)  # the log has it
+    metrics.warn = say_error  # (a W&B or TensorBoard that fails mid-run: hunt 41-c C2)
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).

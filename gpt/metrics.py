@@ -53,6 +53,9 @@ class Metrics:
         self._closed = False
         self.path = out_dir / "metrics.jsonl"
         self.notes: list[str] = []
+        # A tracker's warning mid-run (_tracker_lost): train.py sets its own writer, which clears the progress bar
+        # first and outlives a closed stderr
+        self.warn = lambda text: print(text, file=sys.stderr)
         self._wandb = self._tb = None
         self.plot_note: str | None = None
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
@@ -178,10 +181,27 @@ class Metrics:
             self._drawing_s = self._drawn_at - drawing
         numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "step"}
         if self._wandb is not None:
-            self._wandb.log(numbers, step=record["step"])
+            try:
+                self._wandb.log(numbers, step=record["step"])
+            except OSError as e:
+                self._wandb = None
+                self._tracker_lost("W&B", f"at step {record['step']}", e)
         if self._tb is not None:
-            for k, v in numbers.items():
-                self._tb.add_scalar(k, v, record["step"])
+            try:
+                for k, v in numbers.items():
+                    self._tb.add_scalar(k, v, record["step"])
+            except OSError as e:
+                self._tb = None
+                self._tracker_lost("TensorBoard", f"at step {record['step']}", e)
+
+    def _tracker_lost(self, name: str, when: str, e: OSError) -> None:
+        """A tracker that raised is left for the rest of the run, with one warning: W&B's service process gone
+        (ConnectionResetError), TensorBoard's writer thread's error (a full disk: OSError, raised again at every
+        call), raised out of log() in the training loop, were a traceback, status 1, the steps since the last
+        checkpoint lost (rank 0 alone: the others said "lost contact"). A dashboard is a copy of metrics.jsonl,
+        which has every record: the run goes on (hunt 41-c C2)."""
+        going_on = "; the run goes on without it" if when.startswith("at step") else ""
+        self.warn(f"warning: {name} logging stopped {when}: {one_line(e)}{going_on} ({self.path} has every record)")
 
     def close(self) -> str | None:
         """Close the logs and draw loss.png (unless the last evaluation just drew every record); returns
@@ -194,9 +214,15 @@ class Metrics:
         if self._file is not None:
             self._file.close()
         if self._wandb is not None:
-            self._wandb.finish()
+            try:
+                self._wandb.finish()
+            except OSError as e:
+                self._tracker_lost("W&B", "at its close", e)
         if self._tb is not None:
-            self._tb.close()
+            try:
+                self._tb.close()
+            except OSError as e:
+                self._tracker_lost("TensorBoard", "at its close", e)
         png = self.path.with_name("loss.png")
         if self._drawn_all and png.exists():
             return None

@@ -356,3 +356,61 @@ def test_a_log_that_cannot_be_read_back_at_an_evaluation_is_a_note_not_a_traceba
     assert m.plot_note == f"loss curve not drawn: {tmp_path / 'metrics.jsonl'} cannot be read (Is a directory)"
     assert m.failure is None and not (tmp_path / "loss.png").exists()
     m.check()  # (nothing failed to be written)
+
+
+def test_a_tracker_that_fails_mid_run_is_left_with_one_warning_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    # W&B's service process gone (its log raised ConnectionResetError) or TensorBoard's writer thread failed (a
+    # full disk: its OSError raised again at each add_scalar) raised out of log(), in the training loop: a
+    # traceback, status 1, the steps since the last checkpoint lost (a run on a full tb/ lost all 336 of its
+    # steps, before its first checkpoint). metrics.jsonl has every record: the run goes on (hunt 41-c C2).
+    import errno
+    import sys
+    import types
+
+    sent = []
+
+    class Run:
+        def log(self, numbers, step):
+            if step >= 2:
+                raise ConnectionResetError("Connection lost")
+            sent.append(("wandb", step))
+
+        def finish(self):
+            raise AssertionError("a run that failed is not finished again")
+
+    class Writer:
+        def __init__(self, logdir, **kwargs):
+            pass
+
+        def add_scalar(self, key, value, step):
+            if step >= 3:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            sent.append(("tb", step))
+
+        def close(self):
+            raise AssertionError("a writer that failed is not closed again")
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: Run()))
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
+    metrics = Metrics(tmp_path, enabled=True, wandb_project="p", tensorboard=True)
+    for step in range(1, 6):
+        metrics.log({"step": step, "loss": 1.0 / step})
+    assert sent == [("wandb", 1), ("tb", 1), ("tb", 2)]
+    assert [r["step"] for r in metrics.records()] == [1, 2, 3, 4, 5] and metrics.failure is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and err.count("warning:") == 2
+    assert "W&B logging stopped at step 2: ConnectionResetError: Connection lost; the run goes on" in err
+    assert "TensorBoard logging stopped at step 3: OSError: [Errno 28] No space left on device; the run goes on" in err
+    metrics.close()
+
+    class Closing(Writer):  # (a failure seen only at the end: the writer's last flush)
+        def close(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Closing))
+    metrics = Metrics(tmp_path / "closing", enabled=True, tensorboard=True)
+    metrics.log({"step": 1, "loss": 1.0})
+    metrics.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: TensorBoard logging stopped at its close: OSError" in err
+    assert "goes on" not in err and (tmp_path / "closing" / "loss.png").exists()
