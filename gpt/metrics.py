@@ -68,17 +68,6 @@ class Metrics:
         # Imported now (~0.5 s), not at the first evaluation, whose time a time budget's plan uses; and
         # before the log is touched, so that Ctrl-C during the import leaves metrics.jsonl as it was.
         pyplot()
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            if resume_step is None:
-                self.path.unlink(missing_ok=True)
-            else:  # drop records written after the checkpoint we resume from: they are about to be redone
-                # (and a torn last line, which records() skips: the next record starts on a line of its own)
-                kept = [r for r in self.records() if r["step"] <= resume_step]
-                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-            self._file = open(self.path, "a")
-        except OSError as e:
-            self.failure = write_failed(self.path, e)
         if wandb_project:
             try:
                 import wandb
@@ -109,6 +98,22 @@ class Metrics:
                     self._tb = SummaryWriter(str(out_dir / "tb"), purge_step=0 if resume_step is None else resume_step + 1)
                 except OSError as e:  # (out_dir/tb unwritable: a traceback before, as wandb's errors: hunt 35-e E1)
                     self.failure = self.failure or write_failed(out_dir / "tb", e)
+        # The log is touched once the trackers have started: one that could not (no API key, an invalid project
+        # name: status 1) left a new run's empty metrics.jsonl, which kept out_dir from being removed as a run
+        # that failed before writing is, and a resumed run's cut to its checkpoint (hunt 41-c C4)
+        if self.failure is not None:
+            return
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            if resume_step is None:
+                self.path.unlink(missing_ok=True)
+            else:  # drop records written after the checkpoint we resume from: they are about to be redone
+                # (and a torn last line, which records() skips: the next record starts on a line of its own)
+                kept = [r for r in self.records() if r["step"] <= resume_step]
+                write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            self._file = open(self.path, "a")
+        except OSError as e:
+            self.failure = write_failed(self.path, e)
 
     def records(self) -> list[dict]:
         """The records of metrics.jsonl. A line that is not a JSON record with a step, or whose values

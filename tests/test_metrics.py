@@ -289,6 +289,35 @@ def test_a_wandb_that_cannot_start_a_run_is_one_line_not_a_traceback(tmp_path, m
     metrics.close()
 
 
+def test_a_tracker_that_cannot_start_leaves_metrics_jsonl_as_it_was(tmp_path, monkeypatch):
+    # wandb.init failing (no API key, an invalid project name: status 1) came after metrics.jsonl was made anew:
+    # a new run's empty file kept out_dir, which a run that fails before writing leaves removed, and a resumed
+    # run's log was cut to its checkpoint (hunt 41-c C4)
+    import sys
+    import types
+
+    import pytest
+
+    from gpt.errors import UsageError
+
+    def init(**kwargs):
+        raise RuntimeError("No API key configured")
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    fresh = Metrics(tmp_path / "new", enabled=True, wandb_project="proj")
+    with pytest.raises(UsageError):
+        fresh.check()
+    fresh.close()
+    assert not (tmp_path / "new" / "metrics.jsonl").exists()
+    log = "".join(f'{{"step": {step}, "loss": 1.0}}\n' for step in range(1, 6))
+    (tmp_path / "metrics.jsonl").write_text(log)
+    resumed = Metrics(tmp_path, enabled=True, resume_step=2, wandb_project="proj")
+    with pytest.raises(UsageError):
+        resumed.check()
+    resumed.close()
+    assert (tmp_path / "metrics.jsonl").read_text() == log
+
+
 def test_a_log_that_cannot_be_read_at_the_close_draws_nothing_and_says_so(tmp_path):
     # it returned None, which train.py reads as "loss curve: loss.png", of a plot not drawn (review 33b Q2)
     metrics = Metrics(tmp_path, enabled=True)
