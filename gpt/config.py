@@ -86,7 +86,7 @@ class TrainConfig:
     wandb_project: str = opt("", "log to this Weights & Biases project (needs wandb installed)")
     tensorboard: bool = opt(False, "also write TensorBoard events to out_dir/tb (needs tensorboard)")
     profile: int = opt(0, "record this many training steps with torch.profiler, from the run's 11th step (a "
-                          "budgeted run's: from the end of its warmup): the "
+                          "budgeted run's: from the end of its warmup; or from an evaluation due among them): the "
                           "costliest operators and kernels in out_dir/profile.txt, a trace in out_dir/profile.json "
                           "(0 = off)")
     # -- system

@@ -2649,6 +2649,32 @@ def test_profile_records_steps_after_the_first_ten_and_writes_a_table_and_a_trac
             in capsys.readouterr().out) and not (tmp_path / "shorter" / "profile.txt").exists()
 
 
+def test_a_profile_records_training_steps_without_an_evaluation_or_a_checkpoint_among_them(byte_data, tmp_path,
+                                                                                             capsys):
+    # An evaluation due inside the window (eval_interval=11: step 11's, with its checkpoint) and a run's last one
+    # (a run ending inside the window) were recorded as the steps' work: 72 matrix products in "profile of steps
+    # 11-12" for 54 without the evaluation (hunt 41-c C3). TINY's step is 27 of them, an evaluation 18 (eval_iters=2).
+    def matmuls(run: Path) -> int:
+        row = next(line for line in (run / "profile.txt").read_text().splitlines() if line.split()[0] == "aten::mm")
+        return int(row.split()[-1])  # (the table's last column: # of Calls)
+
+    def profile(name: str, *args: str) -> str:
+        assert train.main([f"--data={byte_data}", *TINY, "--profile=2", *args, f"--out_dir={tmp_path / name}"]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if "profile of" in line)
+
+    assert profile("plain", "--max_iters=14", "--eval_interval=100").startswith("profile of steps 11-12: ")
+    per_step = matmuls(tmp_path / "plain") / 2
+    assert profile("evaluated", "--max_iters=14", "--eval_interval=11").startswith("profile of steps 12-13: ")
+    assert matmuls(tmp_path / "evaluated") == 2 * per_step  # (after step 11's evaluation)
+    assert profile("ending", "--max_iters=11", "--eval_interval=100").startswith("profile of step 11: ")
+    assert matmuls(tmp_path / "ending") == per_step  # (before the run's last evaluation)
+    # evaluations more frequent than the steps recorded cannot all be left out: said
+    assert profile("often", "--max_iters=14", "--eval_interval=1").startswith(
+        "profile of steps 11-12, with 1 evaluation and its checkpoint among them (--eval_interval is shorter than "
+        "--profile): ")
+    assert matmuls(tmp_path / "often") > 2 * per_step
+
+
 def test_a_budgeted_run_whose_warmup_alone_overruns_the_budget_says_so_early_and_at_its_end(byte_data, tmp_path,
                                                                                               capsys):
     # It ran its warmup 3.8x past its budget and then said "3,001 steps ... fit in 5 s" (audit,
