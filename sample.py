@@ -29,8 +29,9 @@ line is the next user message, answered in turn, the oldest turns dropped when t
 outgrows the context; with --json each line is one JSON request and gets one JSON answer
 (see gpt/chat.py for both formats).
 
-Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, non-finite logits
-(one line on stderr, no traceback); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
+Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, a hub model out of
+reach, non-finite logits, a stdout that cannot be written (one line on stderr, no traceback), or,
+at the end, --chat lines that were not requests; 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@
 Exit status (every failure is one message on stderr; a traceback means a bug):
     0    finished
     1    bad configuration or input (an option, the data, an unreadable or refused file, a hub
-         model out of reach), or out_dir is in use by or holds another run; nothing was written
+         model out of reach), or out_dir is in use by or holds another run; nothing was written.
+         Also at the end of a run whose stdout could not be written (it trained on and saved; its
+         log is in metrics.jsonl), and after another process of a torchrun job stopped or failed
+         (the message names the latest checkpoint)
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
          weights or the validation loss became non-finite (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
