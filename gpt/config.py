@@ -40,7 +40,8 @@ class TrainConfig:
                                             "(a shard directory brings its own)")
     out_dir: str = opt("out", "run directory: checkpoints, metrics.jsonl, config.json, loss.png")
     init_from: str = opt("scratch", "'scratch', 'resume' (latest checkpoint in out_dir), gpt2|gpt2-medium|"
-                                    "gpt2-large|gpt2-xl, a Hugging Face GPT-2 directory, or a checkpoint directory")
+                                    "gpt2-large|gpt2-xl, a Hugging Face GPT-2 directory, one of our run directories (its "
+                                    "latest checkpoint) or a checkpoint directory")
     # -- model (ignored when starting from pretrained weights, which bring their own shape)
     n_layer: int = opt(4, "transformer blocks")
     n_head: int = opt(4, "attention heads per block")
