@@ -539,10 +539,22 @@ def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: s
     """The note for a --config preset given to a resumed run (`resume_config` does not apply its
     values): those that differ from the run's, which it keeps (an ignored preset was not said:
     hunt 31-c F8)."""
-    kept = [f"{k} {getattr(resumed, k)!r} (the preset's {getattr(parsed, k)!r})" for k in sorted(preset_keys)
-            if k not in ("init_from", "out_dir", "eval_only") and getattr(parsed, k) != getattr(resumed, k)]
-    return (f"a --config preset is not applied to a resumed run, which keeps its own values: {', '.join(kept)}; "
-            "give an option on the command line to change it") if kept else None
+    differ = [k for k in sorted(preset_keys)
+              if k not in ("init_from", "out_dir", "eval_only") and getattr(parsed, k) != getattr(resumed, k)]
+    if not differ:
+        return None
+    said = {k: f"{k} {getattr(resumed, k)!r} (the preset's {getattr(parsed, k)!r})" for k in differ}
+    # The way on differs: an option typed on resume changes the others, but RESUME_FIXED's are refused there,
+    # so "give an option on the command line" sent a user to that refusal (hunt 41-a A6)
+    changeable = [said[k] for k in differ if k not in RESUME_FIXED]
+    fixed = [said[k] for k in differ if k in RESUME_FIXED]
+    note = "a --config preset is not applied to a resumed run, which keeps its own values: "
+    if changeable:
+        note += f"{', '.join(changeable)}; give an option on the command line to change it"
+    if fixed:
+        note += ("; and " if changeable else "") + (f"{', '.join(fixed)}, which a resume cannot change (a new run "
+                                                     "from its weights can)")
+    return note
 
 
 def new_run_from(out_dir, cfg: TrainConfig) -> str:
