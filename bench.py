@@ -790,7 +790,8 @@ def add_prepare_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
     p.add_argument("--num_proc", type=positive_int, default=None, help="prepare's processes (default: all cores)")
-    p.add_argument("--seconds", type=positive_float, default=3.0, help="time per single-process / loader measurement")
+    p.add_argument("--seconds", type=positive_float, default=3.0,
+                   help="time per single-process / loader measurement (default: 3)")
     p.add_argument("--batch_size", type=positive_int, default=64, help="loader batch size (default: 64)")
     p.add_argument("--block_size", type=positive_int, default=1024, help="loader block size (default: 1024)")
 
@@ -1093,10 +1094,10 @@ def bench_train(args: argparse.Namespace) -> None:
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="train.py options, e.g. --config=gpt2-124m --data=... (after --)")
-    p.add_argument("--steps", type=positive_int, default=30, help="timed steps")
+    p.add_argument("--steps", type=positive_int, default=30, help="timed steps (default: 30)")
     p.add_argument("--warmup", type=non_negative_int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
-                        "waits for the device only when it logs, and logs their mean")
+                        "waits for the device only when it logs, and logs their mean (default: 10)")
     p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: the "
                                                    "--config's dtype, else train.py's choice: bf16 on a GPU, fp32 "
                                                    "on the CPU)")
