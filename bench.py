@@ -1023,7 +1023,46 @@ def bench_train(args: argparse.Namespace) -> None:
     ran_with, config_of = {}, {}  # each variant's dtype and optimizer as train.py took them, and its config
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
-    for _ in range(args.rounds):  # rounds alternate the variants, so a load swing hits them alike
+    tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
+    config_by_label = {}  # by row label: its config as it ran, with its vocab_size (the stand-in's shape, below)
+
+    def say_variants() -> None:
+        for (dtype, optimizer) in variants:
+            ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
+            label = ran_with[dtype, optimizer]
+            if list(ran_with.values()).count(label) > 1:  # e.g. --dtypes=auto,float32 on the CPU
+                label += f" (asked: {dtype} {optimizer})"
+            tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
+            config_by_label[label] = config_of[dtype, optimizer]
+            print(f"  {label}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
+                  + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
+                  + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
+                     f"{args.warmup} warm-up, {args.rounds} round(s))")
+
+    def say_row(flag: str) -> None:
+        base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
+        steps = row_steps[flag]
+        ms = statistics.median(r["ms_per_step"] for r in steps)
+        mfu = [r["mfu"] for r in steps if "mfu" in r]
+        # the steps both rows logged: a flag that changes the logging or the length compares fewer
+        both = [(r["loss"], base_loss[r["step"]]) for r in row_records[flag]
+                if r.get("step") in base_loss and r.get("loss") is not None]
+        drift = (f"its losses differ from that row's by at most {max(abs(a - b) for a, b in both):.4f} at the "
+                 f"{len(both)} step(s) both rows logged" if both else "no step logged by both rows to compare losses")
+        tokens_per_s[flag] = statistics.median(r["tokens_per_s"] for r in steps)
+        print(f"  {flag}{' (a wait for the device at every step)' if flag == '--log_interval=1' else ''}: "
+              f"{ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
+              + (f", MFU {statistics.median(mfu):.1%} (bf16 peak, bf16 FLOPs)" if mfu else "")
+              + f", {tokens_per_s[flag] / tokens_per_s[base_label]:.2f}x the tokens/s of the first row; {drift} "
+                f"(one in {record})" + (f"  (median of {len(steps)} records, {args.rounds} rounds)"
+                                        if args.rounds > 1 else ""))
+
+    # Rounds alternate the variants and the rows, so a load swing hits them alike: the rows ran once,
+    # after every round of the first row, whatever --rounds said (hunt 41-a A11). The last round says
+    # the first row's figures before its rows run, so a run cut at a time limit keeps them, as with one round.
+    row_steps = {flag: [] for flag in rows}  # each row's timed records, over the rounds
+    row_records = {}  # each row's records of the first round: its loss drift against the first row's
+    for round_index in range(args.rounds):
         for dtype, optimizer in variants:
             records, config_of[dtype, optimizer] = run([*overrides, *chosen(dtype, optimizer), *timed],
                                                        f"{dtype} {optimizer}")
@@ -1033,35 +1072,15 @@ def bench_train(args: argparse.Namespace) -> None:
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
-    tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
-    config_by_label = {}  # by row label: its config as it ran, with its vocab_size (the stand-in's shape, below)
-    for (dtype, optimizer) in variants:
-        ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
-        label = ran_with[dtype, optimizer]
-        if list(ran_with.values()).count(label) > 1:  # e.g. --dtypes=auto,float32 on the CPU
-            label += f" (asked: {dtype} {optimizer})"
-        tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
-        config_by_label[label] = config_of[dtype, optimizer]
-        print(f"  {label}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
-              + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
-              + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
-                 f"{args.warmup} warm-up, {args.rounds} round(s))")
-    base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
-    for flag in rows:
-        records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
-        steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-        ms = statistics.median(r["ms_per_step"] for r in steps)
-        mfu = [r["mfu"] for r in steps if "mfu" in r]
-        # the steps both rows logged: a flag that changes the logging or the length compares fewer
-        both = [(r["loss"], base_loss[r["step"]]) for r in records if r.get("step") in base_loss and r.get("loss") is not None]
-        drift = (f"its losses differ from that row's by at most {max(abs(a - b) for a, b in both):.4f} at the "
-                 f"{len(both)} step(s) both rows logged" if both else "no step logged by both rows to compare losses")
-        tokens_per_s[flag] = statistics.median(r["tokens_per_s"] for r in steps)
-        print(f"  {flag}{' (a wait for the device at every step)' if flag == '--log_interval=1' else ''}: "
-              f"{ms:.1f} ms/step, {tokens_per_s[flag]:,.0f} tokens/s"
-              + (f", MFU {statistics.median(mfu):.1%} (bf16 peak, bf16 FLOPs)" if mfu else "")
-              + f", {tokens_per_s[flag] / tokens_per_s[base_label]:.2f}x the tokens/s of the first row; {drift} "
-                f"(one in {record})")
+        last = round_index == args.rounds - 1
+        if last:
+            say_variants()
+        for flag in rows:
+            records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
+            row_records.setdefault(flag, records)
+            row_steps[flag] += [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+            if last:
+                say_row(flag)
     if ref_tok_s is not None:
         for label, tok_s in tokens_per_s.items():
             if not same_shape(config_by_label[label], B=args.nanogpt_batch, **NANOGPT_GPU_SHAPE):
@@ -1106,7 +1125,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizers", default="auto",
                    help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: the --config's "
                         f"optimizer, else {TrainConfig.optimizer})")
-    p.add_argument("--rounds", type=positive_int, default=1, help="runs of every variant, alternating (default: 1)")
+    p.add_argument("--rounds", type=positive_int, default=1,
+                   help="runs of every variant and row (--fp8, --with, ...), alternating (default: 1)")
     p.add_argument("--nanogpt_cpu", action="store_true",
                    help="nanoGPT's CPU recipe (its shape and AdamW), against a same-run stand-in for its step and "
                         "the issue's 33 ms/iter; with shape overrides, the stand-in takes the shape that ran")

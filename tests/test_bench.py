@@ -844,6 +844,44 @@ def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
     assert "\n  --batch_size=2: 20.0 ms/step, 400 tokens/s, 2.00x the tokens/s of the first row; " in out
 
 
+def test_train_rounds_alternate_the_rows_too(monkeypatch, capsys):
+    # --rounds alternated the first row's runs only: a --with row ran once, after all of them, so a swing of
+    # the machine's speed between them went into its ratio (hunt 41-a A11). train.py stands in here.
+    import dataclasses
+    import json
+
+    import train
+
+    from gpt.config import parse_args
+
+    ran = []
+
+    def fake_main(argv):
+        out = Path(next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):])
+        cfg = parse_args([a for a in argv if not a.startswith("--out_dir=")])[0]
+        (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+        row = "--batch_size=2" in argv
+        ran.append("row" if row else "first")
+        tok_s = (2 if row else 1) * 100.0 * len(ran)  # each run faster than the one before: a machine speeding up
+        records = [{"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": tok_s} for step in (2, 3, 4)]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (out / "latest").write_text("ckpt-0000004\n")
+        (out / "ckpt-0000004").mkdir()
+        (out / "ckpt-0000004" / "meta.json").write_text(json.dumps({"model_config": {"vocab_size": 257}}))
+        return 0
+
+    monkeypatch.setattr(train, "main", fake_main)
+    bench.main(["train", "--steps=3", "--warmup=1", "--rounds=2", "--with=--batch_size=2", "--", "--device=cpu",
+                "--compile=false", "--dtype=float32", "--optimizer=adamw"])
+    out = capsys.readouterr().out
+    assert ran == ["first", "row", "first", "row"]
+    # the first row's runs read 100 and 300 tokens/s, the row's 400 and 800: the medians 200 and 600, 3.00x
+    # (run after both of the first row's, it read 600 and 1,200 against 200: 6.00x)
+    assert "\n  float32 adamw: 10.0 ms/step, 200 tokens/s, MFU n/a (CPU or unknown GPU)  (median of 6 records" in out
+    assert "\n  --batch_size=2: 10.0 ms/step, 600 tokens/s, 3.00x the tokens/s of the first row; " in out
+    assert "(median of 6 records, 2 rounds)" in out
+
+
 def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_would(monkeypatch):
     # the rows hold about five float32 copies of the weights at once: a shape checked against one copy
     # passed, and the OOM killer ended bench.py without a word (hunt 34-d)
