@@ -190,22 +190,23 @@ class Metrics:
                 self._wandb.log(numbers, step=record["step"])
             except OSError as e:
                 self._wandb = None
-                self._tracker_lost("W&B", f"at step {record['step']}", e)
+                self._tracker_lost("W&B", e, step=record["step"])
         if self._tb is not None:
             try:
                 for k, v in numbers.items():
                     self._tb.add_scalar(k, v, record["step"])
             except OSError as e:
                 self._tb = None
-                self._tracker_lost("TensorBoard", f"at step {record['step']}", e)
+                self._tracker_lost("TensorBoard", e, step=record["step"])
 
-    def _tracker_lost(self, name: str, when: str, e: OSError) -> None:
+    def _tracker_lost(self, name: str, e: OSError, step: int | None = None) -> None:
         """A tracker that raised is left for the rest of the run, with one warning: W&B's service process gone
         (ConnectionResetError), TensorBoard's writer thread's error (a full disk: OSError, raised again at every
         call), raised out of log() in the training loop, were a traceback, status 1, the steps since the last
         checkpoint lost (rank 0 alone: the others said "lost contact"). A dashboard is a copy of metrics.jsonl,
         which has every record: the run goes on (hunt 41-c C2)."""
-        going_on = "; the run goes on without it" if when.startswith("at step") else ""
+        when = "at its close" if step is None else f"at step {step}"
+        going_on = "" if step is None else "; the run goes on without it"
         self.warn(f"warning: {name} logging stopped {when}: {one_line(e)}{going_on} ({self.path} has every record)")
 
     def close(self) -> str | None:
@@ -222,12 +223,12 @@ class Metrics:
             try:
                 self._wandb.finish()
             except OSError as e:
-                self._tracker_lost("W&B", "at its close", e)
+                self._tracker_lost("W&B", e)
         if self._tb is not None:
             try:
                 self._tb.close()
             except OSError as e:
-                self._tracker_lost("TensorBoard", "at its close", e)
+                self._tracker_lost("TensorBoard", e)
         png = self.path.with_name("loss.png")
         if self._drawn_all and png.exists():
             return None
