@@ -1431,9 +1431,9 @@ def largest(value: int, dist: Dist) -> int:
 
 
 def make_progress(enabled: bool, step: int, total: int):
-    from tqdm import tqdm
+    from gpt.progress import ProgressBar  # (no thread left behind: a test or notebook may prepare data next)
 
-    return tqdm(total=total, initial=step, disable=not enabled, unit="step", dynamic_ncols=True,
+    return ProgressBar(total=total, initial=step, disable=not enabled, unit="step", dynamic_ncols=True,
                 mininterval=1.0, file=sys.stdout)
 
 

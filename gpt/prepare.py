@@ -45,12 +45,12 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-from tqdm import tqdm
 
 from gpt import instruct
 from gpt.atomic import files_sha256
 from gpt.errors import (OneLineParser, ProgressStream, Terminated, UsageError, sigterm_raises, signals_blocked,
                         stdout_checked, unusable_path)
+from gpt.progress import ProgressBar
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -439,8 +439,8 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
-        bar = _ProgressBar(desc="tokenizing", unit="B", unit_scale=True, miniters=1, disable=quiet,
-                           dynamic_ncols=True, file=ProgressStream(sys.stderr))
+        bar = ProgressBar(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True,
+                          file=ProgressStream(sys.stderr))
         try:
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
                           bar)
@@ -475,17 +475,7 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     }
 
 
-class _ProgressBar(tqdm):
-    """tqdm's bar without its monitor thread, which outlives the bar (tqdm 4.66-4.70): a second
-    preparation in the same process (train.py's raw --data then data/prepare.py's main in a test, a
-    notebook) forked its tokenizer processes in a multi-threaded process, which may deadlock a child
-    on a lock the thread held and which Python 3.12 on warns of ("This process is multi-threaded, use
-    of fork() may lead to deadlocks", test_prepare's out-of-memory test on 3.13 and 3.14: session 41).
-    The monitor only shortens the wait of a bar whose miniters grew; give this one miniters=1."""
-    monitor_interval = 0
-
-
-def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: tqdm) -> None:
+def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | None, bar: ProgressBar) -> None:
     """Route each encoded piece to its split's shards, in order."""
     total, stop = 0, False
     for ends, val, (tokens, lengths, nbytes, loss_mask, target_bytes) in encoded:

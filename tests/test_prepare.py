@@ -625,6 +625,9 @@ def test_a_preparation_leaves_no_thread_for_the_next_ones_fork(tmp_path, monkeyp
         assert threading.enumerate() == threads
 
 
+# Other tests' threads (inductor's compile workers) live on in this process, and its fork of the tokenizer processes
+# below is warned of from Python 3.12 on; data/prepare.py forks them in a process of its own, with no thread
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
     # a 100 MB document under `ulimit -v 700000` ran numpy out of memory: a traceback, status 1 (hunt 39-d R3)
     write_docs(tmp_path / "in", 3)
