@@ -83,7 +83,9 @@ class Metrics:
                     self.failure = self.failure or UsageError(
                         f"--wandb_project={wandb_project}: wandb could not start a run ({one_line(e)}); log in (wandb login, or WANDB_API_KEY), run without the "
                         "network with WANDB_MODE=offline, or leave --wandb_project out")
-        if tensorboard:
+        # (not after a W&B that could not start: its out_dir/tb events file kept a run that stops before writing
+        # from removing its out_dir, as an empty metrics.jsonl did: hunt 41-d D1)
+        if tensorboard and self.failure is None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:

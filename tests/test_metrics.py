@@ -318,6 +318,38 @@ def test_a_tracker_that_cannot_start_leaves_metrics_jsonl_as_it_was(tmp_path, mo
     assert (tmp_path / "metrics.jsonl").read_text() == log
 
 
+def test_a_wandb_that_cannot_start_leaves_no_tensorboard_directory_either(tmp_path, monkeypatch):
+    # with --tensorboard too, the writer started after W&B had failed and made out_dir/tb with its events file, which
+    # kept a run that stops before writing from removing its out_dir, as the empty metrics.jsonl did (hunt 41-d D1)
+    import sys
+    import types
+    from pathlib import Path
+
+    import pytest
+
+    from gpt.errors import UsageError
+
+    def init(**kwargs):
+        raise RuntimeError("No API key configured")
+
+    class Writer:
+        def __init__(self, logdir, purge_step=None):
+            Path(logdir).mkdir(parents=True)
+            (Path(logdir) / "events.out.tfevents.1").write_bytes(b"")
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=Writer))
+    (tmp_path / "run").mkdir()  # (made by the run's lock, which removes it at the end when it is empty)
+    metrics = Metrics(tmp_path / "run", enabled=True, wandb_project="proj", tensorboard=True)
+    with pytest.raises(UsageError):
+        metrics.check()
+    metrics.close()
+    assert list((tmp_path / "run").iterdir()) == []
+
+
 def test_a_log_that_cannot_be_read_at_the_close_draws_nothing_and_says_so(tmp_path):
     # it returned None, which train.py reads as "loss curve: loss.png", of a plot not drawn (review 33b Q2)
     metrics = Metrics(tmp_path, enabled=True)
