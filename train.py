@@ -554,9 +554,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # A budgeted run records from the end of its warmup, and times its steps again after the recorded
     # ones (the files are written after the last one): neither is charged to its plan or second look.
     profile_after = 0 if cfg.max_iters else cfg.warmup_iters
-    profiler = StepProfiler(cfg.profile, start_step, out_dir, device, profile_after, cfg.eval_interval) \
+    profiler = StepProfiler(cfg.profile, start_step, out_dir, device, profile_after, cfg.eval_interval, cfg.max_iters) \
         if cfg.profile and dist.is_main else None
-    profiled_until = StepProfiler.window(cfg.profile, start_step, profile_after, cfg.eval_interval)[1] \
+    profiled_until = StepProfiler.window(cfg.profile, start_step, profile_after, cfg.eval_interval, cfg.max_iters)[1] \
         if cfg.profile else None
 
     def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays

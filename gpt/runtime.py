@@ -534,22 +534,27 @@ class StepProfiler:
     SKIP = 10
 
     def __init__(self, steps: int, start_step: int, out_dir, device: torch.device, after: int = 0,
-                 eval_interval: int = 0):
-        self.first, self.last = self.window(steps, start_step, after, eval_interval)
+                 eval_interval: int = 0, end: int = 0):
+        self.first, self.last = self.window(steps, start_step, after, eval_interval, end)
         self.out_dir, self.device = out_dir, device
         self.profiler, self.done, self.started = None, start_step, False
         self.evaluations = 0  # recorded among the steps: where they come more often than the steps recorded
 
     @classmethod
-    def window(cls, steps: int, start_step: int, after: int = 0, eval_interval: int = 0) -> tuple[int, int]:
-        """(first, last): steps first..last-1 are recorded (every rank can tell, though one records)."""
+    def window(cls, steps: int, start_step: int, after: int = 0, eval_interval: int = 0,
+               end: int = 0) -> tuple[int, int]:
+        """(first, last): steps first..last-1 are recorded (every rank can tell, though one records). `end`: the
+        run's last step, where known (--max_iters; 0: a budgeted run's, fixed later)."""
         first = max(start_step + cls.SKIP, after)
         # An evaluation due inside the window, with its checkpoint (and --sample_tokens' sample), was recorded as
         # the training steps' work (--eval_interval=11: "profile of steps 11-12" held 72 matrix products for
         # their 54, 12.8 ms of the CPU's time for 8.7: hunt 41-c C3). The window starts after it instead, where
         # the next one then falls past the window; evaluations more frequent than that are recorded, and said.
         due = -(-(first + 1) // eval_interval) * eval_interval if eval_interval else None  # the first after `first`
-        if due is not None and eval_interval >= steps and due < first + steps:
+        # Not for the run's last evaluation, or one past it: the window went past the run's end, and a run whose
+        # --eval_interval is its --max_iters recorded nothing ("recorded nothing: the run ended at step 11, before
+        # step 12"); the run's last evaluation ends the recording before it (before_evaluation) (hunt 41-d D2)
+        if due is not None and eval_interval >= steps and due < first + steps and (not end or due < end):
             first = due
         return first, first + steps
 

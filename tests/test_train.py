@@ -2668,6 +2668,10 @@ def test_a_profile_records_training_steps_without_an_evaluation_or_a_checkpoint_
     assert matmuls(tmp_path / "evaluated") == 2 * per_step  # (after step 11's evaluation)
     assert profile("ending", "--max_iters=11", "--eval_interval=100").startswith("profile of step 11: ")
     assert matmuls(tmp_path / "ending") == per_step  # (before the run's last evaluation)
+    # an evaluation due among them that is the run's last moves nothing: the window went past the run's end, and
+    # "recorded nothing: the run ended at step 11, before step 12" (hunt 41-d D2)
+    assert profile("last", "--max_iters=11", "--eval_interval=11").startswith("profile of step 11: ")
+    assert matmuls(tmp_path / "last") == per_step
     # evaluations more frequent than the steps recorded cannot all be left out: said
     assert profile("often", "--max_iters=14", "--eval_interval=1").startswith(
         "profile of steps 11-12, with 1 evaluation and its checkpoint among them (--eval_interval is shorter than "
