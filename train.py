@@ -77,7 +77,7 @@ from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_hol
                             write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
-                        preset_not_applied, presets, resume_config)
+                        preset_not_applied, resume_config)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
                         UsageError, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
@@ -108,10 +108,8 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         # under torchrun by rank 0, once, as a bad option is: every process printed it (hunt 35-b B5)
         if first_of_the_job():
-            # --config too: the README's "--help: every option" left the presets to the README (hunt 41-a A9)
-            print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n"
-                  + "  --config=NAME".ljust(42) + f"{'str':<6} a preset applied first, the other options on top: "
-                  f"configs/NAME.toml ({presets()}) or a TOML file's path\n" + describe_options())
+            # (--config too: the README's "--help: every option" left the presets to the README: hunt 41-a A9)
+            print(__doc__ + "\noptions (defaults are the CPU Shakespeare recipe):\n" + describe_options())
         return 0
     saved_kernel_settings = kernel_settings()  # --deterministic and TF32 are global: undone for in-process callers
     saved_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # (ExitCallbacks drops them)

@@ -221,11 +221,15 @@ MIN_BUDGET_WARMUP = 10
 MAX_TIME_BUDGET = 365 * 24 * 3600
 
 
-def describe_options() -> str:
-    """Every option with its type, default and description (for --help and error messages)."""
+def describe_options(command_line: bool = True) -> str:
+    """Every option with its type, default and description (for --help and error messages); on the command
+    line --config first, which is no field: train.py --help printed it alone, and the command line's
+    "valid options" left it out (hunt 41-a A9, hunt 41-d D3). A preset file takes no --config."""
     hints = typing.get_type_hints(TrainConfig)
-    return "\n".join(f"  --{f.name}={f.default!r}".ljust(42) + f"{hints[f.name].__name__:<6} {f.metadata['help']}"
-                     for f in fields(TrainConfig))
+    config = ["  --config=NAME".ljust(42) + f"{'str':<6} a preset applied first, the other options on top: "
+              f"configs/NAME.toml ({presets()}) or a TOML file's path"] if command_line else []
+    return "\n".join(config + [f"  --{f.name}={f.default!r}".ljust(42) + f"{hints[f.name].__name__:<6} "
+                               f"{f.metadata['help']}" for f in fields(TrainConfig)])
 
 
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -325,12 +329,13 @@ def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
 
 
-def _check_keys(keys, where: str) -> None:
+def _check_keys(keys, where: str, command_line: bool = False) -> None:
     valid = [f.name for f in fields(TrainConfig)]
     for key in keys:
         if key not in valid:
-            hint = did_you_mean(key, valid)
-            raise ConfigError(f"unknown option --{key} in {where}{hint}\nvalid options:\n{describe_options()}")
+            hint = did_you_mean(key, valid + ["config"] * command_line)  # (--confg: no hint before, hunt 41-d D3)
+            raise ConfigError(f"unknown option --{key} in {where}{hint}\nvalid options:\n"
+                              f"{describe_options(command_line)}")
 
 
 def load_preset(name_or_path: str) -> dict:
@@ -379,7 +384,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
         typed, eq, value = arg[2:].partition("=")
         key = typed.replace("-", "_")
         if key != "config":
-            _check_keys([key], "the command line")
+            _check_keys([key], "the command line", command_line=True)
         if not eq:  # also accept "--key value"
             # ... but not "--key --other": nanoGPT's bare `--bias` before another option took that option
             # as its value ("--bias expects bool, got '--n_layer=1'"; a string option kept it silently).

@@ -673,6 +673,21 @@ def test_train_py_help_lists_every_option():
     assert "shakespeare-cpu" in presets() and f"configs/NAME.toml ({presets()})" in config_line
 
 
+def test_the_command_lines_valid_options_name_config_and_a_preset_files_do_not(tmp_path):
+    # --help's list had --config added in train.py alone: the command line's "valid options" after an unknown one
+    # left it out, and --confg got no "did you mean --config?" (hunt 41-d D3); a preset file takes no --config
+    with pytest.raises(ConfigError) as refused:
+        parse_args(["--confg=shakespeare-cpu"])
+    assert "(did you mean --config?)" in str(refused.value)
+    from gpt.config import presets
+    assert any(line.startswith("  --config=NAME ") and f"configs/NAME.toml ({presets()})" in line
+               for line in str(refused.value).splitlines())
+    (tmp_path / "p.toml").write_text('confg = "x"\n')
+    with pytest.raises(ConfigError) as refused:
+        parse_args([f"--config={tmp_path / 'p.toml'}"])
+    assert "unknown option --confg in" in str(refused.value) and "--config" not in str(refused.value)
+
+
 def test_a_tilde_in_a_path_option_is_the_home_directory(monkeypatch, tmp_path):
     # the shell leaves a ~ after = as it is: --out_dir=~/x wrote the run into a folder named ~ here (hunt 34-b B9)
     monkeypatch.setenv("HOME", str(tmp_path))
