@@ -552,14 +552,16 @@ def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: s
     # The way on differs: an option typed on resume changes the others, but RESUME_FIXED's are refused there,
     # so "give an option on the command line" sent a user to that refusal (hunt 41-a A6)
     changeable = [said[k] for k in differ if k not in RESUME_FIXED]
-    fixed = [said[k] for k in differ if k in RESUME_FIXED]
-    note = "a --config preset is not applied to a resumed run, which keeps its own values: "
-    if changeable:
-        note += f"{', '.join(changeable)}; give an option on the command line to change it"
-    if fixed:
-        note += ("; and " if changeable else "") + (f"{', '.join(fixed)}, which a resume cannot change (a new run "
-                                                     "from its weights can)")
-    return note
+    # A new run from the weights takes their shape, their tokenizer and at most their context: "a new run from its
+    # weights can" was said of n_layer and of finetune's block_size 256 on a run of 32, which it refuses (hunt 41-d D4)
+    weights_fix = [said[k] for k in differ if k in (*MODEL_KEYS, "tokenizer")
+                   or k == "block_size" and getattr(parsed, k) > getattr(resumed, k)]
+    fixed = [said[k] for k in differ if k in RESUME_FIXED and said[k] not in weights_fix]
+    ways = [f"{', '.join(changeable)}; give an option on the command line to change it"] if changeable else []
+    ways += [f"{', '.join(fixed)}, which a resume cannot change (a new run from its weights can)"] if fixed else []
+    ways += [f"{', '.join(weights_fix)}, which its weights fix (a new run from scratch can change them)"] \
+        if weights_fix else []
+    return "a --config preset is not applied to a resumed run, which keeps its own values: " + "; and ".join(ways)
 
 
 def new_run_from(out_dir, cfg: TrainConfig) -> str:

@@ -190,12 +190,23 @@ def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said(tmp_path):
     assert "optimizer 'muon' (the preset's 'adamw')" in note and "max_iters" not in note and "init_from" not in note
     # the way on is said apart for the values a resume refuses to change: "give an option on the command line"
     # sent a user typing --optimizer=adamw or --block_size=256 to that refusal (hunt 41-a A6)
-    typable, fixed = note.split("; and ")
+    typable, fixed, weights_fix = note.split("; and ")
     assert typable.endswith("learning_rate 0.004 (the preset's 3e-05), min_lr 0.0004 (the preset's 3e-06), "
                             "warmup_iters 50 (the preset's 20), weight_decay 0.1 (the preset's 0.0); "
                             "give an option on the command line to change it")
-    assert fixed == ("block_size 128 (the preset's 256), optimizer 'muon' (the preset's 'adamw'), which a resume "
-                     "cannot change (a new run from its weights can)")
+    assert fixed == ("optimizer 'muon' (the preset's 'adamw'), which a resume cannot change (a new run from its weights "
+                     "can)")
+    # but not a longer context or another shape, which a new run from the weights refuses (hunt 41-d D4)
+    assert weights_fix == "block_size 128 (the preset's 256), which its weights fix (a new run from scratch can change them)"
+    import dataclasses
+    # (the preset's context shorter than the run's: a new run from its weights can take it)
+    shallower = dataclasses.replace(parsed, n_layer=2, block_size=2 * parsed.block_size, tokenizer="gpt2")
+    assert parsed.tokenizer != "gpt2"
+    assert preset_not_applied(parsed, shallower, {"n_layer", "block_size", "tokenizer"}) == (
+        "a --config preset is not applied to a resumed run, which keeps its own values: block_size "
+        f"{2 * parsed.block_size} (the preset's {parsed.block_size}), which a resume cannot change (a new run from its "
+        f"weights can); and n_layer 2 (the preset's {parsed.n_layer}), tokenizer 'gpt2' (the preset's "
+        f"{parsed.tokenizer!r}), which its weights fix (a new run from scratch can change them)")
     argv = ["--config=shakespeare-cpu", "--init_from=resume"]  # the run's own: only what the run fitted is said
     parsed, keys = parse_args(argv)
     assert preset_not_applied(parsed, resume_config(saved, parsed, keys, typed=set()), keys) == (

@@ -2036,7 +2036,7 @@ def test_finetune_preset_on_a_base_of_smaller_context_trains_at_that_context(byt
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["config"]["block_size"] == 32
     assert open_checkpoint(out).meta["config"]["init_from"] == str(base)  # what it was fine-tuned from (hunt 31-c F2)
     assert ("note: a --config preset is not applied to a resumed run, which keeps its own values: block_size 32 (the "
-            "preset's 256), which a resume cannot change (a new run from its weights can)\n") in capsys.readouterr().out
+            "preset's 256), which its weights fix (a new run from scratch can change them)\n") in capsys.readouterr().out  # (a new run from them refuses 256, below: hunt 41-d D4)
     # a value typed on the command line is the user's: shorter is taken, longer refused
     assert train.main(["--config=finetune", f"--init_from={base}", f"--data={byte_data}", *small, "--block_size=16",
                        f"--out_dir={tmp_path / 'ft16'}"]) == 0
