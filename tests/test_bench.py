@@ -812,31 +812,38 @@ def test_quality_table_gives_each_recipes_mean_and_its_difference_from_the_first
         "  default: 2.050", "  other: 2.250  (+0.200 against default)", "  best: 1.900  (-0.150 against default)"]
 
 
-def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
-    # the first row's figure was checked only against itself: a max, or an ms/step twice the records',
-    # passed (hunt 33-c S14). train.py stands in here, writing records whose medians are known
+def stand_in_for_train_main(records_of):
+    """train.main for bench.py train: the run in --out_dir as train.py leaves it, with config.json, a
+    checkpoint, and records_of(argv) as its metrics.jsonl."""
     import dataclasses
     import json
 
-    import train
-
     from gpt.config import parse_args
 
-    def fake_main(argv):
+    def main(argv):
         out = Path(next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):])
         cfg = parse_args([a for a in argv if not a.startswith("--out_dir=")])[0]
         (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
-        fast = 2 if "--batch_size=2" in argv else 1  # the flag's row: twice the tokens/s
-        records = [{"step": 1, "loss": 5.0, "ms_per_step": 999.0, "tokens_per_s": 1.0}]  # the warm-up's, left out
-        records += [{"step": step, "loss": 4.0, "ms_per_step": ms, "tokens_per_s": tok_s * fast}
-                    for step, ms, tok_s in ((2, 10.0, 300.0), (3, 30.0, 100.0), (4, 20.0, 200.0))]
-        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records_of(argv)))
         (out / "latest").write_text("ckpt-0000004\n")
         (out / "ckpt-0000004").mkdir()
         (out / "ckpt-0000004" / "meta.json").write_text(json.dumps({"model_config": {"vocab_size": 257}}))
         return 0
+    return main
 
-    monkeypatch.setattr(train, "main", fake_main)
+
+def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
+    # the first row's figure was checked only against itself: a max, or an ms/step twice the records',
+    # passed (hunt 33-c S14). train.py stands in here, writing records whose medians are known
+    import train
+
+    def records_of(argv):
+        fast = 2 if "--batch_size=2" in argv else 1  # the flag's row: twice the tokens/s
+        records = [{"step": 1, "loss": 5.0, "ms_per_step": 999.0, "tokens_per_s": 1.0}]  # the warm-up's, left out
+        return records + [{"step": step, "loss": 4.0, "ms_per_step": ms, "tokens_per_s": tok_s * fast}
+                          for step, ms, tok_s in ((2, 10.0, 300.0), (3, 30.0, 100.0), (4, 20.0, 200.0))]
+
+    monkeypatch.setattr(train, "main", stand_in_for_train_main(records_of))
     bench.main(["train", "--steps=3", "--warmup=1", "--with=--batch_size=2", "--", "--device=cpu", "--compile=false",
                 "--dtype=float32", "--optimizer=adamw"])
     out = capsys.readouterr().out
@@ -847,30 +854,17 @@ def test_train_rows_print_the_median_of_their_records(monkeypatch, capsys):
 def test_train_rounds_alternate_the_rows_too(monkeypatch, capsys):
     # --rounds alternated the first row's runs only: a --with row ran once, after all of them, so a swing of
     # the machine's speed between them went into its ratio (hunt 41-a A11). train.py stands in here.
-    import dataclasses
-    import json
-
     import train
-
-    from gpt.config import parse_args
 
     ran = []
 
-    def fake_main(argv):
-        out = Path(next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):])
-        cfg = parse_args([a for a in argv if not a.startswith("--out_dir=")])[0]
-        (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    def records_of(argv):
         row = "--batch_size=2" in argv
         ran.append("row" if row else "first")
         tok_s = (2 if row else 1) * 100.0 * len(ran)  # each run faster than the one before: a machine speeding up
-        records = [{"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": tok_s} for step in (2, 3, 4)]
-        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-        (out / "latest").write_text("ckpt-0000004\n")
-        (out / "ckpt-0000004").mkdir()
-        (out / "ckpt-0000004" / "meta.json").write_text(json.dumps({"model_config": {"vocab_size": 257}}))
-        return 0
+        return [{"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": tok_s} for step in (2, 3, 4)]
 
-    monkeypatch.setattr(train, "main", fake_main)
+    monkeypatch.setattr(train, "main", stand_in_for_train_main(records_of))
     bench.main(["train", "--steps=3", "--warmup=1", "--rounds=2", "--with=--batch_size=2", "--", "--device=cpu",
                 "--compile=false", "--dtype=float32", "--optimizer=adamw"])
     out = capsys.readouterr().out
