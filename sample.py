@@ -123,7 +123,7 @@ def make_parser() -> _Parser:
     a("--top_k", type=_or_none(parse_int, "an integer"), default=200, help="sample among the k most likely tokens; none = off (default: %(default)s)")
     a("--top_p", type=_or_none(float, "a number"), default=1.0, help="nucleus sampling, in (0, 1]; 1 or none = off "
                                                           "(default: %(default)s)")
-    a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off (default: 1.0)")
+    a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off (default: %(default)s)")
     a("--seed", type=int, default=1337, help="random seed: the same seed gives the same samples (default: %(default)s)")
     a("--stop", action="extend", nargs="+", default=[], metavar="STRING",
       help="end a sample at the first occurrence of this string, cut before it (repeat for several; \\n, \\t "
