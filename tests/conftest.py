@@ -37,6 +37,23 @@ def processes_end(pids, seconds: float) -> bool:
     return not any(map(running, pids))
 
 
+def tqdm_monitors() -> list:
+    """The tqdm monitor threads running: tqdm's own and each subclass's (huggingface_hub's bars have one)."""
+    import threading
+
+    from tqdm._monitor import TMonitor
+
+    return [t for t in threading.enumerate() if isinstance(t, TMonitor)]
+
+
+@pytest.fixture
+def no_tqdm_monitor():
+    """None running as the test starts (the bars of other tests started them): a bar that starts one, of any
+    class, then does (tqdm starts a new one for a class whose monitor has ended)."""
+    for monitor in tqdm_monitors():
+        monitor.exit()
+
+
 @pytest.fixture
 def fail_writes(monkeypatch):
     """fail_writes(errno.ENOSPC, keep=4096): from then on, gpt/atomic.py's writes land `keep`

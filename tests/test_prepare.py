@@ -606,23 +606,17 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(t
     assert DataDir(tmp_path / "out").num_tokens("train") > 0
 
 
-def test_a_preparation_leaves_no_thread_for_the_next_ones_fork(tmp_path, monkeypatch):
+def test_a_preparation_leaves_no_thread_for_the_next_ones_fork(tmp_path, no_tqdm_monitor):
     # tqdm's monitor thread outlived the bar: the next preparation in the process (train.py's raw --data
     # then data/prepare.py's main, a notebook) forked its tokenizer processes beside it, which may deadlock
     # a child and which Python 3.12 on warns of (the out-of-memory test below failed on 3.13 and 3.14)
-    import threading
+    from tests.conftest import tqdm_monitors
 
-    from tqdm import tqdm
-
-    if tqdm.monitor is not None:  # (another test's bar started one: stopped here, tqdm starts it again)
-        tqdm.monitor.exit()
-        monkeypatch.setattr(tqdm, "monitor", None)
     write_docs(tmp_path / "in", 3)
-    threads = threading.enumerate()
     for quiet in ([], ["--quiet"]):  # (a bar that shows nothing started it too)
         assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1", *quiet,
                           "--out_dir", str(tmp_path / f"out{len(quiet)}")]) == 0
-        assert threading.enumerate() == threads
+        assert tqdm_monitors() == []
 
 
 # Other tests' threads (inductor's compile workers) live on in this process, and its fork of the tokenizer processes

@@ -2627,20 +2627,15 @@ def test_a_lora_base_that_cannot_be_marked_is_a_warning(tmp_path):
     assert (tmp_path / "ckpt" / "lora-runs.txt").read_text() == f"{tmp_path / 'a'}\n{tmp_path / 'b'}\n"
 
 
-def test_a_run_leaves_no_progress_bar_thread_for_the_next_fork(byte_data, tmp_path, monkeypatch):
+def test_a_run_leaves_no_progress_bar_thread_for_the_next_fork(byte_data, tmp_path, no_tqdm_monitor):
     # train.py's tqdm bar started tqdm's monitor thread, which outlived the run: a preparation next in the process
     # (a test, a notebook) forked its tokenizer processes beside it, warned of on Python 3.12 on (918dbbc; its test
     # was of gpt/progress.py's bar alone, not of train.py's use of it: hunt 41-d D5)
-    import threading
+    from tests.conftest import tqdm_monitors
 
-    from tqdm import tqdm
-
-    if tqdm.monitor is not None:  # (another test's bar started one)
-        tqdm.monitor.exit()
-        monkeypatch.setattr(tqdm, "monitor", None)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100",
                        f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert [t.name for t in threading.enumerate() if t.name == "tqdm_monitor"] == []
+    assert tqdm_monitors() == []
 
 
 def test_profile_records_steps_after_the_first_ten_and_writes_a_table_and_a_trace(byte_data, tmp_path, capsys):
