@@ -1432,7 +1432,7 @@ def make_progress(enabled: bool, step: int, total: int):
     from gpt.progress import ProgressBar  # (no thread left behind: a test or notebook may prepare data next)
 
     return ProgressBar(total=total, initial=step, disable=not enabled, unit="step", dynamic_ncols=True,
-                mininterval=1.0, file=sys.stdout)
+                       mininterval=1.0, file=sys.stdout)
 
 
 if __name__ == "__main__":
