@@ -4,10 +4,13 @@ same helpers as checkpoints and shards."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
+import signal
 import stat
+import threading
 from pathlib import Path
 
 TMP_PREFIX = ".tmp-"  # checkpoint.clean_leftovers removes what an interrupted writer left under it
@@ -30,6 +33,63 @@ def replace_file(tmp: Path, path: Path) -> None:
     fsync_dir(path.parent)
 
 
+def replace_files(renames: list[tuple[Path, Path]]) -> None:
+    """replace_file of files that only make sense together (a model's weights and its config), each
+    (finished temp file, real name): all made durable first, then renamed one right after the other with
+    Ctrl-C and SIGTERM held until the last rename is done. Replaced one by one, the weights were new and
+    the config old for the 1-4 ms the config took to write, and an export of another shape stopped then
+    left a pair that loaded nowhere (hunt 40-a A3). Only a kill -9 or a crash in the microseconds of the
+    renames can still part them."""
+    for _, path in renames:
+        refuse_special(path)
+    for tmp, _ in renames:
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+    with python_signals_held(signal.SIGINT, signal.SIGTERM):
+        for tmp, path in renames:
+            os.replace(tmp, path)
+    for directory in dict.fromkeys(path.parent for _, path in renames):
+        fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def python_signals_held(*signals: signal.Signals):
+    """The Python handlers of `signals` (KeyboardInterrupt, train.py's stop, SIG_DFL's end) run when the
+    block ends, not inside it. Not pthread_sigmask: a signal that another thread (torch's, tqdm's) takes
+    still runs its handler in the main thread, at the next bytecode. Off the main thread, where no handler
+    runs, nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {}
+    for s in signals:
+        if signal.getsignal(s) is not None:  # (None: a handler set outside Python, which cannot be put back)
+            previous[s] = signal.signal(s, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(caught):
+            signal.raise_signal(s)
+
+
+def refuse_special(path: Path) -> None:
+    """A rename puts a file in the place of whatever has the name: /dev/full, as root (hunt 32-c F7), or a
+    link to it (review 32); a directory ("", ".", "/": with_name's ValueError was a traceback, hunt 32-c
+    F5; "..": EBUSY). A link to a regular file is fine: the link is replaced, its file left as it was."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:  # (nothing there, or a link to nothing)
+        special = False
+    if special:
+        raise OSError(errno.EEXIST, "not a regular file (a device, a pipe or a socket), not replaced", str(path))
+
+
 class NotDurable(OSError):
     """The new file is in place, but its directory could not be synced after the rename: a crash may
     yet bring the old one back. Not "nothing was written", which the writers' messages said of it
@@ -40,15 +100,7 @@ def write_text_atomic(path: Path, text: str | bytes) -> None:
     """Replace `path` with `text` (UTF-8; bytes as they are) all at once. On an OSError (a full disk, a size limit, a
     permission) the temp file is removed and `path` is as it was, but on NotDurable."""
     path = Path(path)
-    if path.is_dir():  # ("", ".", "/": with_name's ValueError was a traceback, hunt 32-c F5; "..": EBUSY)
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:  # the rename puts a file in the place of whatever has the name: /dev/full, as root (hunt 32-c F7),
-        # or a link to it (review 32). A link to a file is replaced, its file left as it was.
-        special = not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:  # (nothing there, or a link to nothing)
-        special = False
-    if special:
-        raise OSError(errno.EEXIST, "not a regular file (a device, a pipe or a socket), not replaced", str(path))
+    refuse_special(path)
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
         with (open(tmp, "wb") if isinstance(text, bytes) else open(tmp, "w", encoding="utf-8")) as f:

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.atomic import TMP_PREFIX, replace_file, same_mode_as, write_text_atomic
+from gpt.atomic import TMP_PREFIX, replace_files, same_mode_as
 from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
@@ -827,9 +827,10 @@ class GPT(nn.Module):
         return model
 
     def save_pretrained(self, out_dir: str | Path) -> None:
-        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Each file is
-        replaced all at once: an export interrupted over an earlier one (Ctrl-C, a full disk) left that one's
-        weights cut short, a half-written file that loaded nowhere. Refuses a directory that LoRA runs were
+        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Both are written
+        beside their names, then replaced as a pair (gpt.atomic.replace_files): an export interrupted over an
+        earlier one (Ctrl-C, a full disk) left that one's weights cut short, or new weights beside the old
+        config, a directory that loaded nowhere. Refuses a directory that LoRA runs were
         trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint."""
         from safetensors.torch import save_file
 
@@ -865,14 +866,16 @@ class GPT(nn.Module):
                 continue  # tied: stored once, as transformers does
             v = v.detach().cpu()
             tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
-        weights_tmp = out_dir / f"{TMP_PREFIX}model.safetensors.{os.getpid()}"
+        weights, config = out_dir / "model.safetensors", out_dir / "config.json"
+        weights_tmp, config_tmp = (out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in (weights, config))
         try:
             save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
-            replace_file(weights_tmp, out_dir / "model.safetensors")
-        finally:  # (interrupted: its part is removed; replaced: nothing is left of that name)
+            config_tmp.write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n", encoding="utf-8")
+            replace_files([(weights_tmp, weights), (config_tmp, config)])
+        finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
             weights_tmp.unlink(missing_ok=True)
-        write_text_atomic(out_dir / "config.json", json.dumps(config_to_hf(cfg), indent=2) + "\n")
-        same_mode_as(out_dir / "model.safetensors", out_dir / "config.json")
+            config_tmp.unlink(missing_ok=True)
+        same_mode_as(weights, config)
 
 
 def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:

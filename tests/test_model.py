@@ -1,4 +1,6 @@
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -926,6 +928,47 @@ def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path,
     monkeypatch.undo()
     tiny_model(seed=2).save_pretrained(tmp_path)  # a later export replaces it
     assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=2).transformer.wte.weight)
+
+
+def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch):
+    # the weights were replaced, then config.json written and synced (1-4 ms): an export of another shape
+    # stopped then left the new weights beside the old config, a pair that loaded nowhere (hunt 40-a A3).
+    # Now both are written first, and Ctrl-C at the first rename comes once the second is done.
+    import signal
+
+    import gpt.atomic
+
+    tiny_model(seed=1).save_pretrained(tmp_path)
+    real_replace, renamed = os.replace, []
+
+    def ctrl_c_at_the_first_rename(src, dst):
+        real_replace(src, dst)
+        renamed.append(Path(dst).name)
+        if len(renamed) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", ctrl_c_at_the_first_rename)
+    with pytest.raises(KeyboardInterrupt):
+        tiny_model(seed=2, n_layer=3).save_pretrained(tmp_path)
+    monkeypatch.undo()
+    assert renamed == ["model.safetensors", "config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    loaded = GPT.from_pretrained(str(tmp_path))
+    assert loaded.config.n_layer == 3
+    assert torch.equal(loaded.transformer.wte.weight, tiny_model(seed=2, n_layer=3).transformer.wte.weight)
+
+
+def test_save_pretrained_refuses_a_config_json_that_is_not_a_file_before_it_touches_the_weights(tmp_path):
+    # config.json was written after the weights had been replaced: a pipe (a device, as root) in its place
+    # was refused with the new weights already beside the old config
+    tiny_model(seed=1).save_pretrained(tmp_path)
+    weights = (tmp_path / "model.safetensors").read_bytes()
+    (tmp_path / "config.json").unlink()
+    os.mkfifo(tmp_path / "config.json")
+    with pytest.raises(OSError, match=r"not a regular file \(a device, a pipe or a socket\), not replaced: '.*config.json'"):
+        tiny_model(seed=2).save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").read_bytes() == weights
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
 
 
 @pytest.mark.parametrize("case", ["list", "3d", "int"])
