@@ -543,8 +543,8 @@ def _import_datasets():
 
 def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     """.parquet through pyarrow, streamed (a batch of rows at a time, not the whole table), and .csv
-    through Python's csv module. An empty file is skipped like an empty document; invalid UTF-8 in a
-    CSV is replaced by U+FFFD."""
+    through Python's csv module. An empty file, or one with no rows (a header alone), is skipped like an
+    empty document; invalid UTF-8 in a CSV is replaced by U+FFFD."""
     if path.stat().st_size == 0:
         stats.empty_documents += 1
         return
@@ -553,10 +553,13 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
     where = (lambda i: f"{path}:{line[0]}") if builder == "csv" else (lambda i: f"{path}: row {i + 1}")
-    replaced = 0
+    replaced, rows = 0, 0
     for piece in _records(records, text_field, where):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
+        rows += 1
         yield piece
+    if not rows:  # (a header alone was skipped without a word where a 0-byte file was counted: hunt 37-c)
+        stats.empty_documents += 1
     if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
         stats.replaced(path, replaced)
 

@@ -1245,8 +1245,16 @@ def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp
     write_docs(tmp_path / "in", 3)
     (tmp_path / "in" / "empty.csv").write_text("")
     (tmp_path / "in" / "empty.parquet").write_bytes(b"")
+    # tables with no rows: a header alone, blank lines, a parquet of 0 rows (skipped without being counted,
+    # where a 0-byte file was: hunt 37-c)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "in" / "header.csv").write_text("text,source\n")
+    (tmp_path / "in" / "blank.csv").write_text("\n\n")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / "in" / "rowless.parquet")
     out = run_prepare([tmp_path / "in"], tmp_path / "out")
-    assert DataDir(out).meta["empty_documents_skipped"] == 2
+    assert DataDir(out).meta["empty_documents_skipped"] == 5
     (tmp_path / "bad.csv").write_text('text,other\n"unterminated\nx,y\n')
     (tmp_path / "bad.parquet").write_bytes(b"PAR1garbage")
     for name in ("bad.csv", "bad.parquet"):
