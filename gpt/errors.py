@@ -175,11 +175,14 @@ def under_torchrun() -> bool:
 
 def out_of_memory(e: BaseException) -> bool:
     """An allocator that ran out: CUDA's torch.OutOfMemoryError, the CPU's and MPS's plain
-    RuntimeError (recognised by its text), Python's MemoryError."""
+    RuntimeError (recognised by its text), cuBLAS's (its handle and workspace, allocated outside torch's
+    allocator at a process's first matmul: a plain RuntimeError, "CUDA error: CUBLAS_STATUS_ALLOC_FAILED
+    when calling `cublasCreate(handle)`"; hunt 37-e), Python's MemoryError."""
     import torch  # (imported by then wherever this is called; not at this module's import)
 
     return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or isinstance(e, RuntimeError) and any(
-        s in str(e) for s in ("can't allocate memory", "not enough memory", "out of memory"))
+        s in str(e)
+        for s in ("can't allocate memory", "not enough memory", "out of memory", "CUBLAS_STATUS_ALLOC_FAILED"))
 
 
 @contextlib.contextmanager

@@ -609,6 +609,8 @@ def test_a_run_started_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_s
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"),  # the CPU's
     RuntimeError("MPS backend out of memory (MPS allocated: 1.00 GiB)"),
+    # cuBLAS's handle, made at a process's first matmul on a device, outside torch's allocator (hunt 37-e)
+    RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
     RuntimeError("a bug")])
 def test_an_evaluation_out_of_memory_still_saves_and_other_errors_are_not_hidden(byte_data, tmp_path, monkeypatch,
                                                                                  capsys, error):
