@@ -1057,12 +1057,25 @@ def bench_train(args: argparse.Namespace) -> None:
                 f"(one in {record})" + (f"  (median of {len(steps)} records, {args.rounds} rounds)"
                                         if args.rounds > 1 else ""))
 
+    def say_run(round_index: int, label: str, steps: list[dict], first_tok_s: float | None = None) -> float:
+        """One run's figures, the medians of its records, as soon as it has run: its tokens/s."""
+        tok_s = statistics.median(r["tokens_per_s"] for r in steps)
+        mfu = [r["mfu"] for r in steps if "mfu" in r]
+        print(f"  round {round_index + 1} of {args.rounds}, {label}: "
+              f"{statistics.median(r['ms_per_step'] for r in steps):.1f} ms/step, {tok_s:,.0f} tokens/s"
+              + (f", MFU {statistics.median(mfu):.1%}" if mfu else "")
+              + (f", {tok_s / first_tok_s:.2f}x the first row's in this round" if first_tok_s else "")
+              + f"  (median of {len(steps)} records)", flush=True)
+        return tok_s
+
     # Rounds alternate the variants and the rows, so a load swing hits them alike: the rows ran once,
-    # after every round of the first row, whatever --rounds said (hunt 41-a A11). The last round says
-    # the first row's figures before its rows run, so a run cut at a time limit keeps them, as with one round.
+    # after every round of the first row, whatever --rounds said (hunt 41-a A11). With rounds, each run's
+    # figures are said as soon as it has run, the medians over the rounds at the end: said in the last round
+    # only, they were lost to a row failing in an earlier round, or to a time limit (hunt 42-b B1).
     row_steps = {flag: [] for flag in rows}  # each row's timed records, over the rounds
     row_records = {}  # each row's records of the first round: its loss drift against the first row's
     for round_index in range(args.rounds):
+        first_tok_s = None  # the first row's tokens/s in this round, for its rows' ratios
         for dtype, optimizer in variants:
             records, config_of[dtype, optimizer] = run([*overrides, *chosen(dtype, optimizer), *timed],
                                                        f"{dtype} {optimizer}")
@@ -1072,15 +1085,27 @@ def bench_train(args: argparse.Namespace) -> None:
             ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
-        last = round_index == args.rounds - 1
-        if last:
+            if args.rounds > 1:
+                label, asked = ran_with[dtype, optimizer], f"{dtype} {optimizer}"  # (asked: tells variants apart)
+                tok_s = say_run(round_index, label if label == asked or len(variants) == 1
+                                else f"{label} (asked: {asked})", steps)
+                first_tok_s = first_tok_s or tok_s
+        if args.rounds == 1:
             say_variants()
         for flag in rows:
             records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
             row_records.setdefault(flag, records)
-            row_steps[flag] += [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-            if last:
+            steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
+            row_steps[flag] += steps
+            if args.rounds == 1:
                 say_row(flag)
+            else:
+                say_run(round_index, flag, steps, first_tok_s)
+    if args.rounds > 1:
+        print(f"train: the medians of the {args.rounds} rounds:")
+        say_variants()
+        for flag in rows:
+            say_row(flag)
     if ref_tok_s is not None:
         for label, tok_s in tokens_per_s.items():
             if not same_shape(config_by_label[label], B=args.nanogpt_batch, **NANOGPT_GPU_SHAPE):
@@ -1126,7 +1151,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: the --config's "
                         f"optimizer, else {TrainConfig.optimizer})")
     p.add_argument("--rounds", type=positive_int, default=1,
-                   help="runs of every variant and row (--fp8, --with, ...), alternating (default: 1)")
+                   help="runs of every variant and row (--fp8, --with, ...), alternating; past 1, each run's "
+                        "figures as it ends, and the medians over the rounds at the end (default: 1)")
     p.add_argument("--nanogpt_cpu", action="store_true",
                    help="nanoGPT's CPU recipe (its shape and AdamW), against a same-run stand-in for its step and "
                         "the issue's 33 ms/iter; with shape overrides, the stand-in takes the shape that ran")

@@ -876,6 +876,59 @@ def test_train_rounds_alternate_the_rows_too(monkeypatch, capsys):
     assert "(median of 6 records, 2 rounds)" in out
 
 
+@pytest.mark.parametrize("status, exit_code", [(1, "bench.py train: train.py --batch_size=2 exited with status 1"),
+                                               (143, 143)])
+def test_train_rounds_say_each_runs_figures_before_a_later_round_fails_or_is_stopped(monkeypatch, capsys, status,
+                                                                                       exit_code):
+    # the figures were said in the last round only: a row failing in the second of three rounds (out of
+    # memory), or a time limit's SIGTERM there, lost the rounds measured before (hunt 41-d N2, hunt 42-b B1)
+    import train
+
+    ran = []
+
+    def records_of(argv):
+        ran.append("row" if "--batch_size=2" in argv else "first")
+        tok_s = (2 if ran[-1] == "row" else 1) * 100.0 * len(ran)
+        return [{"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": tok_s} for step in (2, 3, 4)]
+
+    main = stand_in_for_train_main(records_of)
+
+    def failing_in_round_2(argv):
+        if ran == ["first", "row", "first"]:  # the row's second run
+            return status
+        return main(argv)
+
+    monkeypatch.setattr(train, "main", failing_in_round_2)
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["train", "--steps=3", "--warmup=1", "--rounds=3", "--with=--batch_size=2", "--", "--device=cpu",
+                    "--compile=false", "--dtype=float32", "--optimizer=adamw"])
+    assert stopped.value.code == exit_code
+    out = capsys.readouterr().out
+    assert ran == ["first", "row", "first"]
+    # each run's figures as it ended: round 1's row against round 1's first row (200 / 100), round 2's first row
+    assert "\n  round 1 of 3, float32 adamw: 10.0 ms/step, 100 tokens/s  (median of 3 records)\n" in out
+    assert ("\n  round 1 of 3, --batch_size=2: 10.0 ms/step, 400 tokens/s, 4.00x the first row's in this round  "
+            "(median of 3 records)\n") in out
+    assert "\n  round 2 of 3, float32 adamw: 10.0 ms/step, 300 tokens/s  (median of 3 records)\n" in out
+    assert "medians" not in out  # (the rounds' medians: only once every round has run)
+
+
+def test_train_rounds_say_each_run_and_then_the_medians(monkeypatch, capsys):
+    # the line of each run, then the medians over the rounds, under a line of their own (hunt 42-b B1); a
+    # run's line says what was asked where variants ran alike (--dtypes=auto,float32 on the CPU)
+    import train
+
+    monkeypatch.setattr(train, "main", stand_in_for_train_main(lambda argv: [
+        {"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": 100.0} for step in (2, 3, 4)]))
+    bench.main(["train", "--steps=3", "--warmup=1", "--rounds=2", "--dtypes=auto,float32", "--", "--device=cpu",
+                "--compile=false", "--optimizer=adamw"])
+    out = capsys.readouterr().out
+    runs = re.findall(r"^  round (\d) of 2, float32 adamw \(asked: (\S+) auto\): 10\.0 ms/step", out, re.M)
+    assert runs == [("1", "auto"), ("1", "float32"), ("2", "auto"), ("2", "float32")], out
+    assert out.index("\ntrain: the medians of the 2 rounds:\n  float32 adamw (asked: auto auto): 10.0 ms/step, "
+                     "100 tokens/s") > out.index("\n  round 2 of 2, float32 adamw (asked: float32 auto)")
+
+
 def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_would(monkeypatch):
     # the rows hold about five float32 copies of the weights at once: a shape checked against one copy
     # passed, and the OOM killer ended bench.py without a word (hunt 34-d)
