@@ -773,6 +773,41 @@ def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, cap
         "for a decay")
 
 
+def test_a_resumed_budgeted_run_says_it_runs_its_fixed_count_with_no_time_limit(byte_data, tmp_path, capsys,
+                                                                                 monkeypatch):
+    # The resume of a run whose budget fixed its count runs that count whatever the time, and said nothing of
+    # it: a 40 s budget stopped and resumed took 55.5 s in all (hunt 40-d D5). The plan stands in here: 20 steps.
+    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def interrupted_at_step_15(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 15:
+            os.kill(os.getpid(), signal.SIGINT)  # seen after this step: a checkpoint at step 15
+        return real_clip(*args, **kwargs)
+
+    monkeypatch.setattr(train, "fit_time_budget", lambda cfg, started, step, step_s, *args, **kwargs: (20, step_s))
+    monkeypatch.setattr(train, "shorten_to_budget", lambda cfg, *args, **kwargs: cfg)  # (no cut: the count stays)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", interrupted_at_step_15)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={out}"]
+    assert train.main([*common, "--max_iters=0", "--time_budget=40"]) == 130
+    note = ("note: the run's count of 20 steps was fixed by its time budget of 40 s: resumed, it runs them all, with "
+            "no time limit (give --max_iters for another count)\n")
+    assert note not in capsys.readouterr().out  # (a new run plans: no note)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", real_clip)
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert note in said and said.index(note) < said.index("step 20:"), said  # with the header, before the steps
+    assert max(losses(out)) == 20
+    # a count typed at the resume is the user's: no note, and the checkpoints say so for the next resume
+    assert train.main(["--init_from=resume", "--max_iters=25", f"--out_dir={out}"]) == 0
+    assert "was fixed by its time budget" not in capsys.readouterr().out
+    assert open_checkpoint(out).meta["count_from_budget"] is False
+    # nor has a run with a count of its own
+    assert train.main([*common[:-1], "--max_iters=12", f"--out_dir={tmp_path / 'fixed'}"]) == 0
+    assert open_checkpoint(tmp_path / "fixed").meta["count_from_budget"] is False
+
+
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={tmp_path}"]
     assert train.main([*common, "--max_iters=12"]) == 0
