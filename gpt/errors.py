@@ -58,11 +58,28 @@ def _refused_environment(e: BaseException, tb) -> str | None:
     if isinstance(e, ValueError) and "_parse_log_settings" in frames:
         said = " ".join(str(e).split("Valid settings:")[0].split())
         return f"TORCH_LOGS={os.environ.get('TORCH_LOGS', '')}: {said}"
+    if isinstance(e, ValueError) and (setting := _tqdm_setting(tb)) is not None:
+        # tqdm reads its TQDM_* settings as it imports (torch imports it): one it cannot read as the number it
+        # takes (TQDM_NCOLS=abc, TQDM_MININTERVAL=x) was a ValueError traceback of 22 lines, --help included,
+        # which named no variable (hunt 35-f F9, hunt 42-c C1)
+        return f"{setting}={os.environ.get(setting, '')}: tqdm cannot read it ({one_line(e)}): correct it or unset it"
     if isinstance(e, FileNotFoundError) and "_get_default_tempdir" in frames:
         # (torch imports dill where it is installed, which asks for the temporary directory as it imports:
         # TMPDIR, /tmp, /var/tmp and the current directory all unwritable or full, hunt 35-f F6)
         return ("no usable temporary directory (TMPDIR, /tmp, /var/tmp and the current directory are unwritable "
                 "or full), which torch needs as it imports: set TMPDIR to a writable directory")
+    return None
+
+
+def _tqdm_setting(tb) -> str | None:
+    """The TQDM_* variable whose value tqdm's envwrap (tqdm/utils.py, as tqdm imports) was converting
+    where `tb` ends; None where it ends elsewhere."""
+    import traceback
+
+    for frame, _ in traceback.walk_tb(tb):
+        code = frame.f_code
+        if code.co_name == "wrap" and Path(code.co_filename).parent.name == "tqdm" and "k" in frame.f_locals:
+            return f"TQDM_{frame.f_locals['k'].upper()}"
     return None
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from tqdm import tqdm
+
+from gpt.errors import UsageError
 
 
 class ProgressBar(tqdm):
@@ -17,4 +21,34 @@ class ProgressBar(tqdm):
     monitor_interval = 0
 
     def __init__(self, *args, miniters: int = 1, **options):
+        if (refused := refused_setting(options)) is not None:
+            raise UsageError(refused)
         super().__init__(*args, miniters=miniters, **options)
+
+
+def refused_setting(options: dict) -> str | None:
+    """A TQDM_* setting of the environment that tqdm takes (its defaults, read as it imports:
+    tqdm.utils.envwrap) but cannot draw a bar with, as one line; None where there is none. Each was a
+    traceback where the bar starts, before train.py's first step or data/prepare.py's first shard
+    (hunt 35-f F9, hunt 42-c C1); one it cannot read at all stops the import (gpt.errors._refused_environment).
+    Refused whether or not the bar is shown: every process of a job meets it alike. `options`: the bar's own,
+    which win over the environment's."""
+    from_environment = getattr(vars(tqdm)["__init__"], "keywords", {})  # (a functools.partialmethod's)
+    settings = {key: value for key, value in from_environment.items() if key not in options}
+    for key, value in settings.items():
+        why = None
+        if key == "ascii" and isinstance(value, str) and len(value) == 1:  # (ZeroDivisionError as it draws)
+            why = "a bar of one character, which tqdm cannot draw: give two or more (' #'), or unset it"
+        elif key == "write_bytes":  # (any value is true: bytes written to a text stream, TypeError)
+            why = "tqdm then writes bytes where these bars write text: unset it"
+        elif key == "lock_args":  # (a string, where tqdm takes a tuple: TypeError)
+            why = "tqdm cannot take it from the environment: unset it"
+        elif key == "bar_format" and isinstance(value, str):
+            try:
+                tqdm.format_meter(0, 1, 0, bar_format=value)
+            except (KeyError, IndexError, AttributeError, ValueError) as e:  # (str.format's refusals of a template)
+                why = f"tqdm cannot draw it ({type(e).__name__}: {e}): correct it or unset it"
+        if why is not None:
+            name = f"TQDM_{key.upper()}"
+            return f"{name}={os.environ.get(name, '')}: {why}"
+    return None

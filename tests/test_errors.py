@@ -198,6 +198,23 @@ def test_a_torch_logs_setting_torch_refuses_is_one_line():
                                       "be a comma separated list of ") and done.stderr.count("\n") == 1, done.stderr
 
 
+def test_a_tqdm_setting_tqdm_cannot_read_is_one_line():
+    # tqdm reads TQDM_* as it imports (torch imports it): one it cannot read as a number was a ValueError
+    # traceback of 22 lines in every script, --help included, which named no variable (hunt 35-f F9, hunt 42-c C1)
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for script, name, value, said in (
+            ("train.py", "TQDM_NCOLS", "abc", "invalid literal for int() with base 10: 'abc'"),
+            ("data/prepare.py", "TQDM_MININTERVAL", "x", "could not convert string to float: 'x'")):
+        done = subprocess.run([sys.executable, os.path.join(root, script), "--help"], capture_output=True, text=True,
+                              env={**os.environ, name: value})
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr == (f"{os.path.basename(script)}: error: {name}={value}: tqdm cannot read it (ValueError: "
+                               f"{said}): correct it or unset it\n"), done.stderr
+
+
 def test_no_usable_temporary_directory_at_import_is_one_line(monkeypatch, tmp_path):
     # torch imports dill, which asks for the temporary directory as it imports: with none usable, every
     # script was a FileNotFoundError traceback, --help included (hunt 35-f F6)

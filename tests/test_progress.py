@@ -1,7 +1,12 @@
+import functools
 import io
 import time
 
-from gpt.progress import ProgressBar
+import pytest
+from tqdm import tqdm
+
+from gpt.errors import UsageError
+from gpt.progress import ProgressBar, refused_setting
 from tests.conftest import tqdm_monitors
 
 
@@ -19,3 +24,29 @@ def test_a_bar_leaves_no_thread_and_prints_an_update_that_comes_late(no_tqdm_mon
         assert f"{n}/10000" in out.getvalue()
     bar.close()
     assert tqdm_monitors() == []
+
+
+def test_a_tqdm_setting_tqdm_cannot_draw_with_is_one_line(monkeypatch):
+    # tqdm takes its defaults from TQDM_* as it imports; these it takes but cannot draw a bar with, which
+    # was a traceback before train.py's first step and data/prepare.py's first shard (hunt 35-f F9, hunt 42-c C1)
+    init = vars(tqdm)["__init__"]
+    init = getattr(init, "func", init)  # (tqdm's own, without this environment's settings)
+    for name, value, read in (("TQDM_ASCII", "1", "1"), ("TQDM_WRITE_BYTES", "0", True), ("TQDM_LOCK_ARGS", "x", "x"),
+                              ("TQDM_BAR_FORMAT", "{x}", "{x}")):
+        monkeypatch.setenv(name, value)
+        monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(init, **{name[5:].lower(): read}))
+        with pytest.raises(UsageError) as e:
+            ProgressBar(total=3, file=io.StringIO())
+        assert str(e.value).startswith(f"{name}={value}: "), e.value
+        assert "\n" not in str(e.value)
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(init, ascii="1"))
+    assert refused_setting({"ascii": True}) is None  # (the bar's own options win over the environment's)
+    # settings tqdm can draw with draw
+    for name, value in (("ascii", " #"), ("bar_format", "{l_bar}{bar}| {n_fmt}")):
+        monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(init, **{name: value}))
+        out = io.StringIO()
+        bar = ProgressBar(total=3, file=out)
+        bar.update(3)
+        bar.close()
+        assert "3" in out.getvalue()
