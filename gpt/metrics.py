@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import sys
@@ -263,6 +264,8 @@ def _plot_records(metrics: Metrics, png: Path) -> str | None:
 
 def pyplot():
     """matplotlib.pyplot drawing to files (no window), or None without matplotlib."""
+    unwritable = _UnwritableConfigDir()
+    logging.getLogger("matplotlib").addFilter(unwritable)
     try:
         import matplotlib
 
@@ -270,7 +273,28 @@ def pyplot():
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    finally:
+        logging.getLogger("matplotlib").removeFilter(unwritable)
+    if unwritable.said:
+        print(f"warning: matplotlib: {unwritable.said[0]}: it builds its font cache again in a temporary directory "
+              "at each start; set MPLCONFIGDIR to a writable directory", file=sys.stderr)
     return plt
+
+
+class _UnwritableConfigDir(logging.Filter):
+    """matplotlib's lines, as it imports, about a configuration directory it cannot write (an unwritable
+    HOME: a container run with --user), kept from its log: two lines of its own in every train.py run,
+    the project's being one line each (hunt 35-f F7, hunt 42-c C2). The first says which and why."""
+
+    def __init__(self):
+        super().__init__()
+        self.said: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.funcName != "_get_config_or_cache_dir":
+            return True
+        self.said.append(record.getMessage())
+        return False
 
 
 def thinned(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:

@@ -117,6 +117,24 @@ def test_loss_plot_is_skipped_with_a_note_without_matplotlib_or_room(tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_matplotlib_config_directory_that_cannot_be_written_is_one_line(tmp_path):
+    # an unwritable HOME (a container run with --user): matplotlib logged two lines of its own as it
+    # imported, in every train.py run (hunt 35-f F7, hunt 42-c C2)
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "file").write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    done = subprocess.run([sys.executable, "-c", "from gpt.metrics import pyplot; assert pyplot() is not None"],
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True,
+                          text=True, env={**env, "HOME": str(tmp_path / "file" / "home")})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(f"warning: matplotlib: mkdir -p failed for path {tmp_path}/file/home/.config/"
+                                  "matplotlib: ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.endswith("; set MPLCONFIGDIR to a writable directory\n"), done.stderr
+
+
 def test_a_slow_drawing_makes_the_next_one_wait_longer_than_30_s(tmp_path, monkeypatch):
     # A drawing reads all of metrics.jsonl back: 7 s at 200,000 records, every 30 s, was 23% of the
     # training time (hunt 39-b B1). The next drawing waits 100 times the last one's seconds (1%), 30 s at least.
