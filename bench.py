@@ -913,6 +913,19 @@ def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: 
     return statistics.median(times)
 
 
+def row_of_flags(flags: str) -> str:
+    """A --with row, its flags split as a shell splits words and joined again quoted (the row's label,
+    which shlex.split gives back): a flag with a space (`--data=my data`) was split in two at the space,
+    with no quoting to keep it whole (hunt 35-f F13, hunt 42-c C4); several flags (`--fp8=true
+    --fp8_head=true`) read as before."""
+    try:
+        return shlex.join(shlex.split(flags))
+    except ValueError as e:  # (an unclosed quote; a backslash at the end)
+        raise SystemExit(f"bench.py train: error: --with={flags}: {str(e).lower()}: its flags are split as a "
+                         "shell would, so quote one with a space or a quote inside, e.g. --with=\"--data='my data'\"") \
+            from None
+
+
 def bench_train(args: argparse.Namespace) -> None:
     import json
     import statistics
@@ -931,7 +944,7 @@ def bench_train(args: argparse.Namespace) -> None:
     overrides = list(args.overrides)
     # The cost or gain of a flag, in the same run: a row each, the first row's settings with the flag(s)
     # added. The levers of issue 9's throughput target first, so a run cut short by a time limit has them.
-    rows = (["--fp8=true"] if args.fp8 else []) + [" ".join(f.split()) for f in args.with_flags] \
+    rows = (["--fp8=true"] if args.fp8 else []) + [row_of_flags(f) for f in args.with_flags] \
         + (["--deterministic=true"] if args.deterministic else []) \
         + (["--log_interval=1"] if args.read_every_step else [])  # the last: a wait for the device at every step
     if len(set(rows)) < len(rows):
@@ -940,7 +953,7 @@ def bench_train(args: argparse.Namespace) -> None:
         raise SystemExit("bench.py train: --with needs a train.py flag, e.g. --with=--batch_size=64")
     dtypes, optimizers = distinct(args.dtypes, "--dtypes"), distinct(args.optimizers, "--optimizers")
     # (a row's flags come after the timing's, and so replace them, but for --out_dir)
-    refuse_its_own([f for row in rows for f in row.split()], {"out_dir": "a temporary run directory"}, "train")
+    refuse_its_own([f for row in rows for f in shlex.split(row)], {"out_dir": "a temporary run directory"}, "train")
     refuse_its_own(overrides, {"out_dir": "a temporary run directory", "max_iters": "--warmup + --steps",
                                "log_interval": "--warmup", "eval_interval": "no evaluation while timing",
                                "eval_iters": "1, for the closing evaluation"}, "train")
@@ -961,7 +974,7 @@ def bench_train(args: argparse.Namespace) -> None:
     # in the order they run: a row's flags after the timing's, which they replace (checked before them,
     # a row's --log_interval=0 or --max_iters=0 passed and ran, or failed, after the other rows)
     for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o), *timed]) for d, o in variants),
-                       *((flag, [*overrides, *chosen(*variants[0]), *timed, *flag.split()]) for flag in rows)]:
+                       *((flag, [*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)]) for flag in rows)]:
         try:
             cfg = parse_args(argv)[0]
             cfg.validate(1)
@@ -1093,7 +1106,8 @@ def bench_train(args: argparse.Namespace) -> None:
         if args.rounds == 1:
             say_variants()
         for flag in rows:
-            records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *flag.split()], flag)
+            records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)],
+                                                 flag)
             row_records.setdefault(flag, records)
             steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
             row_steps[flag] += steps
@@ -1167,7 +1181,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                         "train.py did before issue 9 (the gain of not waiting, in the same run)")
     p.add_argument("--with", dest="with_flags", action="append", default=[], metavar="FLAG",
                    help="also time the run with this train.py flag added, e.g. --with=--batch_size=64, or with "
-                        "several, e.g. --with='--fp8=true --fp8_head=true' (repeatable: a row each; its loss drift "
+                        "several, e.g. --with='--fp8=true --fp8_head=true', split as a shell would (a path with a "
+                        "space: --with=\"--data='my data'\"; repeatable: a row each; its loss drift "
                         "means something where the flags keep the data). Rows run in this order: --fp8, each --with, "
                         "--deterministic, --read_every_step")
 

@@ -929,6 +929,36 @@ def test_train_rounds_say_each_run_and_then_the_medians(monkeypatch, capsys):
                      "100 tokens/s") > out.index("\n  round 2 of 2, float32 adamw (asked: float32 auto)")
 
 
+def test_a_with_row_holds_a_path_with_a_space_quoted_as_a_shell_would(monkeypatch, capsys, tmp_path):
+    # a row was split at every space, with no quoting to keep a flag whole: --with="--data=/x/my data" was
+    # refused ("unexpected argument 'data'"), and so was every way of quoting it (hunt 35-f F13, hunt 42-c C4).
+    # train.py stands in here.
+    import shlex
+
+    import train
+
+    data = tmp_path / "my data"
+    given = []
+
+    def records_of(argv):
+        given.append([a for a in argv if a.startswith(("--data=", "--batch_size="))])
+        return [{"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": 100.0} for step in (2, 3, 4)]
+
+    monkeypatch.setattr(train, "main", stand_in_for_train_main(records_of))
+    timing = ["--", "--device=cpu", "--compile=false", "--dtype=float32", "--optimizer=adamw"]
+    bench.main(["train", "--steps=3", "--warmup=1", f"--with=--data={shlex.quote(str(data))}  --batch_size=2",
+                *timing])
+    assert given == [[], [f"--data={data}", "--batch_size=2"]]
+    assert f"\n  {shlex.quote(f'--data={data}')} --batch_size=2: 10.0 ms/step, 100 tokens/s, 1.00x " in (
+        capsys.readouterr().out)
+    with pytest.raises(SystemExit) as e:  # a quote left open: one line, before any row runs
+        bench.main(["train", "--steps=3", "--warmup=1", "--with=--data='my data", *timing])
+    assert str(e.value.code) == ("bench.py train: error: --with=--data='my data: no closing quotation: its flags are "
+                                 "split as a shell would, so quote one with a space or a quote inside, e.g. "
+                                 "--with=\"--data='my data'\""), e.value.code
+    assert len(given) == 2
+
+
 def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_would(monkeypatch):
     # the rows hold about five float32 copies of the weights at once: a shape checked against one copy
     # passed, and the OOM killer ended bench.py without a word (hunt 34-d)
