@@ -826,18 +826,27 @@ class GPT(nn.Module):
             raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
         return model
 
-    def save_pretrained(self, out_dir: str | Path) -> None:
+    def save_pretrained(self, out_dir: str | Path, eot_token: int | None = None) -> None:
         """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Both are written
         beside their names, then replaced as a pair (gpt.atomic.replace_files): an export interrupted over an
         earlier one (Ctrl-C, a full disk) left that one's weights cut short, or new weights beside the old
         config, a directory that loaded nowhere. Refuses a directory that LoRA runs were
-        trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint."""
+        trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint.
+        `eot_token`: the tokenizer's end-of-text id (`get_tokenizer(ckpt.meta["tokenizer"]).eot_token`),
+        written as the config's eos_token_id (and bos_token_id, as GPT-2's), where transformers' generate
+        stops, as sample.py does; the model does not know its tokenizer. Without it, GPT-2's 50256 where the
+        vocabulary has it, else none: a byte or shakespeare-bpe model's generate ran on past its end-of-text
+        (hunt 37-h h5, hunt 42-c C5)."""
         from safetensors.torch import save_file
 
         from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
         from gpt.lora import is_lora
 
         cfg = self.config
+        if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, int)
+                                      or not 0 <= eot_token < cfg.vocab_size):
+            raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
+                             f"{cfg.vocab_size - 1})")
         if is_lora(self):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
             raise ValueError("this model has LoRA adapters: merge them into its weights first "
                              "(gpt.lora.merge_lora(model)), then save it in the GPT-2 layout")
@@ -870,7 +879,7 @@ class GPT(nn.Module):
         weights_tmp, config_tmp = (out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in (weights, config))
         try:
             save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
-            config_tmp.write_text(json.dumps(config_to_hf(cfg), indent=2) + "\n", encoding="utf-8")
+            config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
             replace_files([(weights_tmp, weights), (config_tmp, config)])
         finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
             weights_tmp.unlink(missing_ok=True)
@@ -930,8 +939,9 @@ def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
                      activation=HF_ACTIVATIONS[act])
 
 
-def config_to_hf(cfg: GPTConfig) -> dict:
-    eot = 50256 if cfg.vocab_size > 50256 else None  # GPT-2's <|endoftext|>, when the vocab has it
+def config_to_hf(cfg: GPTConfig, eot_token: int | None = None) -> dict:
+    """A Hugging Face GPT-2 config.json of `cfg`; `eot_token`: as GPT.save_pretrained's."""
+    eot = eot_token if eot_token is not None else 50256 if cfg.vocab_size > 50256 else None  # (GPT-2's <|endoftext|>)
     return {
         "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
         "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,

@@ -769,6 +769,35 @@ def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
         GPT.from_pretrained(str(tmp_path / "data"))
 
 
+def test_save_pretrained_writes_the_end_of_text_where_transformers_generate_stops(tmp_path):
+    # a byte or shakespeare-bpe model exported without its end-of-text: transformers' generate ran on past it,
+    # where sample.py stops (hunt 37-h h5, hunt 42-c C5). A model whose every next token is the byte
+    # tokenizer's end-of-text (256): only the final LayerNorm's bias and that token's embedding are not zero.
+    import json
+
+    transformers = pytest.importorskip("transformers")
+    model = tiny_model(vocab_size=257)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()
+        model.transformer.wte.weight[256] = 1.0
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.fill_(1.0)
+    prompt = torch.tensor([[104, 105]])
+    for eot_token, new_tokens in ((256, 1), (None, 5)):  # (without it, no eos_token_id: 5 end-of-texts)
+        out = tmp_path / f"export-{eot_token}"
+        model.save_pretrained(out, eot_token=eot_token)
+        config = json.loads((out / "config.json").read_text())
+        assert (config["bos_token_id"], config["eos_token_id"]) == (eot_token, eot_token)
+        hf = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
+        with torch.no_grad():
+            generated = hf.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=256)
+        assert generated[0, 2:].tolist() == [256] * new_tokens
+    for bad in (257, -1, True, "256"):  # refused before anything is written
+        with pytest.raises(ValueError, match=r"^eot_token .* is not an id of this model's vocabulary \(0 to 256\)$"):
+            model.save_pretrained(tmp_path / "bad", eot_token=bad)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
