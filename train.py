@@ -80,7 +80,7 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         preset_not_applied, resume_config)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
-                        UsageError, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
+                        UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
                         on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
                         wait_while_another_says_it, world_size)
 from gpt.files import describe_error
@@ -446,7 +446,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                       wandb_project=cfg.wandb_project, tensorboard=cfg.tensorboard, config=recorded(cfg, resume))
     # loss.png drawn however the run ends: evaluations draw 30 s apart, so a run that stops on an error
     # (a failed save: status 3; out of memory) had its last ones undrawn (review, session 25)
-    on_exit.callback(metrics.close)
+    on_exit.push(close_metrics_on_error(metrics))
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
@@ -812,7 +812,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if where := profiler.close():
             print(where)
         profile_s += time.perf_counter() - t_profile
-    note = metrics.close()
+    note = metrics.close(exit_status)
     if dist.is_main:
         print(note or f"loss curve: {out_dir / 'loss.png'}")
         if exit_status == 0:
@@ -836,6 +836,15 @@ def recorded(cfg: TrainConfig, resume) -> dict:
     # --lora_base is this invocation's: where the base was found is the checkpoint's "lora" record (hunt 36-c A6)
     config = {k: v for k, v in cfg.to_dict().items() if k != "lora_base"}
     return {**config, "init_from": resume.meta["config"].get("init_from", "resume")} if resume else config
+
+
+def close_metrics_on_error(metrics: Metrics):
+    """An exit callback (ExitStack.push) that closes `metrics` with the status the error ends the run with: W&B's
+    run is "finished" only where the run was (exit status 0), else "failed" with that status; it was "finished"
+    however the run ended, a stop by SIGTERM (143) or a failed save (3) included (hunt 42-a A3)."""
+    def close(exc_type, exc, tb) -> None:  # (None: the error goes on to main)
+        metrics.close(exit_status_of(exc))
+    return close
 
 
 def compile_description(mode: str, did_compile: bool, device: torch.device) -> str:

@@ -330,6 +330,14 @@ class Terminated(KeyboardInterrupt):
     exit_status = 143
 
 
+def exit_status_of(e: BaseException | None) -> int:
+    """The status train.main exits with where `e` ends a run (None: none did): a UsageError's own, 128 + the
+    signal for Ctrl-C (130) or SIGTERM (Terminated: 143), 1 for a bug's traceback."""
+    if e is None:
+        return 0
+    return getattr(e, "exit_status", 130 if isinstance(e, KeyboardInterrupt) else 1)
+
+
 def _raise_terminated(signum, frame):
     raise Terminated
 

@@ -212,11 +212,12 @@ class Metrics:
         going_on = "" if step is None else "; the run goes on without it"
         self.warn(f"warning: {name} logging stopped {when}: {one_line(e)}{going_on} ({self.path} has every record)")
 
-    def close(self) -> str | None:
+    def close(self, exit_status: int = 0) -> str | None:
         """Close the logs and draw loss.png (unless the last evaluation just drew every record); returns
         a note when the plot was skipped. Only the first call does anything: train.py also calls it on
         the way out of a run that stops on an error (a failed save, out of memory), whose last
-        evaluations may not have been drawn."""
+        evaluations may not have been drawn. exit_status: the run's (train.py's), which W&B's run ends
+        with: 0 is "finished" there, any other "failed" (a stop by a signal, 130/143, included)."""
         if not self.enabled or self._closed:
             return None
         self._closed = True
@@ -224,7 +225,7 @@ class Metrics:
             self._file.close()
         if self._wandb is not None:
             try:
-                self._wandb.finish()
+                self._wandb.finish(exit_code=exit_status)
             except OSError as e:
                 self._tracker_lost("W&B", e)
         if self._tb is not None:

@@ -605,6 +605,39 @@ def test_a_run_started_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_s
     assert "SIGTERM received" in err and "SIGINT" not in err and "stopped by signal 15 at step 6" in err
 
 
+def test_a_run_that_stops_short_ends_its_wandb_run_with_its_exit_status(byte_data, tmp_path, monkeypatch):
+    # W&B's run was ended with wandb's finish() and its default exit code 0, "finished", however the run ended: a
+    # stop by SIGTERM (143) or a write that failed (3) looked like a run that did all its steps. W&B marks a run
+    # "failed" for any other code (hunt 42-a A3). (wandb is not installed for the tests: a stand-in.)
+    import types
+
+    finished = []
+
+    class Run:
+        def log(self, numbers, step):
+            pass
+
+        def finish(self, exit_code=None):
+            finished.append(exit_code)
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: Run()))
+    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def sigterm_at_step_3(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # seen after this step: a checkpoint at step 3
+        return real_clip(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", sigterm_at_step_3)
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=6", "--wandb_project=proj"]
+    assert train.main([*common, f"--out_dir={tmp_path / 'stopped'}"]) == 143
+    (tmp_path / "unwritable" / "metrics.jsonl").mkdir(parents=True)  # a write that fails: status 3, an exception's way
+    assert train.main([*common, f"--out_dir={tmp_path / 'unwritable'}"]) == 3
+    assert train.main([*common, f"--out_dir={tmp_path / 'done'}"]) == 0
+    assert finished == [143, 3, 0]
+
+
 @pytest.mark.parametrize("error", [
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"),  # the CPU's
@@ -927,9 +960,9 @@ def add_then_die(self, step, *values):
     add(self, step, *values)
     if step == 6 and os.environ["RANK"] == "1":
         os.kill(os.getpid(), signal.SIGKILL)
-def close_under_sigterm(self):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
+def close_under_sigterm(self, *args):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
     os.kill(os.getpid(), signal.SIGTERM)
-    return close(self)
+    return close(self, *args)
 StepChecks.add, Metrics.close = add_then_die, close_under_sigterm
 sys.exit(train.main(sys.argv[1:]))
 """)
