@@ -618,6 +618,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             budget_count = True
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))  # the fixed count: --max_iters=N repeats this run
+            metrics.update_config(recorded(cfg, resume), step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)
             if dist.is_main and steps > step + 1:
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
@@ -791,6 +792,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             if shorter is not cfg:
                 cfg, progress.total = shorter, shorter.max_iters
                 on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))
+                metrics.update_config(recorded(cfg, resume), step)
                 logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation or log step)
         if logging:  # speed as the mean over the steps since the last record
             dt = (train_s - logged[1]) / (step - logged[0])

@@ -58,6 +58,7 @@ class Metrics:
         # first and outlives a closed stderr
         self.warn = lambda text: print(text, file=sys.stderr)
         self._wandb = self._tb = None
+        self._config = dict(config or {})  # (as W&B has it: update_config sends what changed)
         self.plot_note: str | None = None
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
         # A write that failed (a full disk, a permission): kept, not raised here, since only rank 0
@@ -201,6 +202,20 @@ class Metrics:
             except OSError as e:
                 self._tb = None
                 self._tracker_lost("TensorBoard", e, step=record["step"])
+
+    def update_config(self, config: dict, step: int) -> None:
+        """The run's config changed at `step`: a budgeted run's step count (--max_iters=0), fixed after its warmup
+        and maybe cut later, with its schedule's end. W&B kept max_iters 0 where config.json has the count
+        (hunt 42-a A4); it gets the changed values, replacing its own. (TensorBoard records no config.)"""
+        changed = {k: v for k, v in config.items() if self._config.get(k, object()) != v}
+        self._config.update(changed)
+        if self._wandb is None or not changed:
+            return
+        try:
+            self._wandb.config.update(changed, allow_val_change=True)
+        except OSError as e:  # (W&B's service gone: as in log)
+            self._wandb = None
+            self._tracker_lost("W&B", e, step=step)
 
     def _tracker_lost(self, name: str, e: OSError, step: int | None = None) -> None:
         """A tracker that raised is left for the rest of the run, with one warning: W&B's service process gone

@@ -366,6 +366,46 @@ def test_a_budgeted_run_whose_steps_slow_down_after_warmup_stops_sooner_on_its_s
     assert losses(out) == losses(tmp_path / "fixed")
 
 
+def test_a_budgeted_runs_wandb_config_has_the_step_count_its_plan_fixed(byte_data, tmp_path, monkeypatch, one_thread,
+                                                                         imports_done):
+    # W&B kept --max_iters=0 from the start where config.json has the count the plan fixed (and each later cut,
+    # with the schedule's end) (hunt 42-a A4). (wandb is not installed for the tests: a stand-in; the real one
+    # refuses a changed value without allow_val_change.)
+    import types
+
+    updates = []
+
+    class Config(dict):
+        def update(self, values, allow_val_change=False):
+            assert allow_val_change or not set(values) & set(self), values
+            updates.append(dict(values))
+            super().update(values)
+
+    class Run:
+        def __init__(self, config):
+            self.config = Config(config)
+
+        def log(self, numbers, step):
+            pass
+
+        def finish(self, *args, **kwargs):
+            pass
+
+    runs = []
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda config, **kwargs: runs.append(
+        Run(config)) or runs[-1]))
+    budget, started = 8.0, time.monotonic()
+    slow_down_after_the_plan(monkeypatch, budget, started)  # (a cut after the plan: the count changes twice or more)
+    out = tmp_path / "budget"
+    assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=2", "--log_interval=7",
+                       "--max_iters=0", f"--time_budget={budget:g}", "--wandb_project=proj", f"--out_dir={out}"],
+                      started) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["max_iters"] > 10 and len(updates) >= 2, updates
+    assert {k: runs[0].config[k] for k in ("max_iters", "lr_decay_iters")} == \
+        {k: saved[k] for k in ("max_iters", "lr_decay_iters")}
+
+
 def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_budget(byte_data, tmp_path, monkeypatch,
                                                                                      capsys, one_thread, imports_done):
     # The default CPU run (session 24, on a fresh clone): planned at step 50 for 1,765 steps of
