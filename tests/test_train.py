@@ -86,6 +86,24 @@ def final_weights(out_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(find_checkpoint(out_dir) / "model.safetensors"))
 
 
+def during_steps(monkeypatch, actions: dict) -> None:
+    """actions[n]() during the n-th optimizer step from here on, counted over every run of the test (in
+    clip_grad_norm_, before the weights change): a signal sent there is seen after that step."""
+    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def clip(*args, **kwargs):
+        calls.append(None)
+        if (action := actions.get(len(calls))) is not None:
+            action()
+        return real_clip(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+
+
+def signal_self(signum: signal.Signals):
+    return lambda: os.kill(os.getpid(), signum)
+
+
 def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=4", "--lr_decay_iters=8"]
     straight, split = tmp_path / "straight", tmp_path / "split"
@@ -437,19 +455,13 @@ def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tm
     # A look between evaluations takes the slowest speed that the steps since the plan and each of
     # the last two log intervals agree on: one slow interval (a pause of the machine) is not taken as
     # the run's speed. The step to step 12 pauses 2 s: the mean since the plan alone is >= 1 s there.
-    real_clip, real_shorten, calls, looks = torch.nn.utils.clip_grad_norm_, train.shorten_to_budget, [], []
-
-    def pause_in_step_12(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 12:
-            time.sleep(2.0)
-        return real_clip(*args, **kwargs)
+    real_shorten, looks = train.shorten_to_budget, []
 
     def spy(cfg, started, step, step_s, *args):
         looks.append((step, step_s))
         return real_shorten(cfg, started, step, step_s, *args)
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", pause_in_step_12)
+    during_steps(monkeypatch, {12: lambda: time.sleep(2.0)})
     monkeypatch.setattr(train, "shorten_to_budget", spy)
     monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100000", "--max_iters=0",
@@ -563,30 +575,18 @@ def test_a_budgeted_run_resumed_in_its_warmup_leaves_its_first_step_out_of_the_p
     # A resumed run's first step allocates as a new run's does; the plan was the mean of the steps
     # from the resume on (hunt, session 22: resumed at step 999 of 1,000, one step of 68 ms against
     # 4 ms ones). Here the first step after the resume takes 2 s more.
-    real_clip, real_fit, calls, planned = torch.nn.utils.clip_grad_norm_, train.fit_time_budget, [], []
-
-    def interrupted_at_step_5(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 5:
-            os.kill(os.getpid(), signal.SIGINT)  # seen after this step: a checkpoint at step 5
-        return real_clip(*args, **kwargs)
-
-    def slow_first_step(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 6:  # the resumed process's first step
-            time.sleep(2.0)
-        return real_clip(*args, **kwargs)
+    real_fit, planned = train.fit_time_budget, []
 
     def spy(cfg, started, step, step_s, *args, **kwargs):
         planned.append((step, step_s))
         return real_fit(cfg, started, step, step_s, *args, **kwargs)
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", interrupted_at_step_5)
+    # a checkpoint at step 5; then the resumed process's first step
+    during_steps(monkeypatch, {5: signal_self(signal.SIGINT), 6: lambda: time.sleep(2.0)})
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", "--max_iters=0",
               "--time_budget=8", f"--out_dir={out}"]
     assert train.main(common) == 130
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", slow_first_step)
     monkeypatch.setattr(train, "fit_time_budget", spy)
     assert train.main(["--init_from=resume", *common]) == 0
     assert planned[0][0] == 10 and planned[0][1] < 0.2, planned  # steps 7-10 timed (with step 6: >= 0.4 s)
@@ -596,22 +596,13 @@ def test_a_budgeted_run_resumed_during_warmup_plans_and_looks_again_without_an_e
         byte_data, tmp_path, monkeypatch, one_thread):
     # The resumed process times no evaluation before its plan; its first look at the count, before
     # its first evaluation, estimates one (a crash there once, review of the budget's second look)
-    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
-
-    def interrupted_at_step_5(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 5:
-            os.kill(os.getpid(), signal.SIGINT)  # seen after this step: a checkpoint at step 5
-        return real_clip(*args, **kwargs)
-
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", interrupted_at_step_5)
+    during_steps(monkeypatch, {5: signal_self(signal.SIGINT)})  # seen after this step: a checkpoint at step 5
     monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=12", "--max_iters=0",
               "--time_budget=8"]
     assert train.main([*common, f"--out_dir={out}"]) == 130
     assert open_checkpoint(out).meta["step"] == 5
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", real_clip)
     assert train.main(["--init_from=resume", *common, f"--out_dir={out}"]) == 0
     steps = open_checkpoint(out).meta["config"]["max_iters"]
     assert steps > 12 and open_checkpoint(out).meta["step"] == steps and max(losses(out)) == steps
@@ -621,17 +612,8 @@ def test_a_run_started_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_s
                                                                                       monkeypatch, capfd):
     # `python train.py &` in a script: the shell starts it with SIGINT ignored, so that the terminal's Ctrl-C,
     # meant for the script, does not reach it. The run stopped on it once set up (hunt 39-b S1).
-    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
-
-    def signals_during_training(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGINT)  # ignored: the run goes on
-        if len(calls) == 6:
-            os.kill(os.getpid(), signal.SIGTERM)  # seen after this step: a checkpoint at step 6
-        return real_clip(*args, **kwargs)
-
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", signals_during_training)
+    # SIGINT ignored: the run goes on; SIGTERM seen after its step: a checkpoint at step 6
+    during_steps(monkeypatch, {3: signal_self(signal.SIGINT), 6: signal_self(signal.SIGTERM)})
     out = tmp_path / "run"
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -661,15 +643,7 @@ def test_a_run_that_stops_short_ends_its_wandb_run_with_its_exit_status(byte_dat
             finished.append(exit_code)
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: Run()))
-    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
-
-    def sigterm_at_step_3(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGTERM)  # seen after this step: a checkpoint at step 3
-        return real_clip(*args, **kwargs)
-
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", sigterm_at_step_3)
+    during_steps(monkeypatch, {3: signal_self(signal.SIGTERM)})  # seen after this step: a checkpoint at step 3
     common = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=6", "--wandb_project=proj"]
     assert train.main([*common, f"--out_dir={tmp_path / 'stopped'}"]) == 143
     (tmp_path / "unwritable" / "metrics.jsonl").mkdir(parents=True)  # a write that fails: status 3, an exception's way
@@ -858,24 +832,15 @@ def test_a_resumed_budgeted_run_says_it_runs_its_fixed_count_with_no_time_limit(
                                                                                  monkeypatch):
     # The resume of a run whose budget fixed its count runs that count whatever the time, and said nothing of
     # it: a 40 s budget stopped and resumed took 55.5 s in all (hunt 40-d D5). The plan stands in here: 20 steps.
-    real_clip, calls = torch.nn.utils.clip_grad_norm_, []
-
-    def interrupted_at_step_15(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 15:
-            os.kill(os.getpid(), signal.SIGINT)  # seen after this step: a checkpoint at step 15
-        return real_clip(*args, **kwargs)
-
     monkeypatch.setattr(train, "fit_time_budget", lambda cfg, started, step, step_s, *args, **kwargs: (20, step_s))
     monkeypatch.setattr(train, "shorten_to_budget", lambda cfg, *args, **kwargs: cfg)  # (no cut: the count stays)
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", interrupted_at_step_15)
+    during_steps(monkeypatch, {15: signal_self(signal.SIGINT)})  # seen after this step: a checkpoint at step 15
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={out}"]
     assert train.main([*common, "--max_iters=0", "--time_budget=40"]) == 130
     note = ("note: the run's count of 20 steps was fixed by its time budget of 40 s: resumed, it runs them all, with "
             "no time limit (give --max_iters for another count)\n")
     assert note not in capsys.readouterr().out  # (a new run plans: no note)
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", real_clip)
     assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
     said = capsys.readouterr().out
     assert note in said and said.index(note) < said.index("step 20:"), said  # with the header, before the steps
