@@ -199,6 +199,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
             pretrained_tokenizer(cfg.init_from)
         use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
+        if not cfg.eval_only:  # (a TQDM_* setting its bar cannot draw with: before the setup, once a job, hunt 42-d D1)
+            from gpt.progress import check_settings
+            check_settings(PROGRESS_OPTIONS)
     except UsageError as e:
         if not torchrun:
             raise
@@ -1446,11 +1449,13 @@ def largest(value: int, dist: Dist) -> int:
     return int(t.item())
 
 
+PROGRESS_OPTIONS = {"unit": "step", "dynamic_ncols": True, "mininterval": 1.0}  # (checked at the start: train())
+
+
 def make_progress(enabled: bool, step: int, total: int):
     from gpt.progress import ProgressBar  # (no thread left behind: a test or notebook may prepare data next)
 
-    return ProgressBar(total=total, initial=step, disable=not enabled, unit="step", dynamic_ncols=True,
-                       mininterval=1.0, file=sys.stdout)
+    return ProgressBar(total=total, initial=step, disable=not enabled, file=sys.stdout, **PROGRESS_OPTIONS)
 
 
 if __name__ == "__main__":

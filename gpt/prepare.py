@@ -50,7 +50,7 @@ from gpt import instruct
 from gpt.atomic import files_sha256
 from gpt.errors import (OneLineParser, ProgressStream, Terminated, UsageError, sigterm_raises, signals_blocked,
                         stdout_checked, unusable_path)
-from gpt.progress import ProgressBar
+from gpt.progress import ProgressBar, check_settings
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
                         write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
@@ -430,6 +430,9 @@ class _SplitWriter:
                 writer.abort()
 
 
+_BAR_OPTIONS = {"desc": "tokenizing", "unit": "B", "unit_scale": True, "dynamic_ncols": True}  # (checked in prepare())
+
+
 def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed: int, num_proc: int,
               shard_tokens: int, max_tokens: int | None, quiet: bool) -> dict:
     """Stream the source through the workers into train/val shards; returns the meta.json content."""
@@ -439,8 +442,7 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
-        bar = ProgressBar(desc="tokenizing", unit="B", unit_scale=True, disable=quiet, dynamic_ncols=True,
-                          file=ProgressStream(sys.stderr))
+        bar = ProgressBar(disable=quiet, file=ProgressStream(sys.stderr), **_BAR_OPTIONS)
         try:
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
                           bar)
@@ -670,6 +672,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
     check_num_proc(num_proc)
+    check_settings(_BAR_OPTIONS)  # (its bar's TQDM_* settings: before the source is read, hunt 42-d D1)
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)
     real = out.resolve()  # a symlink's target is replaced (beside it), not the link

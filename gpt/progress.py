@@ -6,7 +6,7 @@ import os
 
 from tqdm import tqdm
 
-from gpt.errors import UsageError
+from gpt.errors import ConfigError
 
 
 class ProgressBar(tqdm):
@@ -21,9 +21,17 @@ class ProgressBar(tqdm):
     monitor_interval = 0
 
     def __init__(self, *args, miniters: int = 1, **options):
-        if (refused := refused_setting(options)) is not None:
-            raise UsageError(refused)
+        check_settings(options)
         super().__init__(*args, miniters=miniters, **options)
+
+
+def check_settings(options: dict) -> None:
+    """refused_setting's line as a ConfigError, for a script to check before its work, with the options its
+    bar will have: met where the bar starts, it came after train.py's setup (the data read, the model built
+    and compiled, config.json and a W&B run made) and data/prepare.py's first read of its source (an --hf
+    download), and from every process of a torchrun job, each saying it (hunt 42-d D1)."""
+    if (refused := refused_setting(options)) is not None:
+        raise ConfigError(refused)
 
 
 def refused_setting(options: dict) -> str | None:

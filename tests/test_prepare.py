@@ -1241,6 +1241,26 @@ def test_a_glob_reads_nothing_below_a_file_on_every_python(tmp_path):
     assert len(sources.expand_inputs([f"{tmp_path / 'corp'}/*/**"])) == 2  # (a directory's '/' stays a match)
 
 
+def test_a_tqdm_setting_its_bar_cannot_draw_with_is_refused_before_the_source_is_read(tmp_path, monkeypatch):
+    # refused where the bar starts, after the source's first read (an --hf download) (hunt 42-d D1). (tqdm reads
+    # TQDM_* as it imports: its defaults stand in for the variable.)
+    import functools
+
+    import gpt.prepare
+    from gpt.errors import ConfigError
+    from tqdm import tqdm
+
+    init = vars(tqdm)["__init__"]
+    monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(getattr(init, "func", init), ascii="1"))
+    monkeypatch.setenv("TQDM_ASCII", "1")
+    read = []
+    monkeypatch.setattr(gpt.prepare, "_tokenize", lambda *args, **kwargs: read.append(None))
+    write_docs(tmp_path / "in", 3)
+    with pytest.raises(ConfigError, match=r"^TQDM_ASCII=1: a bar of one character"):
+        run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert read == [] and not (tmp_path / "out").exists()
+
+
 def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp_path):
     write_docs(tmp_path / "in", 3)
     (tmp_path / "in" / "empty.csv").write_text("")

@@ -652,6 +652,26 @@ def test_a_run_that_stops_short_ends_its_wandb_run_with_its_exit_status(byte_dat
     assert finished == [143, 3, 0]
 
 
+def test_a_tqdm_setting_its_bar_cannot_draw_with_is_refused_before_the_setup(byte_data, tmp_path, monkeypatch,
+                                                                              capsys):
+    # refused where the bar starts, it came after the setup (the data read, the model built and compiled: minutes
+    # on a GPU), with config.json, metrics.jsonl and a W&B run made, and from every process of a torchrun job,
+    # each saying it (hunt 42-d D1). (tqdm reads TQDM_* as it imports: its defaults stand in for the variable.)
+    import functools
+
+    from tqdm import tqdm
+
+    init = vars(tqdm)["__init__"]
+    monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(getattr(init, "func", init), ascii="1"))
+    monkeypatch.setenv("TQDM_ASCII", "1")
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", f"--out_dir={out}"]) == 1
+    said = capsys.readouterr()
+    assert said.err == ("train.py: error: TQDM_ASCII=1: a bar of one character, which tqdm cannot draw: give two or "
+                        "more (' #'), or unset it\n") and said.out == "", said
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("error", [
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"),  # the CPU's
