@@ -54,7 +54,9 @@ def refused_setting(options: dict) -> str | None:
         elif key == "bar_format" and isinstance(value, str):
             try:
                 tqdm.format_meter(0, 1, 0, bar_format=value)
-            except (KeyError, IndexError, AttributeError, ValueError) as e:  # (str.format's refusals of a template)
+            # (str.format's refusals of a template; TypeError: a number's format for a value that is None
+            # at the start, `{rate:.2f}`, a traceback from this check itself: hunt 42-d D2)
+            except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
                 why = f"tqdm cannot draw it ({type(e).__name__}: {e}): correct it or unset it"
         if why is not None:
             name = f"TQDM_{key.upper()}"

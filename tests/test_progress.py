@@ -32,7 +32,10 @@ def test_a_tqdm_setting_tqdm_cannot_draw_with_is_one_line(monkeypatch):
     init = vars(tqdm)["__init__"]
     init = getattr(init, "func", init)  # (tqdm's own, without this environment's settings)
     for name, value, read in (("TQDM_ASCII", "1", "1"), ("TQDM_WRITE_BYTES", "0", True), ("TQDM_LOCK_ARGS", "x", "x"),
-                              ("TQDM_BAR_FORMAT", "{x}", "{x}")):
+                              ("TQDM_BAR_FORMAT", "{x}", "{x}"),
+                              # a number's format for what is None until a rate is measured: a TypeError, which
+                              # was this check's own traceback (hunt 42-d D2)
+                              ("TQDM_BAR_FORMAT", "{rate:.2f}", "{rate:.2f}")):
         monkeypatch.setenv(name, value)
         monkeypatch.setattr(tqdm, "__init__", functools.partialmethod(init, **{name[5:].lower(): read}))
         with pytest.raises(UsageError) as e:
