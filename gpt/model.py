@@ -880,11 +880,13 @@ class GPT(nn.Module):
         try:
             save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
             config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
+            # before the renames: a Ctrl-C held through them is raised as they end, and the weights were left
+            # as save_file makes them, 0600, beside a 0644 config.json (hunt 42-d D3)
+            same_mode_as(weights_tmp, config_tmp)
             replace_files([(weights_tmp, weights), (config_tmp, config)])
         finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
             weights_tmp.unlink(missing_ok=True)
             config_tmp.unlink(missing_ok=True)
-        same_mode_as(weights, config)
 
 
 def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:

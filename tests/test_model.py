@@ -982,6 +982,8 @@ def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(t
     monkeypatch.undo()
     assert renamed == ["model.safetensors", "config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    # with the permissions of the one before, not save_file's 0600, which the Ctrl-C kept (hunt 42-d D3)
+    assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "config.json").stat().st_mode
     loaded = GPT.from_pretrained(str(tmp_path))
     assert loaded.config.n_layer == 3
     assert torch.equal(loaded.transformer.wte.weight, tiny_model(seed=2, n_layer=3).transformer.wte.weight)
