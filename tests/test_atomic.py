@@ -108,3 +108,75 @@ def test_same_mode_as_copies_a_siblings_permissions(tmp_path):
     os.chmod(sibling, 0o640)
     same_mode_as(made, sibling)
     assert stat.S_IMODE(made.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_replace_files_holds_ctrl_c_and_sigterm_until_its_last_rename(tmp_path, monkeypatch, signum):
+    # (hunt 42-d D4: only Ctrl-C, through save_pretrained, was tested: SIGTERM could leave the list unnoticed)
+    import os
+    import signal
+
+    import gpt.atomic
+    from gpt.atomic import replace_files
+
+    signum = getattr(signal, signum)
+    pairs = [(tmp_path / f".tmp-{name}", tmp_path / name) for name in ("a", "b")]
+    for tmp, _ in pairs:
+        tmp.write_text("new")
+    real_replace, renamed, seen = os.replace, [], []
+
+    def signal_at_the_first_rename(src, dst):
+        real_replace(src, dst)
+        renamed.append(dst)
+        if len(renamed) == 1:
+            signal.raise_signal(signum)
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", signal_at_the_first_rename)
+    before = signal.signal(signum, lambda *_: seen.append(len(renamed)))
+    try:
+        replace_files(pairs)
+    finally:
+        signal.signal(signum, before)
+    assert seen == [2]  # its handler ran once, after both renames
+    assert [path.read_text() for _, path in pairs] == ["new", "new"]
+
+
+def test_python_signals_held_puts_the_handlers_back_and_holds_nothing_off_the_main_thread():
+    # (hunt 42-d D4) the handlers found are those left, a signal ignored stays ignored, and in another thread,
+    # where signal.signal raises ValueError, the block runs as it is
+    import signal
+    import threading
+
+    from gpt.atomic import python_signals_held
+
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)
+
+    before = signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with python_signals_held(signal.SIGINT, signal.SIGTERM):
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGINT)
+            assert seen == []
+        assert seen == [signal.SIGINT]  # once, as it ended
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == (handler, signal.SIG_IGN)
+        errors = []
+
+        def in_a_thread():
+            try:
+                with python_signals_held(signal.SIGINT, signal.SIGTERM):
+                    pass
+            except ValueError as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=in_a_thread)
+        thread.start()
+        thread.join()
+        assert errors == []
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == (handler, signal.SIG_IGN)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
