@@ -520,6 +520,8 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     with open_input(path) as f:
         text, replaced = _decode(f.read().removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
     stats.replaced(path, int(replaced))
+    if not text.strip():  # (an empty file: no records, as `[]`; it was "not valid JSON")
+        return
     try:
         data = parse_json(text)
     except json.JSONDecodeError as e:
@@ -543,23 +545,18 @@ def _import_datasets():
 
 def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     """.parquet through pyarrow, streamed (a batch of rows at a time, not the whole table), and .csv
-    through Python's csv module. An empty file, or one with no rows (a header alone), is skipped like an
-    empty document; invalid UTF-8 in a CSV is replaced by U+FFFD."""
-    if path.stat().st_size == 0:
-        stats.empty_documents += 1
+    through Python's csv module. Invalid UTF-8 in a CSV is replaced by U+FFFD."""
+    if path.stat().st_size == 0:  # (pyarrow refuses it; _file_pieces counts it as an empty document)
         return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
     line = [0]  # (the line of the CSV row read last: a bad record is named by its line, as in a .jsonl)
     records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
     where = (lambda i: f"{path}:{line[0]}") if builder == "csv" else (lambda i: f"{path}: row {i + 1}")
-    replaced, rows = 0, 0
+    replaced = 0
     for piece in _records(records, text_field, where):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
-        rows += 1
         yield piece
-    if not rows:  # (a header alone was skipped without a word where a 0-byte file was counted: hunt 37-c)
-        stats.empty_documents += 1
     if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
         stats.replaced(path, replaced)
 
@@ -706,12 +703,16 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
 def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats: SourceStats) -> Pieces:
     for path in files:
         suffix = path.suffix.lower()
-        if suffix == ".jsonl":
-            yield from _jsonl_pieces(path, text_field, stats)
-        elif suffix == ".json":
-            yield from _json_pieces(path, text_field, stats)
-        elif suffix in (".parquet", ".csv"):
-            yield from _table_pieces(path, text_field, stats)
+        if suffix in (".jsonl", ".json", ".parquet", ".csv"):
+            records = 0
+            read = _jsonl_pieces if suffix == ".jsonl" else _json_pieces if suffix == ".json" else _table_pieces
+            for piece in read(path, text_field, stats):
+                records += 1
+                yield piece
+            if not records:  # a file of no records (0 bytes, a header alone, blank lines, `[]`) is an empty
+                # document skipped, as an empty text file is: only a 0-byte .csv/.parquet was counted (hunt 37-c,
+                # hunt 42-d N3)
+                stats.empty_documents += 1
         else:
             single = len(files) == 1
             yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if single else None)

@@ -1283,6 +1283,16 @@ def test_csv_and_parquet_faults_are_one_message_and_empty_tables_are_skipped(tmp
         assert not (tmp_path / "bad").exists()
 
 
+def test_json_and_jsonl_files_with_no_records_are_skipped_and_counted(tmp_path):
+    # as empty text files and tables are: skipped without a word (an empty .json was "not valid JSON")
+    # (hunt 42-d N3)
+    write_docs(tmp_path / "in", 3)
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n\n"), ("none.json", "[]"), ("empty.json", " \n")):
+        (tmp_path / "in" / name).write_text(text)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert DataDir(out).meta["empty_documents_skipped"] == 4
+
+
 def test_an_input_that_cannot_be_opened_is_named(tmp_path):
     write_docs(tmp_path / "in", 3)
     src = sources.make_source("input", inputs=[str(tmp_path / "in")])
