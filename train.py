@@ -369,9 +369,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         bad_total = resume.meta.get("bad_steps_total", 0)
         bad_in_a_row = resume.meta.get("bad_steps_in_a_row", 0)  # (0: saved before it was kept)
     start_step = step
-    # A count that this run's time budget fixed (its plan, or a resume of such a run, its count not typed): a
-    # resume runs it whatever the time, which it did without a word (40 s budget: 55.5 s in all, hunt 40-d D5)
-    budget_count = bool(resume) and bool(resume.meta.get("count_from_budget")) and "max_iters" not in typed
+    # The time budget (s) that fixed this run's count (its plan, or a resume of such a run, its count not
+    # typed), else 0: a resume runs that count whatever the time, which it did without a word (40 s budget:
+    # 55.5 s in all, hunt 40-d D5). Kept as the budget itself: a --time_budget=0 typed at a resume replaced
+    # the config's, and the note said "of 0 s" (hunt 42-d N2).
+    fixed_by_budget_s = resume.meta.get("count_fixed_by_budget_s", 0.0) if resume and "max_iters" not in typed else 0.0
     # A checkpoint saved without its step's evaluation (a signal landed on an evaluation step or on the
     # last step; the evaluation ran out of memory) gets it now: metrics.jsonl, `best` and the
     # checkpoints kept are then those of an uninterrupted run.
@@ -474,9 +476,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
               f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {plan}")
         print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
-        if budget_count and not cfg.eval_only:
-            print(f"note: the run's count of {cfg.max_iters:,} steps was fixed by its time budget of {cfg.time_budget:g} s: "
-                  "resumed, it runs them all, with no time limit (give --max_iters for another count)")
+        if fixed_by_budget_s and not cfg.eval_only:
+            print(f"note: the run's count of {cfg.max_iters:,} steps was fixed by its time budget of "
+                  f"{fixed_by_budget_s:g} s: resumed, it runs them all, with no time limit (give --max_iters for "
+                  "another count)")
         none, seen = train_batches.without_targets() if data.supervised else (0, 0)
         if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
             print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
@@ -504,7 +507,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
-                    "world_size": dist.world_size, "device": device.type, "count_from_budget": budget_count}
+                    "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s}
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
@@ -618,7 +621,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             marks.clear()
             marks.append(planned)
             cfg = replace(cfg, max_iters=steps)
-            budget_count = True
+            fixed_by_budget_s = cfg.time_budget
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))  # the fixed count: --max_iters=N repeats this run
             metrics.update_config(recorded(cfg, resume), step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)

@@ -854,13 +854,17 @@ def test_a_resumed_budgeted_run_says_it_runs_its_fixed_count_with_no_time_limit(
     # it: a 40 s budget stopped and resumed took 55.5 s in all (hunt 40-d D5). The plan stands in here: 20 steps.
     monkeypatch.setattr(train, "fit_time_budget", lambda cfg, started, step, step_s, *args, **kwargs: (20, step_s))
     monkeypatch.setattr(train, "shorten_to_budget", lambda cfg, *args, **kwargs: cfg)  # (no cut: the count stays)
-    during_steps(monkeypatch, {15: signal_self(signal.SIGINT)})  # seen after this step: a checkpoint at step 15
+    # seen after these steps: checkpoints at steps 15 and 17
+    during_steps(monkeypatch, {15: signal_self(signal.SIGINT), 17: signal_self(signal.SIGINT)})
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", f"--out_dir={out}"]
     assert train.main([*common, "--max_iters=0", "--time_budget=40"]) == 130
     note = ("note: the run's count of 20 steps was fixed by its time budget of 40 s: resumed, it runs them all, with "
             "no time limit (give --max_iters for another count)\n")
     assert note not in capsys.readouterr().out  # (a new run plans: no note)
+    # the budget that fixed it, not one typed now (it said "of 0 s": hunt 42-d N2)
+    assert train.main(["--init_from=resume", "--time_budget=0", f"--out_dir={out}"]) == 130
+    assert note in capsys.readouterr().out and open_checkpoint(out).meta["step"] == 17
     assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
     said = capsys.readouterr().out
     assert note in said and said.index(note) < said.index("step 20:"), said  # with the header, before the steps
@@ -868,10 +872,10 @@ def test_a_resumed_budgeted_run_says_it_runs_its_fixed_count_with_no_time_limit(
     # a count typed at the resume is the user's: no note, and the checkpoints say so for the next resume
     assert train.main(["--init_from=resume", "--max_iters=25", f"--out_dir={out}"]) == 0
     assert "was fixed by its time budget" not in capsys.readouterr().out
-    assert open_checkpoint(out).meta["count_from_budget"] is False
+    assert open_checkpoint(out).meta["count_fixed_by_budget_s"] == 0
     # nor has a run with a count of its own
     assert train.main([*common[:-1], "--max_iters=12", f"--out_dir={tmp_path / 'fixed'}"]) == 0
-    assert open_checkpoint(tmp_path / "fixed").meta["count_from_budget"] is False
+    assert open_checkpoint(tmp_path / "fixed").meta["count_fixed_by_budget_s"] == 0
 
 
 def test_a_time_budget_cannot_restart_past_the_warmup(byte_data, tmp_path, capsys):
