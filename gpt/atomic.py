@@ -26,11 +26,8 @@ def fsync_dir(path: Path) -> None:
 
 
 def replace_file(tmp: Path, path: Path) -> None:
-    """Make a finished temp file durable, then give it its real name in one step."""
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """Make a finished temp file durable, then give it its real name in one step (replace_files, alone)."""
+    replace_files([(tmp, path)])
 
 
 def replace_files(renames: list[tuple[Path, Path]]) -> None:
