@@ -308,6 +308,12 @@ def load(args: argparse.Namespace, device: torch.device):
             print(f"warning: {source} was trained on plain text ({meta.get('data')}), not on instruction data: "
                   "its answers in the instruction template are continuations of text it never saw so",
                   file=sys.stderr)
+        elif args.instruction is None and not args.chat and not args.start and meta.get("supervised") is True:
+            # train.py's closing line named this command for an instruction run, whose samples from
+            # end-of-text then came back empty, without a word (hunt 42-e E1)
+            print(f"warning: {source} was trained on instruction data ({meta.get('data')}), its loss on the answers "
+                  "only (and on any plain text beside them): sampled from end-of-text, as here, it writes what it "
+                  "never learned to but for such text; ask it with --instruction=TEXT or --chat", file=sys.stderr)
     check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
     return model.to(device), tokenizer, source
 

@@ -830,7 +830,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                    before_loop_s))
             best = f"best validation loss {best_val:.4f}" if math.isfinite(best_val) else "no validation loss measured"
             # (quoted: a path with a space, pasted as printed, was two arguments: hunt, session 27)
-            print(f"done: step {step}, {best}. Sample with: python sample.py --out_dir={shlex.quote(str(out_dir))}")
+            command = f"python sample.py --out_dir={shlex.quote(str(out_dir))}"
+            # instruction data: plain sampling of such a run, from end-of-text, came back empty (hunt 42-e E1)
+            print(f"done: step {step}, {best}. " + (f"Ask it with: {command} --chat (a question per line; or "
+                                                   "--instruction=TEXT)" if data.supervised else f"Sample with: {command}"))
     return exit_status
 
 

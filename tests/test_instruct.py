@@ -617,9 +617,11 @@ def test_validation_windows_without_an_answer_token_measure_nothing_and_keep_no_
     records = [json.loads(line) for line in (tmp_path / "run with space" / "metrics.jsonl").read_text().splitlines()]
     assert not any("val_loss" in r for r in records) and "val loss" not in out
     assert not (tmp_path / "run with space" / "best").exists()
-    # the closing line says so, and its command pastes as one argument (a path with a space split in two)
-    assert out.splitlines()[-1] == (f"done: step 4, no validation loss measured. Sample with: python sample.py "
-                                    f"--out_dir='{tmp_path / 'run with space'}'")
+    # the closing line says so, and its command pastes as one argument (a path with a space split in two);
+    # it asks in the template, where plain sampling of the run came back empty (hunt 42-e E1)
+    assert out.splitlines()[-1] == (f"done: step 4, no validation loss measured. Ask it with: python sample.py "
+                                    f"--out_dir='{tmp_path / 'run with space'}' --chat (a question per line; or "
+                                    "--instruction=TEXT)")
     assert train.main([*run, "--eval_only=true", "--init_from=resume"]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"train.py: error: the validation windows ({val.windows} of 64 tokens) hold no answer token: there is "

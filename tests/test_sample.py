@@ -608,6 +608,20 @@ def test_an_instruction_to_a_model_of_plain_text_is_answered_with_a_warning(caps
         assert ("was trained on plain text (data/notes), not on instruction data" in err) == warned
 
 
+@pytest.mark.parametrize("supervised", [False, True, None])  # None: saved before meta.json said
+def test_a_model_of_instruction_data_sampled_from_end_of_text_is_sampled_with_a_warning(capsys, tmp_path, supervised):
+    # train.py's closing line named plain sampling for an instruction run, whose samples from end-of-text
+    # then came back empty (the loss was on the answers only), without a word (hunt 42-e E1)
+    said = {} if supervised is None else {"supervised": supervised, "data": "data/pairs"}
+    run = make_run(tmp_path / "out", **said)
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--max_new_tokens=3", "--device=cpu")
+    assert rc == 0 and out
+    warning = ("was trained on instruction data (data/pairs), its loss on the answers only (and on any plain text "
+               "beside them): sampled from end-of-text, as here, it writes what it never learned to but for such "
+               "text; ask it with --instruction=TEXT or --chat")
+    assert err.count("warning: ") == (supervised is True) and (warning in err) == (supervised is True), err
+
+
 def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(capsys, run_dir, monkeypatch, tmp_path):
     # --out_dir and --ckpt=PATH beside --init_from were silently ignored, --ckpt=best too (the latest
     # was sampled); an empty --instruction was answered (audit, 2026-11-26)
