@@ -4,7 +4,7 @@ The template itself is gpt/instruct.py's, the one training used.
 The context: the conversation is put in the template and must leave room for the answer
 (max_new_tokens, at most half the model's block_size). When it does not fit, the oldest turns
 go first (a user message together with the answers that follow it); system messages and the
-newest message stay. Should the newest message alone still be too long, the prompt keeps its
+newest message stay. Plain --chat says so on stderr the first time (--json: "dropped_turns"). Should the newest message alone still be too long, the prompt keeps its
 last block_size tokens, as sample.py does with any prompt, with a warning: the system messages
 and the "User:" marker go with the message's beginning, and the answer starts where the window
 slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed).
@@ -61,12 +61,35 @@ class Answerer:
         self.generator, self.decode_step, self.sampling = generator, decode_step, sampling
         self.warn = warn or (lambda message: None)
 
+    @property
+    def room(self) -> int:
+        """Tokens of the context kept free for the answer: max_new_tokens, at most half the model's."""
+        return min(self.max_new_tokens, self.model.config.block_size // 2)
+
+    def dropped_warning(self, dropped: int) -> str:
+        """Plain --chat's word, the first time the conversation outgrows the context (--json's records
+        count dropped_turns). It said nothing: with the README's example model (context 128, 64 kept
+        for the answer at the default --max_new_tokens) every question was asked alone, the turns
+        before it dropped, while the README said "remembered" (hunt 42-e E2)."""
+        turns = "turn was" if dropped == 1 else f"{dropped} turns were"
+        return (f"the conversation outgrew the model's context of {self.model.config.block_size} tokens, {self.room} "
+                f"of them kept free for the answer: its oldest {turns} dropped, which the model no longer sees, "
+                "and older turns go as it grows (said once; a smaller --max_new_tokens keeps more of it, "
+                "/reset starts afresh)")
+
+    def cut_warning(self, cut: int, of: int = 1) -> str:
+        """Plain --instruction's and --chat's word for answers that max_new_tokens stopped: printed
+        alone, "BER" for BERNARDO read as a whole answer (hunt 42-e E5); --json says finish_reason,
+        plain sampling counts them in its closing line."""
+        which = "the answer" if of == 1 else f"{cut} of {of} answers" if cut < of else f"all {of} answers"
+        return (f"{which} stopped at --max_new_tokens={self.max_new_tokens}, before the model ended "
+                f"{'it' if of == 1 else 'them'}: cut short, perhaps")
+
     def answer(self, messages: list[dict], num_samples: int = 1,
                on_text: Callable[[int, str], None] | None = None) -> tuple[list[Sample], list[dict], int]:
         """(the answers, the messages that fitted the context, how many were dropped)."""
         block_size = self.model.config.block_size
-        room = min(self.max_new_tokens, block_size // 2)
-        ids, kept, dropped = fit_context(self.tokenizer, messages, block_size, room)
+        ids, kept, dropped = fit_context(self.tokenizer, messages, block_size, self.room)
         ids, cropped = crop_prompt(ids, block_size)
         if cropped:
             self.warn(f"the message is {len(ids) + cropped} tokens in the template, longer than the "
@@ -115,6 +138,8 @@ def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, o
             if num_samples > 1:
                 out.write(SEPARATOR + "\n")
     out.flush()
+    if not as_json and (cut := sum(s.finish_reason == "length" for s in samples)):
+        answerer.warn(answerer.cut_warning(cut, len(samples)))
     return samples
 
 
@@ -133,6 +158,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
     each line is read (an interactive "> "). Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
+    said_dropped = False
 
     def refuse(message: str) -> None:  # this line only: the next ones are still answered
         nonlocal errors
@@ -166,8 +192,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             history = []
         else:
             try:
-                [s], history, _ = answerer.answer(history + [{"role": "user", "content": text}],
-                                                  on_text=_streamer(out) if stream else None)
+                [s], history, dropped = answerer.answer(history + [{"role": "user", "content": text}],
+                                                        on_text=_streamer(out) if stream else None)
             finally:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line (hunt 30-e F3)
                 if stream:
                     out.write("\n")
@@ -175,6 +201,14 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
                 out.write(s.text + "\n")
             history.append({"role": "assistant", "content": s.text})
             answers.append(s)
+            said = [answerer.cut_warning(1)] if s.finish_reason == "length" else []
+            if dropped and not said_dropped:
+                said.append(answerer.dropped_warning(dropped))
+                said_dropped = True
+            if said:  # after the answer: on a terminal, under it
+                out.flush()
+                for message in said:
+                    answerer.warn(message)
         out.flush()
         if prompt:
             prompt()

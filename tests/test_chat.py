@@ -70,6 +70,28 @@ def test_the_answers_room_is_at_most_half_the_context(monkeypatch):
     assert (kept, dropped) == (history, 1)
 
 
+def test_plain_chat_says_once_that_the_conversation_outgrew_the_context(monkeypatch):
+    # it said nothing: with the README's example model every question was asked alone, the turn before
+    # it dropped, while the README said "remembered" (hunt 42-e E2); --json counts dropped_turns instead
+    import io
+
+    import gpt.chat
+
+    monkeypatch.setattr(gpt.chat, "generate_samples",
+                        lambda model, tokenizer, ids, *args, **kwargs: [Sample(0, "y" * 20, 21, "eot", 0.1)])
+    model = GPT(GPTConfig(vocab_size=257, block_size=128, n_layer=1, n_head=2, n_embd=16))
+    warned, out = [], io.StringIO()
+    answerer = Answerer(model, BYTE, max_new_tokens=500, warn=warned.append)
+    errors, _ = chat(answerer, ["x" * 20 + "\n", "hello\n", "x" * 20 + "\n", "again\n"], out)
+    assert errors == 0 and out.getvalue() == ("y" * 20 + "\n") * 4  # stdout holds the answers alone
+    assert warned == ["the conversation outgrew the model's context of 128 tokens, 64 of them kept free for the "
+                      "answer: its oldest turn was dropped, which the model no longer sees, and older turns go as "
+                      "it grows (said once; a smaller --max_new_tokens keeps more of it, /reset starts afresh)"]
+    warned.clear()  # room for the conversation: nothing dropped, nothing said
+    chat(Answerer(model, BYTE, max_new_tokens=5, warn=warned.append), ["x" * 20 + "\n", "hello\n"], io.StringIO())
+    assert warned == []
+
+
 class Recorder(Answerer):
     """An Answerer that records what it was asked and answers with the number of the question."""
 
@@ -98,6 +120,43 @@ def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
     with pytest.raises(KeyboardInterrupt):
         answer_instruction(Interrupted(), "who?", 1, out, stream=True)
     assert out.getvalue() == "half an ans\n"
+
+
+def test_an_answer_stopped_by_max_new_tokens_is_said_to_be_so():
+    # printed alone, "BER" (BERNARDO stopped at --max_new_tokens=2) read as a whole answer: plain
+    # sampling counts such samples in its closing line, --json says finish_reason, these said nothing (hunt 42-e E5)
+    import io
+
+    class Cut(Recorder):
+        max_new_tokens = 2
+
+        def __init__(self, reasons):
+            super().__init__()
+            self.reasons, self.warned = reasons, []
+            self.warn = self.warned.append
+
+        def answer(self, messages, num_samples=1, on_text=None):
+            self.asked.append(list(messages))
+            return [Sample(i, "BER", 2, reason, 0.1) for i, reason in enumerate(self.reasons[:num_samples])], messages, 0
+
+    answerer = Cut(["length"])
+    answer_instruction(answerer, "Who says: ...?", 1, io.StringIO())
+    assert answerer.warned == ["the answer stopped at --max_new_tokens=2, before the model ended it: cut short, perhaps"]
+    answerer = Cut(["eot", "length", "length"])
+    answer_instruction(answerer, "Who says: ...?", 3, io.StringIO())
+    assert answerer.warned == ["2 of 3 answers stopped at --max_new_tokens=2, before the model ended them: cut short, "
+                               "perhaps"]
+    answerer = Cut(["eot"])
+    answer_instruction(answerer, "Who says: ...?", 1, io.StringIO())
+    answer_instruction(answerer, "Who says: ...?", 1, io.StringIO(), as_json=True)
+    assert answerer.warned == []
+    answerer, out = Cut(["length"]), io.StringIO()
+    chat(answerer, ["Who says: ...?\n", "and then?\n"], out)
+    assert out.getvalue() == "BER\nBER\n" and answerer.warned == [
+        "the answer stopped at --max_new_tokens=2, before the model ended it: cut short, perhaps"] * 2
+    answerer = Cut(["length"])
+    chat(answerer, ['{"prompt": "Who says: ...?"}\n'], io.StringIO(), as_json=True)  # its record says "length"
+    assert answerer.warned == []
 
 
 def test_chat_carries_the_conversation_and_forgets_it_on_reset(capsys):
@@ -217,7 +276,9 @@ def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answer
 
     out.clear()
     errors, answers = chat(answerer, [b"\xff\xfe hi\n", "Who says: hi\n".encode()], Out())
-    assert errors == 1 and warnings == ["line 1: not valid UTF-8 (invalid start byte at byte 0)"]
+    cut = ["the answer stopped at --max_new_tokens=4, before the model ended it: cut short, perhaps"]  # (hunt 42-e E5)
+    assert errors == 1 and warnings == ["line 1: not valid UTF-8 (invalid start byte at byte 0)",
+                                        *(cut if answers[0].finish_reason == "length" else [])]
     assert len(answers) == 1 and "".join(out) == answers[0].text + "\n"
 
 
