@@ -238,6 +238,23 @@ def test_instruction_works_with_hugging_face_and_lora_models(capsys, tmp_path):
     assert lora_out == greedy_answer(model, GPT2, "Hello there", 8) + "\n" != out
 
 
+def test_ctrl_d_at_the_interactive_prompt_ends_its_line(capsys, tmp_path, monkeypatch):
+    # the "> " prompt was left open: the shell's prompt came on its line, "> $ " (hunt 42-e E4)
+    import io
+
+    class Terminal:
+        buffer = io.BytesIO(b"hi\n")
+
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    rc, out, err = cli(capsys, f"--out_dir={tiny_run(tmp_path / 'run')}", "--chat", "--max_new_tokens=2",
+                       "--device=cpu")
+    assert rc == 0 and out.endswith("\n")  # the answer, on its line
+    assert err.count("> ") == 2 and err.endswith("> \n"), err
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--instruction=hi", "--chat"], "give one of them"),
     (["--instruction=hi", "--start=ROMEO"], "--start is for plain continuation"),
