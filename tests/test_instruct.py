@@ -640,3 +640,19 @@ def test_make_pairs_asks_only_about_speeches_of_real_speakers_and_lines_of_verse
     speakers = {p["response"] for p in pairs}
     assert "Friends both, go join you with some further aid" not in speakers and "O, give me leave" not in speakers
     assert not [p for p in pairs if p["prompt"].startswith("Who says: [")]
+
+
+def test_sample_tokens_on_instruction_data_answers_a_question_of_the_data(tmp_path, capsys):
+    # from end-of-text such a model, its loss on the answers only, wrote nothing: every sample of
+    # --sample_tokens was empty (hunt 42-e E6)
+    pairs = [{"prompt": f"Question {i}?", "response": "An answer."} for i in range(40)]
+    data = prepare_bytes(write_jsonl(tmp_path / "pairs.jsonl", pairs), tmp_path / "data", val_fraction=0.2)
+    run = [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=64", "--batch_size=2",
+           "--max_iters=2", "--eval_interval=2", "--eval_iters=1", "--sample_tokens=8", "--compile=false",
+           "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main(run) == 0
+    samples = re.findall(r"---- sample ----\n(.*?)\n----------------", capsys.readouterr().out, re.S)
+    [val_shard] = DataDir(data).open_shards("val")
+    asked = BYTE.decode(val_shard.tokens[:int(np.argmax(val_shard.loss_mask))].tolist())  # its first question
+    assert re.fullmatch(r"User:\nQuestion \d+\?\n\nAssistant:\n", asked)
+    assert len(samples) == 2 and all(s.startswith(asked) for s in samples), samples
