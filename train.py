@@ -1374,6 +1374,7 @@ def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
     the data (validation's first) in its template, shown with it. From end-of-text such a model, its loss on
     the answers only, wrote nothing: every sample was empty (hunt 42-e E6)."""
     from gpt.generation import crop_prompt, generate_samples
+    from gpt.instruct import first_question
     from gpt.tokenizer import get_tokenizer
 
     tok = get_tokenizer(data.tokenizer_name)
@@ -1383,27 +1384,6 @@ def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
     (sample,) = generate_samples(model, tok, prompt, 1, n, temperature=0.8, top_k=200, generator=gen)
     question = tok.decode([t for t in prompt if t != tok.eot_token])
     return "---- sample ----\n" + question + sample.text + "\n----------------"
-
-
-def first_question(data: DataDir, eot: int, block_size: int) -> list[int]:
-    """End-of-text and the context before the first answer token of the data (validation's, else
-    training's), within block_size tokens: the first question in the instruction template, ready to be
-    answered ("...Assistant:\n"); just end-of-text where there is none (plain text first: mixed data)."""
-    import numpy as np
-
-    chunk = 1 << 20
-    for split in ("val", "train"):
-        for shard in data.open_shards(split, full_check=False):
-            if shard.loss_mask is None:
-                continue
-            for start in range(0, len(shard), chunk):
-                hits = np.flatnonzero(shard.loss_mask[start:start + chunk])
-                if hits.size:
-                    first = start + int(hits[0])
-                    before = np.asarray(shard.tokens[max(0, first - block_size):first])
-                    ends = np.flatnonzero(before == eot)
-                    return [eot, *before[ends[-1] + 1 if ends.size else 0:].tolist()]
-    return [eot]
 
 
 def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path, dist: Dist) -> None:

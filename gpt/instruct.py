@@ -208,3 +208,23 @@ def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
     """What the model sees before it answers: end-of-text, the conversation, "Assistant:\\n"."""
     ids, _ = encode(tokenizer, segments(messages, generation_prompt=True))
     return [tokenizer.eot_token, *ids.tolist()]
+
+
+def first_question(data, eot: int, block_size: int) -> list[int]:
+    """End-of-text and the context before the first answer token of the data (validation's, else
+    training's), within block_size tokens: the first question in the instruction template, ready to be
+    answered ("...Assistant:\n"); just end-of-text where there is none (plain text first: mixed data).
+    `data`: a gpt.shards.DataDir of instruction data. (train.py's --sample_tokens: hunt 42-e E6.)"""
+    chunk = 1 << 20
+    for split in ("val", "train"):
+        for shard in data.open_shards(split, full_check=False):
+            if shard.loss_mask is None:
+                continue
+            for start in range(0, len(shard), chunk):
+                hits = np.flatnonzero(shard.loss_mask[start:start + chunk])
+                if hits.size:
+                    first = start + int(hits[0])
+                    before = np.asarray(shard.tokens[max(0, first - block_size):first])
+                    ends = np.flatnonzero(before == eot)
+                    return [eot, *before[ends[-1] + 1 if ends.size else 0:].tolist()]
+    return [eot]
