@@ -26,7 +26,7 @@ from typing import IO, Callable, Iterable, Iterator
 
 import torch
 
-from gpt.errors import UsageError
+from gpt.errors import Terminated, UsageError
 from gpt.files import decode_utf8
 from gpt.generation import Sample, crop_prompt, generate_samples
 from gpt.instruct import RecordError, parse_json, prompt_ids, to_messages
@@ -155,7 +155,11 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
          stream: bool = False, prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
     """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
     line by line, so that a line of invalid UTF-8 is refused on its own; prompt() is called before
-    each line is read (an interactive "> "). Returns (lines that were not valid requests, answers)."""
+    each line is read (an interactive "> "). There, Ctrl-C during an answer stops that answer, not the
+    conversation: the question and what was said of the answer are left out of it, and the prompt comes
+    back (a REPL's way; it ended the session, and the conversation with it: hunt 42-e E7). Ctrl-C at the
+    prompt, SIGTERM, and Ctrl-C where no prompt is shown (a pipe) end it as before.
+    Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
     said_dropped = False
@@ -191,11 +195,23 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         elif text.strip() == "/reset":
             history = []
         else:
+            line_ended = not stream
             try:
                 [s], history, dropped = answerer.answer(history + [{"role": "user", "content": text}],
                                                         on_text=_streamer(out) if stream else None)
+            except KeyboardInterrupt as e:
+                if prompt is None or isinstance(e, Terminated):
+                    raise
+                if not line_ended:  # (the warning on a line of its own, not after the answer's last word)
+                    out.write("\n")
+                    line_ended = True
+                out.flush()
+                answerer.warn("answer stopped (Ctrl-C): the question is left out of the conversation; Ctrl-C at "
+                              "the prompt, or Ctrl-D, ends it")
+                prompt()
+                continue
             finally:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line (hunt 30-e F3)
-                if stream:
+                if not line_ended:
                     out.write("\n")
             if not stream:
                 out.write(s.text + "\n")

@@ -255,6 +255,51 @@ def test_ctrl_d_at_the_interactive_prompt_ends_its_line(capsys, tmp_path, monkey
     assert err.count("> ") == 2 and err.endswith("> \n"), err
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_ctrl_c_during_an_answer_at_the_prompt_stops_that_answer_not_the_conversation(monkeypatch, stream):
+    # Ctrl-C mid-answer ended the whole interactive session, the conversation with it (hunt 42-e E7); now
+    # it stops the answer, the question is left out, and the next line is answered with the turns before.
+    # Through a pipe (no prompt) and for SIGTERM it still ends the session.
+    from gpt.errors import Terminated
+
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=256, n_layer=1, n_head=2, n_embd=16)).eval()
+    warnings, out, prompts = [], [], []
+
+    class Out:
+        write = out.append
+
+        def flush(self):
+            pass
+
+    answerer = Answerer(model, tok, 4, warn=warnings.append, temperature=0)
+    real_answer, asked = Answerer.answer, []
+
+    def answer(self, messages, *args, **kwargs):
+        asked.append([m["content"] for m in messages])
+        if len(asked) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second question is answered
+        return real_answer(self, messages, *args, **kwargs)
+
+    monkeypatch.setattr(Answerer, "answer", answer)
+    try:
+        errors, answers = chat(answerer, [b"one\n", b"two\n", b"three\n"], Out(), stream=stream,
+                               prompt=lambda: prompts.append("> "))
+    except KeyboardInterrupt:  # (not let through to pytest, which takes it for the user's)
+        pytest.fail("Ctrl-C during an answer ended the conversation")
+    assert errors == 0 and len(answers) == 2 and len(prompts) == 4  # a prompt before each line and at the end
+    assert asked == [["one"], ["one", answers[0].text, "two"], ["one", answers[0].text, "three"]]  # "two" left out
+    stopped = ("answer stopped (Ctrl-C): the question is left out of the conversation; Ctrl-C at the prompt, or "
+               "Ctrl-D, ends it")
+    assert [w for w in warnings if w.startswith("answer stopped")] == [stopped]
+    for stop, prompt in ((KeyboardInterrupt, None), (Terminated, lambda: None)):  # a pipe; SIGTERM at a terminal
+        asked.clear()
+        monkeypatch.setattr(Answerer, "answer", lambda self, *args, **kwargs: (_ for _ in ()).throw(stop()))
+        with pytest.raises(stop):
+            chat(answerer, [b"one\n", b"two\n"], Out(), stream=stream, prompt=prompt)
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--instruction=hi", "--chat"], "give one of them"),
     (["--instruction=hi", "--start=ROMEO"], "--start is for plain continuation"),
