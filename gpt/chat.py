@@ -11,7 +11,8 @@ slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest staye
 
 --chat reads stdin. In plain mode each non-empty line is the next user message and the answer
 follows on stdout; the conversation is remembered ("/reset" on a line of its own forgets it).
-With --json each line is one JSON object answered on its own, whole conversations included:
+With --json each line is one JSON object answered on its own (its random draws too, from --seed),
+whole conversations included:
 {"prompt": ...}, {"instruction": ..., "input": ...} or {"messages": [...]} (a response, an
 output or a final assistant message in it is left out, so a training file can be fed back);
 each gets one JSON line back: {"line", "text", "tokens", "finish_reason", "dropped_turns",
@@ -162,6 +163,9 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
     Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
+    # --json: each line's draws start from --seed, so that a line gives the same answer alone as in a file (one
+    # stream for the whole input made a line's answer depend on how much the lines before it drew: hunt 42-e E3)
+    seed = answerer.generator.initial_seed() if answerer.generator is not None else None
     said_dropped = False
 
     def refuse(message: str) -> None:  # this line only: the next ones are still answered
@@ -189,6 +193,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             except (json.JSONDecodeError, RecordError) as e:
                 refuse(f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e))
             else:
+                if seed is not None:
+                    answerer.generator.manual_seed(seed)
                 [s], _, dropped = answerer.answer(messages)
                 out.write(_record(s, line=lineno, dropped_turns=dropped))
                 answers.append(s)

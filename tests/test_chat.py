@@ -255,6 +255,32 @@ def test_ctrl_d_at_the_interactive_prompt_ends_its_line(capsys, tmp_path, monkey
     assert err.count("> ") == 2 and err.endswith("> \n"), err
 
 
+def test_a_json_line_gives_the_same_sampled_answer_alone_as_after_other_lines():
+    # the lines drew from one random stream: at a temperature above 0 a request's answer depended on how much
+    # the lines before it drew, and a line taken out of a file to look at gave another answer (hunt 42-e E3)
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+
+    def texts(lines):
+        out = []
+
+        class Out:
+            write = out.append
+
+            def flush(self):
+                pass
+
+        answerer = Answerer(model, tok, 16, generator=torch.Generator().manual_seed(7), temperature=1.5)
+        chat(answerer, lines, Out(), as_json=True)
+        return [json.loads(line)["text"] for line in "".join(out).splitlines()]
+
+    asked, other = b'{"prompt": "Who says: hi"}\n', b'{"prompt": "Who says: something else entirely"}\n'
+    alone = texts([asked])
+    assert texts([other, asked])[1] == alone[0] and texts([other, other, asked])[2] == alone[0]
+    assert texts([asked, asked]) == alone * 2  # (the same line twice: the same answer, as with one seed)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_ctrl_c_during_an_answer_at_the_prompt_stops_that_answer_not_the_conversation(monkeypatch, stream):
     # Ctrl-C mid-answer ended the whole interactive session, the conversation with it (hunt 42-e E7); now
