@@ -96,7 +96,7 @@ class Recorder(Answerer):
     """An Answerer that records what it was asked and answers with the number of the question."""
 
     def __init__(self):
-        self.asked = []
+        self.asked, self.generator = [], None  # (Answerer's attributes that chat() reads)
 
     def answer(self, messages, num_samples=1, on_text=None):
         self.asked.append(list(messages))
