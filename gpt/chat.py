@@ -4,9 +4,9 @@ The template itself is gpt/instruct.py's, the one training used.
 The context: the conversation is put in the template and must leave room for the answer
 (max_new_tokens, at most half the model's block_size). When it does not fit, the oldest turns
 go first (a user message together with the answers that follow it); system messages and the
-newest message stay. Plain --chat says so on stderr the first time (--json: "dropped_turns"). Should the newest message alone still be too long, the prompt keeps its
-last block_size tokens, as sample.py does with any prompt, with a warning: the system messages
-and the "User:" marker go with the message's beginning, and the answer starts where the window
+newest message stay. Plain --chat says so on stderr the first time (--json: "dropped_turns").
+Should the newest message alone still be too long, the prompt keeps its last block_size tokens,
+as sample.py does with any prompt, with a warning: the system messages and the "User:" marker go with the message's beginning, and the answer starts where the window
 slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed).
 
 --chat reads stdin. In plain mode each non-empty line is the next user message and the answer
