@@ -121,6 +121,21 @@ def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
         answer_instruction(Interrupted(), "who?", 1, out, stream=True)
     assert out.getvalue() == "half an ans\n"
 
+    class InterruptedOnce(Recorder):  # at a terminal's prompt: Ctrl-C stops the first answer, the session goes on
+        def answer(self, messages, num_samples=1, on_text=None):
+            if not self.asked:
+                self.asked.append(list(messages))
+                on_text(0, "half an ans")
+                raise KeyboardInterrupt
+            on_text(0, "whole")
+            return super().answer(messages, num_samples, on_text)
+
+    out = io.StringIO()  # its line ended once, not followed by an empty line (hunt 42-f F1: nothing checked it)
+    answerer, warned = InterruptedOnce(), []
+    answerer.warn = warned.append
+    chat(answerer, ["who?\n", "and you?\n"], out, stream=True, prompt=lambda: None)
+    assert out.getvalue() == "half an ans\nwhole\n" and len(warned) == 1 and answerer.asked[1] == [user("and you?")]
+
 
 def test_an_answer_stopped_by_max_new_tokens_is_said_to_be_so():
     # printed alone, "BER" (BERNARDO stopped at --max_new_tokens=2) read as a whole answer: plain
