@@ -156,10 +156,11 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
          stream: bool = False, prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
     """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
     line by line, so that a line of invalid UTF-8 is refused on its own; prompt() is called before
-    each line is read (an interactive "> "). There, Ctrl-C during an answer stops that answer, not the
-    conversation: the question and what was said of the answer are left out of it, and the prompt comes
-    back (a REPL's way; it ended the session, and the conversation with it: hunt 42-e E7). Ctrl-C at the
-    prompt, SIGTERM, and Ctrl-C where no prompt is shown (a pipe) end it as before.
+    each line is read (an interactive "> "). There, in plain mode, Ctrl-C during an answer stops that answer,
+    not the conversation: the question and what was said of the answer are left out of it, and the prompt
+    comes back (a REPL's way; it ended the session, and the conversation with it: hunt 42-e E7). Ctrl-C at
+    the prompt, SIGTERM, Ctrl-C where no prompt is shown (a pipe) and Ctrl-C during a --json answer (no
+    conversation to keep; this said "there" of --json too: hunt 42-f F2) end it as before.
     Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
