@@ -707,10 +707,11 @@ class GPT(nn.Module):
         if seq.size(0) != batch:
             seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
         seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
-        _start_generating(self)
         was_training = self.training
-        self.eval()
-        try:
+        _start_generating(self)
+        try:  # (self.eval() inside: a Ctrl-C there, which sample.py --chat survives since 780fb99, left the model
+            # "generating", and the next answer a RuntimeError traceback: hunt 42-f F3)
+            self.eval()
             with self.cpu_bf16_packed(batch):
                 if use_cache:
                     self.setup_kv_cache(batch, block)

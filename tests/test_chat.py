@@ -3,6 +3,7 @@ loop carries the conversation (and forgets it on /reset), answers are greedy gen
 template's prompt, for Hugging Face GPT-2 directories and LoRA runs too; bad combinations of
 options are one line. (A trained model answering through stdin: tests/test_instruct.py.)"""
 
+import io
 import json
 from pathlib import Path
 
@@ -339,6 +340,29 @@ def test_ctrl_c_during_an_answer_at_the_prompt_stops_that_answer_not_the_convers
         monkeypatch.setattr(Answerer, "answer", lambda self, *args, **kwargs: (_ for _ in ()).throw(stop()))
         with pytest.raises(stop):
             chat(answerer, [b"one\n", b"two\n"], Out(), stream=stream, prompt=prompt)
+
+
+def test_a_ctrl_c_at_the_start_of_a_generation_leaves_the_model_able_to_answer(monkeypatch):
+    # generate_tokens marked the model as generating, then called self.eval() outside its try: a Ctrl-C landing
+    # there left it marked, and the next --chat answer (the session goes on since hunt 42-e E7) was "this model
+    # is generating already", a traceback (hunt 42-f F3)
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    real_eval, calls = GPT.eval, []
+
+    def eval_(self):
+        calls.append(self)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # (the user's Ctrl-C, in the first generation's self.eval())
+        return real_eval(self)
+
+    monkeypatch.setattr(GPT, "eval", eval_)
+    warned = []
+    errors, answers = chat(Answerer(model, tok, 4, warn=warned.append, temperature=0), ["one\n", "two\n"],
+                           io.StringIO(), prompt=lambda: None)
+    assert errors == 0 and len(answers) == 1 and warned[0].startswith("answer stopped (Ctrl-C)")
+    assert not model.training  # (as it was)
 
 
 @pytest.mark.parametrize("args, needle", [
