@@ -565,6 +565,62 @@ def test_a_decode_step_that_cannot_be_captured_warns_and_runs_eagerly():
     assert torch.equal(model.generate(prompt, 10, temperature=0, decode_step=again), expected) and not again.failed
 
 
+@pytest.mark.parametrize("kind", ["graphed", pytest.param("compiled", marks=pytest.mark.slow)])
+def test_chat_answers_as_before_after_ctrl_c_stopped_an_answer_in_a_cuda_graph(kind, exact_fp32):
+    # sample.py --chat goes on after Ctrl-C stops an answer (hunt 42-e E7). Stopped inside the CUDA-graph
+    # capture of GraphedDecodeStep (--chat's default on CUDA: its first answer's first decode step), or
+    # between a compiled step's replays, the next answers must be those of the conversation without the
+    # stopped question, from the same kind of step (hunt 42-f; written without a GPU to run it on)
+    import io
+
+    from gpt.chat import Answerer, chat
+    from gpt.generation import GraphedDecodeStep, compiled_decode_step
+    from gpt.model import GPT, GPTConfig
+    from gpt.tokenizer import get_tokenizer
+
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=256, n_layer=2, n_head=2, n_embd=64)).to("cuda").eval()
+    real = model.decode_token
+
+    def answers(step, lines, **kw):
+        warned = []
+        _, got = chat(Answerer(model, tok, 24, temperature=0, decode_step=step, warn=warned.append), lines,
+                      io.StringIO(), **kw)
+        return [a.text for a in got], warned
+
+    if kind == "graphed":
+        expected, _ = answers(GraphedDecodeStep(model), [b"two\n", b"three\n"])
+        fired = []
+
+        def decode_token(*args, **kwargs):  # Ctrl-C once, inside the capture
+            if torch.cuda.is_current_stream_capturing() and not fired:
+                fired.append(1)
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        model.decode_token = decode_token
+        step = GraphedDecodeStep(model)
+    else:
+        inner = compiled_decode_step(model)
+        inner.warm_up(1, temperature=0, vocab_limit=tok.n_vocab)
+        expected, _ = answers(inner, [b"two\n", b"three\n"])
+        fired, calls = [], []
+
+        def step(*args, **kwargs):  # Ctrl-C once, after the 5th replay of the first answer
+            out = inner(*args, **kwargs)
+            calls.append(1)
+            if len(calls) == 5:
+                fired.append(1)
+                raise KeyboardInterrupt
+            return out
+    try:
+        got, warned = answers(step, [b"one\n", b"two\n", b"three\n"], prompt=lambda: None)
+    finally:
+        model.decode_token = real
+    assert fired == [1] and [w for w in warned if w.startswith("answer stopped")] and got == expected
+
+
 def test_non_finite_logits_are_refused_on_the_gpu():
     model = tiny_model()
     with torch.no_grad():
