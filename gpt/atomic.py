@@ -33,20 +33,24 @@ def replace_file(tmp: Path, path: Path) -> None:
 def replace_files(renames: list[tuple[Path, Path]]) -> None:
     """replace_file of files that only make sense together (a model's weights and its config), each
     (finished temp file, real name): all made durable first, then renamed one right after the other with
-    Ctrl-C and SIGTERM held until the last rename is done. Replaced one by one, the weights were new and
-    the config old for the 1-4 ms the config took to write, and an export of another shape stopped then
-    left a pair that loaded nowhere (hunt 40-a A3). Only a kill -9 or a crash in the microseconds of the
-    renames can still part them."""
+    Ctrl-C and SIGTERM held until the last rename is done and made durable. Replaced one by one, the
+    weights were new and the config old for the 1-4 ms the config took to write, and an export of another
+    shape stopped then left a pair that loaded nowhere (hunt 40-a A3). Only a kill -9 or a crash in the
+    microseconds of the renames can still part them."""
     for _, path in renames:
         refuse_special(path)
     for tmp, _ in renames:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+    # The directories' fsync inside the hold too: a signal held through the renames and raised before it
+    # ended the process (KeyboardInterrupt, SIGTERM's default) with the renames not yet durable, and a crash
+    # soon after could bring the old names back (hunt 42-f, hunt 43-a A1). It holds Ctrl-C no longer than a
+    # directory's fsync, one per directory (the files' data, the long part, was synced above, outside it).
     with python_signals_held(signal.SIGINT, signal.SIGTERM):
         for tmp, path in renames:
             os.replace(tmp, path)
-    for directory in dict.fromkeys(path.parent for _, path in renames):
-        fsync_dir(directory)
+        for directory in dict.fromkeys(path.parent for _, path in renames):
+            fsync_dir(directory)
 
 
 @contextlib.contextmanager

@@ -141,6 +141,40 @@ def test_replace_files_holds_ctrl_c_and_sigterm_until_its_last_rename(tmp_path, 
     assert [path.read_text() for _, path in pairs] == ["new", "new"]
 
 
+def test_replace_files_makes_its_renames_durable_before_a_held_signal_is_raised(tmp_path, monkeypatch):
+    # A Ctrl-C held through the renames was raised before the directory's fsync: KeyboardInterrupt (or
+    # SIGTERM's default end) left the renames not yet durable, and a crash soon after could bring the old
+    # names back (hunt 42-f, hunt 43-a A1)
+    import signal
+
+    import gpt.atomic
+    from gpt.atomic import replace_files
+
+    pairs = [(tmp_path / ".tmp-a", tmp_path / "a"), (tmp_path / ".tmp-b", tmp_path / "b")]
+    for tmp, _ in pairs:
+        tmp.write_text("new")
+    real_replace, real_fsync_dir, events = gpt.atomic.os.replace, gpt.atomic.fsync_dir, []
+
+    def signal_at_the_first_rename(src, dst):
+        real_replace(src, dst)
+        events.append(f"rename {dst.name}")
+        if len(events) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    def recorded_fsync_dir(path):
+        real_fsync_dir(path)
+        events.append("fsync_dir")
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", signal_at_the_first_rename)
+    monkeypatch.setattr(gpt.atomic, "fsync_dir", recorded_fsync_dir)
+    before = signal.signal(signal.SIGINT, lambda *_: events.append("Ctrl-C"))
+    try:
+        replace_files(pairs)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert events == ["rename a", "rename b", "fsync_dir", "Ctrl-C"]  # one directory, synced once
+
+
 def test_python_signals_held_puts_the_handlers_back_and_holds_nothing_off_the_main_thread():
     # (hunt 42-d D4) the handlers found are those left, a signal ignored stays ignored, and in another thread,
     # where signal.signal raises ValueError, the block runs as it is
