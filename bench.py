@@ -1034,6 +1034,17 @@ def bench_train(args: argparse.Namespace) -> None:
         return f"{str(pick_dtype(config['dtype'], device)[0]).removeprefix('torch.')} {config['optimizer']}"
 
     ran_with, config_of = {}, {}  # each variant's dtype and optimizer as train.py took them, and its config
+    # Two variants can run alike only through an "auto" beside another value of its list (a named dtype or
+    # optimizer runs as named; --dtypes=auto,float32 on the CPU): there, a variant's label says what was asked
+    # too. Known before the first run, so a round's line and the medians give a run the same label: the rounds
+    # said "(asked: ...)" wherever what ran differed from what was asked, the medians only where two variants
+    # ran alike (hunt 42-d N4, hunt 43-a A2)
+    two_may_run_alike = any("auto" in asked and len(asked) > 1 for asked in (dtypes, optimizers))
+
+    def variant_label(dtype: str, optimizer: str) -> str:
+        ran, asked = ran_with[dtype, optimizer], f"{dtype} {optimizer}"
+        return f"{ran} (asked: {asked})" if two_may_run_alike and ran != asked else ran
+
     ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
     loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
     tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
@@ -1042,9 +1053,7 @@ def bench_train(args: argparse.Namespace) -> None:
     def say_variants() -> None:
         for (dtype, optimizer) in variants:
             ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
-            label = ran_with[dtype, optimizer]
-            if list(ran_with.values()).count(label) > 1:  # e.g. --dtypes=auto,float32 on the CPU
-                label += f" (asked: {dtype} {optimizer})"
+            label = variant_label(dtype, optimizer)
             tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
             config_by_label[label] = config_of[dtype, optimizer]
             print(f"  {label}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
@@ -1099,9 +1108,7 @@ def bench_train(args: argparse.Namespace) -> None:
             tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
             mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
             if args.rounds > 1:
-                label, asked = ran_with[dtype, optimizer], f"{dtype} {optimizer}"  # (asked: tells variants apart)
-                tok_s = say_run(round_index, label if label == asked or len(variants) == 1
-                                else f"{label} (asked: {asked})", steps)
+                tok_s = say_run(round_index, variant_label(dtype, optimizer), steps)
                 first_tok_s = first_tok_s or tok_s
         if args.rounds == 1:
             say_variants()

@@ -929,6 +929,24 @@ def test_train_rounds_say_each_run_and_then_the_medians(monkeypatch, capsys):
                      "100 tokens/s") > out.index("\n  round 2 of 2, float32 adamw (asked: float32 auto)")
 
 
+def test_train_rounds_and_their_medians_give_a_variant_the_same_label(monkeypatch, capsys):
+    # --dtypes=float32,bfloat16 (optimizers: auto, train.py's adamw): the rounds said "float32 adamw (asked:
+    # float32 auto)", the medians "float32 adamw", one run under two labels (hunt 42-d N4, hunt 43-a A2). Named
+    # dtypes cannot run alike: no "(asked: ...)" in either place
+    import train
+
+    monkeypatch.setattr(train, "main", stand_in_for_train_main(lambda argv: [
+        {"step": step, "loss": 4.0, "ms_per_step": 10.0, "tokens_per_s": 100.0} for step in (2, 3, 4)]))
+    bench.main(["train", "--steps=3", "--warmup=1", "--rounds=2", "--dtypes=float32,bfloat16", "--", "--device=cpu",
+                "--compile=false", "--optimizer=adamw"])
+    out = capsys.readouterr().out
+    rounds = re.findall(r"^  round (\d) of 2, (.+?): 10\.0 ms/step", out, re.M)
+    assert rounds == [("1", "float32 adamw"), ("1", "bfloat16 adamw"), ("2", "float32 adamw"),
+                      ("2", "bfloat16 adamw")], out
+    medians = out[out.index("\ntrain: the medians of the 2 rounds:\n"):]
+    assert re.findall(r"^  (.+?): 10\.0 ms/step", medians, re.M) == ["float32 adamw", "bfloat16 adamw"], out
+
+
 def test_a_with_row_holds_a_path_with_a_space_quoted_as_a_shell_would(monkeypatch, capsys, tmp_path):
     # a row was split at every space, with no quoting to keep a flag whole: --with="--data=/x/my data" was
     # refused ("unexpected argument 'data'"), and so was every way of quoting it (hunt 35-f F13, hunt 42-c C4).
