@@ -58,7 +58,6 @@ class Metrics:
         # first and outlives a closed stderr
         self.warn = lambda text: print(text, file=sys.stderr)
         self._wandb = self._tb = None
-        self._config = dict(config or {})  # (as W&B has it: update_config sends what changed)
         self.plot_note: str | None = None
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
         # A write that failed (a full disk, a permission): kept, not raised here, since only rank 0
@@ -206,13 +205,13 @@ class Metrics:
     def update_config(self, config: dict, step: int) -> None:
         """The run's config changed at `step`: a budgeted run's step count (--max_iters=0), fixed after its warmup
         and maybe cut later, with its schedule's end. W&B kept max_iters 0 where config.json has the count
-        (hunt 42-a A4); it gets the changed values, replacing its own. (TensorBoard records no config.)"""
-        changed = {k: v for k, v in config.items() if self._config.get(k, object()) != v}
-        self._config.update(changed)
-        if self._wandb is None or not changed:
+        (hunt 42-a A4); it gets the whole config, replacing its values. Called at the plan and at each cut, at most
+        once a log interval, as log() sends its record: no copy of W&B's config is kept to send only the changed
+        values (hunt 42-d N6, hunt 43-a A2). (TensorBoard records no config.)"""
+        if self._wandb is None:
             return
         try:
-            self._wandb.config.update(changed, allow_val_change=True)
+            self._wandb.config.update(config, allow_val_change=True)
         except OSError as e:  # (W&B's service gone: as in log)
             self._wandb = None
             self._tracker_lost("W&B", e, step=step)
