@@ -829,6 +829,9 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
             reason = str(e.args[0]) if isinstance(e, KeyError) else str(e)
             raise UnreadableFile(ckpt.path / WEIGHTS, f"{reason} (model config from {META})") from None
+    # (its end-of-text, which save_pretrained writes for transformers' generate: hunt 43-a A3)
+    tokenizer = ckpt.meta.get("tokenizer")
+    model.tokenizer_name = tokenizer if isinstance(tokenizer, str) else None
     # eval mode, as transformers' from_pretrained: in nn.Module's default training mode a run trained with
     # --dropout gave other logits and a higher loss at every call, in silence (hunt 35-c C2). model.train()
     # to fine-tune it.

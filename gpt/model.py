@@ -408,6 +408,9 @@ class GPT(nn.Module):
         # The inputs of the static decode step, (B, 1) token and (1,) position, made with the KV
         # caches (setup_kv_cache): fixed addresses that a CUDA graph of the step reads directly.
         self.decode_inputs: tuple[torch.Tensor, torch.Tensor] | None = None
+        # The tokenizer the model was trained with, where known (gpt.checkpoint.load_model sets it from the
+        # checkpoint's meta.json): save_pretrained writes its end-of-text unless given one (hunt 43-a A3)
+        self.tokenizer_name: str | None = None
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
         # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
@@ -833,17 +836,21 @@ class GPT(nn.Module):
         earlier one (Ctrl-C, a full disk) left that one's weights cut short, or new weights beside the old
         config, a directory that loaded nowhere. Refuses a directory that LoRA runs were
         trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint.
-        `eot_token`: the tokenizer's end-of-text id (`get_tokenizer(ckpt.meta["tokenizer"]).eot_token`),
-        written as the config's eos_token_id (and bos_token_id, as GPT-2's), where transformers' generate
-        stops, as sample.py does; the model does not know its tokenizer. Without it, GPT-2's 50256 where the
-        vocabulary has it, else none: a byte or shakespeare-bpe model's generate ran on past its end-of-text
-        (hunt 37-h h5, hunt 42-c C5)."""
+        `eot_token`: the tokenizer's end-of-text id, written as the config's eos_token_id (and bos_token_id,
+        as GPT-2's), where transformers' generate stops, as sample.py does. Without it, the end-of-text of the
+        tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
+        gpt.checkpoint.load_model), else GPT-2's 50256 where the vocabulary has it, else none: a byte or
+        shakespeare-bpe model's generate ran on past its end-of-text (hunt 37-h h5, hunt 42-c C5), and
+        `load_model(run)[0].save_pretrained(dir)` still did so without eot_token= (hunt 43-a A3)."""
         from safetensors.torch import save_file
 
         from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
         from gpt.lora import is_lora
+        from gpt.tokenizer import get_tokenizer
 
         cfg = self.config
+        if eot_token is None and self.tokenizer_name is not None:
+            eot_token = get_tokenizer(self.tokenizer_name).eot_token
         if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, int)
                                       or not 0 <= eot_token < cfg.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "

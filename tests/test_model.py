@@ -798,6 +798,42 @@ def test_save_pretrained_writes_the_end_of_text_where_transformers_generate_stop
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_path):
+    # `load_model(RUN)[0].save_pretrained(dir)` wrote no eos_token_id for a byte model unless given eot_token=,
+    # and transformers' generate ran on past its end-of-text (hunt 42-c C5, hunt 43-a A3). The model of C5's
+    # test (every greedy token is the byte tokenizer's end-of-text, 256), saved as train.py saves a checkpoint.
+    import json
+
+    from gpt.checkpoint import load_model, save_checkpoint
+
+    transformers = pytest.importorskip("transformers")
+    model = tiny_model(vocab_size=257)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()
+        model.transformer.wte.weight[256] = 1.0
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.fill_(1.0)
+    meta = {"model_config": model.config.to_dict(), "config": {}, "tokens_seen": 0}
+    save_checkpoint(tmp_path / "byte-run", 1, model, {}, {**meta, "tokenizer": "byte"}, keep_last=1, is_best=False)
+    loaded, _ = load_model(tmp_path / "byte-run")
+    loaded.save_pretrained(tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"]) == (256, 256)
+    assert loaded.tokenizer_name == "byte"
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "export").eval()
+    with torch.no_grad():
+        generated = hf.generate(torch.tensor([[104, 105]]), max_new_tokens=5, do_sample=False, pad_token_id=256)
+    assert generated[0, 2:].tolist() == [256]  # stopped at its end-of-text, as sample.py does
+    loaded.save_pretrained(tmp_path / "given", eot_token=10)  # one given still wins
+    assert json.loads((tmp_path / "given" / "config.json").read_text())["eos_token_id"] == 10
+    # a checkpoint that does not name its tokenizer (saved before meta.json did): the rule of a model built here
+    save_checkpoint(tmp_path / "older-run", 1, model, {}, meta, keep_last=1, is_best=False)
+    loaded, _ = load_model(tmp_path / "older-run")
+    assert loaded.tokenizer_name is None
+    loaded.save_pretrained(tmp_path / "older-export")
+    assert json.loads((tmp_path / "older-export" / "config.json").read_text())["eos_token_id"] is None
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
