@@ -521,7 +521,8 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
         return 0
     interactive = sys.stdin.isatty()
     errors, _ = chat(answerer, sys.stdin.buffer, sys.stdout, as_json=args.json, stream=stream,  # bytes: see chat()
-                     prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None)
+                     prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None,
+                     end_echoed_line=(lambda: print(file=sys.stderr)) if sys.stderr.isatty() else None)
     if interactive:  # Ctrl-D at the "> " prompt ends the line, where the shell's prompt came on it (hunt 42-e E4)
         print(file=sys.stderr, flush=True)
     return 1 if errors else 0

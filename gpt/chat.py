@@ -153,14 +153,17 @@ def _read_or_say(lines: Iterable[str | bytes]) -> Iterator[str | bytes]:
 
 
 def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_json: bool = False,
-         stream: bool = False, prompt: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
+         stream: bool = False, prompt: Callable[[], None] | None = None,
+         end_echoed_line: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
     """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
     line by line, so that a line of invalid UTF-8 is refused on its own; prompt() is called before
     each line is read (an interactive "> "). There, in plain mode, Ctrl-C during an answer stops that answer,
     not the conversation: the question and what was said of the answer are left out of it, and the prompt
     comes back (a REPL's way; it ended the session, and the conversation with it: hunt 42-e E7). Ctrl-C at
     the prompt, SIGTERM, Ctrl-C where no prompt is shown (a pipe) and Ctrl-C during a --json answer (no
-    conversation to keep; this said "there" of --json too: hunt 42-f F2) end it as before.
+    conversation to keep; this said "there" of --json too: hunt 42-f F2) end it as before. Where the answer so
+    stopped was not streamed, end_echoed_line() is called before its warning: the terminal echoed "^C" at the
+    start of the line the warning would take (sample.py: a new line on stderr where stderr is a terminal).
     Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
@@ -212,6 +215,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
                 if not line_ended:  # (the warning on a line of its own, not after the answer's last word)
                     out.write("\n")
                     line_ended = True
+                elif end_echoed_line:  # (nor after the terminal's "^C": hunt 42-f, hunt 43-a A4)
+                    end_echoed_line()
                 out.flush()
                 answerer.warn("answer stopped (Ctrl-C): the question is left out of the conversation; Ctrl-C at "
                               "the prompt, or Ctrl-D, ends it")

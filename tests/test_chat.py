@@ -271,6 +271,43 @@ def test_ctrl_d_at_the_interactive_prompt_ends_its_line(capsys, tmp_path, monkey
     assert err.count("> ") == 2 and err.endswith("> \n"), err
 
 
+def test_a_ctrl_c_stopped_answer_not_streamed_starts_its_warning_after_the_terminals_echoed_line(capsys, tmp_path,
+                                                                                               monkeypatch):
+    # --stream=false (or stdout piped) at a terminal: the terminal echoes "^C" where the answer would have
+    # started, and the warning came on its line, "^Cwarning: answer stopped ..." (hunt 42-f, hunt 43-a A4)
+    import io
+    import sys
+
+    from gpt.chat import Answerer
+
+    class Terminal:
+        buffer = io.BytesIO(b"hi\nthere\n")
+
+        def isatty(self):
+            return True
+
+    run = tiny_run(tmp_path / "run")
+    real_answer, asked = Answerer.answer, []
+
+    def answer(self, messages, *args, **kwargs):
+        asked.append(messages)
+        if len(asked) == 1:
+            raise KeyboardInterrupt  # Ctrl-C during the first answer
+        return real_answer(self, messages, *args, **kwargs)
+
+    monkeypatch.setattr(Answerer, "answer", answer)
+    monkeypatch.setattr("sys.stdin", Terminal())
+    for stderr_is_a_terminal, new_line in ((True, "\n"), (False, "")):
+        Terminal.buffer.seek(0)
+        asked.clear()
+        capsys.readouterr()
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: stderr_is_a_terminal)
+        rc, out, err = cli(capsys, f"--out_dir={run}", "--chat", "--stream=false", "--max_new_tokens=2",
+                           "--device=cpu")
+        assert rc == 0 and len(asked) == 2, err
+        assert f"\n> {new_line}warning: answer stopped (Ctrl-C): " in err, err  # (a file: no empty line)
+
+
 def test_a_json_line_gives_the_same_sampled_answer_alone_as_after_other_lines():
     # the lines drew from one random stream: at a temperature above 0 a request's answer depended on how much
     # the lines before it drew, and a line taken out of a file to look at gave another answer (hunt 42-e E3)
