@@ -281,7 +281,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # ---------------------------------------------------------------- data
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
-        refuse_another_architecture(cfg, pretrained_config(cfg.init_from), typed)
+        weights = pretrained_config(cfg.init_from)
+        refuse_another_architecture(cfg, weights, typed)
+        refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
@@ -1095,6 +1097,19 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
         raise ConfigError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
     # (and a LoRA rank the weights' width cannot take: refused after the data was prepared, hunt 37-c C3)
     refuse_lora_rank(cfg.lora_rank, weights.n_embd)
+
+
+def refuse_fewer_embeddings_than(tokenizer: str, vocab_size: int, init_from: str) -> None:
+    """Weights with fewer token embeddings than their tokenizer has ids were not trained with it: an export of a
+    byte or shakespeare-bpe model, which a Hugging Face directory is read as GPT-2's. DataDir.check_compatible
+    said so only once the text had been prepared with that tokenizer, minutes of a large corpus (and a cache
+    of it) for nothing (hunt 43-a A6)."""
+    from gpt.tokenizer import get_tokenizer
+
+    if vocab_size < get_tokenizer(tokenizer).n_vocab:
+        raise ConfigError(f"the weights of {init_from} have {vocab_size} token embeddings, fewer than {tokenizer!r} "
+                          "has ids: they were not trained with that tokenizer (a Hugging Face directory is read with "
+                          "GPT-2's; start from the run of ours it was exported from instead)")
 
 
 def refuse_lora_rank(rank: int, width: int) -> None:

@@ -1395,6 +1395,24 @@ def test_finetune_a_hugging_face_gpt2_on_raw_text(hf_dir, tmp_path):
     assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, base.transformer.h[0].mlp.c_fc.weight)
 
 
+def test_an_export_of_a_byte_model_is_refused_before_its_text_is_prepared(tmp_path, capsys):
+    # A Hugging Face directory is read with GPT-2's BPE: an export of a byte model (257 embeddings) was refused for
+    # it only after the text had been prepared with gpt2, minutes of a large corpus, a cache of it left (hunt 43-a A6)
+    from gpt.model import GPTConfig
+
+    torch.manual_seed(0)
+    export = tmp_path / "byte-export"
+    GPT(GPTConfig(vocab_size=257, block_size=32, n_layer=1, n_head=2, n_embd=16)).save_pretrained(export, eot_token=256)
+    text = write_corpus(tmp_path / "notes", docs=10, words=100)
+    assert train.main([f"--init_from={export}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}",
+                       "--max_iters=1", "--compile=false", "--device=cpu", f"--out_dir={tmp_path / 'ft'}"]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"train.py: error: the weights of {export} have 257 token embeddings, fewer than 'gpt2' has ids: they were not "
+        "trained with that tokenizer (a Hugging Face directory is read with GPT-2's; start from the run of ours it "
+        "was exported from instead)\n")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, tmp_path, capsys):
     # Only the base's weights were fingerprinted: its config.json edited since (n_head, every tensor's shape
     # the same) put the adapters onto another computation, sampled and resumed without a word (hunt 30-e F1)
