@@ -105,6 +105,37 @@ class InputFile:
         self._f.close()
 
 
+def wide_encoding(data: bytes) -> str | None:
+    """The encoding a file's first bytes name by their byte order mark, where it is UTF-16 or UTF-32
+    (Windows Notepad's "Unicode", PowerShell's `>`, Excel's "Unicode text"): text this project does not
+    read, to be named as such, or None."""
+    if data[:4] in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE):  # (UTF-32 LE's mark begins with UTF-16 LE's)
+        return "UTF-32"
+    return "UTF-16" if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else None
+
+
+# Compressed files by their first bytes (the formats' magic numbers, none of them the start of UTF-8 text): a
+# corpus.txt.gz or shard.jsonl.zst was "skipped, looks binary (contains NUL bytes)" (hunt 43-d D2).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"BZh", "bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "xz", "unxz"),
+               (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"), (b"\x04\x22\x4d\x18", "lz4", "unlz4"))
+
+
+def compressed(data: bytes) -> str | None:
+    """How a compressed file's first bytes say it was compressed, with the command that undoes it, or None."""
+    for magic, name, command in _COMPRESSED:
+        if data.startswith(magic) and (name != "bzip2" or data[3:10] in (bytes([d]) + b"1AY&SY" for d in b"123456789")):
+            return f"{name}-compressed: decompress it first ({command})"
+    return None
+
+
+def _refuse_wide_encoding(path: Path, data: bytes) -> None:
+    """A record file (.json, .csv) in UTF-16 or UTF-32 is one line naming the encoding: it was read as
+    UTF-8 with U+FFFD replacements, then said to be invalid UTF-8 and not valid JSON, or a .csv row with
+    the wrong number of cells (hunt 43-d D1)."""
+    if encoding := wide_encoding(data):
+        raise PrepareError(f"{path}: {encoding} text (its byte order mark): save it as UTF-8")
+
+
 def _decode(data: bytes) -> tuple[str, bool]:
     """UTF-8 text, and whether invalid bytes had to be replaced by U+FFFD."""
     try:
@@ -507,9 +538,9 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
             try:
                 record = parse_json(text)
             except json.JSONDecodeError as e:
-                utf16 = lineno == 1 and line[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+                wide = lineno == 1 and wide_encoding(line)
                 raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})"
-                                   + ("; the file is UTF-16 (its byte order mark): save it as UTF-8" if utf16 else "")
+                                   + (f"; the file is {wide} (its byte order mark): save it as UTF-8" if wide else "")
                                    ) from None
             yield _record_text(record, text_field, f"{path}:{lineno}"), True
     stats.replaced(path, replaced)
@@ -518,7 +549,9 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
 def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     """A .json file is read whole: a list of records (or strings), or one record."""
     with open_input(path) as f:
-        text, replaced = _decode(f.read().removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
+        data = f.read()
+    _refuse_wide_encoding(path, data)
+    text, replaced = _decode(data.removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
     stats.replaced(path, int(replaced))
     if not text.strip():  # (an empty file: no records, as `[]`; it was "not valid JSON")
         return
@@ -549,6 +582,9 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     if path.stat().st_size == 0:  # (pyarrow refuses it; _file_pieces counts it as an empty document)
         return
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
+    if builder == "csv":
+        with open_input(path) as f:
+            _refuse_wide_encoding(path, f.read(4))
     line = [0]  # (the line of the CSV row read last: a bad record is named by its line, as in a .jsonl)
     records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
@@ -664,12 +700,13 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
             data, pos = data[3:], 3  # .json and .jsonl drop it, and sample.py a prompt file's (audit, 2026-11-26)
-        if b"\0" in data[:8192]:
+        # UTF-16, as Windows Notepad and PowerShell's > write it, is text in another encoding: named so (it
+        # was "looks binary": hunt, session 27), also where its first 8 KiB hold no NUL byte (CJK text with no
+        # line break there), which was read as UTF-8, all of it U+FFFD (hunt 43-d D1)
+        if (wide := wide_encoding(data)) or (packed := compressed(data)) or b"\0" in data[:8192]:
             stats.binary_files.append(str(path))
-            # UTF-16, as Windows Notepad and PowerShell's > write it, is text in another encoding: named so
-            # (it was "looks binary": hunt, session 27)
-            why = ("UTF-16 text (its byte order mark): save it as UTF-8" if data[:2] in (codecs.BOM_UTF16_LE,
-                   codecs.BOM_UTF16_BE) else "looks binary (contains NUL bytes)")
+            why = (f"{wide} text (its byte order mark): save it as UTF-8" if wide else packed
+                   or "looks binary (contains NUL bytes)")
             warnings.warn(f"{path}: skipped, {why}", PrepareWarning, stacklevel=2)
             return
         while True:

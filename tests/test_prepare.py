@@ -991,6 +991,49 @@ def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
         run_prepare([tmp_path / "u16.jsonl"], tmp_path / "out2")
 
 
+def test_utf16_is_named_in_a_text_file_without_nul_bytes_and_in_csv_and_json_files(tmp_path):
+    # a UTF-16 text file whose first 8 KiB hold no NUL byte (CJK text, no line break) was read as UTF-8, every
+    # byte pair U+FFFD, and trained on with an "invalid UTF-8" warning; a UTF-16 .csv was "line 2: 3 cells, and
+    # the header has 2", a .json "invalid UTF-8" then "not valid JSON" (hunt 43-d D1)
+    texts = write_docs(tmp_path / "in", 3)
+    cjk = "".join(c for c in "中文文本的例子这是第句话这里还有更多的文字内容" if 0 not in c.encode("utf-16-le")) * 400
+    (tmp_path / "in" / "notepad.txt").write_bytes(cjk.encode("utf-16"))
+    assert b"\0" not in (tmp_path / "in" / "notepad.txt").read_bytes()[:8192]
+    with pytest.warns(PrepareWarning, match=r"notepad\.txt: skipped, UTF-16 text \(its byte order mark\): save it "
+                                            r"as UTF-8$"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    assert json.loads((out / "meta.json").read_text())["invalid_utf8_documents"] == 0
+    (tmp_path / "u16.csv").write_bytes('id,text\n1,"hello, there"\n2,more text\n'.encode("utf-16"))
+    (tmp_path / "u16.json").write_bytes('[{"text": "hi"}, {"text": "there"}]'.encode("utf-16"))
+    (tmp_path / "u32.jsonl").write_bytes('{"text": "hi"}\n'.encode("utf-32"))
+    for name, said in [("u16.csv", "u16\\.csv: UTF-16 text"), ("u16.json", "u16\\.json: UTF-16 text"),
+                       ("u32.jsonl", "u32\\.jsonl:1: not valid JSON \\(.*\\); the file is UTF-32")]:
+        with pytest.raises(PrepareError, match=said + r".*\(its byte order mark\): save it as UTF-8$"):
+            run_prepare([tmp_path / name], tmp_path / "out2")
+        assert no_leftovers(tmp_path, tmp_path / "out2")
+
+
+def test_compressed_files_are_named_as_such_not_as_binary(tmp_path):
+    # a corpus.txt.gz or shard.jsonl.xz was "skipped, looks binary (contains NUL bytes)" (hunt 43-d D2)
+    import bz2
+    import gzip
+    import lzma
+
+    texts = write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "a.txt.gz").write_bytes(gzip.compress(STORY.encode()))
+    (tmp_path / "in" / "b.jsonl.bz2").write_bytes(bz2.compress(json.dumps({"text": STORY}).encode()))
+    (tmp_path / "in" / "c.md.xz").write_bytes(lzma.compress(STORY.encode()))
+    with pytest.warns(PrepareWarning) as said:
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert [str(w.message).split("/")[-1] for w in said if w.category is PrepareWarning] == [
+        "a.txt.gz: skipped, gzip-compressed: decompress it first (gunzip)",
+        "b.jsonl.bz2: skipped, bzip2-compressed: decompress it first (bunzip2)",
+        "c.md.xz: skipped, xz-compressed: decompress it first (unxz)"]
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    assert len(json.loads((out / "meta.json").read_text())["binary_files_skipped"]) == 3
+
+
 def test_a_lone_file_that_ends_in_blank_lines_or_breaks_lines_with_cr_is_still_cut_in_two(tmp_path):
     # its last tenth was blank lines, so the cut left an empty second document and the file was
     # refused as one (hunt, session 27)
