@@ -5,7 +5,8 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                document, turned into plain play text: a `NAME:` line before each speech, verse
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
-  input        files (.txt, .md, any text), directories (recursive, hidden names skipped), globs
+  input        files (.txt, .md, any text), directories (recursive, hidden names and editor backups
+               `name~`/`#name#` skipped), globs
                (a matched directory read as a directory), each file once however it is named;
                .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
                messages records for instruction tuning: see gpt/instruct.py); .parquet through
@@ -266,6 +267,21 @@ def _is(path: Path, kind) -> bool:
         raise
 
 
+def editor_backup(name: str) -> bool:
+    """Whether a file's name is an editor's backup or autosave of another file (Emacs's `notes.txt~`, made at
+    every first save by default, and `#notes.txt#`; vim's `notes.txt~`): an older copy of a text beside it."""
+    return name.endswith("~") or (len(name) > 2 and name.startswith("#") and name.endswith("#"))
+
+
+def _say_backups_skipped(where, backups: list[Path]) -> None:
+    """One line for the editor backups a directory or glob held: they were read as documents of their
+    own, the same text twice, perhaps once in each split (hunt 43-d D3)."""
+    if backups:
+        shown = ", ".join(str(b) for b in backups[:3]) + (", ..." if len(backups) > 3 else "")
+        warnings.warn(f"{where}: skipped {len(backups)} editor backup file(s) ({shown}): older copies of files "
+                      "beside them; name one itself to read it", PrepareWarning, stacklevel=3)
+
+
 def _directory_files(path: Path) -> list[Path]:
     """A directory's files, recursively, sorted, skipping hidden names below it and what
     data/prepare.py or train.py wrote there: `train.py --data=data/` put its cache in data/cache,
@@ -277,7 +293,7 @@ def _directory_files(path: Path) -> list[Path]:
     def unreadable(e: OSError):  # (os.walk passed over a directory it could not list, in silence: hunt 34-c C8)
         raise PrepareError(f"{e.filename or path}: cannot read it ({e.strerror or e})") from None
 
-    files, walked = [], set()
+    files, walked, backups = [], set(), []
     for root, dirs, names in os.walk(path, followlinks=True, onerror=unreadable):
         here = Path(root)
         if here.resolve() in walked:  # (a link back up the tree, or a second link to one directory)
@@ -288,7 +304,9 @@ def _directory_files(path: Path) -> list[Path]:
             # and pathlib's is_file raised a traceback for them (hunt 34-c C8's sibling, session 35)
             dirs[:] = [d for d in dirs if not d.startswith(".") and not _fsck_folder(here / d)
                        and not _prepared_data(here / d) and not training_output(here / d)]
-            files += [here / n for n in names if not n.startswith(".") and _is_file(here / n)]
+            found = [here / n for n in names if not n.startswith(".") and _is_file(here / n)]
+            files += [f for f in found if not editor_backup(f.name)]
+            backups += [f for f in found if editor_backup(f.name)]
         except PermissionError as e:
             raise unsearchable(e) from None
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
@@ -296,6 +314,7 @@ def _directory_files(path: Path) -> list[Path]:
             # a link to nothing (its target moved or deleted): said, as a binary file is (hunt, session 27)
             warnings.warn(f"{here / broken}: skipped, a link to nothing ({os.readlink(here / broken)})",
                           PrepareWarning, stacklevel=2)
+    _say_backups_skipped(path, sorted(backups))
     return sorted(files)
 
 
@@ -366,9 +385,14 @@ def _glob_files(pattern: str) -> list[Path]:
                            "(prepared data, a run's out_dir), which are not read back as text: name such a file "
                            "itself to read it")
     try:
-        return [f for m in kept for f in ([m] if _is_file(m) else _directory_files(m) if _is_dir(m) else [])]
+        files = [f for m in kept for f in ([m] if _is_file(m) else _directory_files(m) if _is_dir(m) else [])]
     except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
         raise unsearchable(e) from None
+    if editor_backup(parts[-1]):  # (a pattern that names backups, 'notes/*~': asked for)
+        return files
+    matched = set(kept)  # (the files the pattern matched itself: a matched directory's are sorted out already)
+    _say_backups_skipped(pattern, [f for f in files if f in matched and editor_backup(f.name)])
+    return [f for f in files if f not in matched or not editor_backup(f.name)]
 
 
 def _refuse_link_loops(pattern: str, parts: tuple[str, ...]) -> None:

@@ -976,6 +976,25 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
         assert len(sources.expand_inputs([tmp_path / "notes"])) == 7
 
 
+def test_editor_backups_in_a_directory_or_glob_are_skipped_with_a_line(tmp_path):
+    # Emacs's notes.txt~ (made at the first save of every edit) and #notes.txt# were read as documents of their
+    # own: the same text twice, perhaps once in each split (hunt 43-d D3)
+    texts = write_docs(tmp_path / "in", 4)
+    (tmp_path / "in" / "doc00.txt~").write_text(texts[0][:-10])
+    (tmp_path / "in" / "#doc01.txt#").write_text(texts[1] + "unsaved")
+    with pytest.warns(PrepareWarning, match=r"in: skipped 2 editor backup file\(s\) \(.*#doc01\.txt#, .*doc00\.txt~\): "
+                                            r"older copies of files beside them; name one itself to read it$"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    with pytest.warns(PrepareWarning, match=r"in/\*: skipped 2 editor backup file\(s\)"):
+        out = run_prepare([f"{tmp_path}/in/*"], tmp_path / "out2")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    # named, or a glob that names backups: read
+    out = run_prepare([tmp_path / "in" / "doc00.txt~", f"{tmp_path}/in/doc0[23].txt"], tmp_path / "out3")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted([texts[0][:-10], texts[2], texts[3]])
+    assert len(sources.expand_inputs([f"{tmp_path}/in/*~", tmp_path / "in" / "doc02.txt"])) == 2
+
+
 def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
     # Windows Notepad's and PowerShell's UTF-16 was "looks binary", and a UTF-16 .jsonl "not valid
     # JSON (Expecting value)", neither naming the encoding (hunt, session 27)
