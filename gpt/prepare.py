@@ -753,8 +753,10 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
                                     for k in ("val_fraction", "seed", "shard_tokens", "max_tokens", "text_field")))
     key = hashlib.sha256(_fingerprint(options).encode())
     for path in files:
-        suffix = path.suffix.lower()  # it decides how the file is read (and a .csv, by which reader: CSV_READER)
-        key.update(f"{suffix}{CSV_READER if suffix == '.csv' else ''}:{path.stat().st_size}:".encode())
+        suffix = path.suffix.lower()  # it decides how the file is read (and a .csv, by which reader: CSV_READER; an
+        # .ndjson, read as text before hunt 43-d D7, as JSON lines since)
+        reader = CSV_READER if suffix == ".csv" else "-jsonl" if suffix == ".ndjson" else ""
+        key.update(f"{suffix}{reader}:{path.stat().st_size}:".encode())
         with open_input(path) as f:
             while block := f.read(1 << 24):
                 key.update(block)
@@ -832,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     src = sources.add_mutually_exclusive_group()
     # (extend: `--input a b --input c` prepared c alone, a and b dropped without a word: hunt 32-c F4)
     src.add_argument("--input", nargs="+", action="extend", metavar="PATH", help="files, directories (recursive) or "
-                     "globs: text, .md, .jsonl/.json, .parquet, .csv; one file or record = one document")
+                     "globs: text, .md, .jsonl/.ndjson/.json, .parquet, .csv; one file or record = one document")
     src.add_argument("--hf", metavar="NAME", help="a Hugging Face dataset, streamed (needs the network)")
     sources.add_argument("--hf_config", metavar="CONFIG", help="the dataset's configuration, e.g. sample-10BT")
     sources.add_argument("--hf_split", metavar="SPLIT", default="train", help="the dataset split to read (train)")

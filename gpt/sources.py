@@ -12,7 +12,8 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                messages records for instruction tuning: see gpt/instruct.py); .parquet through
                pyarrow and .csv through Python's csv module (every cell its text; the first row
                names the columns). One file or record = one document. Files with a NUL byte in
-               their first 8 KiB are skipped as binary. A single plain-text file is the exception: it is cut at a
+               their first 8 KiB are skipped as binary. A single plain-text file (or the only one beside
+               skipped ones: empty, binary) is the exception: it is cut at a
                line break at (1 - val_fraction) of its size into two documents, so it still gets
                a validation split (the tail), as in nanoGPT's input.txt.
   hf           a Hugging Face dataset, streamed, so the raw dataset never has to fit on disk.
@@ -761,12 +762,45 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
     stats.replaced(path, replaced)
 
 
+RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+
+
+def _skipped_unread(path: Path) -> bool:
+    """Whether _text_pieces will skip this text file for its first bytes: empty or blank (a small one), or
+    binary (a NUL byte in its first 8 KiB, after a UTF-8 byte order mark)."""
+    with open_input(path) as f:
+        head = f.read(1 << 16)
+    text = head.removeprefix(codecs.BOM_UTF8)
+    return b"\0" in text[:8192] or (len(head) < 1 << 16 and (not text or text.decode("utf-8", "replace").isspace()))
+
+
+def lone_text_file(files: list[Path]) -> Path | None:
+    """The one text file that gives the data's only document(s), to be cut in two: the only file given, or the
+    only one beside files that are skipped (empty, binary). A folder of one corpus.txt and a cover.png or an
+    empty notes.txt was refused as "1 document(s) ... a lone text file is cut in two" (hunt 43-d D4)."""
+    if any(f.suffix.lower() in RECORD_SUFFIXES for f in files):
+        return None
+    if len(files) == 1:
+        return files[0]
+    found = None
+    for path in files:  # (a corpus of many files stops at its second file with text)
+        if not _skipped_unread(path):
+            if found:
+                return None
+            found = path
+    return found
+
+
 def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats: SourceStats) -> Pieces:
+    lone = lone_text_file(files)
     for path in files:
         suffix = path.suffix.lower()
-        if suffix in (".jsonl", ".json", ".parquet", ".csv"):
+        if suffix in RECORD_SUFFIXES:
             records = 0
-            read = _jsonl_pieces if suffix == ".jsonl" else _json_pieces if suffix == ".json" else _table_pieces
+            # (.ndjson, "newline-delimited JSON", is JSON lines under another name: it was read as one text document,
+            # its JSON syntax trained on, in silence: hunt 43-d D7)
+            read = (_jsonl_pieces if suffix in (".jsonl", ".ndjson") else _json_pieces if suffix == ".json"
+                    else _table_pieces)
             for piece in read(path, text_field, stats):
                 records += 1
                 yield piece
@@ -775,8 +809,7 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
                 # hunt 42-d N3)
                 stats.empty_documents += 1
         else:
-            single = len(files) == 1
-            yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if single else None)
+            yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if path == lone else None)
 
 
 # ----------------------------------------------------------------------------- hugging face
@@ -863,7 +896,9 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
                 raise PrepareError(f"--input {path}: {why}")
         files = expand_inputs(inputs)
         csv_reader = {"csv_reader": CSV_READER} if any(f.suffix.lower() == ".csv" for f in files) else {}
-        return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader},
+        # (data prepared from an .ndjson read as text, before hunt 43-d D7, is not up to date)
+        ndjson = {"ndjson": "json lines"} if any(f.suffix.lower() == ".ndjson" for f in files) else {}
+        return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader, **ndjson},
                       _stamp(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
     if source == "hf":
         if not (hf_name or "").strip():  # (a blank name went to the Hub, and came back a network error: hunt 33-b B4)
