@@ -68,7 +68,11 @@ class SourceStats:
     def replaced(self, path, count: int) -> None:
         if count:
             self.invalid_utf8_documents += count
-            message = f"{path}: invalid UTF-8 in {count} document(s), replaced by U+FFFD"
+            # where: "a file" of gigabytes was no help in finding the bytes, nor in telling a stray byte from a whole
+            # file in Latin-1 (hunt 43-d D5); found by reading the file again up to there, on this path only
+            first = _first_invalid_utf8(Path(path))
+            at = "" if first is None else f" (the first at byte {first[0]:,}: {first[1]})"
+            message = f"{path}: invalid UTF-8 in {count} document(s), replaced by U+FFFD{at}"
             warnings.warn(message, PrepareWarning, stacklevel=2)
 
 
@@ -691,15 +695,23 @@ def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -
 
 
 def _valid_utf8(path: Path) -> bool:
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    return _first_invalid_utf8(path) is None
+
+
+def _first_invalid_utf8(path: Path) -> tuple[int, str] | None:
+    """The file offset of the first byte that is not UTF-8, with the bytes there in hex, or None."""
+    decoder, pos = codecs.getincrementaldecoder("utf-8")(), 0
     with open_input(path) as f:
-        try:
-            while block := f.read(1 << 20):
-                decoder.decode(block)
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return False
-    return True
+        while True:
+            block = f.read(1 << 20)
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as e:  # (its offsets count from the bytes the decoder held back, then block's)
+                held = len(e.object) - len(block)
+                return pos - held + e.start, e.object[e.start:e.end].hex(" ")
+            if not block:
+                return None
+            pos += len(block)
 
 
 def safe_cut(data: bytes) -> int:

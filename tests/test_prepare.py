@@ -1812,6 +1812,22 @@ def test_a_warning_that_cannot_be_written_stops_nothing(tmp_path, monkeypatch, c
     assert DataDir(tmp_path / "out").meta["binary_files_skipped"] == [str(tmp_path / "in" / "blob.bin")]
 
 
+def test_the_invalid_utf8_warning_says_where_the_first_bad_bytes_are(tmp_path):
+    # "a.txt: invalid UTF-8 in 1 document(s)" named no place: of no help in finding one stray byte in gigabytes,
+    # nor in telling it from a file in Latin-1 (hunt 43-d D5)
+    write_docs(tmp_path / "in", 3)
+    good = "é" * 600_000  # (past the first 1 MiB block)
+    (tmp_path / "in" / "a.txt").write_bytes(good.encode() + b"caf\xe9 and na\xefve")
+    (tmp_path / "in" / "b.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "r\xc3sum\xe9"}\n')
+    (tmp_path / "in" / "c.csv").write_bytes(b"text\nfine\n\xff bad\n")
+    with pytest.warns(PrepareWarning) as said:
+        run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert [str(w.message).split("/")[-1] for w in said] == [
+        "a.txt: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 1,200,003: e9)",
+        "b.jsonl: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 26: c3)",
+        "c.csv: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 10: ff)"]
+
+
 def test_a_text_file_of_whitespace_alone_is_an_empty_document_whatever_its_size(tmp_path):
     # over PIECE_BYTES (read in pieces) it was trained on as a document: 3M newline tokens, where a
     # small one was skipped and counted (hunt 34-c C3); a document whose text comes after a blank
