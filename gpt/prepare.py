@@ -511,7 +511,7 @@ def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
         raise PrepareError(f"no text found in the input{skipped}")
     if writers["train"].documents == 0 or writers["val"].documents == 0:
         raise PrepareError(f"too little text for a train/val split: {documents} document(s); the split is by "
-                           "document (a file or record is one; a lone text file is cut in two at a line break), "
+                           "document (a file or record is one; a lone text file is cut in two at a line break, or a space), "
                            "so give at least 2")
 
 

@@ -729,10 +729,22 @@ def safe_cut(data: bytes) -> int:
     return max(at, 0)
 
 
+def _has_line_break(path: Path) -> bool:
+    with open_input(path) as f:
+        while block := f.read(PIECE_BYTES):
+            if b"\n" in block or b"\r" in block:
+                return True
+    return False
+
+
 def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) -> Pieces:
     """A text file as one document in pieces of about PIECE_BYTES; or as two documents, cut at a
-    line break near byte split_at."""
+    line break near byte split_at (before a space, in a file with no line break)."""
     replaced, bad_document = 0, False  # (documents repaired: a lone file's two were counted as one, hunt 34-c C2)
+    # a file of one line (text8, the classic character-level corpus: 100 MB, no line break) was refused as one
+    # document, after all of it was tokenized (hunt 43-d D6): it is cut before a space instead, where a GPT-2 word
+    # begins (it takes the space before it)
+    one_line = split_at is not None and not _has_line_break(path)
     with open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
@@ -752,12 +764,13 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
             if split_at is not None and split_at < pos + cut:  # the cut into two documents is in this piece
                 at = split_at - pos
                 nl = b"\r" if b"\n" not in data and b"\r" in data else b"\n"  # (old Macs' line breaks: hunt, session 27)
-                after = data.find(nl, at, cut) + 1
+                nl, past = (b" ", 0) if one_line else (nl, 1)  # (cut past a line break; before a space)
+                after = max(data.find(nl, at, cut) + past, 0)
                 if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
                     after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
                 if not after and end:  # and before a blank tail, which would leave the second document empty (a
                     at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
-                line_end = after or data.rfind(nl, 0, at) + 1
+                line_end = after or max(data.rfind(nl, 0, at) + past, 0)
                 if line_end:
                     cut, end = line_end, True
                 # no line break in this piece (a line longer than it): the next piece's first one (a file

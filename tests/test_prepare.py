@@ -890,6 +890,24 @@ def test_a_single_text_file_is_cut_in_two_at_a_line_break(tmp_path, monkeypatch)
     assert abs(len(val[0]) / len("".join(lines)) - 0.2) < 0.05
 
 
+@pytest.mark.parametrize("ending", ["", "   "])
+def test_a_text_file_of_one_line_is_cut_in_two_before_a_space(tmp_path, monkeypatch, ending):
+    # text8 (100 MB of words, no line break) was refused as one document, after all of it was tokenized (hunt 43-d D6)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 500)  # the cut falls in a later piece
+    text = " ".join(f"word{i} {STORY.strip()}" for i in range(40)) + ending
+    (tmp_path / "text8").write_text(text)
+    out = run_prepare([tmp_path / "text8"], tmp_path / "out", tokenizer="gpt2")
+    train, val = documents(out, "train"), documents(out, "val")
+    cut = text.index(" ", int(len(text) * 0.9))
+    assert train == [text[:cut]] and val == [text[cut:]]
+    tok = get_tokenizer("gpt2")  # before a space, where a word begins: the tokens are the whole text's
+    assert tok.encode(train[0]) + tok.encode(val[0]) == tok.encode(text)
+    # no space either: one document, refused as before
+    (tmp_path / "cjk.txt").write_text("文" * 3000)
+    with pytest.raises(PrepareError, match=r"too little text for a train/val split: 1 document"):
+        run_prepare([tmp_path / "cjk.txt"], tmp_path / "out2")
+
+
 @pytest.mark.parametrize("ending", ["\n", "\n\n", ""])
 def test_a_small_text_file_of_a_few_lines_is_split_before_its_last_line_break(tmp_path, ending):
     # the line break after the 90% point was the file's last one: nothing followed it, and four
@@ -1068,7 +1086,8 @@ def test_a_lone_file_that_ends_in_blank_lines_or_breaks_lines_with_cr_is_still_c
 
 
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
-    (tmp_path / "one.txt").write_text(STORY)  # one line: nowhere to cut
+    (tmp_path / "one.txt").write_text(STORY.replace(" ", "_"))  # one line, no space: nowhere to cut (a line with
+    # spaces is cut before one since hunt 43-d D6)
     (tmp_path / "one.jsonl").write_text(json.dumps({"text": STORY}))
     for name in ("one.txt", "one.jsonl"):
         with pytest.raises(PrepareError, match=r"too little text for a train/val split: 1 document\(s\)"):
