@@ -483,6 +483,17 @@ def _not_in(directory: str | Path, name: str) -> bool:
         return False
 
 
+def _refuse_written(item: str, path: Path) -> None:
+    """A directory given as input that data/prepare.py or train.py wrote is not text: its meta.json or config.json
+    was read as a record, "no field 'text' (has: format_version, ...)", with advice to choose another field
+    (hunt 43-d D8). (Below an input directory such directories are passed over: _directory_files.)"""
+    if _prepared_data(path):
+        raise PrepareError(f"{item} is data prepared by data/prepare.py (token shards and meta.json), not text: train "
+                           f"on it with train.py --data={item}; to prepare it again, give the text it was made from")
+    if training_output(path):
+        raise PrepareError(f"{item} is a training run's directory or checkpoint (train.py's), not text")
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
     as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
@@ -504,6 +515,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
             if is_file:
                 found = [path]
             elif is_dir:
+                _refuse_written(item, path)
                 found = _directory_files(path)
             elif is_glob(item):
                 found = _glob_files(item)

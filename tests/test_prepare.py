@@ -957,6 +957,24 @@ def test_prepared_data_inside_an_input_directory_is_not_read_back_as_input(tmp_p
     assert [p.name for p in cache.iterdir()] == [one.name]  # the same content, the same cache: reused
 
 
+def test_prepared_data_or_a_run_given_as_the_input_directory_is_named_as_such(tmp_path):
+    # its meta.json or config.json was read as a record: "no field 'text' (has: format_version, ...); choose one
+    # with ... --text_field FIELD" (hunt 43-d D8)
+    write_docs(tmp_path / "notes", 4)
+    prepared = run_prepare([tmp_path / "notes"], tmp_path / "prepared")
+    with pytest.raises(PrepareError, match=re.escape(f"{prepared} is data prepared by data/prepare.py (token shards "
+                                                     f"and meta.json), not text: train on it with train.py --data=")):
+        run_prepare([prepared], tmp_path / "out")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"out_dir": str(run), "n_layer": 1, "max_iters": 2}))
+    with pytest.raises(PrepareError, match=re.escape(f"{run} is a training run's directory or checkpoint")):
+        run_prepare([run], tmp_path / "out")
+    assert no_leftovers(tmp_path, tmp_path / "out")
+    # a file there, named itself, is read (as before)
+    assert sources.expand_inputs([prepared / "meta.json"]) == [prepared / "meta.json"]
+
+
 def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories_are(tmp_path):
     # `cd notes && python train.py --data=.` put out/ in the data: the next run, resume included, read
     # its checkpoints' meta.json as records and was refused; a linked corpus directory was passed over
