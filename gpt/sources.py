@@ -467,6 +467,23 @@ def _glob_can_list(parts: tuple[str, ...]) -> None:
                     raise PrepareError(f"{directory.rstrip(os.sep) or os.sep}: cannot read it ({e.strerror or e})") from None
 
 
+def _hard_linked(path: Path, real: Path, linked: dict[tuple[int, int], Path]) -> Path | None:
+    """The name under which a file with hard links was taken already, or None (and it is noted). Two names of one
+    file were two documents, the same text twice, perhaps once in each split, where a symlink's were one (hunt 43-d
+    D9): a snapshot or `cp -al` copy of a corpus beside it. Files without a second link are not looked up: a
+    filesystem whose inode numbers are not unique loses nothing."""
+    try:
+        st = os.stat(real)
+    except OSError:  # (gone since it was listed: reading it says so)
+        return None
+    if st.st_nlink < 2 or not st.st_ino:
+        return None
+    if (key := (st.st_dev, st.st_ino)) in linked:
+        return linked[key]
+    linked[key] = path
+    return None
+
+
 def _fsck_folder(directory: Path) -> bool:
     """Whether this is a filesystem's lost+found (at its mount point): fsck's, never a corpus, and
     readable by root alone, so an input on a mounted disk, `--input /mnt/disk` or '/mnt/disk/**/*.txt',
@@ -499,6 +516,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
     files: list[Path] = []
     seen: set[Path] = set()  # resolved paths: b/a.txt, b/../b/a.txt and a symlink to it are one document
+    linked: dict[tuple[int, int], Path] = {}  # (device, inode) of the files with hard links, and their first name
     for item in map(str, inputs):
         path = Path(item).expanduser()
         denied = None
@@ -532,6 +550,10 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
         for f in found:
             if (real := f.resolve()) not in seen:
                 seen.add(real)
+                if (first := _hard_linked(f, real, linked)) is not None:
+                    warnings.warn(f"{f}: read once, as {first}: the same file (a hard link)", PrepareWarning,
+                                  stacklevel=2)
+                    continue
                 files.append(f)
     if not files:
         raise PrepareError(f"no input files in {' '.join(map(str, inputs))}")

@@ -944,6 +944,17 @@ def test_ctrl_c_while_prepare_py_imports_is_its_one_line(ctrl_c_at_import, tmp_p
     assert proc.stderr == "terminated: nothing was written\n" and proc.returncode == -signal.SIGTERM
 
 
+def test_a_file_with_two_hard_links_is_read_once_with_a_line(tmp_path):
+    # a snapshot or `cp -al` copy beside the corpus: each name of one file was a document, the same text twice, where
+    # a symlink's were one (hunt 43-d D9)
+    texts = write_docs(tmp_path / "corpus" / "a", 3)
+    (tmp_path / "corpus" / "b").mkdir()
+    os.link(tmp_path / "corpus" / "a" / "doc01.txt", tmp_path / "corpus" / "b" / "doc01.txt")
+    with pytest.warns(PrepareWarning, match=r"b/doc01\.txt: read once, as .*a/doc01\.txt: the same file \(a hard link\)$"):
+        out = run_prepare([tmp_path / "corpus"], tmp_path / "out")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+
+
 def test_prepared_data_inside_an_input_directory_is_not_read_back_as_input(tmp_path):
     # train.py --data=data/ cached into data/cache; the next run, resume included, read the shards and
     # meta.json back as input and was refused ("meta.json: record 0: no field 'text'"): audit, 2026-11-26
