@@ -279,6 +279,19 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_make_pairs_through_a_symlink_replaces_its_target_not_the_link(make_pairs, tmp_path):
+    # the link was replaced by a file of the new pairs; the shared file it named kept the old ones (hunt 43-d D10)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "pairs.jsonl").write_text("old\n")
+    (tmp_path / "pairs.jsonl").symlink_to(tmp_path / "shared" / "pairs.jsonl")
+    assert make_pairs.main(["--max_pairs", "2", "--out", str(tmp_path / "pairs.jsonl")]) == 0
+    assert (tmp_path / "pairs.jsonl").is_symlink()
+    assert len((tmp_path / "shared" / "pairs.jsonl").read_text().splitlines()) == 2
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere" / "x.jsonl")  # (a link to nothing: one line)
+    assert make_pairs.main(["--max_pairs", "2", "--out", str(tmp_path / "dangling.jsonl")]) == 1
+    assert (tmp_path / "dangling.jsonl").is_symlink()
+
+
 def test_make_pairs_summary_to_a_full_disk_or_a_closed_pipe_is_one_line_or_quiet(tmp_path):
     # block-buffered, as stdout to a file or pipe is without PYTHONUNBUFFERED: the summary failed at the
     # interpreter's exit, "Exception ignored" and status 120 (review 33)
