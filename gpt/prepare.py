@@ -703,6 +703,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
                 raise PrepareError(f"{out} was made or written to by something else while the data was prepared, and "
                                    "is not a data directory made by data/prepare.py now: nothing was replaced or "
                                    "written; choose another --out_dir, or remove that one")
+            replaced = _other_data(real, meta) if real.exists() else None
             if real.exists():
                 real.rename(old)
             building.rename(real)
@@ -741,7 +742,39 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     for split, s in meta["splits"].items():
         _say(quiet, f"  {split:5s} {s['documents']:,} documents, {s['tokens']:,} tokens, {s['bytes']:,} bytes, "
                     f"{len(s['shards'])} shard(s)")
+    if replaced:
+        _say(quiet, f"note: this replaced the data {out} held, prepared from {replaced}: runs trained on that data "
+                    "will not resume on this")
     return out
+
+
+def _source_said(meta: dict) -> str:
+    """A data directory's source and tokenizer, as a user named them."""
+    source = meta.get("source") or {}
+    if source.get("kind") == "input":
+        inputs = [str(i) for i in source.get("inputs") or []]
+        said = "--input " + " ".join(inputs[:3]) + (f" ... ({len(inputs)} paths)" if len(inputs) > 3 else "")
+    elif source.get("kind") == "hf":
+        said = f"--hf {source.get('name')}" + (f" --hf_config {source['config']}" if source.get("config") else "")
+    else:
+        said = "the Shakespeare plays"
+    return f"{said} with the {meta.get('tokenizer')} tokenizer"
+
+
+def _other_data(out: Path, meta: dict) -> str | None:
+    """What out holds, said, where it is data of another source or tokenizer than `meta`'s: such data was replaced
+    without a word (prepare's own data, so allowed), and the runs trained on it learnt of it only when they could
+    not resume (hunt 43-d D11). The same inputs prepared again (files edited, other options) are not another source."""
+    def kind(m: dict):
+        source = m.get("source") or {}
+        return (source.get("kind"), source.get("inputs"), source.get("name"), source.get("config"),
+                source.get("split"), m.get("tokenizer"))
+
+    try:
+        old = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # (an empty directory, or none: nothing of another's)
+        return None
+    return _source_said(old) if isinstance(old, dict) and kind(old) != kind(meta) else None
 
 
 def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path, **opts) -> Path:

@@ -1124,6 +1124,22 @@ def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
         assert no_leftovers(tmp_path, tmp_path / "out")
 
 
+def test_data_of_other_inputs_replaced_in_the_out_dir_is_named_in_a_note(tmp_path, capsys):
+    # prepare's own data of other inputs or another tokenizer was replaced without a word; runs trained on it learnt
+    # of it only when they could not resume (hunt 43-d D11)
+    write_docs(tmp_path / "a", 3)
+    write_docs(tmp_path / "b", 4)
+    run_prepare([tmp_path / "a"], tmp_path / "out", quiet=False)
+    assert "note:" not in capsys.readouterr().out
+    run_prepare([tmp_path / "a"], tmp_path / "out", quiet=False, seed=3)  # the same inputs, other options: no note
+    assert "note:" not in capsys.readouterr().out
+    run_prepare([tmp_path / "b"], tmp_path / "out", quiet=False)
+    assert (f"note: this replaced the data {tmp_path / 'out'} held, prepared from --input {tmp_path / 'a'} with the "
+            "byte tokenizer: runs trained on that data will not resume on this\n") in capsys.readouterr().out
+    run_prepare([tmp_path / "b"], tmp_path / "out", quiet=False, tokenizer="gpt2")
+    assert f"prepared from --input {tmp_path / 'b'} with the byte tokenizer" in capsys.readouterr().out
+
+
 def test_a_stop_between_the_two_renames_puts_the_previous_data_back(tmp_path, monkeypatch):
     # The old directory was renamed aside, then the stop (Ctrl-C, SIGTERM's Terminated) removed the
     # finished new build, left the old one hidden, and said "nothing was written" (hunt, session 26)
