@@ -393,6 +393,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         return 0
     if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
         print(reseeded_note)
+    if resume and dist.is_main and not cfg.eval_only and (note := other_cpu_threads(resume.meta, device)):
+        print(note)
     if resume and dist.is_main and not cfg.eval_only and (moved := schedule_moved(cfg, resume.meta["config"], step)):
         print(moved)
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
@@ -510,6 +512,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
                     "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s}
+            if device.type == "cpu":  # (its sums split across threads: another count rounds them otherwise, hunt 43-c C1)
+                meta["cpu_threads"] = torch.get_num_threads()
             if getattr(model, "lora_config", None) is not None:
                 meta["lora"] = {**base, "config": model.lora_config.to_dict()}
             state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
@@ -849,6 +853,22 @@ def recorded(cfg: TrainConfig, resume) -> dict:
     # --lora_base is this invocation's: where the base was found is the checkpoint's "lora" record (hunt 36-c A6)
     config = {k: v for k, v in cfg.to_dict().items() if k != "lora_base"}
     return {**config, "init_from": resume.meta["config"].get("init_from", "resume")} if resume else config
+
+
+def other_cpu_threads(meta: dict, device: torch.device) -> str | None:
+    """The note for a CPU run resumed with another number of threads than its checkpoint was saved with
+    (another machine, OMP_NUM_THREADS, torchrun's default of 1): a matrix product's sums are split across
+    the threads, and rounded otherwise with another count, so the resumed run parts from the uninterrupted
+    one in the last bits, --deterministic or not (2 x 128, saved at step 3 with 2 threads and resumed with 1:
+    step 6's loss 3.4420600 instead of 3.4420602, and 6 of its weight tensors differed; hunt 43-c C1). Said
+    as a resume on another device type is. None where it matches, or the checkpoint was saved on another
+    device or before the count was recorded."""
+    saved = meta.get("cpu_threads")
+    if device.type != "cpu" or meta.get("device") != "cpu" or not isinstance(saved, int) or \
+            saved == (now := torch.get_num_threads()):
+        return None
+    return (f"note: this run was saved with {saved} CPU thread{'s' if saved > 1 else ''} and resumes with {now}: its "
+            f"losses will not match an uninterrupted run bit for bit (OMP_NUM_THREADS={saved} resumes it with {saved})")
 
 
 def close_metrics_on_error(metrics: Metrics):

@@ -123,6 +123,29 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     assert json.loads((split / "config.json").read_text()) == cb
 
 
+def test_a_cpu_resume_with_another_number_of_threads_says_its_losses_will_not_match(byte_data, tmp_path, capsys):
+    # A matrix product's sums are split across the CPU threads: a run resumed with another count (another machine,
+    # OMP_NUM_THREADS, torchrun's 1) parted from the uninterrupted one in the last bits, --deterministic or not,
+    # without a word, where a resume on another device type says so (hunt 43-c C1)
+    out, threads = tmp_path / "run", torch.get_num_threads()
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--lr_decay_iters=4"]
+    try:
+        torch.set_num_threads(2)
+        assert train.main([*common, "--max_iters=2", f"--out_dir={out}"]) == 0
+        assert open_checkpoint(out).meta["cpu_threads"] == 2
+        capsys.readouterr()
+        torch.set_num_threads(1)
+        assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={out}"]) == 0
+        said = capsys.readouterr().out
+        assert "saved with 2 CPU threads and resumes with 1: its losses will not match an uninterrupted run bit for " \
+               "bit (OMP_NUM_THREADS=2 resumes it with 2)" in said
+        assert open_checkpoint(out).meta["cpu_threads"] == 1  # the count its last steps ran with
+        assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
+        assert "CPU thread" not in capsys.readouterr().out  # the same count: nothing to say
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=100", "--max_iters=4",
               "--deterministic=true"]
