@@ -688,6 +688,20 @@ class GPT(nn.Module):
         if num_samples > 1 and idx.size(0) != 1:
             raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "
                              f"idx of shape {tuple(idx.shape)}")
+        # Any other string ("eager", "compiled") was "'str' object is not callable" after the prefill, or no
+        # error at all with max_new_tokens=1 (hunt 43-b B2)
+        if not (isinstance(decode_step, str) and decode_step in ("auto", "static") or decode_step is None
+                or callable(decode_step)):
+            raise ValueError(f"decode_step must be 'auto', 'static', None (the ordinary forward) or a function with "
+                             f"decode_token's signature, got {decode_step!r}")
+        # Ids of another tokenizer (GPT-2's in a byte model): "IndexError: index out of range in self" from the
+        # embedding on a CPU, a device-side assert that ends the CUDA context on a GPU (hunt 43-b B1). One look at
+        # the prompt, before any work; the ids this model draws never leave its vocabulary.
+        lowest, highest = torch.stack(idx.aminmax()).tolist()  # (one read from the device)
+        if lowest < 0 or highest >= self.config.vocab_size:
+            raise ValueError(f"idx holds token ids from {lowest} to {highest}, outside the model's vocabulary of "
+                             f"{self.config.vocab_size} (ids 0 to {self.config.vocab_size - 1}): a prompt made with "
+                             f"another tokenizer?")
         if decode_step == "auto":
             decode_step = "static" if idx.device.type == "cuda" else None
         if decode_step == "static":

@@ -526,12 +526,29 @@ def test_no_cudnn_attention_turns_only_cudnn_off_and_back():
     (dict(max_new_tokens=-5), "max_new_tokens must be an integer >= 0, got -5"),
     (dict(vocab_limit=0), "vocab_limit must be an integer >= 1, got 0"),
     (dict(max_new_tokens=2.0), "max_new_tokens must be an integer"),
+    # (hunt 43-b B2) "'str' object is not callable" after the prefill; with one new token, no error at all
+    (dict(decode_step="eager"), "decode_step must be 'auto', 'static', None .* got 'eager'"),
+    (dict(decode_step="compiled", max_new_tokens=1), "decode_step must be .* got 'compiled'"),
 ])
 def test_generate_refuses_bad_counts(kwargs, needle):
     model = tiny_model()
     with pytest.raises(ValueError, match=needle):
         model.generate(torch.zeros(1, 3, dtype=torch.long), **{"max_new_tokens": 2, **kwargs})
     assert model.generate(torch.zeros(1, 3, dtype=torch.long), 0).shape == (1, 3)  # 0 new tokens: the prompt
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_prompt_with_ids_outside_the_vocabulary_is_refused_naming_them(use_cache):
+    # ids of another tokenizer were torch's "IndexError: index out of range in self" from the embedding (on CUDA
+    # a device-side assert, fatal to the process) (hunt 43-b B1)
+    model = tiny_model()
+    vocab = model.config.vocab_size
+    for ids in ([[1, 2, vocab]], [[-1, 2, 3]], [[50256, 3, 4]]):
+        with pytest.raises(ValueError, match=f"idx holds token ids from {min(ids[0])} to {max(ids[0])}, outside the "
+                                             f"model's vocabulary of {vocab} "):
+            model.generate(torch.tensor(ids), 2, use_cache=use_cache)
+    edge = torch.tensor([[0, vocab - 1]])  # the whole vocabulary is fine
+    assert model.generate(edge, 2, temperature=0, use_cache=use_cache).shape == (1, 4)
 
 
 def test_generate_takes_numpy_scalars_as_it_did():
