@@ -832,6 +832,11 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
     # (its end-of-text, which save_pretrained writes for transformers' generate: hunt 43-a A3)
     tokenizer = ckpt.meta.get("tokenizer")
     model.tokenizer_name = tokenizer if isinstance(tokenizer, str) else None
+    # The data's vocabulary, where the model's is padded past it (trained on a GPU): generate() then draws
+    # from it alone, as sample.py does (hunt 43-b B3)
+    data_vocab = ckpt.meta.get("vocab_size")
+    if isinstance(data_vocab, int) and not isinstance(data_vocab, bool) and 0 < data_vocab < model.config.vocab_size:
+        model.data_vocab_size = data_vocab
     # eval mode, as transformers' from_pretrained: in nn.Module's default training mode a run trained with
     # --dropout gave other logits and a higher loss at every call, in silence (hunt 35-c C2). model.train()
     # to fine-tune it.

@@ -284,7 +284,7 @@ class CompiledDecodeStep:
         start = time.perf_counter()
         model = self.model
         device = model.transformer.wte.weight.device
-        vocab = min(vocab_limit or model.config.vocab_size, model.config.vocab_size)
+        vocab = model.sampled_vocab(vocab_limit)
         was_training = model.training
         model.eval()
         try:

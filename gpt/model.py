@@ -672,7 +672,9 @@ class GPT(nn.Module):
         the logits differently); sliding by half a window keeps the
         cost of re-prefilling to one pass per block_size // 2 new tokens.
 
-        vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows).
+        vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows); None: the
+        data's vocabulary where the model knows it (`data_vocab_size`, which `load_model` and train.py set), else
+        the whole of it.
         Sampling: `gpt.sampling.draw_next_token`; every path draws the same noise from `generator`,
         so for one seed the cached, uncached, eager and compiled paths give the same tokens in float32
         (in bf16 their roundings differ, and sampled tokens can part: audit, 2026-11-26)."""
@@ -717,7 +719,7 @@ class GPT(nn.Module):
         batch = idx.size(0) * num_samples
         block = self.config.block_size
         keep = max(1, block // 2)
-        vocab = min(vocab_limit or self.config.vocab_size, self.config.vocab_size)
+        vocab = self.sampled_vocab(vocab_limit)
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
         # the model's current window, a copy: the caller's prompt is read once, whatever it does later
         seq = (idx[:, -block:] if idx.size(1) > block else idx).clone()
@@ -783,6 +785,13 @@ class GPT(nn.Module):
         finally:
             self.train(was_training)
             _GENERATING.discard(self)
+
+    def sampled_vocab(self, vocab_limit: int | None = None) -> int:
+        """How many ids, from 0, generation may draw: vocab_limit, else the data's vocabulary where the model
+        knows it. A model trained on a GPU has its vocabulary padded past its data's (bytes' 257 ids to 320,
+        GPT-2's 50257 to 50304), and `load_model(...)` then `model.generate(...)`, the README's way, drew ids no
+        tokenizer knows: the byte tokenizer decoded them to nothing, GPT-2's raised a KeyError (hunt 43-b B3)."""
+        return min(vocab_limit or self.data_vocab_size or self.config.vocab_size, self.config.vocab_size)
 
     @staticmethod
     def _on_host(token: torch.Tensor, copy_ready: torch.cuda.Event | None) -> torch.Tensor:

@@ -80,6 +80,22 @@ def test_load_model_gives_the_model_in_eval_mode(tmp_path):
     assert torch.equal(loaded(idx)[0], model.eval()(idx)[0])
 
 
+def test_a_loaded_model_whose_vocabulary_is_padded_generates_from_its_datas_alone(tmp_path):
+    # trained on a GPU, a model's vocabulary is padded past its data's (bytes' 257 to 320): load_model then
+    # generate, the README's way, drew ids no tokenizer knows (the byte tokenizer decoded them to nothing,
+    # GPT-2's raised a KeyError) (hunt 43-b B3)
+    torch.manual_seed(0)
+    cfg = GPTConfig(**{**CFG.to_dict(), "vocab_size": 64})
+    save_checkpoint(tmp_path, 1, GPT(cfg), {}, {"model_config": cfg.to_dict(), "tokenizer": "byte", "config": {},
+                                                "tokens_seen": 0, "vocab_size": 50}, keep_last=2, is_best=False)
+    loaded, _ = load_model(tmp_path)
+    drawn = loaded.generate(torch.tensor([[1, 2, 3]]), 400, temperature=1e3)[0, 3:]  # nearly uniform
+    assert drawn.max() < 50 and drawn.unique().numel() > 40
+    assert loaded.config.vocab_size == 64 and loaded.sampled_vocab() == 50
+    assert loaded.generate(torch.tensor([[1, 2, 3]]), 400, temperature=1e3, vocab_limit=64)[0, 3:].max() >= 50
+    assert loaded(torch.tensor([[60, 61]]))[0].shape == (1, 2, 64)  # the model itself is unchanged
+
+
 def test_keeps_last_n_and_the_best(tmp_path):
     model = make_model()
     save(tmp_path, 1, model)
