@@ -5,6 +5,7 @@ Shared by `GPT.generate`, sample.py and training-time samples, so every path sam
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import torch
@@ -99,7 +100,11 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
         # so the most likely token always survives.
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         probs = torch.softmax(sorted_logits, dim=-1)
-        mass_before = cumsum_rows(probs) - probs
+        # The custom op only where a graph is traced: eager, its first call imported torch._dynamo (~900 modules,
+        # sympy among them: 2-3 s on the 2-core CPU) before the first token of every --top_p sample, which
+        # sample.py otherwise never imports (hunt 43-b B5)
+        cumsum = cumsum_rows if torch.compiler.is_compiling() else functools.partial(torch.cumsum, dim=-1)
+        mass_before = cumsum(probs) - probs
         drop_sorted = mass_before >= top_p
         drop = drop_sorted.scatter(1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))

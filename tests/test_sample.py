@@ -113,14 +113,18 @@ def test_a_local_rank_left_in_the_environment_does_not_silence_errors(capsys, ru
     assert rc == 1 and err == "sample.py: error: num_samples must be >= 1, got 0\n"
 
 
-def test_sampling_without_compile_never_imports_the_compiler(run_dir):
+@pytest.mark.parametrize("top_p", ["1.0", "0.9"])
+def test_sampling_without_compile_never_imports_the_compiler(run_dir, top_p):
     # Issue 9: `python sample.py` within 3 s of starting, on a GPU. Importing torch._dynamo costs
     # ~1.4 s on the 2-core CPU, and two innocent calls pulled it in: initialising the weights of
     # the model built on the meta device, and restoring use_deterministic_algorithms on exit.
+    # A third: the nucleus's cumulative sum, a custom op for the compiled step, whose first eager call
+    # imported it before the first token of every --top_p sample (2-3 s; hunt 43-b B5)
     code = ("import sys, sample; rc = sample.main(sys.argv[1:]); "
             "print(rc, 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code, f"--out_dir={run_dir}", "--max_new_tokens=5", "--device=cpu",
-                           "--compile=auto"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--compile=auto", f"--top_p={top_p}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert proc.stdout.split()[-3:] == ["0", "False", "False"], proc.stdout + proc.stderr
 
 

@@ -45,6 +45,10 @@ def test_the_nucleus_compiles_in_one_graph_with_the_eager_result_on_a_gpt2_wide_
         assert torch.equal(compiled(logits, top_k=top_k, top_p=top_p), expected)
         assert 0 < torch.isfinite(expected).sum() < logits.numel()
     assert torch.equal(torch.ops.gpt.cumsum_rows(logits), torch.cumsum(logits, dim=-1))
+    graphs = []  # and traced, the nucleus's sum is the op (eager it is torch.cumsum: hunt 43-b B5)
+    torch.compile(filter_logits, fullgraph=True, backend=lambda gm, _: graphs.append(str(gm.graph)) or gm.forward)(
+        logits, top_p=0.9)
+    assert len(graphs) == 1 and "gpt.cumsum_rows" in graphs[0] and "torch.cumsum" not in graphs[0]
 
 
 def test_the_cumulative_sum_op_is_registered_right_for_any_layout():
