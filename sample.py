@@ -423,6 +423,10 @@ def sample(args: argparse.Namespace) -> int:
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
               f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
 
+    if args.temperature == 0 and args.num_samples > 1:  # (HF's generate refuses it; here it was N copies, no word:
+        # hunt 43-b B6)
+        print(f"note: --temperature=0 is greedy decoding, which has one answer: the {args.num_samples} samples are "
+              "the same (a temperature above 0 draws different ones)", file=sys.stderr)
     compile_wanted = compile_pays_off(args.compile, device, args.num_samples * args.max_new_tokens)
     decode_step, compiled = "auto", False  # auto: the static-shape step on CUDA (see GPT.generate_tokens)
     if compile_wanted and not args.use_cache:

@@ -128,6 +128,17 @@ def test_sampling_without_compile_never_imports_the_compiler(run_dir, top_p):
     assert proc.stdout.split()[-3:] == ["0", "False", "False"], proc.stdout + proc.stderr
 
 
+def test_greedy_samples_of_one_batch_are_said_to_be_the_same(capsys, run_dir):
+    # --temperature=0 --num_samples=3 printed three copies of one sample without a word (hunt 43-b B6)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--temperature=0", "--num_samples=3", "--max_new_tokens=8",
+                       "--device=cpu")
+    assert rc == 0 and len(set(out.split(sample.SEPARATOR + "\n"))) == 2  # three equal samples (and the end)
+    assert "note: --temperature=0 is greedy decoding, which has one answer: the 3 samples are the same" in err
+    for options in (["--temperature=0"], ["--temperature=0.5", "--num_samples=3"]):
+        rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--max_new_tokens=8", "--device=cpu", *options)
+        assert rc == 0 and "note: " not in err
+
+
 def test_top_k_1_equals_greedy(capsys, run_dir):
     greedy = cli_json(capsys, run_dir, "--start=abc", "--temperature=0", "--max_new_tokens=24")
     top1 = cli_json(capsys, run_dir, "--start=abc", "--temperature=1.3", "--top_k=1", "--seed=5", "--max_new_tokens=24")
