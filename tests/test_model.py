@@ -1025,6 +1025,8 @@ def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(t
 
     def ctrl_c_at_the_first_rename(src, dst):
         real_replace(src, dst)
+        if Path(dst).parent != tmp_path:  # (os.replace is patched for every thread: inductor's caches use it too)
+            return
         renamed.append(Path(dst).name)
         if len(renamed) == 1:
             signal.raise_signal(signal.SIGINT)

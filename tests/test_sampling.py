@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -137,6 +139,15 @@ def test_exponential_race_samples_the_softmax_distribution():
     ids = sample_next_token(probs.log().expand(n, 4), 1.0, generator=torch.Generator().manual_seed(0))
     freq = torch.bincount(ids.flatten(), minlength=4).float() / n
     assert torch.allclose(freq, probs, atol=0.015), freq  # ~4 standard errors at n = 20,000
+
+
+def test_sampling_noise_is_exp1_finite_and_positive():
+    # drawn as -log(1 - U) since hunt 43-b B4: its law is still Exp(1), which the race needs
+    noise = sampling_noise(4, 50_000, torch.device("cpu"), torch.Generator().manual_seed(0)).double()
+    assert bool(torch.isfinite(noise).all()) and noise.min().item() > 0
+    assert abs(noise.mean().item() - 1) < 0.01 and abs(noise.var().item() - 1) < 0.03  # ~4 standard errors
+    for x in (0.1, 1.0, 3.0):  # P(E > x) = e^-x
+        assert abs((noise > x).double().mean().item() - math.exp(-x)) < 0.004
 
 
 def test_temperature_sharpens_the_race():
