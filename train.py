@@ -93,7 +93,7 @@ from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, c
                          init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
                          set_rng_state, steps_in_budget, use_deterministic, use_fp8)
-from gpt.rundir import hold_run_dir, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
+from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir
 
 
@@ -241,6 +241,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
         raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its weights): the "
                           "run's config.json would replace the model's; choose another --out_dir")
+    if not resume and not cfg.eval_only and (foreign := not_a_runs_files(out_dir)):
+        # (a project's own config.json and metrics.jsonl were replaced without a word: hunt 43-e E1)
+        raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, which "
+                          f"a new run there would replace; choose another --out_dir (or move {'them' if len(foreign) > 1 else 'it'})")
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
     run_lock = None  # (rank 0's)

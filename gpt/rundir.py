@@ -297,6 +297,40 @@ def refuse_another_run(out_dir: Path) -> None:
                           "--init_from=resume, or choose another --out_dir (or remove that one)")
 
 
+# What a run writes at the top of its out_dir besides checkpoints, `latest`, `best` and its lock.
+RUN_FILES = ("config.json", "metrics.jsonl", "loss.png")
+
+
+def not_a_runs_files(out_dir: Path) -> list[str]:
+    """The files of RUN_FILES in out_dir that no train.py run wrote, which a new run there would replace:
+    a project's own config.json, metrics.jsonl or loss.png were overwritten without a word (--out_dir=. in
+    a project, or any folder of one's own: hunt 43-e E1). A run's config.json is a JSON object holding its
+    data, out_dir and init_from; its metrics.jsonl is empty or begins with a record of a step; its loss.png
+    lies beside either of them. (A failed run's leftovers are its own: the same command again starts over.)"""
+    def ours_config(path: Path) -> bool:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+            return False
+        return isinstance(saved, dict) and {"data", "out_dir", "init_from"} <= saved.keys()
+
+    def ours_metrics(path: Path) -> bool:
+        try:
+            with path.open(encoding="utf-8") as f:
+                first = f.readline(1 << 16)
+            record = json.loads(first) if first.strip() else {"step": 0}
+        except (OSError, ValueError):
+            return False
+        return isinstance(record, dict) and "step" in record
+
+    present = {name: out_dir / name for name in RUN_FILES if (out_dir / name).is_file()}
+    ours = {name: ours_config(present[name]) if name == "config.json" else ours_metrics(present[name])
+            for name in ("config.json", "metrics.jsonl") if name in present}
+    if "loss.png" in present:
+        ours["loss.png"] = any(ours.values())
+    return [name for name, is_ours in ours.items() if not is_ours]
+
+
 def on_rank0(dist, action: Callable[[], object]) -> None:
     """Run `action` on rank 0 only (taking the lock, saving a checkpoint), then meet the other
     ranks: a UsageError it raised is raised on every rank (on the others as ReportedByRank0, whose

@@ -4206,6 +4206,35 @@ def test_an_out_dir_that_is_a_hugging_face_model_is_refused(hf_dir, tmp_path):
     assert {p.name: p.read_bytes() for p in model.iterdir()} == before
 
 
+def test_an_out_dir_holding_files_no_run_wrote_is_refused_and_a_failed_runs_leftovers_are_not(byte_data, tmp_path,
+                                                                                              capsys):
+    # --out_dir=. in a project (or any folder of one's own): its config.json, metrics.jsonl and loss.png were replaced
+    # by the run's without a word (hunt 43-e E1)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.json").write_text('{"model": "mine"}\n')
+    (project / "loss.png").write_bytes(b"my plot")
+    (project / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in project.iterdir()}
+    common = [f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2"]
+    assert train.main([*common, f"--out_dir={project}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == (
+        f"train.py: error: --out_dir={project} holds config.json, loss.png, not written by a train.py run, which a new "
+        "run there would replace; choose another --out_dir (or move them)")
+    assert {p.name: p.read_bytes() for p in project.iterdir()} == before
+    (project / "config.json").unlink()
+    (project / "metrics.jsonl").write_text("epoch,loss\n1,0.5\n")
+    assert train.main([*common, f"--out_dir={project}"]) == 1
+    assert "holds metrics.jsonl, loss.png, not written" in capsys.readouterr().err
+    # a run's own files, of a run that failed before its first checkpoint, are its to replace
+    run_dir = tmp_path / "run"
+    failing = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={run_dir}"]
+    assert train.main([*failing, "--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0"]) == 2
+    assert not list(run_dir.glob("ckpt-*")) and (run_dir / "config.json").is_file()
+    assert (run_dir / "metrics.jsonl").stat().st_size
+    assert train.main(failing) == 0
+
+
 def test_data_that_is_a_hugging_face_model_is_refused_as_such(hf_dir, tmp_path):
     # --data=<an HF model> (for --init_from): its config.json was read as a text record, "record 1: no field 'text'
     # (has: model_type, ...)" (hunt 37-h h6)
