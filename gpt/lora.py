@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.model import Linear, config_from_dict
+from gpt.model import FLOAT32_TINY, Linear, config_from_dict
 
 # The projections LoRA may adapt, as module-name suffixes. The paper adapts attention only
 # (section 7.1); adapting the MLP too is the common choice today (QLoRA, Dettmers et al. 2023).
@@ -45,6 +45,10 @@ class LoRAConfig:
         if (not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool)
                 or not math.isfinite(self.alpha) or self.alpha <= 0):
             raise ValueError(f"LoRAConfig.alpha must be a finite number > 0, got {self.alpha!r}")
+        if self.alpha / self.rank < FLOAT32_TINY:  # (0 in float32: the adapters' gradients were 0, and the run
+            # trained nothing without a word, as qk_scale 1e-320 made NaN: hunt 43-e E2)
+            raise ValueError(f"LoRAConfig.alpha / rank ({self.alpha!r} / {self.rank}) must be at least float32's "
+                             f"smallest normal number ({FLOAT32_TINY:.4g}): below it the update's scale is 0")
         if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
                 or not 0.0 <= self.dropout < 1.0):
             raise ValueError(f"LoRAConfig.dropout must be in [0, 1), got {self.dropout!r}")

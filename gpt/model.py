@@ -93,6 +93,8 @@ class GPTConfig:
                              f"n_embd / n_head = {self.n_embd // self.n_head}")
         if not 0 < self.qk_scale <= FLOAT32_MAX:  # (1e39 is inf in float32: NaN losses, README audit 2026-11-26)
             raise ConfigError(f"GPTConfig.qk_scale must be positive and finite in float32, got {self.qk_scale!r}")
+        if why := qk_scale_underflow(self.qk_scale, self.n_embd // self.n_head):
+            raise ConfigError(f"GPTConfig.qk_scale {why}")
         if self.activation not in GELU_APPROXIMATE:
             raise ConfigError(f"GPTConfig.activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
 
@@ -131,6 +133,18 @@ GELU_APPROXIMATE = {"gelu_tanh": "tanh", "gelu": "none"}  # activation -> F.gelu
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 
 FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: attention's scale is applied in it at most
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32
+
+
+def qk_scale_underflow(qk_scale: float, head_size: int) -> str | None:
+    """Why a positive qk_scale still cannot scale attention logits in float32, or None. The scale applied
+    is qk_scale / sqrt(head size); one that rounds to 0 in float32 (qk_scale 1e-320 passed `> 0`) made every
+    masked logit 0 * -inf, NaN, and a run stopped at step 0 with "the model diverged ... Try a lower
+    learning_rate" (hunt 43-e E2). So it must be a normal float32, as qk_scale must be finite in float32."""
+    if qk_scale / math.sqrt(head_size) >= FLOAT32_TINY:
+        return None
+    return (f"makes the attention scale qk_scale / sqrt(head size {head_size}) smaller than float32's smallest "
+            f"normal number ({FLOAT32_TINY:.4g}; it rounds to 0, and the logits to NaN), got {qk_scale!r}")
 
 # The OpenAI checkpoints on the Hugging Face hub.
 GPT2_HUB_CONFIGS = {

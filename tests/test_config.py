@@ -53,6 +53,9 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     ("--muon_learning_rate=0", "muon_learning_rate"),
     ("--qk_scale=0", "qk_scale must be > 0"),
     ("--qk_scale=1e39", "qk_scale must be > 0 and finite in float32, got 1e\\+39"),  # (NaN losses: README audit)
+    # 0 in float32 once divided by sqrt(head size): NaN at step 0, "Try a lower learning_rate" (hunt 43-e E2)
+    ("--qk_scale=1e-320", r"qk_scale makes the attention scale qk_scale / sqrt\(head size 32\) smaller than float32's "
+                          r"smallest normal number \(1.175e-38; it rounds to 0, and the logits to NaN\), got 1e-320"),
     ("--time_budget=-1", "time_budget must be >= 0"),
     ("--time_budget=1e308", "time_budget must be at most 31,536,000 s \\(a year\\), got 1e\\+308"),  # (hunt, session 22)
     ("--time_budget=31536001", "time_budget must be at most 31,536,000 s \\(a year\\), got 31,536,001$"),
@@ -62,6 +65,15 @@ def test_unknown_key_lists_suggestions_and_valid_options():
 def test_bad_values_fail_before_any_work(arg, needle):
     with pytest.raises(ValueError, match=needle):
         parse_args([arg])
+
+
+def test_a_lora_scale_that_is_0_in_float32_is_refused():
+    # lora_alpha 1e-320: the adapters' gradients were 0 (grad_norm 0.0 every step) and the run trained nothing,
+    # status 0, without a word (hunt 43-e E2)
+    with pytest.raises(ConfigError, match=r"lora_alpha / lora_rank \(1e-320 / 4\) must be at least float32's smallest "
+                                          r"normal number \(1.175e-38\): below it the update's scale is 0"):
+        parse_args(["--init_from=somewhere", "--lora_rank=4", "--lora_alpha=1e-320", "--max_iters=2"])
+    parse_args(["--init_from=somewhere", "--lora_rank=4", "--lora_alpha=1e-30", "--max_iters=2"])
 
 
 def test_accumulation_must_split_evenly_across_processes():

@@ -238,6 +238,7 @@ def test_load_lora_state_dict_is_strict(trained):
     (dict(rank=True), "rank"),
     (dict(alpha=0), "alpha"),
     (dict(alpha=float("inf")), "alpha"),
+    (dict(alpha=1e-320), r"alpha / rank \(1e-320 / 4\) must be at least float32's smallest normal"),  # (hunt 43-e E2)
     (dict(dropout=1.0), "dropout"),
     (dict(dropout=-0.1), "dropout"),
     (dict(targets=("attn.c_attn", "lm_head")), "targets"),

@@ -30,6 +30,7 @@ def tiny_model(seed=0, **overrides) -> GPT:
     ("qk_scale", 0.0, "qk_scale"),
     ("qk_scale", float("inf"), "qk_scale must be positive and finite in float32"),
     ("qk_scale", 1e39, "qk_scale"),
+    ("qk_scale", 1e-320, "qk_scale makes the attention scale qk_scale / sqrt"),  # (0 in float32: NaN, hunt 43-e E2)
     ("dropout", 1.0, "dropout"),
     # of another type (hunt 35-c C1): "false" built QK-norm on in silence; strings for numbers were TypeErrors
     ("qk_norm", "false", "qk_norm must be True or False"),
