@@ -114,6 +114,8 @@ def unusable_path(path: str | Path) -> str | None:
             return "a loop of symbolic links"
         if e.errno == errno.ENAMETOOLONG:
             return f"{e.strerror.lower()} for the filesystem"
+    except ValueError:  # ("embedded null byte": a preset's or a saved config's "\u0000", a traceback: hunt 43-e E3)
+        return "holds a NUL character, which no path can"
     return None
 
 

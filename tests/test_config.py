@@ -725,3 +725,13 @@ def test_a_resume_given_its_budget_preset_meets_the_runs_count_not_the_presets()
     # "warmup_iters must be >= 10, got 5" (hunt 34-b B6); the preset's value is still there for its note
     cfg, keys = parse_args(["--config=shakespeare-cpu", "--init_from=resume", "--warmup_iters=5"])
     assert cfg.max_iters == 0 and "max_iters" in keys and cfg.warmup_iters == 5
+
+
+def test_a_path_with_a_nul_character_in_a_preset_is_one_line(tmp_path):
+    # TOML's "\u0000" (argv cannot hold one): os.stat's ValueError "embedded null byte" was a traceback (hunt 43-e E3)
+    for key in ("data", "out_dir", "data_cache", "init_from"):
+        preset = tmp_path / f"{key}.toml"
+        preset.write_text(f'{key} = "run\\u0000x"\n')
+        with pytest.raises(ConfigError, match=f"{key} run\x00x: holds a NUL character, which no path can"):
+            parse_args([f"--config={preset}", "--max_iters=2"])
+
