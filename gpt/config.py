@@ -329,9 +329,13 @@ def _convert(key: str, value, kind: type, where: str | None = None):
 
 def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
-    difflib alone offered --stream for --temp (audit, 2026-11-26)."""
-    close = [v for v in valid if v.startswith(key)][:n] if len(key) >= 3 else []
-    close += [c for c in difflib.get_close_matches(key, valid, n=n) if c not in close][:n - len(close)]
+    difflib alone offered --stream for --temp (audit, 2026-11-26). Compared without case: --N_LAYER and
+    --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4)."""
+    folded = {v.lower(): v for v in valid}
+    typed = key.lower()
+    close = [v for v in valid if v.lower().startswith(typed)][:n] if len(key) >= 3 else []
+    close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)
+              if folded[c] not in close][:n - len(close)]
     return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
 
 

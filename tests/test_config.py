@@ -27,6 +27,15 @@ def test_unknown_key_lists_suggestions_and_valid_options():
     assert "--learning_rat" in msg and "did you mean --learning_rate" in msg and "--batch_size" in msg
 
 
+@pytest.mark.parametrize("typed, hint", [("--N_LAYER=2", "--n_layer"), ("--Learning_Rate=0.1", "--learning_rate"),
+                                         ("--MAX_ITER=2", "--max_iters")])
+def test_an_option_typed_in_another_case_gets_its_hint(typed, hint):
+    # difflib's ratio is case-sensitive: --N_LAYER got no "did you mean" at all (hunt 43-e E4)
+    with pytest.raises(ConfigError, match=f"unknown option {typed.partition('=')[0]} in the command line "
+                                          rf"\(did you mean {hint}[,?]"):
+        parse_args([typed])
+
+
 @pytest.mark.parametrize("arg, needle", [
     ("--n_layer=two", "expects int"),
     ("--bias=maybe", "expects bool"),
