@@ -262,6 +262,15 @@ def check_decode_args(args: argparse.Namespace) -> None:
     except MemoryError as e:
         raise ConfigError(f"the model of --n_layer={args.n_layer} --n_embd={args.n_embd} ({params / 1e6:,.0f}M "
                           f"parameters) does not fit: {e}") from None
+    # model.generate's rows hold --batch prompts, a KV cache over their context and float32 rows of the vocabulary
+    # each (sample.check_batch_fits' count): --batch=1e23 was an OverflowError traceback building the prompt, and a
+    # batch past the memory the allocator's, after the model was built (hunt 43-e E5)
+    context = min(args.prompt_len + args.new_tokens, config.block_size)
+    need = args.batch * (2 * config.n_layer * context * config.n_embd * 4 + 3 * config.vocab_size * 4)
+    try:
+        check_fits(need, torch.device("cpu"), "their KV cache and logits")
+    except MemoryError as e:
+        raise ConfigError(f"--batch={args.batch:,} rows of model.generate at once do not fit: {e}") from None
     if args.prompt_len > config.block_size:  # (1e5 ids were one argument too long for a child: hunt 32-c F11)
         raise ConfigError(f"--prompt_len {args.prompt_len:,} is past the model's context of {config.block_size:,}: "
                           f"generate keeps only the prompt's last {config.block_size:,} tokens, so the rows would not "

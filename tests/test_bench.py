@@ -987,7 +987,7 @@ def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_w
     from gpt.model import GPTConfig
 
     args = argparse.Namespace(n_layer=2, n_head=2, n_embd=64, prompt_len=8, new_tokens=8, uncached_samples=False,
-                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None)
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None, batch=1)
     weights = 4 * GPTConfig(n_layer=2, n_head=2, n_embd=64).num_params()
     monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 3 * weights)
     with pytest.raises(ConfigError, match=r"^the model of --n_layer=2 --n_embd=64 \(\d+M parameters\) does not fit: "
@@ -995,6 +995,28 @@ def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_w
         bench.check_decode_args(args)
     monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 5 * weights)  # exactly enough: runs
     bench.check_decode_args(args)
+
+
+def test_decode_refuses_a_batch_whose_rows_do_not_fit_in_one_line(monkeypatch):
+    # --batch=99999999999999999999999 was an OverflowError traceback building the prompt (hunt 43-e E5)
+    import argparse
+
+    import gpt.runtime
+    from gpt.errors import ConfigError
+
+    args = argparse.Namespace(n_layer=1, n_head=2, n_embd=32, prompt_len=8, new_tokens=8, uncached_samples=False,
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None,
+                              batch=99999999999999999999999)
+    with pytest.raises(ConfigError, match=r"^--batch=99,999,999,999,999,999,999,999 rows of model.generate at once do "
+                                          r"not fit: their KV cache and logits need [\d,.]+ MiB, and cpu has "):
+        bench.check_decode_args(args)
+    rows = 2 * 1 * 16 * 32 * 4 + 3 * 50257 * 4  # one row: its KV cache over 16 positions, 3 rows of the vocabulary
+    monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 10**9)
+    args.batch = 10**9 // rows  # fits
+    bench.check_decode_args(args)
+    args.batch += 1
+    with pytest.raises(ConfigError, match="rows of model.generate at once do not fit"):
+        bench.check_decode_args(args)
 
 
 def test_sample_wall_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch):
@@ -1008,7 +1030,7 @@ def test_sample_wall_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkey
                        "--block_size=32", "--batch_size=4", "--max_iters=1", "--eval_iters=1", f"--out_dir={run}"]) == 0
     monkeypatch.setenv("HOME", str(tmp_path))
     args = argparse.Namespace(n_layer=1, n_head=2, n_embd=32, prompt_len=8, new_tokens=8, uncached_samples=False,
-                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run")
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run", batch=1)
     bench.check_decode_args(args)
     assert args.sample_wall_out_dir == str(run)
 
