@@ -868,7 +868,10 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
                 # hunt 42-d N3)
                 stats.empty_documents += 1
         else:
-            yield from _text_pieces(path, stats, int(path.stat().st_size * (1 - val_fraction)) if path == lone else None)
+            # (before the last byte: a val_fraction under one byte's share, 1e-17, put the cut at the end, and the
+            # file was refused as "1 document(s) ... give at least 2", where 1e-6 got its last line: hunt 43-e E6)
+            size = path.stat().st_size if path == lone else 0
+            yield from _text_pieces(path, stats, max(min(int(size * (1 - val_fraction)), size - 1), 0) if path == lone else None)
 
 
 # ----------------------------------------------------------------------------- hugging face

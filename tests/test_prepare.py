@@ -1114,6 +1114,17 @@ def test_a_lone_file_that_ends_in_blank_lines_or_breaks_lines_with_cr_is_still_c
     assert len(train) == len(val) == 1 and val[0].strip() == lines[-1].strip()
 
 
+def test_a_lone_file_under_a_tiny_val_fraction_still_gives_its_last_line_to_val(tmp_path):
+    # int(size * (1 - 1e-17)) is the size: the cut fell past the last line break and the file was refused as
+    # "too little text ... 1 document(s)", while 1e-6 cut at its last line (hunt 43-e E6)
+    lines = [f"line {i}: " + "word " * 20 for i in range(10)]
+    (tmp_path / "lone.txt").write_text("\n".join(lines) + "\n")
+    for val_fraction in (1e-6, 1e-17, 5e-324):
+        out = run_prepare([tmp_path / "lone.txt"], tmp_path / f"out{val_fraction}", val_fraction=val_fraction)
+        train, val = documents(out, "train"), documents(out, "val")
+        assert len(train) == len(val) == 1 and val[0].strip() == lines[-1].strip()
+
+
 def test_too_little_text_is_an_error_and_leaves_nothing(tmp_path):
     (tmp_path / "one.txt").write_text(STORY.replace(" ", "_"))  # one line, no space: nowhere to cut (a line with
     # spaces is cut before one since hunt 43-d D6)
