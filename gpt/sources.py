@@ -870,8 +870,11 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
         else:
             # (before the last byte: a val_fraction under one byte's share, 1e-17, put the cut at the end, and the
             # file was refused as "1 document(s) ... give at least 2", where 1e-6 got its last line: hunt 43-e E6)
-            size = path.stat().st_size if path == lone else 0
-            yield from _text_pieces(path, stats, max(min(int(size * (1 - val_fraction)), size - 1), 0) if path == lone else None)
+            cut = None
+            if path == lone:
+                size = path.stat().st_size
+                cut = max(min(int(size * (1 - val_fraction)), size - 1), 0)
+            yield from _text_pieces(path, stats, cut)
 
 
 # ----------------------------------------------------------------------------- hugging face
