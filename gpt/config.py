@@ -227,13 +227,12 @@ MIN_BUDGET_WARMUP = 10
 MAX_TIME_BUDGET = 365 * 24 * 3600
 
 
-def describe_options(command_line: bool = True) -> str:
-    """Every option with its type, default and description (for --help and error messages); on the command
-    line --config first, which is no field: train.py --help printed it alone, and the command line's
-    "valid options" left it out (hunt 41-a A9, hunt 41-d D3). A preset file takes no --config."""
+def describe_options() -> str:
+    """Every option with its type, default and description, for --help; --config first, which is no field
+    (hunt 41-a A9)."""
     hints = typing.get_type_hints(TrainConfig)
     config = ["  --config=NAME".ljust(42) + f"{'str':<6} a preset applied first, the other options on top: "
-              f"configs/NAME.toml ({presets()}) or a TOML file's path"] if command_line else []
+              f"configs/NAME.toml ({presets()}) or a TOML file's path"]
     return "\n".join(config + [f"  --{f.name}={f.default!r}".ljust(42) + f"{hints[f.name].__name__:<6} "
                                f"{f.metadata['help']}" for f in fields(TrainConfig)])
 
@@ -339,13 +338,17 @@ def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
 
 
+LIST_OPTIONS = "train.py --help lists them"
+
+
 def _check_keys(keys, where: str, command_line: bool = False) -> None:
     valid = [f.name for f in fields(TrainConfig)]
     for key in keys:
         if key not in valid:
             hint = did_you_mean(key, valid + ["config"] * command_line)  # (--confg: no hint before, hunt 41-d D3)
-            raise ConfigError(f"unknown option --{key} in {where}{hint}\nvalid options:\n"
-                              f"{describe_options(command_line)}")
+            # one line, as sample.py's argparse says it: the 56-line options table after a typo buried its hint
+            # (hunt 43-e N1); --help has the table
+            raise ConfigError(f"unknown option --{key} in {where}{hint}; {LIST_OPTIONS}")
 
 
 def load_preset(name_or_path: str) -> dict:
@@ -390,7 +393,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
-            raise ConfigError(f"unexpected argument {arg!r}: options are --key=value\nvalid options:\n{describe_options()}")
+            raise ConfigError(f"unexpected argument {arg!r}: options are --key=value; {LIST_OPTIONS}")
         typed, eq, value = arg[2:].partition("=")
         key = typed.replace("-", "_")
         if key != "config":
