@@ -764,10 +764,18 @@ def safe_cut(data: bytes) -> int:
 
 
 def _has_line_break(path: Path) -> bool:
+    """Whether a line break in the file has text after it: a file of one line ending in one (what editors and
+    `echo` write) is a file of one line, and its cut at its only line break left nothing after it (hunt 43-f F1)."""
+    broken = False  # a line break seen, nothing but white space since
     with open_input(path) as f:
         while block := f.read(PIECE_BYTES):
-            if b"\n" in block or b"\r" in block:
+            if broken and block.strip():
                 return True
+            first = min((i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0), default=-1)
+            if first >= 0:
+                if block[first:].strip():
+                    return True
+                broken = True
     return False
 
 

@@ -890,12 +890,13 @@ def test_a_single_text_file_is_cut_in_two_at_a_line_break(tmp_path, monkeypatch)
     assert abs(len(val[0]) / len("".join(lines)) - 0.2) < 0.05
 
 
-@pytest.mark.parametrize("ending", ["", "   "])
+@pytest.mark.parametrize("ending", ["", "   ", "\n", "\r\n", " \n\n"])
 def test_a_text_file_of_one_line_is_cut_in_two_before_a_space(tmp_path, monkeypatch, ending):
-    # text8 (100 MB of words, no line break) was refused as one document, after all of it was tokenized (hunt 43-d D6)
+    # text8 (100 MB of words, no line break) was refused as one document, after all of it was tokenized (hunt 43-d D6);
+    # one line ending in a line break, as editors and `echo` write it, still was (hunt 43-f F1)
     monkeypatch.setattr(sources, "PIECE_BYTES", 500)  # the cut falls in a later piece
     text = " ".join(f"word{i} {STORY.strip()}" for i in range(40)) + ending
-    (tmp_path / "text8").write_text(text)
+    (tmp_path / "text8").write_bytes(text.encode())
     out = run_prepare([tmp_path / "text8"], tmp_path / "out", tokenizer="gpt2")
     train, val = documents(out, "train"), documents(out, "val")
     cut = text.index(" ", int(len(text) * 0.9))
