@@ -779,6 +779,17 @@ def _has_line_break(path: Path) -> bool:
     return False
 
 
+def _unreadable_text(head: bytes) -> str | None:
+    """Why a text file whose first bytes (after a UTF-8 byte order mark) are `head` is skipped, or None: the one
+    rule of _text_pieces and lone_text_file (written twice, the lone file beside a UTF-16 or compressed one was
+    refused as one document: hunt 43-f F2). UTF-16, as Windows Notepad and PowerShell's > write it, is text in
+    another encoding: named so (it was "looks binary": hunt, session 27), also where its first 8 KiB hold no NUL
+    byte (CJK text with no line break there), which was read as UTF-8, all of it U+FFFD (hunt 43-d D1)."""
+    if wide := wide_encoding(head):
+        return f"{wide} text (its byte order mark): save it as UTF-8"
+    return compressed(head) or ("looks binary (contains NUL bytes)" if b"\0" in head[:8192] else None)
+
+
 def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) -> Pieces:
     """A text file as one document in pieces of about PIECE_BYTES; or as two documents, cut at a
     line break near byte split_at (before a space, in a file with no line break)."""
@@ -791,13 +802,8 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
             data, pos = data[3:], 3  # .json and .jsonl drop it, and sample.py a prompt file's (audit, 2026-11-26)
-        # UTF-16, as Windows Notepad and PowerShell's > write it, is text in another encoding: named so (it
-        # was "looks binary": hunt, session 27), also where its first 8 KiB hold no NUL byte (CJK text with no
-        # line break there), which was read as UTF-8, all of it U+FFFD (hunt 43-d D1)
-        if (wide := wide_encoding(data)) or (packed := compressed(data)) or b"\0" in data[:8192]:
+        if why := _unreadable_text(data):
             stats.binary_files.append(str(path))
-            why = (f"{wide} text (its byte order mark): save it as UTF-8" if wide else packed
-                   or "looks binary (contains NUL bytes)")
             warnings.warn(f"{path}: skipped, {why}", PrepareWarning, stacklevel=2)
             return
         while True:
@@ -833,12 +839,13 @@ RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
 
 
 def _skipped_unread(path: Path) -> bool:
-    """Whether _text_pieces will skip this text file for its first bytes: empty or blank (a small one), or
-    binary (a NUL byte in its first 8 KiB, after a UTF-8 byte order mark)."""
+    """Whether _text_pieces will skip this text file for its first bytes (binary, compressed, UTF-16:
+    _unreadable_text), or it is empty or blank (a small one)."""
     with open_input(path) as f:
         head = f.read(1 << 16)
     text = head.removeprefix(codecs.BOM_UTF8)
-    return b"\0" in text[:8192] or (len(head) < 1 << 16 and (not text or text.decode("utf-8", "replace").isspace()))
+    return bool(_unreadable_text(text)) or (len(head) < 1 << 16
+                                            and (not text or text.decode("utf-8", "replace").isspace()))
 
 
 def lone_text_file(files: list[Path]) -> Path | None:

@@ -1,5 +1,6 @@
 """Data preparation (gpt/prepare.py, data/prepare.py)."""
 
+import codecs
 import contextlib
 import csv
 import json
@@ -1835,8 +1836,14 @@ def test_a_text_file_alone_beside_skipped_files_is_cut_in_two(tmp_path):
     (tmp_path / "in" / "cover.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     (tmp_path / "in" / "empty.txt").write_text("")
     (tmp_path / "in" / "blank.md").write_text("  \n\n")
-    with pytest.warns(PrepareWarning, match="cover.png: skipped, looks binary"):
+    # skipped for their first bytes too, with no NUL byte there: UTF-16 CJK text, a compressed file (they were
+    # counted as text beside corpus.txt, which was then not cut: hunt 43-f F2)
+    (tmp_path / "in" / "notes.txt").write_bytes(codecs.BOM_UTF16_LE + ("日本語" * 50).encode("utf-16-le"))
+    (tmp_path / "in" / "old.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x01" * 64)
+    with pytest.warns(PrepareWarning, match="cover.png: skipped, looks binary") as said:
         out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert any("notes.txt: skipped, UTF-16" in str(w.message) for w in said)
+    assert any("old.txt.zst: skipped, zstd-compressed" in str(w.message) for w in said)
     text = "\n".join(lines) + "\n"
     cut = text.index("\n", int(len(text) * 0.9)) + 1  # (the line break after 90% of its bytes: ASCII here)
     assert documents(out, "train") == [text[:cut]] and documents(out, "val") == [text[cut:]]
