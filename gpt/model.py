@@ -713,7 +713,8 @@ class GPT(nn.Module):
         # Ids of another tokenizer (GPT-2's in a byte model): "IndexError: index out of range in self" from the
         # embedding on a CPU, a device-side assert that ends the CUDA context on a GPU (hunt 43-b B1). One look at
         # the prompt, before any work; the ids this model draws never leave its vocabulary.
-        lowest, highest = torch.stack(idx.aminmax()).tolist()  # (one read from the device)
+        # (a batch of no rows has no ids to look at: aminmax raised on it, where it gave its empty result, hunt 43-f F3)
+        lowest, highest = torch.stack(idx.aminmax()).tolist() if idx.numel() else (0, 0)  # (one read from the device)
         if lowest < 0 or highest >= self.config.vocab_size:
             raise ValueError(f"idx holds token ids from {lowest} to {highest}, outside the model's vocabulary of "
                              f"{self.config.vocab_size} (ids 0 to {self.config.vocab_size - 1}): a prompt made with "

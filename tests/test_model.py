@@ -550,6 +550,9 @@ def test_a_prompt_with_ids_outside_the_vocabulary_is_refused_naming_them(use_cac
             model.generate(torch.tensor(ids), 2, use_cache=use_cache)
     edge = torch.tensor([[0, vocab - 1]])  # the whole vocabulary is fine
     assert model.generate(edge, 2, temperature=0, use_cache=use_cache).shape == (1, 4)
+    # a batch of no rows has no ids to refuse: its empty result, as before the check ("aminmax(): cannot compute
+    # aminmax over an empty dimension": hunt 43-f F3)
+    assert model.generate(torch.zeros(0, 3, dtype=torch.long), 2, use_cache=use_cache).shape == (0, 5)
 
 
 def test_generate_takes_numpy_scalars_as_it_did():
