@@ -10,6 +10,7 @@ with train.py --data=data/who-says.jsonl (see README, "Instruction tuning").
 """
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -78,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     # a link's target is replaced, not the link (the new pairs went into a file put in the link's place, the shared
     # file it named kept the old ones: hunt 43-d D10), as data/prepare.py replaces a linked --out_dir's target
-    out = out.resolve() if out.is_symlink() else out
+    # (os.path.realpath, not Path.resolve: a link to itself was resolve's RuntimeError, a traceback, where the
+    # write says "Too many levels of symbolic links" in one line: hunt 43-f F4)
+    out = Path(os.path.realpath(out)) if out.is_symlink() else out
     try:  # all at once: a full disk or an interrupt never leaves a cut-off file in place of an older one
         write_text_atomic(out, "".join(json.dumps(pair) + "\n" for pair in pairs))
     except OSError as e:

@@ -290,6 +290,9 @@ def test_make_pairs_through_a_symlink_replaces_its_target_not_the_link(make_pair
     (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere" / "x.jsonl")  # (a link to nothing: one line)
     assert make_pairs.main(["--max_pairs", "2", "--out", str(tmp_path / "dangling.jsonl")]) == 1
     assert (tmp_path / "dangling.jsonl").is_symlink()
+    (tmp_path / "loop.jsonl").symlink_to("loop.jsonl")  # (a link to itself: one line, not a traceback, hunt 43-f F4)
+    assert make_pairs.main(["--max_pairs", "2", "--out", str(tmp_path / "loop.jsonl")]) == 1
+    assert (tmp_path / "loop.jsonl").is_symlink()
 
 
 def test_make_pairs_summary_to_a_full_disk_or_a_closed_pipe_is_one_line_or_quiet(tmp_path):
