@@ -119,9 +119,17 @@ def sampling_noise(batch: int, vocab: int, device: torch.device, generator: torc
 
     Drawn as -log(1 - U), U uniform in [0, 1): Exp(1) as exponential_ draws it (at most ~17 in float32),
     at a third of its cost on the CPU (0.2-0.4 vs 0.96 ms for GPT-2's 50,257 ids, one thread; 1.5 ms of a
-    small model's ~3 ms token: hunt 43-b B4). A seed's samples changed with it (2026-11-28)."""
-    noise = torch.empty(batch, vocab, device=device).uniform_(generator=generator)
-    return noise.neg_().log1p_().neg_().clamp_min_(torch.finfo(noise.dtype).tiny)
+    small model's ~3 ms token: hunt 43-b B4). A seed's samples changed with it (2026-11-28).
+
+    uniform_'s float32 draws are multiples of 2^-24 (on the CPU): a U of 0, one draw in 2^24, stands for all the
+    noise below 2^-24. Clamped to float32's tiny, that id won the race whatever its probability: with GPT-2's
+    50,257 ids, 0.3% of tokens were drawn uniformly from the vocabulary (143 of 51,200 where 5 were due; hunt
+    43-f F5). So the clamp is to a row's draw uniform in [0, 2^-24), as Exp(1) is there: a 0 takes that draw
+    (two 0s in a row, one row in ~10^7 at that vocabulary, share it), and every other draw is above it on the
+    CPU (on CUDA, where uniform_'s grid is finer, draws below it move up to it). Still never 0; the same pass."""
+    noise = torch.empty(batch, vocab, device=device).uniform_(generator=generator).neg_().log1p_().neg_()
+    below_grid = torch.empty(batch, 1, device=device).uniform_(0, 2 ** -24, generator=generator)
+    return noise.clamp_min_(below_grid.clamp_min_(torch.finfo(noise.dtype).tiny))
 
 
 def draw_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,

@@ -150,6 +150,21 @@ def test_sampling_noise_is_exp1_finite_and_positive():
         assert abs((noise > x).double().mean().item() - math.exp(-x)) < 0.004
 
 
+def test_a_noise_draw_of_0_is_not_a_sure_win_for_its_id():
+    # uniform_'s float32 draws are multiples of 2^-24 on the CPU: a 0 was clamped to float32's tiny, and its id won
+    # the race whatever its probability, 0.3% of GPT-2 tokens drawn uniformly from the vocabulary (hunt 43-f F5)
+    vocab = 2 ** 20
+    uniform = torch.empty(1, vocab).uniform_(generator=torch.Generator().manual_seed(12))
+    assert (uniform == 0).nonzero().tolist() == [[0, 411302]]  # this seed's draws hold one 0
+    noise = sampling_noise(1, vocab, torch.device("cpu"), torch.Generator().manual_seed(12))
+    assert torch.finfo(torch.float32).tiny < noise[0, 411302].item() < 2 ** -24  # below the grid's step, not tiny
+    assert int((noise < 2 ** -24).sum()) == 1  # the other draws as they were
+    # the race: id 0 has p ~ 1, the others e^-30 each (9e-8 in all), so token 0 (it was 411302)
+    logits = torch.full((1, vocab), -30.0)
+    logits[0, 0] = 0.0
+    assert draw_next_token(logits, 1.0, noise=noise).item() == 0
+
+
 def test_temperature_sharpens_the_race():
     logits = torch.tensor([[1.0, 0.0]]).expand(5_000, 2)
     g = torch.Generator().manual_seed(1)
