@@ -764,7 +764,9 @@ def _source_said(meta: dict) -> str:
 def _other_data(out: Path, meta: dict) -> str | None:
     """What out holds, said, where it is data of another source or tokenizer than `meta`'s: such data was replaced
     without a word (prepare's own data, so allowed), and the runs trained on it learnt of it only when they could
-    not resume (hunt 43-d D11). The same inputs prepared again (files edited, other options) are not another source."""
+    not resume (hunt 43-d D11). The same inputs prepared again (files edited, other options) are not another source;
+    nor the same data, token for token (its splits' shards and hashes): `--input src/` after `--input ./src`, or
+    the same files in another order, were named as data runs "will not resume on", and they resumed (hunt 43-f F6)."""
     def kind(m: dict):
         source = m.get("source") or {}
         return (source.get("kind"), source.get("inputs"), source.get("name"), source.get("config"),
@@ -774,7 +776,8 @@ def _other_data(out: Path, meta: dict) -> str | None:
         old = json.loads((out / META_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # (an empty directory, or none: nothing of another's)
         return None
-    return _source_said(old) if isinstance(old, dict) and kind(old) != kind(meta) else None
+    return (_source_said(old) if isinstance(old, dict) and kind(old) != kind(meta)
+            and old.get("splits") != meta.get("splits") else None)
 
 
 def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path, **opts) -> Path:

@@ -1146,6 +1146,10 @@ def test_data_of_other_inputs_replaced_in_the_out_dir_is_named_in_a_note(tmp_pat
     assert "note:" not in capsys.readouterr().out
     run_prepare([tmp_path / "a"], tmp_path / "out", quiet=False, seed=3)  # the same inputs, other options: no note
     assert "note:" not in capsys.readouterr().out
+    # the same data from inputs typed otherwise (it resumes): no note (hunt 43-f F6)
+    for typed in (f"{tmp_path / 'a'}/", tmp_path / "a"):
+        run_prepare([typed], tmp_path / "out", quiet=False, seed=3)
+        assert "note:" not in capsys.readouterr().out
     run_prepare([tmp_path / "b"], tmp_path / "out", quiet=False)
     assert (f"note: this replaced the data {tmp_path / 'out'} held, prepared from --input {tmp_path / 'a'} with the "
             "byte tokenizer: runs trained on that data will not resume on this\n") in capsys.readouterr().out
