@@ -790,19 +790,26 @@ def test_from_pretrained_says_what_it_was_given_instead(tmp_path):
         GPT.from_pretrained(str(tmp_path / "data"))
 
 
-def test_save_pretrained_writes_the_end_of_text_where_transformers_generate_stops(tmp_path):
-    # a byte or shakespeare-bpe model exported without its end-of-text: transformers' generate ran on past it,
-    # where sample.py stops (hunt 37-h h5, hunt 42-c C5). A model whose every next token is the byte
-    # tokenizer's end-of-text (256): only the final LayerNorm's bias and that token's embedding are not zero.
-    import json
-
-    transformers = pytest.importorskip("transformers")
+def end_of_text_model() -> GPT:
+    """A byte model whose every next token is the byte tokenizer's end-of-text (256): only the final LayerNorm's
+    bias and that token's embedding are not zero."""
     model = tiny_model(vocab_size=257)
     with torch.no_grad():
         model.transformer.wte.weight.zero_()
         model.transformer.wte.weight[256] = 1.0
         model.transformer.ln_f.weight.zero_()
         model.transformer.ln_f.bias.fill_(1.0)
+    return model
+
+
+def test_save_pretrained_writes_the_end_of_text_where_transformers_generate_stops(tmp_path):
+    # a byte or shakespeare-bpe model exported without its end-of-text: transformers' generate ran on past it,
+    # where sample.py stops (hunt 37-h h5, hunt 42-c C5). (end_of_text_model: one helper, written twice in two tests
+    # before: hunt 43-f F9)
+    import json
+
+    transformers = pytest.importorskip("transformers")
+    model = end_of_text_model()
     prompt = torch.tensor([[104, 105]])
     for eot_token, new_tokens in ((256, 1), (None, 5)):  # (without it, no eos_token_id: 5 end-of-texts)
         out = tmp_path / f"export-{eot_token}"
@@ -828,12 +835,7 @@ def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_
     from gpt.checkpoint import load_model, save_checkpoint
 
     transformers = pytest.importorskip("transformers")
-    model = tiny_model(vocab_size=257)
-    with torch.no_grad():
-        model.transformer.wte.weight.zero_()
-        model.transformer.wte.weight[256] = 1.0
-        model.transformer.ln_f.weight.zero_()
-        model.transformer.ln_f.bias.fill_(1.0)
+    model = end_of_text_model()
     meta = {"model_config": model.config.to_dict(), "config": {}, "tokens_seen": 0}
     save_checkpoint(tmp_path / "byte-run", 1, model, {}, {**meta, "tokenizer": "byte"}, keep_last=1, is_best=False)
     loaded, _ = load_model(tmp_path / "byte-run")
