@@ -18,7 +18,7 @@ import numbers
 import os
 import threading
 import weakref
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -879,7 +879,11 @@ class GPT(nn.Module):
         tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
         gpt.checkpoint.load_model), else GPT-2's 50256 where the vocabulary has it, else none: a byte or
         shakespeare-bpe model's generate ran on past its end-of-text (hunt 37-h h5, hunt 42-c C5), and
-        `load_model(run)[0].save_pretrained(dir)` still did so without eot_token= (hunt 43-a A3)."""
+        `load_model(run)[0].save_pretrained(dir)` still did so without eot_token= (hunt 43-a A3).
+        A vocabulary padded past the data's (`data_vocab_size`: a run trained on a GPU, bytes' 257 ids to 320,
+        GPT-2's 50,257 to 50,304) is written without the padding, whose ids no tokenizer knows: an export of it
+        drew them again in transformers' generate and in from_pretrained's (49 of 200 tokens of an untrained
+        byte model: hunt 43-f F7)."""
         from safetensors.torch import save_file
 
         from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
@@ -887,6 +891,9 @@ class GPT(nn.Module):
         from gpt.tokenizer import get_tokenizer
 
         cfg = self.config
+        rows = self.data_vocab_size if self.data_vocab_size and self.data_vocab_size < cfg.vocab_size else None
+        if rows:
+            cfg = replace(cfg, vocab_size=rows)
         if eot_token is None and self.tokenizer_name is not None:
             eot_token = get_tokenizer(self.tokenizer_name).eot_token
         if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, int)
@@ -920,6 +927,8 @@ class GPT(nn.Module):
             if k == TIED_KEY:
                 continue  # tied: stored once, as transformers does
             v = v.detach().cpu()
+            if k == "transformer.wte.weight" and rows:
+                v = v[:rows]  # (the data's ids only)
             tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
         weights, config = out_dir / "model.safetensors", out_dir / "config.json"
         weights_tmp, config_tmp = (out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in (weights, config))

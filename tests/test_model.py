@@ -857,6 +857,28 @@ def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_
     assert json.loads((tmp_path / "older-export" / "config.json").read_text())["eos_token_id"] is None
 
 
+def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path):
+    # a GPU run's vocabulary is padded past its data's (bytes' 257 ids to 320): the export kept the padding, and
+    # generate() from it drew ids no tokenizer knows, 49 of 200 (hunt 43-f F7)
+    import json
+
+    from safetensors.torch import load_file
+
+    model = tiny_model(seed=3, vocab_size=320)
+    model.data_vocab_size = 257  # (as load_model and train.py set it)
+    model.save_pretrained(tmp_path / "export")
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["vocab_size"] == 257
+    assert load_file(str(tmp_path / "export" / "model.safetensors"))["transformer.wte.weight"].shape == (257, 32)
+    loaded = GPT.from_pretrained(str(tmp_path / "export")).eval()
+    x = torch.randint(0, 257, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(loaded(x)[0], model(x)[0][..., :257], atol=1e-5)  # the data's logits, as they were
+        tokens = loaded.generate(x[:1, :4], 200, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    assert int(tokens.max()) < 257
+    with pytest.raises(ValueError, match=r"not an id of this model's vocabulary \(0 to 256\)"):
+        model.save_pretrained(tmp_path / "bad", eot_token=300)  # a padded id is no end-of-text of the export
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
