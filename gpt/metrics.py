@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+import typing
 from pathlib import Path
 
 from gpt.atomic import write_text_atomic
@@ -33,6 +34,7 @@ REDRAW_EVERY_S = 30.0
 REDRAW_SHARE = 0.01
 # The values of a record that are numbers (or null): plot_losses computes with them
 NUMBERS = ("loss", "val_loss", "val_bpb", "tokens_seen")
+PLOTTED = ("step", *NUMBERS)  # what plot_losses reads of a record
 # Points drawn per curve at most: loss.png is 1,100 pixels wide, so more are not seen, only paid for.
 # Every point drawn made a redraw's cost grow with the run: 1.3 s at 1,000 records, 4.6 s at 50,000,
 # 12 s at 200,000 (2-core VM under load), in the training loop every 30 s (hunt 39-b B1).
@@ -123,31 +125,36 @@ class Metrics:
         (NUMBERS) are not numbers, is skipped and counted, with one warning: what a write cut short
         leaves (a full disk, a host crash; the file is not fsynced), or a damaged or hand-edited line,
         which must not stop a resume or the plot (a resume rewrites the file without them)."""
+        return list(self.each_record())
+
+    def each_record(self) -> typing.Iterator[dict]:
+        """records() one at a time, read from the file as they are taken (its skipped lines warned about
+        once all are taken)."""
         if not self.path.exists():
-            return []
-        records, bad = [], 0
+            return
+        bad = 0
         # (bytes that are not UTF-8, a torn write's or a disk's, are such a line: a traceback at a resume, review 33b)
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                record = None
-            # (a value the plot reads that is not a number, a damaged or hand-edited line's, was a
-            # traceback at the closing plot, after the run had finished: hunt 34-b B1)
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and all(
-                    record.get(k) is None or isinstance(record[k], (int, float)) and not isinstance(record[k], bool)
-                    for k in NUMBERS):
-                records.append(record)
-            else:
-                bad += 1
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    record = None
+                # (a value the plot reads that is not a number, a damaged or hand-edited line's, was a
+                # traceback at the closing plot, after the run had finished: hunt 34-b B1)
+                if isinstance(record, dict) and isinstance(record.get("step"), int) and all(
+                        record.get(k) is None or isinstance(record[k], (int, float)) and not isinstance(record[k], bool)
+                        for k in NUMBERS):
+                    yield record
+                else:
+                    bad += 1
         if bad and not self.unreadable_lines:
             print(f"warning: {self.path}: skipped {bad} line(s) that are not a JSON record with a step and numbers "
                   f"for {', '.join(NUMBERS)} (a write cut short, e.g. by a full disk or a crash, or a damaged or "
                   "hand-edited line)", file=sys.stderr)
         self.unreadable_lines = max(self.unreadable_lines, bad)
-        return records
 
     def reopen(self) -> None:
         """Go on appending to metrics.jsonl by its name: out_dir was made anew (RunDirLock.reclaim), and
@@ -271,7 +278,10 @@ def _plot_records(metrics: Metrics, png: Path) -> str | None:
     3 at the end of a run, hunt 33-e E3, and of the resume of a finished run, hunt 34-b B3). A run
     that stopped before its first record draws no empty picture."""
     try:
-        records = metrics.records()
+        # Only what plot_losses reads of each record, its keys the same strings for all: a redraw (in the
+        # training loop, every 30 s) held every record whole, +205 MB at 200,000 records (a 33 MB log),
+        # growing with the run (hunt 43-g G2)
+        records = [{k: r[k] for k in PLOTTED if k in r} for r in metrics.each_record()]
     except OSError as e:
         return f"loss curve not drawn: {metrics.path} cannot be read ({e.strerror or e})"
     return plot_losses(records, png) if records else None

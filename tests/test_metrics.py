@@ -493,3 +493,25 @@ def test_a_tracker_that_fails_mid_run_is_left_with_one_warning_and_the_run_goes_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warning: TensorBoard logging stopped at its close: OSError" in err
     assert "goes on" not in err and (tmp_path / "closing" / "loss.png").exists()
+
+
+def test_a_redraw_holds_its_curves_not_every_record_of_the_log(tmp_path, monkeypatch):
+    # hunt 43-g G2: each redraw of loss.png (in the training loop, every 30 s) read metrics.jsonl into a list of
+    # all its records whole: +205 MB of memory at 200,000 records, growing with the run. Drawing itself is not
+    # measured here (matplotlib "not installed"): only what reading the records for it holds at its peak.
+    import tracemalloc
+
+    monkeypatch.setattr("gpt.metrics.pyplot", lambda: None)
+    with open(tmp_path / "metrics.jsonl", "w") as f:
+        for s in range(1, 20_001):  # a training record's fields, and an evaluation at every 4th
+            f.write(json.dumps({"step": s, "loss": 3.25, "lr": 0.0004, "grad_norm": 0.66, "tokens_per_s": 34847.2,
+                                "ms_per_step": 7.34, "tokens_seen": 256 * s} if s % 4 else
+                               {"step": s, "val_loss": 3.5, "val_bpb": 2.25, "tokens_seen": 256 * s}) + "\n")
+    tracemalloc.start()
+    try:
+        note = draw_if_stale(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "matplotlib is not installed" in note
+    assert peak < 8_000_000, peak  # 20,000 records held whole: 18.9 MB; only their plotted values: 5.6 MB
