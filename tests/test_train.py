@@ -3432,6 +3432,16 @@ def test_a_full_disk_on_the_run_s_other_files_is_one_line_and_status_3(byte_data
 
         def __getattr__(self, name):
             return getattr(self.f, name)
+
+        def __enter__(self):  # (a file's: `with` and `for` look these up on the type, not through __getattr__)
+            self.f.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def __iter__(self):  # (its lines, read by gpt.metrics.Metrics.each_record)
+            return iter(self.f)
     monkeypatch.setattr(gpt.metrics, "open", lambda *a, **k: FillingDisk(builtins.open(*a, **k)), raising=False)
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--max_iters=8", "--eval_interval=2", f"--out_dir={out}"]
