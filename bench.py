@@ -253,6 +253,7 @@ def check_decode_args(args: argparse.Namespace) -> None:
     # config in Python's integers (a meta-device model overflows torch's sizes first):
     import torch
 
+    from gpt.generation import batch_bytes
     from gpt.runtime import check_fits
 
     params = config.num_params()
@@ -262,11 +263,9 @@ def check_decode_args(args: argparse.Namespace) -> None:
     except MemoryError as e:
         raise ConfigError(f"the model of --n_layer={args.n_layer} --n_embd={args.n_embd} ({params / 1e6:,.0f}M "
                           f"parameters) does not fit: {e}") from None
-    # model.generate's rows hold --batch prompts, a KV cache over their context and float32 rows of the vocabulary
-    # each (sample.check_batch_fits' count): --batch=1e23 was an OverflowError traceback building the prompt, and a
-    # batch past the memory the allocator's, after the model was built (hunt 43-e E5)
-    context = min(args.prompt_len + args.new_tokens, config.block_size)
-    need = args.batch * (2 * config.n_layer * context * config.n_embd * 4 + 3 * config.vocab_size * 4)
+    # --batch=1e23 was an OverflowError traceback building the prompt, and a batch past the memory the
+    # allocator's, after the model was built (hunt 43-e E5)
+    need = batch_bytes(config, args.batch, min(args.prompt_len + args.new_tokens, config.block_size))
     try:
         check_fits(need, torch.device("cpu"), "their KV cache and logits")
     except MemoryError as e:

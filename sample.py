@@ -503,10 +503,11 @@ def check_batch_fits(model, num_samples: int, use_cache: bool, device: torch.dev
     few float32 rows of the vocabulary per sample (logits, noise, probabilities). Too many samples
     were the allocator's traceback, or, at 10^8, minutes building their Python objects first (hunt,
     session 27)."""
+    from gpt.generation import batch_bytes
     from gpt.runtime import check_fits
 
-    cfg, itemsize = model.config, model.transformer.wte.weight.element_size()
-    need = num_samples * (2 * cfg.n_layer * cfg.block_size * cfg.n_embd * itemsize * use_cache + 3 * cfg.vocab_size * 4)
+    need = batch_bytes(model.config, num_samples, model.config.block_size, model.transformer.wte.weight.element_size(),
+                       use_cache)
     with reported_oom(f"for {num_samples:,} samples at once", "give a smaller --num_samples"):
         check_fits(need, device, "their KV cache and logits")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import tomllib
 
 from gpt.errors import ConfigError, unusable_path
-from gpt.model import FLOAT32_MAX, FLOAT32_TINY, POS_ENCODINGS, qk_scale_underflow
+from gpt.lora import scale_underflow as lora_scale_underflow
+from gpt.model import FLOAT32_MAX, POS_ENCODINGS, qk_scale_underflow
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -184,10 +185,8 @@ class TrainConfig:
             # them mid-setup, with a traceback
             errors.append(f"lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, "
                           f"{self.lora_dropout}")
-        elif self.lora_rank > 0 and self.lora_alpha / self.lora_rank < FLOAT32_TINY:  # (0 in float32: hunt 43-e E2)
-            errors.append(f"lora_alpha / lora_rank ({self.lora_alpha} / {self.lora_rank}) must be at least float32's "
-                          f"smallest normal number ({FLOAT32_TINY:.4g}): below it the update's scale is 0 and the "
-                          "adapters train nothing")
+        elif self.lora_rank > 0 and (why := lora_scale_underflow(self.lora_alpha, self.lora_rank)):
+            errors.append(f"lora_alpha / lora_rank {why}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")
         if self.pos_encoding == "rope" and self.n_head > 0 and (self.n_embd // self.n_head) % 2:

@@ -19,6 +19,14 @@ from gpt.model import GPT
 from gpt.sampling import check_tokens
 from gpt.tokenizer import Tokenizer
 
+
+def batch_bytes(config, batch: int, context: int, itemsize: int = 4, use_cache: bool = True) -> int:
+    """What `batch` rows of generation need at least: the KV cache (keys and values of every layer over
+    `context` positions, `itemsize` bytes each) and a few float32 rows of the vocabulary per row (logits,
+    noise, probabilities). sample.py and bench.py decode check it before anything is allocated."""
+    return batch * (2 * config.n_layer * context * config.n_embd * itemsize * use_cache + 3 * config.vocab_size * 4)
+
+
 # bf16 weights decode faster than fp32 on a CPU with native bf16 (AVX512-BF16 / AMX) once the
 # weights are large enough for memory traffic to dominate; below, fp32 is faster (bf16 kernels
 # cost more per call). Measured: README, "Sampling", and `bench.py decode`.

@@ -32,6 +32,16 @@ LORA_TARGETS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 ADAPTER_SUFFIXES = (".lora_A", ".lora_B")
 
 
+def scale_underflow(alpha: float, rank: int) -> str | None:
+    """Why (said after "alpha / rank ") a positive alpha still scales a rank's update by 0 in float32, or
+    None: below float32's smallest normal number the adapters' gradients were 0, and the run trained
+    nothing without a word, as qk_scale 1e-320 made NaN (hunt 43-e E2)."""
+    if alpha / rank >= FLOAT32_TINY:
+        return None
+    return (f"({alpha!r} / {rank}) must be at least float32's smallest normal number "
+            f"({FLOAT32_TINY:.4g}): below it the update's scale is 0 and the adapters train nothing")
+
+
 @dataclass
 class LoRAConfig:
     rank: int  # r: the rank of the update B A
@@ -45,10 +55,8 @@ class LoRAConfig:
         if (not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool)
                 or not math.isfinite(self.alpha) or self.alpha <= 0):
             raise ValueError(f"LoRAConfig.alpha must be a finite number > 0, got {self.alpha!r}")
-        if self.alpha / self.rank < FLOAT32_TINY:  # (0 in float32: the adapters' gradients were 0, and the run
-            # trained nothing without a word, as qk_scale 1e-320 made NaN: hunt 43-e E2)
-            raise ValueError(f"LoRAConfig.alpha / rank ({self.alpha!r} / {self.rank}) must be at least float32's "
-                             f"smallest normal number ({FLOAT32_TINY:.4g}): below it the update's scale is 0")
+        if why := scale_underflow(self.alpha, self.rank):
+            raise ValueError(f"LoRAConfig.alpha / rank {why}")
         if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
                 or not 0.0 <= self.dropout < 1.0):
             raise ValueError(f"LoRAConfig.dropout must be in [0, 1), got {self.dropout!r}")
