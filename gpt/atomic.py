@@ -35,22 +35,78 @@ def replace_files(renames: list[tuple[Path, Path]]) -> None:
     (finished temp file, real name): all made durable first, then renamed one right after the other with
     Ctrl-C and SIGTERM held until the last rename is done and made durable. Replaced one by one, the
     weights were new and the config old for the 1-4 ms the config took to write, and an export of another
-    shape stopped then left a pair that loaded nowhere (hunt 40-a A3). Only a kill -9 or a crash in the
-    microseconds of the renames can still part them."""
+    shape stopped then left a pair that loaded nowhere (hunt 40-a A3). A rename that fails (EPERM: an
+    immutable file, another user's in a sticky directory) puts the ones before it back, from second names
+    (hard links) the old files get first: it left new weights beside the old config (hunt 44-a A3). Only a
+    kill -9 or a crash in the microseconds of the renames can still part them, or a failure where the
+    filesystem has no hard links, which the error then says."""
     for _, path in renames:
         refuse_special(path)
     for tmp, _ in renames:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-    # The directories' fsync inside the hold too: a signal held through the renames and raised before it
-    # ended the process (KeyboardInterrupt, SIGTERM's default) with the renames not yet durable, and a crash
-    # soon after could bring the old names back (hunt 42-f, hunt 43-a A1). It holds Ctrl-C no longer than a
-    # directory's fsync, one per directory (the files' data, the long part, was synced above, outside it).
-    with python_signals_held(signal.SIGINT, signal.SIGTERM):
-        for tmp, path in renames:
-            os.replace(tmp, path)
-        for directory in dict.fromkeys(path.parent for _, path in renames):
-            fsync_dir(directory)
+    # (real name, whether a file was there, its second name: None where nothing was there or none could be made)
+    kept: list[tuple[Path, bool, Path | None]] = []
+    try:
+        if len(renames) > 1:
+            kept = [(path, os.path.lexists(path), _second_name(path)) for _, path in renames]
+        # The directories' fsync inside the hold too: a signal held through the renames and raised before it
+        # ended the process (KeyboardInterrupt, SIGTERM's default) with the renames not yet durable, and a crash
+        # soon after could bring the old names back (hunt 42-f, hunt 43-a A1). It holds Ctrl-C no longer than a
+        # directory's fsync, one per directory (the files' data, the long part, was synced above, outside it).
+        with python_signals_held(signal.SIGINT, signal.SIGTERM):
+            done: list[Path] = []
+            for tmp, path in renames:
+                try:
+                    os.replace(tmp, path)
+                except OSError as e:
+                    raise _renames_undone(e, path, done, kept) from None
+                done.append(path)
+            for directory in dict.fromkeys(path.parent for _, path in renames):
+                fsync_dir(directory)
+    finally:
+        for _, _, second in kept:
+            if second is not None:
+                with contextlib.suppress(OSError):
+                    second.unlink()
+
+
+def _second_name(path: Path) -> Path | None:
+    """A hard link to the file at `path`, for replace_files to put it back by: None where nothing is there
+    or the filesystem has no hard links (the error then says what is left)."""
+    if not os.path.lexists(path):
+        return None
+    second = path.with_name(f"{TMP_PREFIX}old-{path.name}.{os.getpid()}")
+    try:
+        second.unlink(missing_ok=True)
+        os.link(path, second, follow_symlinks=False)
+    except OSError:
+        return None
+    return second
+
+
+def _renames_undone(e: OSError, failed: Path, done: list[Path], kept: list[tuple[Path, bool, Path | None]]) -> OSError:
+    """replace_files' error for a rename that failed, once the renames before it are undone: the old files
+    back by their second names, a new file where there was none removed. One line, that says what is left."""
+    left = []
+    for path, existed, second in reversed([k for k in kept if k[0] in done]):
+        try:
+            if not existed:
+                path.unlink()
+            elif second is None:
+                left.append(path.name)  # (no hard link kept the old file)
+            else:
+                os.replace(second, path)
+        except OSError:
+            left.append(path.name)
+    with contextlib.suppress(OSError):
+        fsync_dir(failed.parent)
+    names = ", ".join(dict.fromkeys(path.name for path, _, _ in kept)) or failed.name
+    if left:
+        outcome = f"{', '.join(left)} could not be put back: {names} do not belong together"
+    else:
+        outcome = f"{names} are as they were"
+    return OSError(e.errno, f"{e.strerror or e} replacing {failed.name}; {outcome}", str(failed))
 
 
 @contextlib.contextmanager

@@ -214,3 +214,64 @@ def test_python_signals_held_puts_the_handlers_back_and_holds_nothing_off_the_ma
     finally:
         signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_rename_that_fails_part_way_leaves_the_old_pair_whole(tmp_path, monkeypatch, existed):
+    # An EPERM (an immutable or another user's file in a sticky directory) or any OSError on the second
+    # rename left the new weights beside the old config: a pair that loaded nowhere, and nothing said so
+    # (hunt 44-a A3). Either the old pair (or none, where there was none) or the new one, never half of each.
+    import os
+
+    import gpt.atomic
+    from gpt.atomic import replace_files
+
+    pairs = [(tmp_path / ".tmp-weights", tmp_path / "weights"), (tmp_path / ".tmp-config", tmp_path / "config")]
+    for tmp, path in pairs:
+        tmp.write_text("new")
+        if existed:
+            path.write_text("old")
+    real_replace = os.replace
+
+    def refused_for_the_config(src, dst):
+        if dst == tmp_path / "config":
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", refused_for_the_config)
+    with pytest.raises(OSError) as raised:
+        replace_files(pairs)
+    message = str(raised.value)
+    assert "\n" not in message and "Operation not permitted" in message and "config" in message
+    assert "as they were" in message
+    left = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert left == ({"weights": "old", "config": "old", ".tmp-config": "new"} if existed else {".tmp-config": "new"})
+
+
+def test_a_rename_that_fails_part_way_without_hard_links_says_the_pair_is_parted(tmp_path, monkeypatch):
+    # (hunt 44-a A3) a filesystem without hard links keeps no second name to put the old file back by: the
+    # error says so, rather than that the files are as they were
+    import os
+
+    import gpt.atomic
+    from gpt.atomic import replace_files
+
+    pairs = [(tmp_path / ".tmp-weights", tmp_path / "weights"), (tmp_path / ".tmp-config", tmp_path / "config")]
+    for tmp, path in pairs:
+        tmp.write_text("new")
+        path.write_text("old")
+    real_replace = os.replace
+
+    def no_links(*args, **kwargs):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+    def refused_for_the_config(src, dst):
+        if dst == tmp_path / "config":
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(gpt.atomic.os, "link", no_links)
+    monkeypatch.setattr(gpt.atomic.os, "replace", refused_for_the_config)
+    with pytest.raises(PermissionError, match="weights could not be put back: weights, config do not belong together"):
+        replace_files(pairs)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"weights": "new", "config": "old", ".tmp-config": "new"}
