@@ -425,6 +425,9 @@ class GPT(nn.Module):
         # The tokenizer the model was trained with, where known (gpt.checkpoint.load_model sets it from the
         # checkpoint's meta.json): save_pretrained writes its end-of-text unless given one (hunt 43-a A3)
         self.tokenizer_name: str | None = None
+        # The end-of-text id of the Hugging Face export the model was loaded from (its config.json's eos_token_id,
+        # from_pretrained sets it): save_pretrained writes it back where the tokenizer is not known (hunt 44-a A2)
+        self.export_eot_token: int | None = None
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
         # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
@@ -866,6 +869,9 @@ class GPT(nn.Module):
             model.load_weights(state_dict, assign=True)
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
             raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
+        eos = _json_value(path / "config.json", "eos_token_id")
+        if isinstance(eos, int) and not isinstance(eos, bool) and 0 <= eos < config.vocab_size:
+            model.export_eot_token = eos
         return model
 
     def save_pretrained(self, out_dir: str | Path, eot_token: int | None = None) -> None:
@@ -877,7 +883,8 @@ class GPT(nn.Module):
         `eot_token`: the tokenizer's end-of-text id, written as the config's eos_token_id (and bos_token_id,
         as GPT-2's), where transformers' generate stops, as sample.py does. Without it, the end-of-text of the
         tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
-        gpt.checkpoint.load_model), else GPT-2's 50256 where the vocabulary has it, else none: a byte or
+        gpt.checkpoint.load_model), else that of the export it was loaded from (`export_eot_token`: from_pretrained),
+        else GPT-2's 50256 where the vocabulary has it, else none: a byte or
         shakespeare-bpe model's generate ran on past its end-of-text (hunt 37-h h5, hunt 42-c C5), and
         `load_model(run)[0].save_pretrained(dir)` still did so without eot_token= (hunt 43-a A3).
         A vocabulary padded past the data's (`data_vocab_size`: a run trained on a GPU, bytes' 257 ids to 320,
@@ -894,8 +901,12 @@ class GPT(nn.Module):
         rows = self.data_vocab_size if self.data_vocab_size and self.data_vocab_size < cfg.vocab_size else None
         if rows:
             cfg = replace(cfg, vocab_size=rows)
-        if eot_token is None and self.tokenizer_name is not None:
-            eot_token = get_tokenizer(self.tokenizer_name).eot_token
+        if eot_token is None:
+            # the tokenizer's, where known; else that of the export the model was loaded from (loaded and saved
+            # again, a byte model's export lost its 256, and one given another id had it made GPT-2's 50256:
+            # hunt 44-a A2)
+            eot_token = (get_tokenizer(self.tokenizer_name).eot_token if self.tokenizer_name is not None
+                         else self.export_eot_token)
         if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, int)
                                       or not 0 <= eot_token < cfg.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
@@ -969,6 +980,15 @@ def _json_keys(path: Path) -> set:
     except (OSError, ValueError):
         return set()
     return set(value) if isinstance(value, dict) else set()
+
+
+def _json_value(path: Path, key: str):
+    """The value of `key` in a JSON object in a file; None where it is not one (or not there)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:

@@ -857,6 +857,24 @@ def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_
     assert json.loads((tmp_path / "older-export" / "config.json").read_text())["eos_token_id"] is None
 
 
+def test_an_export_loaded_and_saved_again_keeps_its_end_of_text(tmp_path):
+    # GPT.from_pretrained read no eos_token_id: an export of a byte model (256), loaded and saved again, was
+    # written without one (a vocabulary under GPT-2's), and one with another id given (eot_token=7) with GPT-2's
+    # 50256: transformers' generate then ran past the end-of-text, or stopped at another token (hunt 44-a A2)
+    import json
+
+    byte_model = end_of_text_model()
+    gpt2_sized = GPT(GPTConfig(vocab_size=50257, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    for model, eot_token in ((byte_model, 256), (gpt2_sized, 7), (byte_model, None)):
+        model.save_pretrained(tmp_path / "export", eot_token=eot_token)
+        loaded = GPT.from_pretrained(str(tmp_path / "export"))
+        loaded.save_pretrained(tmp_path / "again")
+        config = json.loads((tmp_path / "again" / "config.json").read_text())
+        assert (config["bos_token_id"], config["eos_token_id"]) == (eot_token, eot_token)
+        loaded.save_pretrained(tmp_path / "given", eot_token=3)  # one given still wins
+        assert json.loads((tmp_path / "given" / "config.json").read_text())["eos_token_id"] == 3
+
+
 def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path):
     # a GPU run's vocabulary is padded past its data's (bytes' 257 ids to 320): the export kept the padding, and
     # generate() from it drew ids no tokenizer knows, 49 of 200 (hunt 43-f F7)
