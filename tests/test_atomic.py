@@ -275,3 +275,43 @@ def test_a_rename_that_fails_part_way_without_hard_links_says_the_pair_is_parted
     with pytest.raises(PermissionError, match="weights could not be put back: weights, config do not belong together"):
         replace_files(pairs)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"weights": "new", "config": "old", ".tmp-config": "new"}
+
+
+@pytest.mark.parametrize("first, second", [("SIGINT", "SIGTERM"), ("SIGTERM", "SIGINT")])
+def test_of_two_signals_held_through_the_renames_the_first_decides_and_the_second_cuts_nothing(
+        tmp_path, monkeypatch, first, second):
+    # (hunt 44-a A1) Ctrl-C and a scheduler's SIGTERM both held: the first is raised as the hold ends (130 or
+    # 143, the way out it names), the second is dropped, as ExitCallbacks and StopSignal drop any after the
+    # first. Raised after it, it cut the cleanups that the first's way out runs (the lock, the temp files).
+    import os
+    import signal
+
+    import gpt.atomic
+    from gpt.atomic import replace_files
+    from gpt.errors import Terminated, sigterm_raises
+
+    pairs = [(tmp_path / ".tmp-a", tmp_path / "a"), (tmp_path / ".tmp-b", tmp_path / "b")]
+    for tmp, _ in pairs:
+        tmp.write_text("new")
+    real_replace, cleaned = os.replace, []
+
+    def both_signals_at_the_first_rename(src, dst):
+        real_replace(src, dst)
+        if dst.name == "a":
+            signal.raise_signal(getattr(signal, first))
+            signal.raise_signal(getattr(signal, second))
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", both_signals_at_the_first_rename)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised, sigterm_raises():
+            try:
+                replace_files(pairs)
+            finally:
+                for _ in range(1000):  # bytecodes enough for a pending handler to run
+                    pass
+                cleaned.append(True)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (raised.type is Terminated) == (first == "SIGTERM") and cleaned == [True]
+    assert [path.read_text() for _, path in pairs] == ["new", "new"]
