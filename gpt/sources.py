@@ -605,7 +605,11 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
                 raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})"
                                    + (f"; the file is {wide} (its byte order mark): save it as UTF-8" if wide else "")
                                    ) from None
-            yield _record_text(record, text_field, f"{path}:{lineno}"), True
+            piece = _record_text(record, text_field, f"{path}:{lineno}")
+            # the line's bytes and its decoded text are let go before the piece is: kept while it was tokenized,
+            # they were two more copies of a large record (hunt 44-c C1)
+            del line, text, record
+            yield piece, True
     stats.replaced(path, replaced)
 
 
