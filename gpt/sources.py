@@ -65,12 +65,14 @@ class SourceStats:
     empty_documents: int = 0
     binary_files: list[str] = field(default_factory=list)
 
-    def replaced(self, path, count: int) -> None:
+    def replaced(self, path, count: int, first: tuple[int, str] | None = None) -> None:
+        """count documents of the file repaired; first: the offset and bytes of its first invalid byte, where the
+        caller has them (a .csv looked for them already, a .json holds its bytes), else found here."""
         if count:
             self.invalid_utf8_documents += count
             # where: "a file" of gigabytes was no help in finding the bytes, nor in telling a stray byte from a whole
             # file in Latin-1 (hunt 43-d D5); found by reading the file again up to there, on this path only
-            first = _first_invalid_utf8(Path(path))
+            first = first or _first_invalid_utf8(Path(path))
             at = "" if first is None else f" (the first at byte {first[0]:,}: {first[1]})"
             message = f"{path}: invalid UTF-8 in {count} document(s), replaced by U+FFFD{at}"
             warnings.warn(message, PrepareWarning, stacklevel=2)
@@ -619,7 +621,7 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         data = f.read()
     _refuse_wide_encoding(path, data)
     text, replaced = _decode(data.removeprefix(codecs.BOM_UTF8))  # a byte order mark: as in .jsonl
-    stats.replaced(path, int(replaced))
+    stats.replaced(path, int(replaced), _first_invalid_in(data) if replaced else None)  # (not read again: hunt 44-c C5)
     if not text.strip():  # (an empty file: no records, as `[]`; it was "not valid JSON")
         return
     try:
@@ -660,8 +662,10 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     for piece in _records(records, text_field, where):
         replaced += builder == "csv" and "\ufffd" in str(piece[0])
         yield piece
-    if replaced and not _valid_utf8(path):  # U+FFFD written in the file itself is text, not a repair
-        stats.replaced(path, replaced)
+    # (U+FFFD written in the file itself is text, not a repair.) Its first invalid byte is looked for once: the
+    # whole file was read again to say whether it had one, then a third time to say where (hunt 44-c C5)
+    if replaced and (first := _first_invalid_utf8(path)) is not None:
+        stats.replaced(path, replaced, first)
 
 
 def _parquet_rows(path: Path) -> Iterator[dict]:
@@ -732,8 +736,13 @@ def _library_rows(path: Path, builder: str, open_rows: Callable[[], Iterable]) -
         yield row
 
 
-def _valid_utf8(path: Path) -> bool:
-    return _first_invalid_utf8(path) is None
+def _first_invalid_in(data: bytes) -> tuple[int, str] | None:
+    """The offset of the first byte of data that is not UTF-8, with the bytes there in hex, or None."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start, data[e.start:e.end].hex(" ")
+    return None
 
 
 def _first_invalid_utf8(path: Path) -> tuple[int, str] | None:

@@ -1936,6 +1936,23 @@ def test_the_invalid_utf8_warning_says_where_the_first_bad_bytes_are(tmp_path):
         "c.csv: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 10: ff)"]
 
 
+def test_a_csv_or_json_with_invalid_utf8_is_read_again_once_at_most(tmp_path, monkeypatch):
+    # a .csv with a bad byte was read three times, whole: by the csv module, to say whether it held one (U+FFFD
+    # may be written in the file), and to say where; a .json, held whole in memory, was read again (hunt 44-c C5)
+    scans = []
+    find = sources._first_invalid_utf8
+    monkeypatch.setattr(sources, "_first_invalid_utf8", lambda path: scans.append(path.name) or find(path))
+    write_docs(tmp_path / "in", 3)
+    (tmp_path / "in" / "c.csv").write_bytes(b"text\nfine\n\xff bad\n")
+    (tmp_path / "in" / "d.json").write_bytes(b'[{"text": "ok"}, {"text": "caf\xe9"}]')
+    with pytest.warns(PrepareWarning) as said:
+        run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert scans == ["c.csv"]
+    assert [str(w.message).split("/")[-1] for w in said] == [
+        "c.csv: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 10: ff)",
+        "d.json: invalid UTF-8 in 1 document(s), replaced by U+FFFD (the first at byte 30: e9)"]
+
+
 def test_a_text_file_of_whitespace_alone_is_an_empty_document_whatever_its_size(tmp_path):
     # over PIECE_BYTES (read in pieces) it was trained on as a document: 3M newline tokens, where a
     # small one was skipped and counted (hunt 34-c C3); a document whose text comes after a blank
