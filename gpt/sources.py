@@ -122,6 +122,35 @@ def wide_encoding(data: bytes) -> str | None:
     return "UTF-16" if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else None
 
 
+def _utf16_byte_order(data: bytes) -> str | None:
+    """"little-endian" or "big-endian" where a file's first 8 KiB are UTF-16 text without a byte order mark (as
+    iconv, Python's "utf-16-le" and some exports write it), told by its NUL bytes: most of its characters' high
+    bytes (all of them in English), none of their low bytes (no NUL character); and the bytes read as that text,
+    nearly all of it printable. It was "looks binary (contains NUL bytes)" (hunt 44-c C3). A binary file's NULs
+    fall on both sides of its byte pairs (a header's zero fields, runs of zeros), and it is binary still."""
+    head = data[:8192][:len(data[:8192]) // 2 * 2]
+    for order, codec, high in (("little-endian", "utf-16-le", head[1::2]), ("big-endian", "utf-16-be", head[::2])):
+        if not high or high.count(0) * 2 < len(high):
+            continue
+        try:  # (strict; a character cut at 8 KiB held back)
+            text = codecs.getincrementaldecoder(codec)().decode(head)
+        except UnicodeDecodeError:
+            continue
+        if "\0" not in text and sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
+            return order
+    return None
+
+
+def wide_text(data: bytes) -> tuple[str, str] | None:
+    """The encoding of a file whose first bytes are data, where it is UTF-16 or UTF-32, and what tells so (its byte
+    order mark, or its byte order), or None."""
+    if encoding := wide_encoding(data):
+        return encoding, "its byte order mark"
+    if order := _utf16_byte_order(data):
+        return "UTF-16", f"{order}, without a byte order mark"
+    return None
+
+
 # Compressed files by their first bytes (the formats' magic numbers, none of them the start of UTF-8 text): a
 # corpus.txt.gz or shard.jsonl.zst was "skipped, looks binary (contains NUL bytes)" (hunt 43-d D2).
 _COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"BZh", "bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "xz", "unxz"),
@@ -140,8 +169,8 @@ def _refuse_wide_encoding(path: Path, data: bytes) -> None:
     """A record file (.json, .csv) in UTF-16 or UTF-32 is one line naming the encoding: it was read as
     UTF-8 with U+FFFD replacements, then said to be invalid UTF-8 and not valid JSON, or a .csv row with
     the wrong number of cells (hunt 43-d D1)."""
-    if encoding := wide_encoding(data):
-        raise PrepareError(f"{path}: {encoding} text (its byte order mark): save it as UTF-8")
+    if wide := wide_text(data):
+        raise PrepareError(f"{path}: {wide[0]} text ({wide[1]}): save it as UTF-8")
 
 
 def _decode(data: bytes) -> tuple[str, bool]:
@@ -603,9 +632,9 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
             try:
                 record = parse_json(text)
             except json.JSONDecodeError as e:
-                wide = lineno == 1 and wide_encoding(line)
+                wide = lineno == 1 and wide_text(line)
                 raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})"
-                                   + (f"; the file is {wide} (its byte order mark): save it as UTF-8" if wide else "")
+                                   + (f"; the file is {wide[0]} ({wide[1]}): save it as UTF-8" if wide else "")
                                    ) from None
             piece = _record_text(record, text_field, f"{path}:{lineno}")
             # the line's bytes and its decoded text are let go before the piece is: kept while it was tokenized,
@@ -653,7 +682,7 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     builder = path.suffix.lower()[1:]  # "parquet" or "csv"
     if builder == "csv":
         with open_input(path) as f:
-            _refuse_wide_encoding(path, f.read(4))
+            _refuse_wide_encoding(path, f.read(8192))
     line = [0]  # (the line of the CSV row read last: a bad record is named by its line, as in a .jsonl)
     records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
@@ -798,8 +827,8 @@ def _unreadable_text(head: bytes) -> str | None:
     refused as one document: hunt 43-f F2). UTF-16, as Windows Notepad and PowerShell's > write it, is text in
     another encoding: named so (it was "looks binary": hunt, session 27), also where its first 8 KiB hold no NUL
     byte (CJK text with no line break there), which was read as UTF-8, all of it U+FFFD (hunt 43-d D1)."""
-    if wide := wide_encoding(head):
-        return f"{wide} text (its byte order mark): save it as UTF-8"
+    if wide := wide_text(head):
+        return f"{wide[0]} text ({wide[1]}): save it as UTF-8"
     return compressed(head) or ("looks binary (contains NUL bytes)" if b"\0" in head[:8192] else None)
 
 

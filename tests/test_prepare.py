@@ -1103,6 +1103,34 @@ def test_utf16_is_named_in_a_text_file_without_nul_bytes_and_in_csv_and_json_fil
         assert no_leftovers(tmp_path, tmp_path / "out2")
 
 
+def test_utf16_without_a_byte_order_mark_is_named_as_such_and_binary_files_stay_binary(tmp_path):
+    # UTF-16 written without a byte order mark (iconv, Python's "utf-16-le") was "skipped, looks binary (contains
+    # NUL bytes)"; a .csv of it "no field 'text' (has: t\0e\0x\0t\0 )", its NULs printed (hunt 44-c C3)
+    texts = write_docs(tmp_path / "in", 3)
+    notes = "Some notes, with a line break.\nAnd a second line: café.\n" * 200
+    (tmp_path / "in" / "le.txt").write_bytes(notes.encode("utf-16-le"))
+    (tmp_path / "in" / "be.txt").write_bytes(notes.encode("utf-16-be"))
+    # binary files with NUL bytes: a shard (its header's zero fields), little numbers as uint32, random bytes
+    (tmp_path / "in" / "ids.bin").write_bytes(np.arange(65, 65 + 2000, dtype="<u4").tobytes())
+    (tmp_path / "in" / "noise.bin").write_bytes(np.random.default_rng(0).integers(0, 256, 8192, np.uint8).tobytes())
+    with pytest.warns(PrepareWarning) as said:
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert sorted(str(w.message).split("/")[-1] for w in said) == [
+        "be.txt: skipped, UTF-16 text (big-endian, without a byte order mark): save it as UTF-8",
+        "ids.bin: skipped, looks binary (contains NUL bytes)",
+        "le.txt: skipped, UTF-16 text (little-endian, without a byte order mark): save it as UTF-8",
+        "noise.bin: skipped, looks binary (contains NUL bytes)"]
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    shard = next((out / name for name in os.listdir(out) if name.endswith(".bin")))
+    assert sources._unreadable_text(shard.read_bytes()) == "looks binary (contains NUL bytes)"
+    (tmp_path / "u16.csv").write_bytes("text\nhello\nthere\n".encode("utf-16-le"))
+    (tmp_path / "u16.jsonl").write_bytes('{"text": "hi"}\n{"text": "there"}\n'.encode("utf-16-be"))
+    for name, said in [("u16.csv", r"u16\.csv: UTF-16 text \(little-endian"),
+                       ("u16.jsonl", r"u16\.jsonl:1: not valid JSON \(.*\); the file is UTF-16 \(big-endian")]:
+        with pytest.raises(PrepareError, match=said + r", without a byte order mark\): save it as UTF-8$"):
+            run_prepare([tmp_path / name], tmp_path / "out2")
+
+
 def test_compressed_files_are_named_as_such_not_as_binary(tmp_path):
     # a corpus.txt.gz or shard.jsonl.xz was "skipped, looks binary (contains NUL bytes)" (hunt 43-d D2)
     import bz2
