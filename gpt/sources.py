@@ -6,7 +6,7 @@ most documents are one piece; big text files come in ~1 MB pieces so memory stay
                lines as they are, stage directions KEPT as plain lines ("Enter three Witches",
                "[Aside]"); titles and act/scene headings dropped, all Markdown markup removed.
   input        files (.txt, .md, any text), directories (recursive, hidden names and editor backups
-               `name~`/`#name#` skipped), globs
+               `name~`/`#name#`, and `name.bak`/`name.orig` beside `name`, skipped), globs
                (a matched directory read as a directory), each file once however it is named;
                .jsonl/.json records (the `text_field` field, or prompt/response, Alpaca and
                messages records for instruction tuning: see gpt/instruct.py); .parquet through
@@ -309,6 +309,17 @@ def editor_backup(name: str) -> bool:
     return name.endswith("~") or (len(name) > 2 and name.startswith("#") and name.endswith("#"))
 
 
+# Backups named by a suffix: `sed -i.bak`, `cp --suffix`, many editors' .bak; patch's and merge tools' .orig.
+# Such a name is also a name a user may give data, so it is a backup only beside the file it copies (hunt 44-c C2)
+BACKUP_SUFFIXES = (".bak", ".orig")
+
+
+def backup_copy(path: Path) -> bool:
+    """Whether a file is an editor's backup (editor_backup), or a .bak or .orig copy of the file beside it
+    (`notes.txt.bak` beside `notes.txt`): read, it was the same text twice, perhaps once in each split."""
+    return editor_backup(path.name) or (path.suffix.lower() in BACKUP_SUFFIXES and _is_file(path.with_suffix("")))
+
+
 def _say_backups_skipped(where, backups: list[Path]) -> None:
     """One line for the editor backups a directory or glob held: they were read as documents of their
     own, the same text twice, perhaps once in each split (hunt 43-d D3)."""
@@ -341,8 +352,8 @@ def _directory_files(path: Path) -> list[Path]:
             dirs[:] = [d for d in dirs if not d.startswith(".") and not _fsck_folder(here / d)
                        and not _prepared_data(here / d) and not training_output(here / d)]
             found = [here / n for n in names if not n.startswith(".") and _is_file(here / n)]
-            files += [f for f in found if not editor_backup(f.name)]
-            backups += [f for f in found if editor_backup(f.name)]
+            files += [f for f in found if not backup_copy(f)]
+            backups += [f for f in found if backup_copy(f)]
         except PermissionError as e:
             raise unsearchable(e) from None
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
@@ -424,11 +435,16 @@ def _glob_files(pattern: str) -> list[Path]:
         files = [f for m in kept for f in ([m] if _is_file(m) else _directory_files(m) if _is_dir(m) else [])]
     except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
         raise unsearchable(e) from None
-    if editor_backup(parts[-1]):  # (a pattern that names backups, 'notes/*~': asked for)
-        return files
+    if editor_backup(parts[-1]) or Path(parts[-1]).suffix.lower() in BACKUP_SUFFIXES:  # (a pattern that names
+        return files  # backups, 'notes/*~' or '*.bak': asked for)
     matched = set(kept)  # (the files the pattern matched itself: a matched directory's are sorted out already)
-    _say_backups_skipped(pattern, [f for f in files if f in matched and editor_backup(f.name)])
-    return [f for f in files if f not in matched or not editor_backup(f.name)]
+    try:
+        backups = [f for f in files if f in matched and backup_copy(f)]
+    except PermissionError as e:
+        raise unsearchable(e) from None
+    _say_backups_skipped(pattern, backups)
+    skipped = set(backups)
+    return [f for f in files if f not in skipped]
 
 
 def _refuse_link_loops(pattern: str, parts: tuple[str, ...]) -> None:

@@ -1065,6 +1065,24 @@ def test_editor_backups_in_a_directory_or_glob_are_skipped_with_a_line(tmp_path)
     assert len(sources.expand_inputs([f"{tmp_path}/in/*~", tmp_path / "in" / "doc02.txt"])) == 2
 
 
+def test_bak_and_orig_copies_beside_their_file_are_skipped_as_backups_and_other_such_names_read(tmp_path):
+    # notes.txt.bak (`sed -i.bak`, editors) and notes.txt.orig (patch, merge tools) beside notes.txt were read as
+    # documents of their own, the same text twice (hunt 44-c C2); a .bak or .orig with no file beside it is data
+    texts = write_docs(tmp_path / "in", 4)
+    (tmp_path / "in" / "doc00.txt.bak").write_text(texts[0][:-10])
+    (tmp_path / "in" / "doc01.txt.ORIG").write_text(texts[1] + "before the merge")
+    (tmp_path / "in" / "archive.bak").write_text("A text that was named archive.bak, and is nothing's copy.\n")
+    texts.append("A text that was named archive.bak, and is nothing's copy.\n")
+    for given, where in [(tmp_path / "in", "in"), (f"{tmp_path}/in/*", r"in/\*")]:
+        with pytest.warns(PrepareWarning, match=rf"{where}: skipped 2 editor backup file\(s\) \(.*doc00\.txt\.bak, "
+                                                r".*doc01\.txt\.ORIG\): older copies of files beside them"):
+            out = run_prepare([given], tmp_path / "out")
+        assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+    # named, or a glob that names them: read
+    assert len(sources.expand_inputs([tmp_path / "in" / "doc00.txt.bak"])) == 1
+    assert len(sources.expand_inputs([f"{tmp_path}/in/*.bak"])) == 2
+
+
 def test_utf16_text_is_named_as_such_not_as_binary(tmp_path):
     # Windows Notepad's and PowerShell's UTF-16 was "looks binary", and a UTF-16 .jsonl "not valid
     # JSON (Expecting value)", neither naming the encoding (hunt, session 27)
