@@ -449,6 +449,24 @@ def test_the_input_is_read_at_most_the_chunks_in_flight_ahead(tmp_path):
         assert sum(1 for _ in encoded) == 49
 
 
+def test_a_mount_point_as_out_dir_is_refused_before_anything_is_read(tmp_path, monkeypatch):
+    # an empty mount point (/dev/shm) was built beside, in the filesystem above it, then "/dev/shm: Device or
+    # resource busy; nothing was written" after all the tokenizing; `--out_dir /` was told "remove it" (hunt 44-c C7)
+    write_docs(tmp_path / "in", 3)
+    with pytest.raises(PrepareError, match=r"^--out_dir / is a mount point, which data/prepare.py cannot replace "
+                                           r"\(it builds the data beside --out_dir and renames it into place\): give "
+                                           r"a directory inside it, such as /data$"):
+        run_prepare([tmp_path / "in"], "/")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda path: str(path) == str(disk) or real_ismount(path))
+    monkeypatch.setattr(sources, "_file_pieces", lambda *args: pytest.fail("the input was read"))
+    with pytest.raises(PrepareError, match=r"disk is a mount point"):
+        run_prepare([tmp_path / "in"], disk)
+    assert os.listdir(disk) == [] and sorted(os.listdir(tmp_path)) == ["disk", "in"]
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak memory from /proc (Linux)")
 def test_a_large_record_is_not_held_in_many_copies_while_it_is_prepared(tmp_path):
     # a .jsonl of one 50 MB record peaked at 22 times its size with the byte tokenizer (7.8 with gpt2): the line,
