@@ -655,6 +655,10 @@ def positive_float(text: str) -> float:
     value = float(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be > 0 and finite, got {text}")
+    if value < sys.float_info.min:  # (a subnormal: quality --time_budget=1e-320 ran every recipe for its warm-up,
+        # "budgeted 9.99989e-321 s", the value it had kept of the one given: hunt 44-c C8)
+        raise argparse.ArgumentTypeError(f"must be at least {sys.float_info.min:.6g} (the smallest normal float), "
+                                         f"got {text}")
     return value
 
 

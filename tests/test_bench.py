@@ -65,6 +65,10 @@ def test_quality_refuses_an_unknown_recipe():
     ("train", "--steps=0", "argument --steps: must be >= 1, got 0"),  # was statistics' 'no median for empty data'
     ("decode", "--repeat=0", "argument --repeat: must be >= 1, got 0"),  # was a TypeError in _timed
     ("prepare", "--seconds=0", "argument --seconds: must be > 0 and finite, got 0"),  # was a ZeroDivisionError
+    # a subnormal budget ran every recipe for its warm-up, "budgeted 9.99989e-321 s" (hunt 44-c C8)
+    ("quality", "--time_budget=1e-320", "argument --time_budget: must be at least 2.22507e-308 (the smallest normal "
+     "float), got 1e-320"),
+    ("prepare", "--mb=5e-324", "argument --mb: must be at least 2.22507e-308 (the smallest normal float), got 5e-324"),
     ("train", "--warmup=-2", "argument --warmup: must be >= 0, got -2"),  # ran, and printed "after -2 warm-up"
     # hunt, session 26: a traceback in nanoGPT's GPU stand-in; "all cores", silently
     ("train", "--nanogpt_batch=0", "argument --nanogpt_batch: must be >= 1, got 0"),
