@@ -643,11 +643,14 @@ def refuse_its_own(argv: list[str], own: dict[str, str], command: str) -> None:
 def distinct(values: str, option: str) -> list[str]:
     """A comma-separated option's values, each once: a repeated one would run twice under one name,
     pooling its records (train) or sharing its run directories (quality)."""
+    from gpt.errors import UsageError
+
+    # (UsageError: `bench.py COMMAND: error: ...` as the other bad values; it was `bench.py: ...`: hunt 44-c C6)
     items = values.split(",")
     if "" in items:  # (an empty --recipes= ran the default recipes, some 15 minutes of them: hunt, session 26)
-        raise SystemExit(f"bench.py: {option} has an empty value: give {option}=A or {option}=A,B")
+        raise UsageError(f"{option} has an empty value: give {option}=A or {option}=A,B")
     if twice := sorted({v for v in items if items.count(v) > 1}):
-        raise SystemExit(f"bench.py: {option} names {', '.join(twice)} more than once")
+        raise UsageError(f"{option} names {', '.join(twice)} more than once")
     return items
 
 
@@ -1472,8 +1475,9 @@ def main(argv: list[str] | None = None) -> None:
     # (its subcommands' parsers are of its class too)
     parser = OneLineParser(prog="bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (_, add_args, help_text) in COMMANDS.items():
-        add_args(sub.add_parser(name, help=help_text))
+    commands = {name: sub.add_parser(name, help=help_text) for name, (_, _, help_text) in COMMANDS.items()}
+    for name, (_, add_args, _) in COMMANDS.items():
+        add_args(commands[name])
     stdout = sys.stdout
     if stdout is None:  # (Python's sys.stdout for a closed descriptor 1: every row ran for nothing, then a traceback)
         raise SystemExit("bench.py: error: stdout is closed: nowhere to write the figures (redirect it, e.g. > bench.txt)")
@@ -1481,7 +1485,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = CheckedStdout(stdout, "bench.py", stop="the figures")
     try:
         try:  # (--help too, where its 0 hid a failed write: review 33b)
-            args = parser.parse_args(argv)
+            args, unknown = parser.parse_known_args(argv)
+            if unknown:  # (the command's error, as its other bad options': it was `bench.py: error: ...`, hunt 44-c C6)
+                commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
         except SystemExit as e:
             if e.code in (0, None):
                 sys.stdout.flush()

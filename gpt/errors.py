@@ -414,6 +414,13 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         raise SystemExit(f"{self.prog}: error: {message}")
 
+    def fail(self, message, status: int = 1) -> int:
+        """A failure past the command line (bad input, a full disk), said as the parser's own errors are, `PROG:
+        error: MESSAGE` on stderr, as train.py, sample.py and bench.py say theirs; returns the exit status. The data
+        scripts said `error: MESSAGE`, with no name, where their command-line errors had it (hunt 44-c C6)."""
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        return status
+
     def _get_values(self, action, arg_strings):
         # --key=--: "--" is the value. Python 3.11's argparse takes it for the end of options and hands
         # the option [], neither converted nor checked: sample.py --start=-- and data/prepare.py

@@ -934,11 +934,9 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed, num_proc=args.num_proc,
                     shard_tokens=args.shard_tokens, force=args.force, quiet=args.quiet)
     except PrepareError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return p.fail(e)
     except UsageError as e:  # e.g. MissingPackage: a tokenizer's files that fail their hash check
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_status
+        return p.fail(e, e.exit_status)
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'}: nothing was written", file=sys.stderr)

@@ -73,6 +73,8 @@ def test_quality_refuses_an_unknown_recipe():
     # hunt, session 26: a traceback in nanoGPT's GPU stand-in; "all cores", silently
     ("train", "--nanogpt_batch=0", "argument --nanogpt_batch: must be >= 1, got 0"),
     ("prepare", "--num_proc=0", "argument --num_proc: must be >= 1, got 0"),
+    # the command's own error, as its other options': it was `bench.py: error: ...` (hunt 44-c C6)
+    ("quality", "--bogus", "unrecognized arguments: --bogus"),
 ])
 def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, message, capsys):
     with pytest.raises(SystemExit) as e:  # one line, status 1: not argparse's usage block and status 2 (hunt 29-c)
@@ -126,9 +128,9 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
 @pytest.mark.parametrize("argv, message", [
     # audit, 2026-11-26: the same row twice pooled both runs' records under one name; the same recipe
     # twice shared its run directories, and train.py refused the second
-    (["train", "--optimizers=adamw,adamw"], "bench.py: --optimizers names adamw more than once"),
-    (["train", "--dtypes=float32,bfloat16,float32"], "bench.py: --dtypes names float32 more than once"),
-    (["quality", "--recipes=default,default"], "bench.py: --recipes names default more than once"),
+    (["train", "--optimizers=adamw,adamw"], "bench.py train: error: --optimizers names adamw more than once"),
+    (["train", "--dtypes=float32,bfloat16,float32"], "bench.py train: error: --dtypes names float32 more than once"),
+    (["quality", "--recipes=default,default"], "bench.py quality: error: --recipes names default more than once"),
     # shapes that cannot run, refused before the first row (they were tracebacks after the rows before them)
     (["decode", "--n_layer=1", "--n_head=3", "--n_embd=32"],
      "bench.py decode: error: GPTConfig.n_embd (32) must be divisible by n_head (3)"),
@@ -171,13 +173,14 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
      "bench.py quality: error: default: --eval_only trains nothing to measure: leave it out"),
     (["quality", "--time_budget=1e300", "--recipes=default"],
      "bench.py quality: error: default: invalid configuration:\n  time_budget must be at most 31,536,000 s (a year)"),
-    (["quality", "--recipes="], "bench.py: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
+    (["quality", "--recipes="],
+     "bench.py quality: error: --recipes has an empty value: give --recipes=A or --recipes=A,B"),
     # an option without effect in a row, refused by train.py after the rows before it had run (review 29)
     (["quality", "--recipes=default,adamw-before", "--", "--muon_learning_rate=0.02"],
      "bench.py quality: error: adamw-before: --muon_learning_rate applies to --optimizer=muon"),
     (["train", "--optimizers=muon,adamw", "--", "--muon_learning_rate=0.02"],
      "bench.py train: error: train.py auto adamw: --muon_learning_rate applies to --optimizer=muon"),
-    (["train", "--dtypes=float32,"], "bench.py: --dtypes has an empty value"),
+    (["train", "--dtypes=float32,"], "bench.py train: error: --dtypes has an empty value"),
     # replaced by the benchmark's own without a word (hunt 32-c)
     (["train", "--", "--out_dir=mine", "--eval_iters=5"], "bench.py train: error: --out_dir is set by bench.py (a "
      "temporary run directory); --eval_iters is set by bench.py (1, for the closing evaluation): leave them out"),

