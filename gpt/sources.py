@@ -358,11 +358,16 @@ def _directory_files(path: Path) -> list[Path]:
             raise unsearchable(e) from None
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
-            # a link to nothing (its target moved or deleted): said, as a binary file is (hunt, session 27)
-            warnings.warn(f"{here / broken}: skipped, a link to nothing ({os.readlink(here / broken)})",
-                          PrepareWarning, stacklevel=2)
+            _say_dangling(here / broken)
     _say_backups_skipped(path, sorted(backups))
     return sorted(files)
+
+
+def _say_dangling(link: Path) -> None:
+    """A link to nothing (its target moved or deleted), skipped: said, as a binary file is (hunt, session 27); a loop
+    of links was said to be "a link to nothing (y)", and a glob passed over both without a word (hunt 44-c X1)."""
+    why = unusable_path(link) or f"a link to nothing ({os.readlink(link)})"
+    warnings.warn(f"{link}: skipped, {why}", PrepareWarning, stacklevel=3)
 
 
 def training_output(directory: Path) -> bool:
@@ -435,6 +440,8 @@ def _glob_files(pattern: str) -> list[Path]:
         files = [f for m in kept for f in ([m] if _is_file(m) else _directory_files(m) if _is_dir(m) else [])]
     except PermissionError as e:  # (a match in a directory listed but not searchable: a traceback, as above)
         raise unsearchable(e) from None
+    for link in (m for m in kept if m.is_symlink() and not m.exists()):
+        _say_dangling(link)
     if editor_backup(parts[-1]) or Path(parts[-1]).suffix.lower() in BACKUP_SUFFIXES:  # (a pattern that names
         return files  # backups, 'notes/*~' or '*.bak': asked for)
     matched = set(kept)  # (the files the pattern matched itself: a matched directory's are sorted out already)

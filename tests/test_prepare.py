@@ -1064,6 +1064,21 @@ def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories
         assert len(sources.expand_inputs([tmp_path / "notes"])) == 7
 
 
+def test_a_loop_of_links_is_said_to_be_one_and_a_glob_says_its_links_to_nothing(tmp_path):
+    # a loop of links in a directory was "a link to nothing (y)", and a glob passed over both in silence (hunt 44-c X1)
+    write_docs(tmp_path / "notes", 3)
+    (tmp_path / "notes" / "moved.txt").symlink_to(tmp_path / "gone.txt")
+    (tmp_path / "notes" / "x").symlink_to("y")
+    (tmp_path / "notes" / "y").symlink_to("x")
+    for given in [tmp_path / "notes", f"{tmp_path}/notes/*"]:
+        with pytest.warns(PrepareWarning) as said:
+            assert len(sources.expand_inputs([given])) == 3
+        assert [str(w.message) for w in said] == [f"{tmp_path / 'notes' / 'moved.txt'}: skipped, a link to nothing "
+                                                  f"({tmp_path / 'gone.txt'})",
+                                                  f"{tmp_path / 'notes' / 'x'}: skipped, a loop of symbolic links",
+                                                  f"{tmp_path / 'notes' / 'y'}: skipped, a loop of symbolic links"]
+
+
 def test_editor_backups_in_a_directory_or_glob_are_skipped_with_a_line(tmp_path):
     # Emacs's notes.txt~ (made at the first save of every edit) and #notes.txt# were read as documents of their
     # own: the same text twice, perhaps once in each split (hunt 43-d D3)
