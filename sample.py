@@ -420,8 +420,9 @@ def sample(args: argparse.Namespace) -> int:
     prompt = tok.encode(prompt_text) if prompt_text else [tok.eot_token]
     prompt, dropped = crop_prompt(prompt, model.config.block_size)
     if dropped:
+        first = f"its first {dropped} tokens were" if dropped > 1 else "its first token was"  # (hunt 44-b B5)
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
-              f"{model.config.block_size}: its first {dropped} tokens were dropped", file=sys.stderr)
+              f"{model.config.block_size}: {first} dropped", file=sys.stderr)
 
     if args.temperature == 0 and args.num_samples > 1:  # (HF's generate refuses it; here it was N copies, no word:
         # hunt 43-b B6)
@@ -492,7 +493,7 @@ def sample(args: argparse.Namespace) -> int:
     seconds = max((s.seconds for s in samples), default=0.0)
     reasons = ", ".join(f"{n} {r}" for r in ("stop", "eot", "length")
                         if (n := sum(s.finish_reason == r for s in samples)))
-    print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} tokens in "
+    print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} token{'s' if tokens != 1 else ''} in "
           f"{seconds:.2f} s: {tokens / seconds if seconds else 0:.1f} tokens/s", file=sys.stderr)
     return 0
 

@@ -93,8 +93,9 @@ class Answerer:
         ids, kept, dropped = fit_context(self.tokenizer, messages, block_size, self.room)
         ids, cropped = crop_prompt(ids, block_size)
         if cropped:
+            first = f"its first {cropped} tokens were" if cropped > 1 else "its first token was"  # (hunt 44-b B5)
             self.warn(f"the message is {len(ids) + cropped} tokens in the template, longer than the "
-                                 f"model's context of {block_size}: its first {cropped} tokens were dropped")
+                      f"model's context of {block_size}: {first} dropped")
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,
                                    **self.sampling)

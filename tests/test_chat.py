@@ -526,3 +526,13 @@ def test_a_message_longer_than_the_context_keeps_its_last_block_size_tokens(monk
     assert prompts == [prompt_ids(BYTE, messages)[-64:]]
     assert warned == ["the message is 100 tokens in the template, longer than the model's context of 64: its first 36 "
                       "tokens were dropped"]
+
+
+def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
+    # "its first 1 tokens were dropped" (hunt 44-b B5); 80 x's are 100 tokens in the template, so 45 are 65
+    warned = []
+    messages = [user("x" * 45)]
+    assert len(prompt_ids(BYTE, messages)) == 65
+    sampling_answerer(max_new_tokens=1, warn=warned.append).answer(messages)
+    assert warned == ["the message is 65 tokens in the template, longer than the model's context of 64: its first "
+                      "token was dropped"]

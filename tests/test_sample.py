@@ -1318,3 +1318,10 @@ def test_a_prompt_file_with_a_tilde_is_in_the_home_directory(tmp_path, monkeypat
     (tmp_path / "p.txt").write_text("to be", encoding="utf-8")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert sample.read_prompt("FILE:~/p.txt") == "to be"
+
+
+def test_one_token_is_said_in_the_singular(capsys, run_dir):
+    # "its first 1 tokens were dropped" and "1 tokens in" (hunt 44-b B5)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", f"--start={'a' * 33}", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 0 and "the prompt is 33 tokens" in err and "its first token was dropped" in err
+    assert "1 sample (1 length), 1 token in " in err
