@@ -38,10 +38,16 @@ def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
     decoded strictly: invalid UTF-8 is one line naming where and the byte, never a tokenizer's
     traceback or text passed on with replacement characters the user did not write.
     start_of_text: the bytes begin a file or stream, where a byte order mark (Windows editors and
-    PowerShell write one) is dropped, as data preparation drops it: the model never saw it."""
+    PowerShell write one) is dropped, as data preparation drops it: the model never saw it. There, a
+    UTF-16 or UTF-32 mark (Notepad's "Unicode", PowerShell 5's `>`) names the encoding, as data preparation
+    does: "not valid UTF-8 (invalid start byte at byte 0)" left the user to guess (hunt 44-b B4)."""
     try:
         return data.decode("utf-8-sig" if start_of_text else "utf-8")
     except UnicodeDecodeError as e:
+        from gpt.sources import wide_encoding  # (only here: it imports the data sources' modules)
+
+        if start_of_text and (encoding := wide_encoding(data)):
+            raise UsageError(f"{where}: {encoding} text (its byte order mark), not UTF-8: save it as UTF-8") from None
         raise UsageError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
 

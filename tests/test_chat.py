@@ -439,7 +439,7 @@ def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answer
     assert list(records[0]) == ["line", "text", "tokens", "finish_reason", "dropped_turns", "tokens_per_s", "seconds"]
 
     out.clear()
-    errors, answers = chat(answerer, [b"\xff\xfe hi\n", "Who says: hi\n".encode()], Out())
+    errors, answers = chat(answerer, [b"\xff hi\n", "Who says: hi\n".encode()], Out())  # (b"\xff\xfe" begins UTF-16)
     cut = ["the answer stopped at --max_new_tokens=4, before the model ended it: cut short, perhaps"]  # (hunt 42-e E5)
     assert errors == 1 and warnings == ["line 1: not valid UTF-8 (invalid start byte at byte 0)",
                                         *(cut if answers[0].finish_reason == "length" else [])]
@@ -536,3 +536,12 @@ def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
     sampling_answerer(max_new_tokens=1, warn=warned.append).answer(messages)
     assert warned == ["the message is 65 tokens in the template, longer than the model's context of 64: its first "
                       "token was dropped"]
+
+
+def test_a_conversation_in_utf16_names_the_encoding():
+    # PowerShell 5's `Get-Content q.txt | python sample.py --chat` pipes UTF-16: its first line was "not valid UTF-8
+    # (invalid start byte at byte 0)" (hunt 44-b B4)
+    warned = []
+    lines = io.BytesIO("Who says: hi\nAnd then?\n".encode("utf-16"))
+    errors, _ = chat(sampling_answerer(max_new_tokens=1, warn=warned.append), lines, io.StringIO())
+    assert errors >= 1 and warned[0] == "line 1: UTF-16 text (its byte order mark), not UTF-8: save it as UTF-8"

@@ -1022,7 +1022,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, run_dir):
 
 
 @pytest.mark.parametrize("args, stdin, needle", [
-    (["--start=-"], b"\xff\xfeROMEO", "stdin (--start=-): not valid UTF-8 (invalid start byte at byte 0)"),
+    (["--start=-"], b"\xffROMEO", "stdin (--start=-): not valid UTF-8 (invalid start byte at byte 0)"),
     (["--start=ROMEO\udcff"], b"", "--start: not valid UTF-8 (invalid start byte at byte 5)"),  # argv's PEP 383 form
     (["--instruction=Who says: \udcff"], b"", "--instruction: not valid UTF-8"),
     (["--instruction=-"], b"Who says: \xff", "stdin (--instruction=-): not valid UTF-8"),
@@ -1032,7 +1032,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, run_dir):
 def test_prompt_text_that_is_not_utf8_gives_one_line_and_status_1(capsys, run_dir, tmp_path, monkeypatch,
                                                                     args, stdin, needle):
     bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"\xff\xfeROMEO")
+    bad.write_bytes(b"\xffROMEO")  # (not b"\xff\xfe", UTF-16's byte order mark, which is named: hunt 44-b B4)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", *[a.format(bad=bad) for a in args])
     assert rc == 1 and out == ""
@@ -1325,3 +1325,18 @@ def test_one_token_is_said_in_the_singular(capsys, run_dir):
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", f"--start={'a' * 33}", "--max_new_tokens=1", "--device=cpu")
     assert rc == 0 and "the prompt is 33 tokens" in err and "its first token was dropped" in err
     assert "1 sample (1 length), 1 token in " in err
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_prompt_is_one_line_naming_the_encoding(capsys, run_dir, tmp_path, monkeypatch, encoding,
+                                                                   name):
+    # as Notepad's "Unicode" or PowerShell 5's `>` save it: "not valid UTF-8 (invalid start byte at byte 0)" (hunt 44-b B4)
+    data = ("\ufeff" if encoding == "utf-16-be" else "") + "ROMEO:\n"
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes(data.encode(encoding))
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--start=FILE:{prompt}")
+    said = f"{name} text (its byte order mark), not UTF-8: save it as UTF-8\n"
+    assert rc == 1 and out == "" and err == f"sample.py: error: the prompt file {prompt}: {said}"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode(encoding))))
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--instruction=-")
+    assert rc == 1 and err == f"sample.py: error: stdin (--instruction=-): {said}"
