@@ -159,7 +159,7 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
     steps = model.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p,
                                   repetition_penalty=repetition_penalty, use_cache=use_cache, generator=generator,
                                   vocab_limit=tokenizer.n_vocab, num_samples=num_samples, decode_step=decode_step,
-                                  to_host=True)
+                                  to_host=True, eot_token=tokenizer.eot_token)
     try:
         for nxt in steps:
             ids = nxt[:, 0].tolist()  # on the host: the device has computed it, so the timings below are real

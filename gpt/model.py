@@ -656,7 +656,7 @@ class GPT(nn.Module):
                         generator: torch.Generator | None = None,
                         vocab_limit: int | None = None, num_samples: int = 1,
                         decode_step: Callable | str | None = "auto", to_host: bool = False,
-                        ) -> Iterator[torch.Tensor]:
+                        eot_token: int | None = None) -> Iterator[torch.Tensor]:
         """Yield the next token of every sequence, (B, 1), max_new_tokens times. A token equal to
         NON_FINITE (-1) means the logits of that row were NaN or inf: the reader must refuse it
         (`gpt.sampling.check_tokens`); nothing here waits for the device to find out.
@@ -692,6 +692,9 @@ class GPT(nn.Module):
         vocab_limit: never emit ids >= this (a vocabulary padded for speed has ids no tokenizer knows); None: the
         data's vocabulary where the model knows it (`data_vocab_size`, which `load_model` and train.py set), else
         the whole of it.
+        eot_token: the tokenizer's end-of-text, which the repetition penalty never counts as seen: it is no text
+        to repeat, and prompts begin with it (an empty --start, every instruction and chat prompt), so every
+        sample was made less likely to end (hunt 44-b B3). None: every id counts.
         Sampling: `gpt.sampling.draw_next_token`; every path draws the same noise from `generator`,
         so for one seed the cached, uncached, eager and compiled paths give the same tokens in float32
         (in bf16 their roundings differ, and sampled tokens can part: audit, 2026-11-26)."""
@@ -744,6 +747,10 @@ class GPT(nn.Module):
         if seq.size(0) != batch:
             seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
         seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
+        # the end-of-text's column of `seen`, kept False (see eot_token)
+        unseen_eot = seen[:, eot_token] if seen is not None and eot_token is not None and eot_token < vocab else None
+        if unseen_eot is not None:
+            unseen_eot.fill_(False)
         was_training = self.training
         _start_generating(self)
         try:  # (self.eval() inside: a Ctrl-C there, which sample.py --chat survives since 780fb99, left the model
@@ -786,6 +793,8 @@ class GPT(nn.Module):
                     torch.clamp_min(nxt, 0, out=last)
                     if seen is not None:
                         seen.scatter_(1, last, True)
+                        if unseen_eot is not None:
+                            unseen_eot.fill_(False)
                     if pending is not None:
                         yield self._on_host(pending, copy_ready) if to_host else pending
                     pending = nxt

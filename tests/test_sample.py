@@ -1340,3 +1340,24 @@ def test_a_utf16_or_utf32_prompt_is_one_line_naming_the_encoding(capsys, run_dir
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode(encoding))))
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--instruction=-")
     assert rc == 1 and err == f"sample.py: error: stdin (--instruction=-): {said}"
+
+
+def test_the_repetition_penalty_never_counts_the_end_of_text_a_prompt_starts_from():
+    # An empty --start, and every instruction and chat prompt, starts from end-of-text: penalised as a token seen,
+    # it made every sample less likely to end (hunt 44-b B3). A model whose every position predicts end-of-text
+    # first (logit 8, the others below 1):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).eval()
+    eot = BYTE.eot_token
+    with torch.no_grad():
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.copy_(model.transformer.wte.weight[eot])
+        model.transformer.ln_f.bias.mul_(8 / (model.transformer.wte.weight[eot] @ model.transformer.ln_f.bias))
+    for prompt in ([eot], [eot, *BYTE.encode("User: hi"), eot, *BYTE.encode("Assistant:")]):
+        [s] = generate_samples(model, BYTE, prompt, 1, 5, temperature=0, repetition_penalty=1e9)
+        assert (s.finish_reason, s.tokens) == ("eot", 1)
+    # model.generate without eot_token counts every id, as before; with it, no end-of-text, the drawn ones included
+    start = torch.tensor([[eot]])
+    assert model.generate(start, 1, temperature=0)[0, 1] == eot
+    assert model.generate(start, 1, temperature=0, repetition_penalty=1e9)[0, 1] != eot
+    assert model.generate(start, 3, temperature=0, repetition_penalty=1e9, eot_token=eot)[0, 1:].tolist() == [eot] * 3
