@@ -21,6 +21,8 @@ The context: a prompt longer than the model's block_size keeps its last block_si
 warning says how many were dropped). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
 continues through the KV cache (the cached and uncached paths produce the same tokens in float32).
+Samples that ran past it, whose last tokens were drawn without the prompt's beginning, get a note on
+stderr, with the --max_new_tokens that keeps the prompt in view.
 
 Models fine-tuned on instruction data (prompt/response, Alpaca or messages records; see
 gpt/instruct.py for the template): --instruction=TEXT (or FILE:path, or -) wraps the text in the
@@ -396,7 +398,7 @@ def argv_text(value: str, option: str) -> str:
 
 def sample(args: argparse.Namespace) -> int:
     from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, crop_prompt,
-                                generate_samples, pick_inference_dtype)
+                                generate_samples, past_context_note, pick_inference_dtype)
     from gpt.runtime import Dist, pick_device
 
     check_args(args)
@@ -489,6 +491,9 @@ def sample(args: argparse.Namespace) -> int:
         else:
             out.write(prompt_text + s.text + "\n" + SEPARATOR + "\n")
     out.flush()
+    # (an empty prompt is the end-of-text, which no one typed)
+    if note := past_context_note(samples, model.config.block_size, prompt="the prompt" if prompt_text else "the text"):
+        print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)
     reasons = ", ".join(f"{n} {r}" for r in ("stop", "eot", "length")

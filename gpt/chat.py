@@ -7,7 +7,8 @@ go first (a user message together with the answers that follow it); system messa
 newest message stay. Plain --chat says so on stderr the first time (--json: "dropped_turns").
 Should the newest message alone still be too long, the prompt keeps its last block_size tokens,
 as sample.py does with any prompt, with a warning: the system messages and the "User:" marker go with the message's beginning, and the answer starts where the window
-slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed).
+slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed). An answer longer than
+the room left for it (max_new_tokens above half the block_size) slides the window too: said once on stderr.
 
 --chat reads stdin. In plain mode each non-empty line is the next user message and the answer
 follows on stdout; the conversation is remembered ("/reset" on a line of its own forgets it).
@@ -29,7 +30,7 @@ import torch
 
 from gpt.errors import Terminated, UsageError
 from gpt.files import decode_utf8
-from gpt.generation import Sample, crop_prompt, generate_samples
+from gpt.generation import Sample, crop_prompt, generate_samples, past_context_note
 from gpt.instruct import RecordError, parse_json, prompt_ids, to_messages
 
 SEPARATOR = "---------------"  # sample.py's, between samples
@@ -85,6 +86,13 @@ class Answerer:
         which = "the answer" if of == 1 else f"{cut} of {of} answers" if cut < of else f"all {of} answers"
         return (f"{which} stopped at --max_new_tokens={self.max_new_tokens}, before the model ended "
                 f"{'it' if of == 1 else 'them'}: cut short, perhaps")
+
+    def past_context_warning(self, samples: list[Sample]) -> str | None:
+        """The word for answers that ran past the context (max_new_tokens above the room kept for them, or a
+        message too long for it), said once: the model no longer saw the conversation's beginning (hunt 44-b B1)."""
+        if not any(s.past_context for s in samples):
+            return None
+        return past_context_note(samples, self.model.config.block_size, what="answer", prompt="the conversation")
 
     def answer(self, messages: list[dict], num_samples: int = 1,
                on_text: Callable[[int, str], None] | None = None) -> tuple[list[Sample], list[dict], int]:
@@ -142,6 +150,8 @@ def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, o
     out.flush()
     if not as_json and (cut := sum(s.finish_reason == "length" for s in samples)):
         answerer.warn(answerer.cut_warning(cut, len(samples)))
+    if note := answerer.past_context_warning(samples):
+        answerer.warn(note)
     return samples
 
 
@@ -171,7 +181,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
     # --json: each line's draws start from --seed, so that a line gives the same answer alone as in a file (one
     # stream for the whole input made a line's answer depend on how much the lines before it drew: hunt 42-e E3)
     seed = answerer.generator.initial_seed() if answerer.generator is not None else None
-    said_dropped = False
+    said_dropped = said_past_context = False
 
     def refuse(message: str) -> None:  # this line only: the next ones are still answered
         nonlocal errors
@@ -203,6 +213,10 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
                 [s], _, dropped = answerer.answer(messages)
                 out.write(_record(s, line=lineno, dropped_turns=dropped))
                 answers.append(s)
+                if not said_past_context and (note := answerer.past_context_warning([s])):
+                    out.flush()
+                    answerer.warn(note)
+                    said_past_context = True
         elif text.strip() == "/reset":
             history = []
         else:
@@ -234,6 +248,9 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             if dropped and not said_dropped:
                 said.append(answerer.dropped_warning(dropped))
                 said_dropped = True
+            if not said_past_context and (note := answerer.past_context_warning([s])):
+                said.append(note)
+                said_past_context = True
             if said:  # after the answer: on a terminal, under it
                 out.flush()
                 for message in said:

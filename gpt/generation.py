@@ -133,10 +133,18 @@ class Sample:
     tokens: int
     finish_reason: str
     seconds: float
+    # how many new tokens are drawn with the whole prompt in the model's view (tokens_in_view), None: not known
+    in_view: int | None = None
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def past_context(self) -> bool:
+        """Whether it ran past the model's context: its last tokens were drawn from a window that had slid
+        past the prompt's beginning (see past_context_note)."""
+        return self.in_view is not None and self.tokens > self.in_view
 
 
 def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_samples: int, max_new_tokens: int,
@@ -184,7 +192,32 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
             row.seconds = end - start
             if piece:
                 emit(i, piece)
-    return [Sample(i, row.text, row.tokens, row.finish_reason, row.seconds) for i, row in enumerate(rows)]
+    # Token k is drawn from the prompt and the k - 1 tokens before it while they fit the model's context; the
+    # window slides once they are more (GPT.generate_tokens), and the tokens after that no longer see all the prompt
+    in_view = tokens_in_view(len(prompt), model.config.block_size)
+    return [Sample(i, row.text, row.tokens, row.finish_reason, row.seconds, in_view) for i, row in enumerate(rows)]
+
+
+def tokens_in_view(prompt_tokens: int, block_size: int) -> int:
+    """How many new tokens are drawn with the whole prompt in the model's view: the first is drawn from the
+    prompt alone, the one that fills the context from all block_size tokens; the window slides after it."""
+    return block_size - min(prompt_tokens, block_size) + 1
+
+
+def past_context_note(samples: list[Sample], block_size: int, what: str = "sample",
+                      prompt: str = "the prompt") -> str | None:
+    """The word for samples of one prompt that ran past the model's context (Sample.past_context), said once by
+    sample.py, --instruction and --chat: their last tokens were drawn without the prompt's beginning, and nothing
+    said so, beyond the README (hunt 44-b B1; Hugging Face's generate warns of it too). None where no sample ran
+    past it."""
+    past = sum(s.past_context for s in samples)
+    if not past:
+        return None
+    n, in_view = len(samples), samples[0].in_view
+    which = f"the {what}" if n == 1 else f"all {n} {what}s" if past == n else f"{past} of {n} {what}s"
+    return (f"{which} ran past the model's context of {block_size} tokens, where the window slides: "
+            f"{'its' if n == 1 else 'their'} tokens after the first {in_view} were drawn without {prompt}'s "
+            f"beginning (--max_new_tokens={in_view} or fewer keeps it in view)")
 
 
 # ----------------------------------------------------------------------------- prompt, model checks

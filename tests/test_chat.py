@@ -545,3 +545,24 @@ def test_a_conversation_in_utf16_names_the_encoding():
     lines = io.BytesIO("Who says: hi\nAnd then?\n".encode("utf-16"))
     errors, _ = chat(sampling_answerer(max_new_tokens=1, warn=warned.append), lines, io.StringIO())
     assert errors >= 1 and warned[0] == "line 1: UTF-16 text (its byte order mark), not UTF-8: save it as UTF-8"
+
+
+def test_an_answer_that_runs_past_the_context_says_so_once():
+    # max_new_tokens above the room kept for the answer: the window slid, and the model no longer saw the question,
+    # without a word (hunt 44-b B1). The context is 64, the template of "hi" is 22 tokens: 43 answer tokens see it.
+    # A model that never ends: end-of-text is not among the ids it may draw
+    warned, out = [], io.StringIO()
+    answerer = sampling_answerer(max_new_tokens=50, warn=warned.append)
+    answerer.model.transformer.wte.weight.data[BYTE.eot_token] = -1e3
+    assert len(prompt_ids(BYTE, [user("hi")])) == 22
+    errors, answers = chat(answerer, ["hi\n", "/reset\n", "hi\n"], out)
+    assert errors == 0 and [(s.tokens, s.finish_reason, s.in_view) for s in answers] == [(50, "length", 43)] * 2
+    note = ("the answer ran past the model's context of 64 tokens, where the window slides: its tokens after the first "
+            "43 were drawn without the conversation's beginning (--max_new_tokens=43 or fewer keeps it in view)")
+    assert warned.count(note) == 1 and len(warned) == 3  # with the cut answers' two
+    warned.clear()
+    answer_instruction(answerer, "hi", 2, io.StringIO())
+    assert warned[-1] == note.replace("the answer", "all 2 answers").replace("its tokens", "their tokens")
+    warned.clear()
+    chat(sampling_answerer(max_new_tokens=43, warn=warned.append), ["hi\n"], io.StringIO())
+    assert not [w for w in warned if "ran past" in w]

@@ -358,6 +358,7 @@ class ScriptedModel:
     def __init__(self, scripts: list[list[int]], filler: int = ord("z")):
         self.scripts, self.filler, self.steps = scripts, filler, 0
         self.transformer = SimpleNamespace(wte=SimpleNamespace(weight=torch.zeros(1)))
+        self.config = SimpleNamespace(block_size=1024)  # (generate_samples reads it: hunt 44-b B1)
 
     def generate_tokens(self, idx, max_new_tokens, *args, num_samples=1, **kwargs):
         assert idx.shape[0] == 1 and num_samples == len(self.scripts)
@@ -1361,3 +1362,24 @@ def test_the_repetition_penalty_never_counts_the_end_of_text_a_prompt_starts_fro
     assert model.generate(start, 1, temperature=0)[0, 1] == eot
     assert model.generate(start, 1, temperature=0, repetition_penalty=1e9)[0, 1] != eot
     assert model.generate(start, 3, temperature=0, repetition_penalty=1e9, eot_token=eot)[0, 1:].tolist() == [eot] * 3
+
+
+def test_a_sample_that_runs_past_the_context_says_so_once(capsys, run_dir, monkeypatch):
+    # The window slid without a word: the model no longer saw the prompt's beginning (hunt 44-b B1). The prompt is
+    # 5 bytes, the context 32: new token k is drawn from 5 + k - 1 tokens, so the 28th from all 32, the 29th from a
+    # slid window (16 kept). Uncached, every pass takes the whole window: its lengths show where it slid
+    lengths, forward = [], GPT.forward
+    monkeypatch.setattr(GPT, "forward", lambda self, idx, *a, **k: (lengths.append(idx.shape[1]),
+                                                                    forward(self, idx, *a, **k))[1])
+    args = (f"--out_dir={run_dir}", "--device=cpu", "--start=hello", "--temperature=0", "--top_k=none",
+            "--use_cache=false", "--json")
+    rc, out, err = cli(capsys, *args, "--max_new_tokens=29")
+    assert rc == 0 and json.loads(out)["tokens"] == 29 and lengths == [5 + i for i in range(28)] + [16]
+    assert err.count("note:") == 1 and ("note: the sample ran past the model's context of 32 tokens, where the window "
+                                        "slides: its tokens after the first 28 were drawn without the prompt's "
+                                        "beginning (--max_new_tokens=28 or fewer keeps it in view)\n") in err
+    rc, out, err = cli(capsys, *args, "--max_new_tokens=28")
+    assert rc == 0 and json.loads(out)["tokens"] == 28 and "note:" not in err
+    rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json")  # from end-of-text
+    assert rc == 0 and "note: all 3 samples ran past" in err and "their tokens after the first 32 were drawn " \
+                                                                 "without the text's beginning" in err
