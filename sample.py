@@ -115,8 +115,8 @@ def make_parser() -> _Parser:
     a("--lora_base", default=None, metavar="PATH",
       help="where a LoRA run's base is now, if it was moved: its run directory or its ckpt-* directory (a Hugging "
            "Face base: its directory), taken only where its weights' fingerprint is the one recorded")
-    a("--start", default="", help="the prompt: text, FILE:path (read a file), or - (read stdin); "
-                                  "empty: start from end-of-text (default)")
+    a("--start", default="", help="the prompt: text (as typed: \\n is a backslash and an n), FILE:path (read a "
+                                  "file), or - (read stdin); empty: start from end-of-text (default)")
     a("--num_samples", type=int, default=1, help="samples drawn together, as one batch sharing one prefill (default: 1)")
     a("--max_new_tokens", type=int, default=500,
       help="new tokens per sample, at most (default: %(default)s); may exceed the model's block_size: the "
@@ -359,6 +359,12 @@ def read_prompt(start: str, option: str = "--start") -> str:
     if start[:5].upper() == "FILE:" and names_a_file(start[5:]):  # (file: was taken as text without a word:
         # hunt 32-c F14)
         print(f"warning: {option}={start} is taken as text; {option}=FILE:{start[5:]} (in capitals) reads the file",
+              file=sys.stderr)
+    if "\\n" in start:  # --stop's escapes are not the prompt's, which may hold a real backslash (C:\new, \nabla):
+        # taken as typed, as nanoGPT takes it, but said, where --start="Once\nupon" was a backslash and an n
+        # without a word (hunt 44-b B2)
+        print(f"note: {option} is taken as typed: its \\n is a backslash and an n, not a new line (only --stop reads "
+              f"escapes); for new lines give {option}=FILE:path, {option}=- (stdin) or bash's $'...\\n...'",
               file=sys.stderr)
     return argv_text(start, option)
 

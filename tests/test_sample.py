@@ -1383,3 +1383,16 @@ def test_a_sample_that_runs_past_the_context_says_so_once(capsys, run_dir, monke
     rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json")  # from end-of-text
     assert rc == 0 and "note: all 3 samples ran past" in err and "their tokens after the first 32 were drawn " \
                                                                  "without the text's beginning" in err
+
+
+def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_dir):
+    # --start="Once\nupon" was a backslash and an n without a word, beside --stop="\n", which reads escapes; a prompt
+    # may hold a real backslash (C:\new, \nabla), so it is taken as typed, and said (hunt 44-b B2)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", "--max_new_tokens=1",
+                       r"--start=Once\nupon")
+    assert rc == 0 and json.loads(out)["prompt"] == "Once\\nupon"
+    assert "note: --start is taken as typed: its \\n is a backslash and an n, not a new line" in err
+    assert "--start=FILE:path, --start=- (stdin)" in err
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", "--max_new_tokens=1",
+                       "--start=Once\nupon", r"--stop=\n")  # a real new line, and escapes where they are read
+    assert rc == 0 and json.loads(out)["prompt"] == "Once\nupon" and "note: --start" not in err
