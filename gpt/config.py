@@ -158,6 +158,8 @@ class TrainConfig:
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if not self.muon_learning_rate > 0:
             errors.append(f"muon_learning_rate must be > 0, got {self.muon_learning_rate}")
+        elif self.learning_rate > 0 and (why := decay_out_of_range(self)):
+            errors.append(why)
         if not 0 < self.qk_scale <= FLOAT32_MAX:
             errors.append(f"qk_scale must be > 0 and finite in float32, got {self.qk_scale}")
         elif self.n_head > 0 and (why := qk_scale_underflow(self.qk_scale, max(self.n_embd // self.n_head, 1))):
@@ -216,6 +218,23 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def decay_out_of_range(cfg: TrainConfig) -> str | None:
+    """Why weight_decay is too large for the peak rate it is applied at, or None. AdamW and Muon decay
+    decoupled, multiplying the weights by 1 - rate x weight_decay at each step: from a product of 1 on that
+    factor is 0 or negative, and the weights are wiped or flip sign at every step. Such a run trained on
+    without a word: weight_decay 150 with Muon's 0.015 (a factor of -1.25) left the validation loss of a
+    tiny model at 5.29 after 40 steps, against 2.91 with 0.1 (hunt 44-f F1). A Muon run's matrices decay at
+    muon_learning_rate (a LoRA run's adapters are AdamW's, at learning_rate)."""
+    rates = {"learning_rate": cfg.learning_rate}
+    if cfg.optimizer == "muon" and not cfg.lora_rank:
+        rates["muon_learning_rate"] = cfg.muon_learning_rate
+    name, rate = max(rates.items(), key=lambda item: item[1])
+    if rate * cfg.weight_decay < 1:
+        return None
+    return (f"weight_decay ({cfg.weight_decay:g}) x {name} ({rate:g}) must be < 1: each step multiplies the weights by "
+            f"1 - {name} x weight_decay = {1 - rate * cfg.weight_decay:g}, which wipes them or flips their sign")
 
 
 # --max_iters=0 times the warmup's steps, the first fifth left out (they are slow: allocations,

@@ -77,6 +77,20 @@ def test_bad_values_fail_before_any_work(arg, needle):
         parse_args([arg])
 
 
+def test_a_weight_decay_that_wipes_or_flips_the_weights_at_their_peak_rate_is_refused():
+    # the decay multiplies the weights by 1 - rate x weight_decay a step: 150 with Muon's 0.015 is -1.25, and the
+    # run trained on without a word (hunt 44-f F1)
+    with pytest.raises(ConfigError, match=r"weight_decay \(150\) x muon_learning_rate \(0.015\) must be < 1: each step "
+                                          r"multiplies the weights by 1 - muon_learning_rate x weight_decay = -1.25"):
+        parse_args(["--weight_decay=150", "--max_iters=2"])
+    with pytest.raises(ConfigError, match=r"weight_decay \(500\) x learning_rate \(0.004\) must be < 1"):
+        parse_args(["--weight_decay=500", "--optimizer=adamw", "--max_iters=2"])
+    # each rate against its own part: AdamW's (embeddings, gains) alone in a LoRA run, whose adapters AdamW trains
+    parse_args(["--weight_decay=150", "--optimizer=adamw", "--max_iters=2"])
+    parse_args(["--init_from=somewhere", "--lora_rank=4", "--weight_decay=150", "--max_iters=2"])
+    parse_args(["--weight_decay=66", "--max_iters=2"])  # 1 - 0.99: a decay, however strong
+
+
 def test_a_lora_scale_that_is_0_in_float32_is_refused():
     # lora_alpha 1e-320: the adapters' gradients were 0 (grad_norm 0.0 every step) and the run trained nothing,
     # status 0, without a word (hunt 43-e E2)
