@@ -362,6 +362,26 @@ def test_an_option_typed_where_it_has_no_effect_is_refused(argv, error):
         check_options_apply(cfg, command_line_keys(argv))
 
 
+def test_a_decay_that_ends_within_the_warmup_is_refused_wherever_its_values_come_from(tmp_path):
+    # a preset's lr_decay_iters, or a --warmup_iters typed past it: the rate fell from the warmup's 2.73e-3 to
+    # min_lr's 3e-4 at step 10 without a word, where the same values typed were refused (hunt 44-f F3)
+    preset = tmp_path / "p.toml"
+    preset.write_text("warmup_iters = 10\nlr_decay_iters = 5\nmax_iters = 14\n")
+    error = ("--lr_decay_iters=5 ends the decay within the 10-step warmup, before it begins: give a larger one, or "
+             "fewer --warmup_iters")
+    for argv in ([f"--config={preset}"], [f"--config={preset}", "--warmup_iters=5"],
+                 ["--lr_decay_iters=5", "--max_iters=14", "--config", str(preset)]):
+        cfg, _ = parse_args(argv)
+        with pytest.raises(ConfigError, match="^" + re.escape(error.replace("10-step", f"{cfg.warmup_iters}-step")) + "$"):
+            check_options_apply(cfg, command_line_keys(argv))
+    cfg, _ = parse_args(argv := [f"--config={preset}", "--warmup_iters=4"])
+    check_options_apply(cfg, command_line_keys(argv))  # the decay begins after the warmup
+    # noam and constant have no decay: a preset's lr_decay_iters means nothing to them (and typed, --lr_decay_iters
+    # is refused as an option without effect, not as a decay within the warmup)
+    cfg, _ = parse_args(argv := [f"--config={preset}", "--lr_schedule=noam"])
+    check_options_apply(cfg, command_line_keys(argv))
+
+
 @pytest.mark.parametrize("schedule", ["noam", "constant"])
 def test_a_schedule_without_a_floor_runs_below_the_default_min_lr(schedule):
     # min_lr > learning_rate was refused whatever the schedule, and --min_lr is refused with noam and constant,
