@@ -63,6 +63,12 @@ def init_distributed(device: str = "auto") -> Dist:
                          + ": torchrun sets them all; start the processes with torchrun, or unset WORLD_SIZE to train "
                            "in one process")
     dist_info = Dist(int(launcher["RANK"]), int(launcher["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))
+    if dist_info.rank >= dist_info.world_size:
+        # torchrun never sets it (a job script's off-by-one, a stale export): the process waited to join a group
+        # that has no place for it, 30 minutes on gloo, deaf to SIGTERM and Ctrl-C in torch's connect loop (hunt 44-d D6)
+        raise UsageError(f"RANK={dist_info.rank} in the environment, but WORLD_SIZE={dist_info.world_size}: ranks run "
+                         f"from 0 to {dist_info.world_size - 1}; start the processes with torchrun, which numbers them, "
+                         "or unset WORLD_SIZE to train in one process")
     wants_cuda = device == "auto" or device.startswith("cuda")
     backend = "nccl" if wants_cuda and torch.cuda.is_available() else "gloo"
     if backend == "nccl":

@@ -78,6 +78,23 @@ def test_a_world_size_without_the_rest_of_torchruns_environment_is_one_line(monk
     assert not torch.distributed.is_initialized()
 
 
+@pytest.mark.parametrize("rank", ["2", "7"])
+def test_a_rank_outside_the_world_size_is_one_line_not_a_half_hour_wait(monkeypatch, rank):
+    # RANK=2 beside WORLD_SIZE=2 (a job script's off-by-one, a stale export): torchrun never sets it, and the
+    # process waited in the process group's start for a rank 0 that was not there, 30 minutes on gloo, deaf to
+    # SIGTERM and Ctrl-C (torch's connect loop; hunt 44-d D6)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda backend: pytest.fail("joined"))
+    with pytest.raises(UsageError) as e:
+        init_distributed("cpu")
+    assert str(e.value) == (f"RANK={rank} in the environment, but WORLD_SIZE=2: ranks run from 0 to 1; start the "
+                            "processes with torchrun, which numbers them, or unset WORLD_SIZE to train in one process")
+
+
 def test_more_torchrun_processes_on_a_machine_than_gpus_is_one_line(monkeypatch):
     # torchrun --nproc_per_node=4 on a machine with 2 GPUs: torch.cuda.set_device's "invalid device ordinal"
     # was a traceback from each process past them (hunt 37-e E3); the first one past them says it, once
