@@ -10,6 +10,7 @@ import os
 import random
 import re
 import signal
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -84,8 +85,31 @@ def init_distributed(device: str = "auto") -> Dist:
                              f"(--nproc_per_node={count}), or give --device=cpu"
                              if dist_info.local_rank == count else "")
         torch.cuda.set_device(dist_info.local_rank)
-    dist.init_process_group(backend=backend)
+    with signals_end_the_process():
+        dist.init_process_group(backend=backend)
     return dist_info
+
+
+@contextlib.contextmanager
+def signals_end_the_process():
+    """SIGTERM and Ctrl-C end the process at once inside the block, as they would without Python's handlers.
+    Joining the process group waits for the others (a process launched by hand whose rank 0 never came, a
+    stale WORLD_SIZE and MASTER_* exported) up to its timeout, 30 minutes on gloo, in torch's C++ connect
+    loop, where Python's handlers never run: both signals did nothing there (hunt 44-d D6). Nothing is
+    written before the join, so nothing is lost. A SIGINT the process was started ignoring stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s, handler in previous.items():
+        if handler != signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            if handler is not None:  # (None: a handler set outside Python, which getsignal cannot give back)
+                signal.signal(s, handler)
 
 
 def leave_distributed() -> None:

@@ -95,6 +95,53 @@ def test_a_rank_outside_the_world_size_is_one_line_not_a_half_hour_wait(monkeypa
                             "processes with torchrun, which numbers them, or unset WORLD_SIZE to train in one process")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_process_waits_to_join_the_group_ends_it(tmp_path, signum):
+    # A process launched by hand (or with a stale WORLD_SIZE, RANK and MASTER_* exported) waits in the process
+    # group's start for the others, up to its timeout (30 min on gloo), inside torch's C++ connect loop, where
+    # Python's handlers never run: SIGTERM and Ctrl-C did nothing, measured still waiting 18 s after a SIGTERM
+    # (hunt 44-d D6). Nothing is written before the join: the signal ends the process at once.
+    import socket
+    import subprocess
+    with socket.socket() as s:  # a port nothing listens on: no rank 0 to join
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    joining = tmp_path / "joining"
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import sys
+sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+import torch.distributed
+from gpt.errors import sigterm_raises
+from gpt.runtime import init_distributed
+join = torch.distributed.init_process_group
+def init_process_group(*args, **kwargs):
+    open({str(joining)!r}, "w").close()
+    return join(*args, **kwargs)
+torch.distributed.init_process_group = init_process_group
+with sigterm_raises():  # (as train.main runs it)
+    init_distributed("cpu")
+""")
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(probe)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not joining.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert joining.exists(), proc.communicate(timeout=60)
+        time.sleep(2)  # inside torch's connect loop
+        proc.send_signal(signum)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"signal {signum.name} to a process waiting to join the group was not heeded in 30 s")
+        assert proc.returncode == -signum
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
 def test_more_torchrun_processes_on_a_machine_than_gpus_is_one_line(monkeypatch):
     # torchrun --nproc_per_node=4 on a machine with 2 GPUs: torch.cuda.set_device's "invalid device ordinal"
     # was a traceback from each process past them (hunt 37-e E3); the first one past them says it, once
