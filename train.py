@@ -246,7 +246,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, which "
                           f"a new run there would replace; choose another --out_dir (or move {'them' if len(foreign) > 1 else 'it'})")
     if dist.enabled:
-        on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir, dist=dist))
+        on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir))
     run_lock = None  # (rank 0's)
     if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
         run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None,  # one run per out_dir: a second
@@ -1425,14 +1425,16 @@ def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
     return "---- sample ----\n" + question + sample.text + "\n----------------"
 
 
-def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path, dist: Dist) -> None:
+def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path) -> None:
     """At exit under torchrun: a collective that failed because another process is gone becomes one
-    line (LostPeer) instead of gloo's traceback. Rank 0, which saves, says what is on disk."""
+    line (LostPeer) instead of gloo's traceback. The processes of rank 0's machine, where rank 0 saves, say
+    what is on disk: rank 0 alone did, and where it was the one gone (the OOM killer, kill -9), no line named
+    the checkpoint a resume takes (hunt 44-d D4)."""
     if e is not None and lost_peer(e):
         why = re.sub(r"^\[[^]]*\] ", "", str(e).splitlines()[0]).split(". ")[0]  # gloo's source line left out
         raise LostPeer(f"lost contact with another process of this run ({why}): it stopped or failed, and its own "
-                       f"message or torchrun's report says why" + (f"; {latest_note(out_dir)}" if dist.is_main else "")
-                       ) from None
+                       f"message or torchrun's report says why"
+                       + (f"; {latest_note(out_dir)}" if on_rank_0s_machine() else "")) from None
 
 
 def typed_device(argv: list[str]) -> str:

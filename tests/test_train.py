@@ -1041,6 +1041,33 @@ sys.exit(train.main(sys.argv[1:]))
     assert "random streams are reseeded" not in capsys.readouterr().out  # no dropout: nothing differs (hunt 35-b B2)
 
 
+def test_rank_0_killed_mid_run_leaves_the_others_a_line_with_what_is_on_disk(byte_data, tmp_path):
+    # Rank 0 dies (the OOM killer, kill -9): rank 1 said "lost contact with another process ... torchrun's
+    # report says why" alone, without the checkpoint a resume takes, which rank 0 alone named and no
+    # process was left to name (hunt 44-d D4). A process on rank 0's machine sees its out_dir.
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.runtime import StepChecks
+add = StepChecks.add
+def add_then_die(self, step, *values):
+    add(self, step, *values)
+    if step == 6 and os.environ["RANK"] == "0":
+        os.kill(os.getpid(), signal.SIGKILL)
+StepChecks.add = add_then_die
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=100", f"--out_dir={out}")
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("train.py: error: lost contact with another process of this run (")
+    assert lines[0].endswith(f"; the latest checkpoint is still {out / 'ckpt-0000004'}")
+    assert open_checkpoint(out).meta["step"] == 4
+
+
 @pytest.mark.parametrize("dropout", ["0.1", "0.0"])
 def test_the_note_on_a_resume_with_another_process_count_is_said_where_dropout_differs(byte_data, tmp_path, capsys,
                                                                                         dropout):
