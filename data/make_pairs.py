@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min_chars", type=int, default=20, help="shortest first line to ask about (default: 20)")
     p.add_argument("--max_pairs", type=int, default=1000, help="at most this many pairs (default: 1000)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "who-says.jsonl"),
-                   help="the JSONL file to write (default: data/who-says.jsonl)")
+                   help="the JSONL file to write (default: data/who-says.jsonl in this checkout, whatever the working "
+                        "directory)")
     args = p.parse_args(argv)
     if not args.out.strip():
         p.error("--out names no file")
