@@ -3883,7 +3883,7 @@ def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_ou
     # must not be refused as a new run over another one: there is no checkpoint to continue.
     out = tmp_path / "run"
     common = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={out}"]
-    assert train.main([*common, "--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0"]) == 2
+    assert train.main([*common, "--learning_rate=1e30", "--weight_decay=0", "--max_bad_steps=2", "--grad_clip=0"]) == 2
     assert not list(out.glob("ckpt-*")) and (out / "metrics.jsonl").stat().st_size  # it logged, saved nothing
     assert train.main(common) == 0
     assert sorted(losses(out)) == list(range(1, 7))
@@ -4000,7 +4000,7 @@ def test_torchrun_says_what_every_rank_met_where_rank_0_is_the_slower(byte_data,
     wrapper.write_text(RANK_0_SLOW_IN.format(root=str(ROOT), train=str(ROOT / "train.py"), module=module,
                                              function=function, file_limit=64 << 10 if met == "a failed save" else 0))
     data = tmp_path / "none" if met == "no data" else byte_data
-    how = ["--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0", "--eval_interval=100"] \
+    how = ["--learning_rate=1e30", "--weight_decay=0", "--max_bad_steps=2", "--grad_clip=0", "--eval_interval=100"] \
         if met == "divergence" else ["--eval_interval=2"]
     proc = torchrun(wrapper, f"--data={data}", *TINY, "--max_iters=4", *how, f"--out_dir={out}")
     assert proc.returncode != 0
@@ -4121,7 +4121,7 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
     # Weights that stay finite can still give NaN losses (every update skipped as non-finite, fewer
     # than max_bad_steps of them): such a run ended "done" with status 0 and a NaN-evaluated `latest`.
     out = tmp_path / "run"
-    rc = train.main([f"--data={byte_data}", *TINY, "--optimizer=adamw", "--learning_rate=1e30", "--max_iters=6",
+    rc = train.main([f"--data={byte_data}", *TINY, "--optimizer=adamw", "--learning_rate=1e30", "--weight_decay=0", "--max_iters=6",
                      "--eval_interval=3", "--max_bad_steps=10", f"--out_dir={out}"])
     assert rc == 2 and not list(out.glob("ckpt-*"))
     assert not [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
@@ -4266,7 +4266,7 @@ def test_an_out_dir_holding_files_no_run_wrote_is_refused_and_a_failed_runs_left
     # a run's own files, of a run that failed before its first checkpoint, are its to replace
     run_dir = tmp_path / "run"
     failing = [f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={run_dir}"]
-    assert train.main([*failing, "--learning_rate=1e6", "--max_bad_steps=2", "--grad_clip=0"]) == 2
+    assert train.main([*failing, "--learning_rate=1e30", "--weight_decay=0", "--max_bad_steps=2", "--grad_clip=0"]) == 2
     assert not list(run_dir.glob("ckpt-*")) and (run_dir / "config.json").is_file()
     assert (run_dir / "metrics.jsonl").stat().st_size
     assert train.main(failing) == 0
