@@ -684,18 +684,19 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")
-    if os.path.ismount(out.resolve()):  # an empty one (tmpfs, a new disk without lost+found) was written beside, in
-        # the filesystem above it, then its rename failed, "Device or resource busy", after all the tokenizing; and
-        # `--out_dir /` was told "remove it" (hunt 44-c C7)
-        raise PrepareError(f"--out_dir {out} is a mount point, which data/prepare.py cannot replace (it builds the "
-                           f"data beside --out_dir and renames it into place): give a directory inside it, such as "
-                           f"{out / 'data'}")
     fingerprint = _fingerprint(src.description, src.stamp, options)
     if not force and _is_up_to_date(out, fingerprint):
         with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed
             _remove_stale_builds(out.resolve())  # until a run that was not up to date); a failure changes nothing
         _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")
         return out
+    if os.path.ismount(out.resolve()):  # an empty one (tmpfs, a new disk without lost+found) was written beside, in
+        # the filesystem above it, then its rename failed, "Device or resource busy", after all the tokenizing; and
+        # `--out_dir /` was told "remove it" (hunt 44-c C7). Only where it would be rebuilt: data prepared there (a
+        # container's mounted data directory) was refused where it was up to date (hunt 44-g G1)
+        raise PrepareError(f"--out_dir {out} is a mount point, which data/prepare.py cannot replace (it builds the "
+                           f"data beside --out_dir and renames it into place): give a directory inside it, such as "
+                           f"{out / 'data'}")
     if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")

@@ -467,6 +467,22 @@ def test_a_mount_point_as_out_dir_is_refused_before_anything_is_read(tmp_path, m
     assert os.listdir(disk) == [] and sorted(os.listdir(tmp_path)) == ["disk", "in"]
 
 
+def test_prepared_data_on_a_mount_point_is_still_up_to_date(tmp_path, monkeypatch, capsys):
+    # data prepared and then put on a disk or volume of its own (a container's mounted data directory), prepared again
+    # with the same inputs (train.py prepares its default data on every start): "is up to date" until 44-c C7's
+    # refusal came before that check and stopped it, where no rename is needed (review, hunt 44-g G1)
+    write_docs(tmp_path / "in", 3)
+    volume = run_prepare([tmp_path / "in"], tmp_path / "volume")
+    contents = sorted(os.listdir(volume))
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda path: str(path) == str(volume) or real_ismount(path))
+    capsys.readouterr()
+    assert run_prepare([tmp_path / "in"], volume, quiet=False) == volume
+    assert "is up to date" in capsys.readouterr().out and sorted(os.listdir(volume)) == contents
+    with pytest.raises(PrepareError, match=r"volume is a mount point"):  # rebuilt, it would be renamed: refused
+        run_prepare([tmp_path / "in"], volume, force=True)
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak memory from /proc (Linux)")
 @pytest.mark.parametrize("suffix, times", [(".jsonl", 8), (".json", 4.5)])
 def test_a_large_record_is_not_held_in_many_copies_while_it_is_prepared(tmp_path, suffix, times):
