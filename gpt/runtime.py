@@ -96,20 +96,22 @@ def signals_end_the_process():
     Joining the process group waits for the others (a process launched by hand whose rank 0 never came, a
     stale WORLD_SIZE and MASTER_* exported) up to its timeout, 30 minutes on gloo, in torch's C++ connect
     loop, where Python's handlers never run: both signals did nothing there (hunt 44-d D6). Nothing is
-    written before the join, so nothing is lost. A SIGINT the process was started ignoring stays ignored."""
+    written before the join, so nothing is lost. A SIGINT the process was started ignoring stays ignored,
+    and a handler set outside Python is left alone."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s, handler in previous.items():
-        if handler != signal.SIG_IGN:
-            signal.signal(s, signal.SIG_DFL)
+    # (None: a handler set outside Python, which getsignal cannot give back: left alone, where SIG_DFL stayed in its
+    # place after the join, hunt 44-g G4)
+    previous = {s: handler for s in (signal.SIGINT, signal.SIGTERM)
+                if (handler := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
+    for s in previous:
+        signal.signal(s, signal.SIG_DFL)
     try:
         yield
     finally:
         for s, handler in previous.items():
-            if handler is not None:  # (None: a handler set outside Python, which getsignal cannot give back)
-                signal.signal(s, handler)
+            signal.signal(s, handler)
 
 
 def leave_distributed() -> None:

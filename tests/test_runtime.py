@@ -146,6 +146,27 @@ with sigterm_raises():  # (as train.main runs it)
         proc.communicate()
 
 
+def test_a_handler_set_outside_python_is_left_alone_by_the_join(monkeypatch):
+    # signal.getsignal says None of a handler set outside Python (a program that embeds it), which cannot be put back:
+    # the join put SIG_DFL in its place all the same and, unable to restore it, left SIG_DFL after it, so that
+    # signal then ended the process where the program's own handler had run (review, hunt 44-g G4). Left alone, as
+    # gpt.atomic.python_signals_held leaves it.
+    import gpt.runtime
+
+    own = lambda signum, frame: None  # noqa: E731 (what the process has, as far as the OS is concerned)
+    before = signal.signal(signal.SIGTERM, own)
+    real_getsignal = signal.getsignal
+    monkeypatch.setattr(gpt.runtime.signal, "getsignal",
+                        lambda s: None if s == signal.SIGTERM else real_getsignal(s))
+    try:
+        with gpt.runtime.signals_end_the_process():
+            inside = real_getsignal(signal.SIGTERM)
+        after = real_getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert inside is own and after is own
+
+
 def test_more_torchrun_processes_on_a_machine_than_gpus_is_one_line(monkeypatch):
     # torchrun --nproc_per_node=4 on a machine with 2 GPUs: torch.cuda.set_device's "invalid device ordinal"
     # was a traceback from each process past them (hunt 37-e E3); the first one past them says it, once
