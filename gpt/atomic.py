@@ -60,6 +60,8 @@ def replace_files(renames: list[tuple[Path, Path]]) -> None:
                 try:
                     os.replace(tmp, path)
                 except OSError as e:
+                    if len(renames) == 1:  # (alone, nothing to put back: its own error, hunt 44-g G5)
+                        raise
                     raise _renames_undone(e, path, done, kept) from None
                 done.append(path)
             for directory in dict.fromkeys(path.parent for _, path in renames):
@@ -101,7 +103,7 @@ def _renames_undone(e: OSError, failed: Path, done: list[Path], kept: list[tuple
             left.append(path.name)
     with contextlib.suppress(OSError):
         fsync_dir(failed.parent)
-    names = ", ".join(dict.fromkeys(path.name for path, _, _ in kept)) or failed.name
+    names = ", ".join(dict.fromkeys(path.name for path, _, _ in kept))
     if left:
         outcome = f"{', '.join(left)} could not be put back: {names} do not belong together"
     else:

@@ -248,6 +248,29 @@ def test_a_rename_that_fails_part_way_leaves_the_old_pair_whole(tmp_path, monkey
     assert left == ({"weights": "old", "config": "old", ".tmp-config": "new"} if existed else {".tmp-config": "new"})
 
 
+def test_a_single_file_whose_rename_fails_gets_its_own_error(tmp_path, monkeypatch):
+    # replace_file (a shard, alone) went through the pair's undoing too, and its error became "Permission denied
+    # replacing x; x are as they were": a pair's words, of one file, with its name twice. Alone there is nothing
+    # to put back, and the rename's own error says it (review, hunt 44-g G5)
+    import os
+
+    import gpt.atomic
+    from gpt.atomic import replace_file
+
+    (tmp_path / "x").write_text("old")
+    (tmp_path / ".tmp-x").write_text("new")
+    refused = PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(tmp_path / "x"))
+
+    def refuse(src, dst):
+        raise refused
+
+    monkeypatch.setattr(gpt.atomic.os, "replace", refuse)
+    with pytest.raises(PermissionError) as raised:
+        replace_file(tmp_path / ".tmp-x", tmp_path / "x")
+    assert raised.value is refused and raised.value.strerror == os.strerror(errno.EPERM)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"x": "old", ".tmp-x": "new"}
+
+
 def test_a_rename_that_fails_part_way_without_hard_links_says_the_pair_is_parted(tmp_path, monkeypatch):
     # (hunt 44-a A3) a filesystem without hard links keeps no second name to put the old file back by: the
     # error says so, rather than that the files are as they were
