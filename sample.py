@@ -455,7 +455,7 @@ def sample(args: argparse.Namespace) -> int:
                else "beside the compiled step, which has its own")
         print(f"note: --cuda_graph applies to the eager cached decode step on CUDA; ignored {why}", file=sys.stderr)
     cfg = model.config
-    print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
+    print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layer{'s' if cfg.n_layer != 1 else ''}, "
           f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
           f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)

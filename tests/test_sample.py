@@ -1328,6 +1328,13 @@ def test_one_token_is_said_in_the_singular(capsys, run_dir):
     assert "1 sample (1 length), 1 token in " in err
 
 
+def test_one_layer_is_said_in_the_singular(capsys, tmp_path):
+    # the header said "1 layers" of a one-layer model, beside the plurals hunt 44-b B5 mended (review, hunt 44-g G7)
+    one_layer = make_run(tmp_path / "out", config={"n_layer": 1})
+    rc, out, err = cli(capsys, f"--out_dir={one_layer}", "--max_new_tokens=1", "--device=cpu")
+    assert rc == 0 and "M parameters, 1 layer, context 32," in err
+
+
 @pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
 def test_a_utf16_or_utf32_prompt_is_one_line_naming_the_encoding(capsys, run_dir, tmp_path, monkeypatch, encoding,
                                                                    name):
