@@ -878,7 +878,7 @@ class GPT(nn.Module):
             model.load_weights(state_dict, assign=True)
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
             raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
-        eos = _json_value(path / "config.json", "eos_token_id")
+        eos = _json_object(path / "config.json").get("eos_token_id")
         if isinstance(eos, int) and not isinstance(eos, bool) and 0 <= eos < config.vocab_size:
             model.export_eot_token = eos
         return model
@@ -982,22 +982,18 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
                              f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
 
 
+def _json_object(path: Path) -> dict:
+    """A JSON object in a file; empty where it is not one (or not there)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _json_keys(path: Path) -> set:
     """The keys of a JSON object in a file; empty where it is not one (or not there)."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
-    return set(value) if isinstance(value, dict) else set()
-
-
-def _json_value(path: Path, key: str):
-    """The value of `key` in a JSON object in a file; None where it is not one (or not there)."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value.get(key) if isinstance(value, dict) else None
+    return set(_json_object(path))
 
 
 def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
