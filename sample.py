@@ -21,8 +21,8 @@ The context: a prompt longer than the model's block_size keeps its last block_si
 warning says how many were dropped). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
 continues through the KV cache (the cached and uncached paths produce the same tokens in float32).
-Samples that ran past it, whose last tokens were drawn without the prompt's beginning, get a note on
-stderr, with the --max_new_tokens that keeps the prompt in view.
+Samples of a prompt that ran past it, whose last tokens were drawn without the prompt's beginning, get a
+note on stderr, with the --max_new_tokens that keeps the prompt in view.
 
 Models fine-tuned on instruction data (prompt/response, Alpaca or messages records; see
 gpt/instruct.py for the template): --instruction=TEXT (or FILE:path, or -) wraps the text in the
@@ -497,8 +497,9 @@ def sample(args: argparse.Namespace) -> int:
         else:
             out.write(prompt_text + s.text + "\n" + SEPARATOR + "\n")
     out.flush()
-    # (an empty prompt is the end-of-text, which no one typed)
-    if note := past_context_note(samples, model.config.block_size, prompt="the prompt" if prompt_text else "the text"):
+    # Not for an empty prompt (the end-of-text, which no one typed): there is nothing of it to lose, and the default
+    # 500 tokens run past a small model's context at every plain `python sample.py` (review 44-g G6)
+    if prompt_text and (note := past_context_note(samples, model.config.block_size)):
         print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)

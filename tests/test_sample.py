@@ -1387,9 +1387,12 @@ def test_a_sample_that_runs_past_the_context_says_so_once(capsys, run_dir, monke
                                         "beginning (--max_new_tokens=28 or fewer keeps it in view)\n") in err
     rc, out, err = cli(capsys, *args, "--max_new_tokens=28")
     assert rc == 0 and json.loads(out)["tokens"] == 28 and "note:" not in err
-    rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json")  # from end-of-text
-    assert rc == 0 and "note: all 3 samples ran past" in err and "their tokens after the first 32 were drawn " \
-                                                                 "without the text's beginning" in err
+    rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json", "--start=hi")
+    assert rc == 0 and "note: all 3 samples ran past" in err and "their tokens after the first 31 were drawn " \
+                                                                 "without the prompt's beginning" in err
+    # an empty prompt (end-of-text) has nothing to lose: no note, where a plain `python sample.py` had one at each run
+    rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json")
+    assert rc == 0 and [json.loads(line)["tokens"] for line in out.splitlines()] == [40] * 3 and "note:" not in err
 
 
 def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_dir):
