@@ -1429,12 +1429,21 @@ def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path)
     """At exit under torchrun: a collective that failed because another process is gone becomes one
     line (LostPeer) instead of gloo's traceback. The processes of rank 0's machine, where rank 0 saves, say
     what is on disk: rank 0 alone did, and where it was the one gone (the OOM killer, kill -9), no line named
-    the checkpoint a resume takes (hunt 44-d D4)."""
+    the checkpoint a resume takes (hunt 44-d D4). Only where that machine is known: processes started by hand
+    (no torchrun's GROUP_RANK) on several machines would each say what their own disk holds, "no checkpoint has
+    been saved" where out_dir is another machine's (review 44-g G11)."""
     if e is not None and lost_peer(e):
         why = re.sub(r"^\[[^]]*\] ", "", str(e).splitlines()[0]).split(". ")[0]  # gloo's source line left out
         raise LostPeer(f"lost contact with another process of this run ({why}): it stopped or failed, and its own "
                        f"message or torchrun's report says why"
-                       + (f"; {latest_note(out_dir)}" if on_rank_0s_machine() else "")) from None
+                       + (f"; {latest_note(out_dir)}" if knows_rank_0s_disk() else "")) from None
+
+
+def knows_rank_0s_disk() -> bool:
+    """Whether this process sees the disk rank 0 saves to: rank 0 itself, the processes of its machine where
+    torchrun says which that is (GROUP_RANK), or all where the job runs on one machine."""
+    return (os.environ.get("RANK", "0").strip() == "0" or on_one_machine()
+            or ("GROUP_RANK" in os.environ and on_rank_0s_machine()))
 
 
 def typed_device(argv: list[str]) -> str:

@@ -1068,6 +1068,25 @@ sys.exit(train.main(sys.argv[1:]))
     assert open_checkpoint(out).meta["step"] == 4
 
 
+@pytest.mark.parametrize("env, names_it", [
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}, True),  # torchrun, one machine
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}, True),  # rank 0's machine
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "1"}, False),  # another machine
+    ({"RANK": "1", "WORLD_SIZE": "2"}, False),  # started by hand, which machine unknown
+    ({"RANK": "0", "WORLD_SIZE": "2"}, True)])
+def test_a_lost_peer_names_the_checkpoint_only_where_rank_0s_disk_is_known(tmp_path, monkeypatch, env, names_it):
+    # A process started by hand (no GROUP_RANK) on another machine than rank 0's said "no checkpoint has been
+    # saved in out", its own disk's word of a directory rank 0 holds elsewhere (review 44-g G11)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(train.LostPeer) as lost:
+        train.report_lost_peer(None, RuntimeError("[gloo] Connection reset by peer"), None, out_dir=tmp_path / "out")
+    assert str(lost.value).endswith(f"; no checkpoint has been saved in {tmp_path / 'out'}") == names_it
+    assert str(lost.value).startswith("lost contact with another process of this run (")
+
+
 @pytest.mark.parametrize("dropout", ["0.1", "0.0"])
 def test_the_note_on_a_resume_with_another_process_count_is_said_where_dropout_differs(byte_data, tmp_path, capsys,
                                                                                         dropout):
