@@ -40,15 +40,22 @@ def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
     start_of_text: the bytes begin a file or stream, where a byte order mark (Windows editors and
     PowerShell write one) is dropped, as data preparation drops it: the model never saw it. There, a
     UTF-16 or UTF-32 mark (Notepad's "Unicode", PowerShell 5's `>`) names the encoding, as data preparation
-    does: "not valid UTF-8 (invalid start byte at byte 0)" left the user to guess (hunt 44-b B4)."""
+    does: "not valid UTF-8 (invalid start byte at byte 0)" left the user to guess (hunt 44-b B4). UTF-16
+    without a mark (iconv's, Python's "utf-16-le") is valid UTF-8 where it is ASCII with NULs between: it was
+    the prompt, NULs and all (review 44-g G10); it is told as data preparation tells it (gpt.sources.wide_text)."""
     try:
-        return data.decode("utf-8-sig" if start_of_text else "utf-8")
+        text = data.decode("utf-8-sig" if start_of_text else "utf-8")
+        error = None
     except UnicodeDecodeError as e:
-        from gpt.sources import wide_encoding  # (only here: it imports the data sources' modules)
+        text, error = None, e
+    if start_of_text and (error is not None or "\0" in text):
+        from gpt.sources import wide_text  # (only here: it imports the data sources' modules)
 
-        if start_of_text and (encoding := wide_encoding(data)):
-            raise UsageError(f"{where}: {encoding} text (its byte order mark), not UTF-8: save it as UTF-8") from None
-        raise UsageError(f"{where}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+        if wide := wide_text(data):
+            raise UsageError(f"{where}: {wide[0]} text ({wide[1]}), not UTF-8: save it as UTF-8")
+    if error is not None:
+        raise UsageError(f"{where}: not valid UTF-8 ({error.reason} at byte {error.start})")
+    return text
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:

@@ -1350,6 +1350,22 @@ def test_a_utf16_or_utf32_prompt_is_one_line_naming_the_encoding(capsys, run_dir
     assert rc == 1 and err == f"sample.py: error: stdin (--instruction=-): {said}"
 
 
+@pytest.mark.parametrize("encoding, order", [("utf-16-le", "little-endian"), ("utf-16-be", "big-endian")])
+def test_a_utf16_prompt_without_a_byte_order_mark_is_named_not_taken_with_its_nuls(capsys, run_dir, tmp_path, encoding,
+                                                                                  order):
+    # ASCII in UTF-16 without a mark (iconv's, Python's "utf-16-le") is valid UTF-8, a NUL beside each letter: it was
+    # the prompt, NULs and all, without a word (review 44-g G10); data preparation names it (hunt 44-c C3)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes("ROMEO:\nBut soft, what light\n".encode(encoding))
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--start=FILE:{prompt}")
+    assert rc == 1 and out == "" and err == (f"sample.py: error: the prompt file {prompt}: UTF-16 text ({order}, "
+                                             "without a byte order mark), not UTF-8: save it as UTF-8\n")
+    prompt.write_bytes(b"ROMEO\0:\n")  # a NUL alone, no UTF-16: the prompt as given, as before
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", f"--start=FILE:{prompt}", "--max_new_tokens=1",
+                       "--json")
+    assert rc == 0 and json.loads(out)["prompt"] == "ROMEO\0:\n"
+
+
 def test_the_repetition_penalty_never_counts_the_end_of_text_a_prompt_starts_from():
     # An empty --start, and every instruction and chat prompt, starts from end-of-text: penalised as a token seen,
     # it made every sample less likely to end (hunt 44-b B3). A model whose every position predicts end-of-text
