@@ -28,7 +28,7 @@ from typing import IO, Callable, Iterable, Iterator
 
 import torch
 
-from gpt.errors import Terminated, UsageError
+from gpt.errors import Terminated, UsageError, WideText
 from gpt.files import decode_utf8
 from gpt.generation import Sample, crop_prompt, generate_samples, past_context_note
 from gpt.instruct import RecordError, parse_json, prompt_ids, to_messages
@@ -175,6 +175,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
     conversation to keep; this said "there" of --json too: hunt 42-f F2) end it as before. Where the answer so
     stopped was not streamed, end_echoed_line() is called before its warning: the terminal echoed "^C" at the
     start of the line the warning would take (sample.py: a new line on stderr where stderr is a terminal).
+    A stream in UTF-16 or UTF-32, told by its first line, ends it (WideText): not one line of it is UTF-8.
     Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
@@ -197,6 +198,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         try:
             text = (line if isinstance(line, str) else decode_utf8(line, f"line {lineno}", start_of_text=lineno == 1)
                     ).rstrip("\r\n")
+        except WideText:  # (the whole stream is UTF-16 or UTF-32: each line after the first, a NUL before each
+            raise  # letter, is valid UTF-8 and was answered, NULs and all: hunt 44-h H1)
         except UsageError as e:
             refuse(str(e))
             text = ""  # refused: nothing to answer

@@ -230,6 +230,11 @@ class UsageError(Exception):
     exit_status = 1
 
 
+class WideText(UsageError):
+    """Text in UTF-16 or UTF-32 where UTF-8 was expected (named by its byte order mark or its NULs): a whole
+    file's or stream's encoding, not one line's."""
+
+
 class ConfigError(UsageError, ValueError):
     """An option or preset that is unknown, mistyped or inconsistent."""
 

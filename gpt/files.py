@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.errors import UnreadableFile, UsageError
+from gpt.errors import UnreadableFile, UsageError, WideText
 
 
 def safetensors_error() -> type:
@@ -52,7 +52,7 @@ def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
         from gpt.sources import wide_text  # (only here: it imports the data sources' modules)
 
         if wide := wide_text(data):
-            raise UsageError(f"{where}: {wide[0]} text ({wide[1]}), not UTF-8: save it as UTF-8")
+            raise WideText(f"{where}: {wide[0]} text ({wide[1]}), not UTF-8: save it as UTF-8")
     if error is not None:
         raise UsageError(f"{where}: not valid UTF-8 ({error.reason} at byte {error.start})")
     return text

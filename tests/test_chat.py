@@ -13,6 +13,7 @@ import torch
 import sample
 from gpt.chat import Answerer, answer_instruction, chat, fit_context
 from gpt.checkpoint import load_base_model, save_checkpoint
+from gpt.errors import UsageError
 from gpt.generation import Sample
 from gpt.instruct import prompt_ids
 from gpt.lora import LoRAConfig, apply_lora
@@ -538,13 +539,18 @@ def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
                       "token was dropped"]
 
 
-def test_a_conversation_in_utf16_names_the_encoding():
+@pytest.mark.parametrize("encoding, said", [("utf-16", "its byte order mark"),
+                                             ("utf-16-le", "little-endian, without a byte order mark")])
+def test_a_conversation_in_utf16_names_the_encoding_and_answers_none_of_it(encoding, said):
     # PowerShell 5's `Get-Content q.txt | python sample.py --chat` pipes UTF-16: its first line was "not valid UTF-8
-    # (invalid start byte at byte 0)" (hunt 44-b B4)
-    warned = []
-    lines = io.BytesIO("Who says: hi\nAnd then?\n".encode("utf-16"))
-    errors, _ = chat(sampling_answerer(max_new_tokens=1, warn=warned.append), lines, io.StringIO())
-    assert errors >= 1 and warned[0] == "line 1: UTF-16 text (its byte order mark), not UTF-8: save it as UTF-8"
+    # (invalid start byte at byte 0)" (hunt 44-b B4). The whole stream is UTF-16, not its first line: each line after
+    # it, a NUL before each letter ("\0A\0n\0d..."), is valid UTF-8 and was answered, NULs and all (hunt 44-h H1)
+    warned, out = [], io.StringIO()
+    lines = io.BytesIO("Who says: hi\nAnd then?\n".encode(encoding))
+    with pytest.raises(UsageError) as refused:
+        chat(sampling_answerer(max_new_tokens=1, warn=warned.append), lines, out)
+    assert str(refused.value) == f"line 1: UTF-16 text ({said}), not UTF-8: save it as UTF-8"
+    assert warned == [] and out.getvalue() == ""
 
 
 def test_an_answer_that_runs_past_the_context_says_so_once():
