@@ -444,10 +444,18 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     # resume does not apply either): a resume given only --warmup_iters=2 was refused against the
     # default's budget (review 31), and with --config=shakespeare-cpu against the preset's (hunt 34-b B6).
     # A count is put in for the check; resume_config puts the saved count in and checks the merged config.
-    counted = converted.get("init_from") == "resume" and "max_iters" not in overrides
-    cfg = TrainConfig(**{**converted, "max_iters": 10**9} if counted else converted)
+    resuming = converted.get("init_from") == "resume"
+    counted = resuming and "max_iters" not in overrides
+    # And a resume's weight_decay meets the run's optimizer and learning rates, which only the saved config holds: it
+    # was checked against the defaults' Muon rate, and an AdamW run at 3e-3 started with --weight_decay=100 was refused
+    # its resume with the same value (hunt 44-h H2). A negative one is refused at once, as before.
+    decay_put_off = resuming and converted.get("weight_decay", -1) >= 0
+    cfg = TrainConfig(**{**converted, **({"max_iters": 10**9} if counted else {}),
+                         **({"weight_decay": 0.0} if decay_put_off else {})})
     if counted and "max_iters" in converted:
         cfg.max_iters = converted["max_iters"]  # the preset's, as read (preset_not_applied names it)
+    if decay_put_off:
+        cfg.weight_decay = converted["weight_decay"]
     return cfg, keys
 
 

@@ -3360,6 +3360,22 @@ def test_a_resume_typed_with_another_optimizer_gives_advice_on_the_runs_own_data
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(text)
 
 
+def test_a_resume_checks_its_weight_decay_against_the_runs_own_learning_rates(byte_data, tmp_path, capsys):
+    # The resume's typed --weight_decay was checked against the defaults' Muon rate (0.015) before the saved config
+    # was read: an AdamW run at 3e-3 with --weight_decay=100 (0.3 a step) started, and its resume with the same
+    # value was refused, "weight_decay (100) x muon_learning_rate (0.015) must be < 1" (hunt 44-h H2)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=100", f"--out_dir={out}"]
+    assert train.main([*common, "--optimizer=adamw", "--weight_decay=100", "--max_iters=2"]) == 0
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--weight_decay=100", "--max_iters=3"]) == 0
+    assert open_checkpoint(out).meta["config"]["weight_decay"] == 100
+    capsys.readouterr()
+    # the run's own rate still bounds it: 400 x 3e-3 is 1.2
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--weight_decay=400", "--max_iters=4"]) == 1
+    assert "weight_decay (400) x learning_rate (0.003) must be < 1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("typed, kept", [(["--n_layer=3"], "n_layer"), (["--tokenizer=gpt2"], "tokenizer"),
                                          (["--block_size=64", "--optimizer=muon"], "block_size")])
 def test_a_resume_typed_with_another_architecture_gives_advice_that_works(tmp_path, capsys, typed, kept):
