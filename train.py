@@ -472,8 +472,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if cfg.fp8 and not did_compile and device.type == "cuda":
             print("note: --fp8 without torch.compile is slower than bf16 (its scaling and casts run as kernels of "
                   "their own; torchao's float8 is meant to be compiled): use --compile=true")
-        print(f"model {model.config.n_layer} layers, {model.config.n_head} heads, {model.config.n_embd} wide, "
-              f"context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, {trainable / 1e6:.2f}M trained"
+        layers, heads = model.config.n_layer, model.config.n_head  # ("1 layers, 1 heads": hunt 44-h H3)
+        print(f"model {layers} layer{'s' if layers != 1 else ''}, {heads} head{'s' if heads != 1 else ''}, "
+              f"{model.config.n_embd} wide, context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, "
+              f"{trainable / 1e6:.2f}M trained"
               + (f" (from {base['base']})" if base else ""))
         print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
               f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "

@@ -3360,6 +3360,14 @@ def test_a_resume_typed_with_another_optimizer_gives_advice_on_the_runs_own_data
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(text)
 
 
+def test_a_one_layer_one_head_model_is_said_in_the_singular(byte_data, tmp_path, capsys):
+    # "model 1 layers, 1 heads, 16 wide" (measured); sample.py's header was mended (review 44-g G7), not this line
+    # (hunt 44-h H3)
+    assert train.main([f"--data={byte_data}", *TINY, "--n_layer=1", "--n_head=1", "--max_iters=1", "--eval_interval=100",
+                       f"--out_dir={tmp_path / 'out'}"]) == 0
+    assert "\nmodel 1 layer, 1 head, 32 wide, context 32: " in capsys.readouterr().out
+
+
 def test_a_resume_checks_its_weight_decay_against_the_runs_own_learning_rates(byte_data, tmp_path, capsys):
     # The resume's typed --weight_decay was checked against the defaults' Muon rate (0.015) before the saved config
     # was read: an AdamW run at 3e-3 with --weight_decay=100 (0.3 a step) started, and its resume with the same
