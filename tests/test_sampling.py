@@ -34,6 +34,10 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert torch.isfinite(out).tolist() == [[True, False, False, False]]  # the top token always stays
     # a mass that reaches top_p exactly is the nucleus (four equal tokens: sums exact in binary; hunt 31-b P3)
     assert torch.isfinite(filter_logits(torch.zeros(2, 4), top_p=0.5)).sum(-1).tolist() == [2, 2]
+    # and a row not already in order of probability keeps the same tokens where they stand: every row
+    # above was sorted, and a nucleus left in sorted order, not scattered back, passed this test (hunt 44-i I1)
+    shuffled = torch.tensor([[0.05, 0.3, 0.15, 0.5]])
+    assert torch.isfinite(filter_logits(shuffled.log(), top_p=0.75)).tolist() == [[False, True, False, True]]
 
 
 def test_the_nucleus_compiles_in_one_graph_with_the_eager_result_on_a_gpt2_wide_row():
