@@ -427,9 +427,13 @@ def test_sampling_is_reproducible_with_a_seeded_generator():
 
 
 def test_generate_leaves_training_mode_as_it_was():
-    model = tiny_model().train()
-    model.generate(torch.zeros(1, 1, dtype=torch.long), 3)
-    assert model.training
+    # and draws in eval mode, dropout off: without its self.eval() a training model generated through its
+    # dropout, and this test, whose model stayed in training mode either way, still passed (hunt 44-i I2)
+    model = tiny_model(dropout=0.5)
+    prompt = torch.randint(0, 97, (2, 4))
+    greedy = model.eval().generate(prompt, 8, temperature=0)
+    assert not model.training
+    assert torch.equal(model.train().generate(prompt, 8, temperature=0), greedy) and model.training
 
 
 def test_generate_with_prompt_longer_than_block_keeps_its_last_window():
