@@ -1040,9 +1040,14 @@ def test_the_weights_file_gets_the_umask_mode_as_the_others_do(tmp_path):
     # safetensors creates its file 0600: a run directory shared with a group had weights only its owner could read.
     import stat
 
-    ckpt = save(tmp_path, 1, make_model())
+    old_umask = os.umask(0o027)  # one that no file mode of safetensors' or tempfile's own (0600) equals
+    try:
+        ckpt = save(tmp_path, 1, make_model())
+    finally:
+        os.umask(old_umask)
     modes = {f: stat.S_IMODE((ckpt / f).stat().st_mode) for f in ("model.safetensors", "state.pt", "meta.json")}
-    assert len(set(modes.values())) == 1, modes
+    # the umask's mode itself: files all made 0600 agreed with each other, and passed (hunt 44-i I3)
+    assert set(modes.values()) == {0o640}, modes
 
 
 def test_a_lora_base_changed_anywhere_in_its_file_is_seen(tmp_path, monkeypatch):
