@@ -145,15 +145,24 @@ def test_top_k_1_equals_greedy(capsys, run_dir):
     assert top1[0]["text"] == greedy[0]["text"]
 
 
-def test_top_p_none_is_off_as_the_refusal_of_a_bad_top_p_says(capsys, run_dir):
+def test_top_p_none_is_off_as_the_refusal_of_a_bad_top_p_says(capsys, run_dir, monkeypatch):
     # "top_p must be in (0, 1] (1 or None to disable)", but --top_p=none was refused: invalid float
     # value (hunt, session 24)
     rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--top_p=0")
     assert rc == 1 and "(1 or None to disable)" in err, err
+    # What reaches generation, from sample and chat: sample.py passing top_p=None whatever --top_p said
+    # made every sample "off", and the comparison of off with off below still passed (hunt 44-i I4)
+    nuclei, generate_tokens = [], GPT.generate_tokens
+    monkeypatch.setattr(GPT, "generate_tokens", lambda self, idx, n, temperature, top_k, top_p, *a, **k: (
+        nuclei.append(top_p), generate_tokens(self, idx, n, temperature, top_k, top_p, *a, **k))[1])
     args = ("--start=abc", "--temperature=1", "--top_k=none", "--seed=3", "--max_new_tokens=24")
     off = cli_json(capsys, run_dir, *args, "--top_p=1")
     for none in "none", "None":
         assert [s["text"] for s in cli_json(capsys, run_dir, *args, f"--top_p={none}")] == [s["text"] for s in off]
+    cli_json(capsys, run_dir, *args, "--top_p=0.5")
+    monkeypatch.setattr(sample.sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Hi\n")))
+    cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--chat", "--max_new_tokens=3", "--top_p=0.25")
+    assert nuclei == [1.0, None, None, 0.5, 0.25]
 
 
 def test_same_seed_same_samples_different_seed_different(capsys, run_dir):
