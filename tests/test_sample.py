@@ -139,10 +139,18 @@ def test_greedy_samples_of_one_batch_are_said_to_be_the_same(capsys, run_dir):
         assert rc == 0 and "note: " not in err
 
 
-def test_top_k_1_equals_greedy(capsys, run_dir):
+def test_top_k_1_equals_greedy(capsys, run_dir, monkeypatch):
     greedy = cli_json(capsys, run_dir, "--start=abc", "--temperature=0", "--max_new_tokens=24")
     top1 = cli_json(capsys, run_dir, "--start=abc", "--temperature=1.3", "--top_k=1", "--seed=5", "--max_new_tokens=24")
     assert top1[0]["text"] == greedy[0]["text"]
+    # in a chat too: sample.py's --chat passing top_k=None whatever --top_k said passed this file and
+    # tests/test_chat.py (hunt 44-i I5)
+    answers = []
+    for options in (["--temperature=0"], ["--temperature=1.3", "--top_k=1", "--seed=5"]):
+        monkeypatch.setattr(sample.sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Hi\n")))
+        rc, out, _ = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--chat", "--max_new_tokens=24", *options)
+        answers.append(out)
+    assert rc == 0 and answers[0].strip() and answers[0] == answers[1], answers
 
 
 def test_top_p_none_is_off_as_the_refusal_of_a_bad_top_p_says(capsys, run_dir, monkeypatch):
