@@ -210,6 +210,17 @@ def test_cached_and_uncached_greedy_agree_past_the_block_size(capsys, run_dir, m
     n = uncached[0]["tokens"]
     assert lengths == [16 + i % 17 for i in range(n)]
     assert cached_lengths == [16 if i % 17 == 0 else 1 for i in range(n)]
+    # and in a chat: sample.py --chat passing use_cache=True whatever --use_cache said passed this file and
+    # tests/test_chat.py (hunt 44-i I6). Cached, its passes after the prompt's take one token; uncached, none does.
+    answers = []
+    for options in ([], ["--use_cache=false"]):
+        lengths.clear()
+        monkeypatch.setattr(sample.sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Once upon a time\n")))
+        rc, out, _ = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--chat", "--temperature=0",
+                         "--max_new_tokens=40", *options)
+        answers.append((rc, out, 1 in lengths))
+    assert answers[0][0] == 0 and answers[0][1].strip() and answers == [(0, answers[0][1], True),
+                                                                        (0, answers[0][1], False)], answers
 
 
 def test_the_repetition_penalty_reaches_the_model_from_sample_and_chat(capsys, run_dir, monkeypatch):
