@@ -3665,10 +3665,15 @@ def test_the_optimizers_step_at_the_scheduled_rates(byte_data, tmp_path, monkeyp
     def step_unless(optimizer, *args, **kwargs):
         parts = getattr(optimizer, "optimizers", [optimizer])
         rates.append({type(opt).__name__: [g["lr"] for g in opt.param_groups] for opt in parts})
+        settings.update((type(opt).__name__, (g["weight_decay"], g.get("betas")))
+                        for opt in parts for g in opt.param_groups)
         return real_step_unless(optimizer, *args, **kwargs)
-    monkeypatch.setattr(train, "step_unless", step_unless)
+    settings = set()  # and with the weight decay and betas given: train.py passing its defaults instead passed
+    monkeypatch.setattr(train, "step_unless", step_unless)  # every test of this file (hunt 44-i I7)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--muon_learning_rate=0.015",
-                       f"--out_dir={tmp_path / 'run'}"]) == 0
+                       "--weight_decay=0.05", "--beta1=0.8", "--beta2=0.9", f"--out_dir={tmp_path / 'run'}"]) == 0
+    assert {(name, decay) for name, (decay, _) in settings} == {("AdamW", 0.0), ("AdamW", 0.05), ("Muon", 0.05)}
+    assert {betas for name, (_, betas) in settings if name == "AdamW"} == {(0.8, 0.9)}
     # warmup 2 to 3e-3: (s + 1) / 3 of it; then a cosine from step 2 to 3e-4 at step 6
     expected = [1e-3, 2e-3, *(3e-4 + 2.7e-3 * (1 + math.cos(math.pi * (s - 2) / 4)) / 2 for s in range(2, 6))]
     assert [sorted(r) for r in rates] == [["AdamW", "Muon"]] * 6
