@@ -1004,26 +1004,21 @@ sys.exit(train.main(sys.argv[1:]))
     assert open_checkpoint(out).meta["step"] == 5
 
 
-def test_a_rank_killed_mid_run_leaves_the_other_one_line_with_what_is_on_disk(byte_data, tmp_path, capsys):
-    # Rank 1 dies (kill -9, a crash): rank 0's next collective fails in gloo, and torchrun sends it
-    # SIGTERM. That signal raised in its exit callbacks (here: as its last loss.png is drawn) and
-    # was reported as "interrupted before training started; nothing was saved", with checkpoints on
-    # disk and the lost process unsaid (hunt, session 26)
+def run_with_a_rank_killed_at_step_6(byte_data: Path, tmp_path: Path, rank: int, also: str = ""):
+    """(out_dir, the torchrun process, its one error line) of a 2-process run whose given rank is killed (SIGKILL:
+    the OOM killer, kill -9) once its step 6 is counted, saving every 4; `also`: more patching before train.main."""
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
 import train
-from gpt.metrics import Metrics
 from gpt.runtime import StepChecks
-add, close = StepChecks.add, Metrics.close
+add = StepChecks.add
 def add_then_die(self, step, *values):
     add(self, step, *values)
-    if step == 6 and os.environ["RANK"] == "1":
+    if step == 6 and os.environ["RANK"] == "{rank}":
         os.kill(os.getpid(), signal.SIGKILL)
-def close_under_sigterm(self, *args):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
-    os.kill(os.getpid(), signal.SIGTERM)
-    return close(self, *args)
-StepChecks.add, Metrics.close = add_then_die, close_under_sigterm
+StepChecks.add = add_then_die
+{also}
 sys.exit(train.main(sys.argv[1:]))
 """)
     out = tmp_path / "run"
@@ -1032,9 +1027,25 @@ sys.exit(train.main(sys.argv[1:]))
     lines = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
     assert len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith("train.py: error: lost contact with another process of this run (")
-    assert "by peer" in lines[0]  # gloo's "Connection reset by peer" or "Connection closed by peer"
-    assert lines[0].endswith(f"): it stopped or failed, and its own message or torchrun's report says why; "
-                             f"the latest checkpoint is still {out / 'ckpt-0000004'}")
+    return out, proc, lines[0]
+
+
+def test_a_rank_killed_mid_run_leaves_the_other_one_line_with_what_is_on_disk(byte_data, tmp_path, capsys):
+    # Rank 1 dies (kill -9, a crash): rank 0's next collective fails in gloo, and torchrun sends it
+    # SIGTERM. That signal raised in its exit callbacks (here: as its last loss.png is drawn) and
+    # was reported as "interrupted before training started; nothing was saved", with checkpoints on
+    # disk and the lost process unsaid (hunt, session 26)
+    out, proc, line = run_with_a_rank_killed_at_step_6(byte_data, tmp_path, rank=1, also="""
+from gpt.metrics import Metrics
+close = Metrics.close
+def close_under_sigterm(self, *args):  # torchrun's SIGTERM, as it reaches the survivor in its exit callbacks
+    os.kill(os.getpid(), signal.SIGTERM)
+    return close(self, *args)
+Metrics.close = close_under_sigterm
+""")
+    assert "by peer" in line  # gloo's "Connection reset by peer" or "Connection closed by peer"
+    assert line.endswith(f"): it stopped or failed, and its own message or torchrun's report says why; "
+                         f"the latest checkpoint is still {out / 'ckpt-0000004'}")
     assert f'File "{ROOT / "train.py"}"' not in proc.stderr  # no traceback of ours (torchrun prints its own report)
     assert open_checkpoint(out).meta["step"] == 4
     assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0  # on, in one process
@@ -1045,26 +1056,8 @@ def test_rank_0_killed_mid_run_leaves_the_others_a_line_with_what_is_on_disk(byt
     # Rank 0 dies (the OOM killer, kill -9): rank 1 said "lost contact with another process ... torchrun's
     # report says why" alone, without the checkpoint a resume takes, which rank 0 alone named and no
     # process was left to name (hunt 44-d D4). A process on rank 0's machine sees its out_dir.
-    probe = tmp_path / "probe.py"
-    probe.write_text(f"""import os, signal, sys
-sys.path.insert(0, {str(ROOT)!r})
-import train
-from gpt.runtime import StepChecks
-add = StepChecks.add
-def add_then_die(self, step, *values):
-    add(self, step, *values)
-    if step == 6 and os.environ["RANK"] == "0":
-        os.kill(os.getpid(), signal.SIGKILL)
-StepChecks.add = add_then_die
-sys.exit(train.main(sys.argv[1:]))
-""")
-    out = tmp_path / "run"
-    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=100", f"--out_dir={out}")
-    assert proc.returncode != 0
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
-    assert len(lines) == 1, proc.stderr[-3000:]
-    assert lines[0].startswith("train.py: error: lost contact with another process of this run (")
-    assert lines[0].endswith(f"; the latest checkpoint is still {out / 'ckpt-0000004'}")
+    out, _, line = run_with_a_rank_killed_at_step_6(byte_data, tmp_path, rank=0)
+    assert line.endswith(f"; the latest checkpoint is still {out / 'ckpt-0000004'}")
     assert open_checkpoint(out).meta["step"] == 4
 
 
