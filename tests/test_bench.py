@@ -682,7 +682,7 @@ def test_nanogpt_cpu_with_another_shape_times_the_stand_in_at_that_shape(tmp_pat
     # and its vocabulary: the byte tokenizer's 256 bytes and end-of-text, not nanoGPT's 65 characters
     # (with GPT-2's 50,257 it read 0.08x: hunt 33-b B2)
     assert shapes == [dict(V=257, T=32, B=4, C=32, L=1, H=2, record=1)]
-    assert ("the shape that ran (1 layers of 32, 2 heads, 4 x 32 tokens, 257 ids; not nanoGPT's recipe): 10.0 ms/iter"
+    assert ("the shape that ran (1 layer of 32, 2 heads, 4 x 32 tokens, 257 ids; not nanoGPT's recipe): 10.0 ms/iter"
             in out)
     tok_s = float(re.search(r"^  float32 adamw: [\d.]+ ms/step, ([\d,]+) tokens/s", out, re.M)[1].replace(",", ""))
     ratio = re.search(r"^  float32 adamw: ([\d.]+)x the reference's tokens/s$", out, re.M)  # the row says what ran
