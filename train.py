@@ -15,7 +15,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          log is in metrics.jsonl), and after another process of a torchrun job stopped or failed
          (the message names the latest checkpoint)
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
-         weights or the validation loss became non-finite (nothing of them is saved)
+         weights or the validation loss became non-finite, or the validation loss rose past
+         DIVERGED_LOSS_TIMES a uniform guess's (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
          large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
@@ -35,6 +36,9 @@ STARTED = time.monotonic()  # --time_budget counts from here: the imports below 
 import sys
 
 INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
+# A model that guesses uniformly scores ln(vocab_size) (5.55 nats for bytes, 10.8 for GPT-2's BPE); one ten times
+# worse on held-out text (on average e^-55 on the right byte) has blown up, finite or not.
+DIVERGED_LOSS_TIMES = 10
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
     from gpt.errors import one_line_on_ctrl_c
 
@@ -571,6 +575,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
+    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)
     checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
                         in_a_row=bad_in_a_row)
     # A budgeted run records from the end of its warmup, and times its steps again after the recorded
@@ -673,10 +678,14 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 profile_s += time.perf_counter() - t_profile
             t_eval = time.perf_counter()
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
-            if val_loss is not None and not math.isfinite(val_loss):  # (the same mean on every rank)
-                # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`.
-                say_error(f"train.py: error: the validation loss is {val_loss} at step {step}: the model diverged; "
-                          f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+            if val_loss is not None and not val_loss <= diverged_loss:  # (the same mean on every rank)
+                # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
+                # whose loss is finite but absurd (5,400 for a byte model at 30x its rate ended "done", saved as best).
+                past = "" if not math.isfinite(val_loss) else (
+                    f", over {DIVERGED_LOSS_TIMES} times a uniform guess's ln({data.vocab_size:,}) = "
+                    f"{math.log(data.vocab_size):.2f}")
+                say_error(f"train.py: error: the validation loss is {val_loss:.6g} at step {step}{past}: the model "
+                          f"diverged; stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
                 exit_status = 2
                 break
             if val_loss is not None:

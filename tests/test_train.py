@@ -4172,6 +4172,21 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
                      r"checkpoint has been saved in .*\. Try a lower learning_rate\.$", capsys.readouterr().err, re.M)
 
 
+def test_a_finite_but_absurd_validation_loss_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys):
+    # At 30x its rate (weights finite, no step non-finite) the byte model's validation loss was 8,748 at step 4 and
+    # 5,400 at step 12, and the run ended "done", status 0, that model saved as `best` (session 44's leftover).
+    out = tmp_path / "run"
+    rc = train.main([f"--data={byte_data}", *TINY, "--learning_rate=30", "--weight_decay=0", "--max_iters=12",
+                     "--eval_interval=4", f"--out_dir={out}"])
+    assert rc == 2 and not list(out.glob("ckpt-*")) and not (out / "best").exists()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "val_loss" in r] == [0]  # the absurd one is not logged
+    err = capsys.readouterr().err
+    assert re.search(r"^train\.py: error: the validation loss is [\d.e+]+ at step 4, over 10 times a uniform guess's "
+                     r"ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in .*\. Try a lower "
+                     r"learning_rate\.$", err, re.M), err[-2000:]
+
+
 def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
     # `export WORLD_SIZE=$N` with N unset: int() of it was a ValueError traceback (hunt 34-a A7)
     monkeypatch.setenv("WORLD_SIZE", "")
