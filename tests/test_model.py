@@ -1,5 +1,6 @@
 import math
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,15 @@ from gpt.errors import UnreadableFile
 from gpt.model import GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
+
+
+@pytest.fixture
+def umask_mode():
+    """The mode files get under umask 0o027 for the test: 0o640, a mode neither safetensors nor tempfile
+    give a file of their own (they make it 0600)."""
+    old_umask = os.umask(0o027)
+    yield 0o640
+    os.umask(old_umask)
 
 
 def tiny_model(seed=0, **overrides) -> GPT:
@@ -655,11 +665,12 @@ def test_from_pretrained_matches_transformers_logits(hf_gpt2):
     assert (ours - theirs).abs().max().item() <= 1e-4
 
 
-def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path):
+def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path, umask_mode):
     transformers, hf, path = hf_gpt2
     GPT.from_pretrained(str(path)).save_pretrained(tmp_path)
-    # readable by whoever may read config.json (safetensors alone would create it 0600)
-    assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "config.json").stat().st_mode
+    # readable by whoever may read config.json (safetensors alone would create it 0600): the umask's mode itself,
+    # since files both made 0600 agreed with each other and passed (session 44's leftover)
+    assert {stat.S_IMODE((tmp_path / f).stat().st_mode) for f in ("model.safetensors", "config.json")} == {umask_mode}
     back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     idx = torch.randint(0, 211, (2, 30))
     with torch.no_grad():
@@ -1062,7 +1073,7 @@ def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path,
     assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=2).transformer.wte.weight)
 
 
-def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch):
+def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch, umask_mode):
     # the weights were replaced, then config.json written and synced (1-4 ms): an export of another shape
     # stopped then left the new weights beside the old config, a pair that loaded nowhere (hunt 40-a A3).
     # Now both are written first, and Ctrl-C at the first rename comes once the second is done.
@@ -1088,7 +1099,7 @@ def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(t
     assert renamed == ["model.safetensors", "config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
     # with the permissions of the one before, not save_file's 0600, which the Ctrl-C kept (hunt 42-d D3)
-    assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "config.json").stat().st_mode
+    assert {stat.S_IMODE((tmp_path / f).stat().st_mode) for f in ("model.safetensors", "config.json")} == {umask_mode}
     loaded = GPT.from_pretrained(str(tmp_path))
     assert loaded.config.n_layer == 3
     assert torch.equal(loaded.transformer.wte.weight, tiny_model(seed=2, n_layer=3).transformer.wte.weight)
