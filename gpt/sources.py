@@ -122,22 +122,25 @@ def wide_encoding(data: bytes) -> str | None:
     return "UTF-16" if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else None
 
 
-def _utf16_byte_order(data: bytes) -> str | None:
-    """"little-endian" or "big-endian" where a file's first 8 KiB are UTF-16 text without a byte order mark (as
-    iconv, Python's "utf-16-le" and some exports write it), told by its NUL bytes: most of its characters' high
-    bytes (all of them in English), none of their low bytes (no NUL character); and the bytes read as that text,
-    nearly all of it printable. It was "looks binary (contains NUL bytes)" (hunt 44-c C3). A binary file's NULs
-    fall on both sides of its byte pairs (a header's zero fields, runs of zeros), and it is binary still."""
-    head = data[:8192][:len(data[:8192]) // 2 * 2]
-    for order, codec, high in (("little-endian", "utf-16-le", head[1::2]), ("big-endian", "utf-16-be", head[::2])):
-        if not high or high.count(0) * 2 < len(high):
-            continue
-        try:  # (strict; a character cut at 8 KiB held back)
-            text = codecs.getincrementaldecoder(codec)().decode(head)
-        except UnicodeDecodeError:
-            continue
-        if "\0" not in text and sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
-            return order
+def _wide_without_mark(data: bytes) -> tuple[str, str] | None:
+    """("UTF-32" or "UTF-16", "little-endian" or "big-endian") where a file's first 8 KiB are such text without a
+    byte order mark (as iconv, Python's "utf-16-le" and some exports write it), or None. Told by its NUL bytes:
+    the byte above each character's lowest is NUL for most of them (all of them in English), the lowest for none
+    (no NUL character); and the bytes read as that text, nearly all of it printable. It was "looks binary (contains
+    NUL bytes)" (hunt 44-c C3; UTF-32, session 44's leftover). A binary file's NULs fall on both sides of its byte
+    pairs (a header's zero fields, runs of zeros), and it is binary still; so are numbers as uint32 past 255."""
+    for encoding, width in (("UTF-32", 4), ("UTF-16", 2)):
+        head = data[:8192][:len(data[:8192]) // width * width]
+        for order, codec, high in (("little-endian", f"{encoding.lower()}-le", head[1::width]),
+                                   ("big-endian", f"{encoding.lower()}-be", head[width - 2::width])):
+            if not high or high.count(0) * 2 < len(high):
+                continue
+            try:  # (strict; a character cut at 8 KiB held back)
+                text = codecs.getincrementaldecoder(codec)().decode(head)
+            except UnicodeDecodeError:
+                continue
+            if "\0" not in text and sum(c.isprintable() or c.isspace() for c in text) >= 0.95 * len(text):
+                return encoding, order
     return None
 
 
@@ -146,8 +149,8 @@ def wide_text(data: bytes) -> tuple[str, str] | None:
     order mark, or its byte order), or None."""
     if encoding := wide_encoding(data):
         return encoding, "its byte order mark"
-    if order := _utf16_byte_order(data):
-        return "UTF-16", f"{order}, without a byte order mark"
+    if wide := _wide_without_mark(data):
+        return wide[0], f"{wide[1]}, without a byte order mark"
     return None
 
 

@@ -540,7 +540,8 @@ def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
 
 
 @pytest.mark.parametrize("encoding, said", [("utf-16", "its byte order mark"),
-                                             ("utf-16-le", "little-endian, without a byte order mark")])
+                                             ("utf-16-le", "little-endian, without a byte order mark"),
+                                             ("utf-32-be", "big-endian, without a byte order mark")])
 def test_a_conversation_in_utf16_names_the_encoding_and_answers_none_of_it(encoding, said):
     # PowerShell 5's `Get-Content q.txt | python sample.py --chat` pipes UTF-16: its first line was "not valid UTF-8
     # (invalid start byte at byte 0)" (hunt 44-b B4). The whole stream is UTF-16, not its first line: each line after
@@ -549,7 +550,7 @@ def test_a_conversation_in_utf16_names_the_encoding_and_answers_none_of_it(encod
     lines = io.BytesIO("Who says: hi\nAnd then?\n".encode(encoding))
     with pytest.raises(UsageError) as refused:
         chat(sampling_answerer(max_new_tokens=1, warn=warned.append), lines, out)
-    assert str(refused.value) == f"line 1: UTF-16 text ({said}), not UTF-8: save it as UTF-8"
+    assert str(refused.value) == f"line 1: {encoding[:6].upper()} text ({said}), not UTF-8: save it as UTF-8"
     assert warned == [] and out.getvalue() == ""
 
 

@@ -1181,6 +1181,8 @@ def test_utf16_without_a_byte_order_mark_is_named_as_such_and_binary_files_stay_
     notes = "Some notes, with a line break.\nAnd a second line: café.\n" * 200
     (tmp_path / "in" / "le.txt").write_bytes(notes.encode("utf-16-le"))
     (tmp_path / "in" / "be.txt").write_bytes(notes.encode("utf-16-be"))
+    (tmp_path / "in" / "le32.txt").write_bytes(notes.encode("utf-32-le"))  # "looks binary" (session 44's leftover)
+    (tmp_path / "in" / "be32.txt").write_bytes(notes.encode("utf-32-be"))
     # binary files with NUL bytes: a shard (its header's zero fields), little numbers as uint32, random bytes
     (tmp_path / "in" / "ids.bin").write_bytes(np.arange(65, 65 + 2000, dtype="<u4").tobytes())
     (tmp_path / "in" / "noise.bin").write_bytes(np.random.default_rng(0).integers(0, 256, 8192, np.uint8).tobytes())
@@ -1188,8 +1190,10 @@ def test_utf16_without_a_byte_order_mark_is_named_as_such_and_binary_files_stay_
         out = run_prepare([tmp_path / "in"], tmp_path / "out")
     assert sorted(str(w.message).split("/")[-1] for w in said) == [
         "be.txt: skipped, UTF-16 text (big-endian, without a byte order mark): save it as UTF-8",
+        "be32.txt: skipped, UTF-32 text (big-endian, without a byte order mark): save it as UTF-8",
         "ids.bin: skipped, looks binary (contains NUL bytes)",
         "le.txt: skipped, UTF-16 text (little-endian, without a byte order mark): save it as UTF-8",
+        "le32.txt: skipped, UTF-32 text (little-endian, without a byte order mark): save it as UTF-8",
         "noise.bin: skipped, looks binary (contains NUL bytes)"]
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
     shard = next((out / name for name in os.listdir(out) if name.endswith(".bin")))
