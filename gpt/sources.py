@@ -362,8 +362,24 @@ def _directory_files(path: Path) -> list[Path]:
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
             _say_dangling(here / broken)
+        for name in sorted(n for n in names if not n.startswith(".")):
+            _say_if_special(here / name)
     _say_backups_skipped(path, sorted(backups))
     return sorted(files)
+
+
+def _say_if_special(path: Path) -> None:
+    """A named pipe, socket or device among a directory's or glob's entries, skipped: said, as a link to nothing
+    is. A FIFO in an input directory was passed over without a word (hunt 44-c X2); given itself, it is refused
+    (expand_inputs). Not read: a FIFO's reader waits for a writer, a device's bytes are not a corpus."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # (gone since it was listed; a link to nothing, said apart)
+        return
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+             (stat.S_ISBLK, "a device"))
+    if kind := next((name for test, name in kinds if test(mode)), None):
+        warnings.warn(f"{path}: skipped, not a regular file ({kind})", PrepareWarning, stacklevel=3)
 
 
 def _say_dangling(link: Path) -> None:
@@ -445,6 +461,8 @@ def _glob_files(pattern: str) -> list[Path]:
         raise unsearchable(e) from None
     for link in (m for m in kept if m.is_symlink() and not m.exists()):
         _say_dangling(link)
+    for match in kept:
+        _say_if_special(match)
     if editor_backup(parts[-1]) or Path(parts[-1]).suffix.lower() in BACKUP_SUFFIXES:  # (a pattern that names
         return files  # backups, 'notes/*~' or '*.bak': asked for)
     matched = set(kept)  # (the files the pattern matched itself: a matched directory's are sorted out already)

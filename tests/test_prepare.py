@@ -1488,6 +1488,32 @@ def test_an_input_that_is_there_but_not_a_file_is_not_said_to_be_missing(tmp_pat
             sources.expand_inputs([str(item)])
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX: FIFOs")
+def test_a_fifo_or_socket_in_an_input_directory_or_glob_is_said_to_be_skipped(tmp_path):
+    # a FIFO in an input directory was passed over without a word (hunt 44-c X2), as a socket was
+    import socket
+
+    texts = write_docs(tmp_path / "in", 3)
+    os.mkfifo(tmp_path / "in" / "pipe.txt")
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(tmp_path / "in" / "s.sock"))
+        for item in (tmp_path / "in", f"{tmp_path}/in/*"):
+            with pytest.warns(PrepareWarning) as said:
+                files = sources.expand_inputs([str(item)])
+            assert sorted(f.name for f in files) == ["doc00.txt", "doc01.txt", "doc02.txt"]
+            assert [str(w.message) for w in said] == [
+                f"{tmp_path / 'in' / 'pipe.txt'}: skipped, not a regular file (a named pipe)",
+                f"{tmp_path / 'in' / 's.sock'}: skipped, not a regular file (a socket)"]
+        with pytest.warns(PrepareWarning) as said:
+            out = run_prepare([tmp_path / "in"], tmp_path / "out")  # (and nothing waits on the pipe for a writer)
+        assert [str(w.message).split("/")[-1] for w in said] == ["pipe.txt: skipped, not a regular file (a named pipe)",
+                                                                 "s.sock: skipped, not a regular file (a socket)"]
+    finally:
+        listener.close()
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(texts)
+
+
 def test_a_glob_that_matches_directories_reads_their_files(tmp_path):
     write_docs(tmp_path / "corp" / "part1", 2)
     write_docs(tmp_path / "corp" / "part2", 2)
