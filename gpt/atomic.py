@@ -87,6 +87,32 @@ def _second_name(path: Path) -> Path | None:
     return second
 
 
+def remove_dead_writers_parts(directory: Path, names: tuple[str, ...]) -> None:
+    """Remove what a writer killed outright (kill -9, a crash) left beside `names` in `directory`: its temp files
+    `.tmp-NAME.PID` and replace_files' second names `.tmp-old-NAME.PID`, where PID is no process of this machine. An
+    export's weights are hundreds of MB, and each kill left a hidden copy of the new ones, or a second name that kept
+    the old ones on disk (session 44's leftover, hunt 44-a A3). A live process's parts are left alone (two saves
+    into one directory at once); on a filesystem shared between machines, a save running on another one loses its
+    parts and fails in one line, the export it was replacing intact."""
+    for name in names:
+        for prefix in (TMP_PREFIX, f"{TMP_PREFIX}old-"):
+            for part in Path(directory).glob(f"{prefix}{name}.*"):
+                pid = part.name.rsplit(".", 1)[1]
+                if pid.isdigit() and not _process_alive(int(pid)):
+                    with contextlib.suppress(OSError):
+                        part.unlink()
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # (signal 0: nothing is sent, the process is only looked up)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: another user's process, alive)
+        return True
+    return True
+
+
 def _renames_undone(e: OSError, failed: Path, done: list[Path], kept: list[tuple[Path, bool, Path | None]]) -> OSError:
     """replace_files' error for a rename that failed, once the renames before it are undone: the old files
     back by their second names, a new file where there was none removed. One line, that says what is left."""

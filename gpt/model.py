@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.atomic import TMP_PREFIX, replace_files, same_mode_as
+from gpt.atomic import TMP_PREFIX, remove_dead_writers_parts, replace_files, same_mode_as
 from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
@@ -942,6 +942,7 @@ class GPT(nn.Module):
                              "whose adapters load onto these very weights: save the model to another directory (or "
                              f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
         out_dir.mkdir(parents=True, exist_ok=True)
+        remove_dead_writers_parts(out_dir, ("model.safetensors", "config.json"))
         tensors = {}
         for k, v in self.state_dict().items():
             if k == TIED_KEY:

@@ -1073,6 +1073,29 @@ def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path,
     assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=2).transformer.wte.weight)
 
 
+def test_save_pretrained_removes_what_a_save_killed_outright_left(tmp_path):
+    # a kill -9 between replace_files' second names and their removal left `.tmp-old-*` hard links, which kept the
+    # old weights on disk, beside the export; killed sooner, the `.tmp-*` new weights (session 44's leftover)
+    import subprocess
+    import sys
+
+    tiny_model(seed=1).save_pretrained(tmp_path)
+    killed = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); import gpt.atomic, torch; "
+              "from gpt.model import GPT, GPTConfig; "
+              "gpt.atomic.os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL); "
+              f"torch.manual_seed(2); GPT(GPTConfig(**{TINY!r})).save_pretrained(sys.argv[2])")
+    proc = subprocess.Popen([sys.executable, "-c", killed, str(Path(__file__).parents[1]), str(tmp_path)])
+    assert proc.wait(timeout=120) == -9
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-"))
+    assert left == [f".tmp-config.json.{proc.pid}", f".tmp-model.safetensors.{proc.pid}",
+                    f".tmp-old-config.json.{proc.pid}", f".tmp-old-model.safetensors.{proc.pid}"]
+    live = f".tmp-model.safetensors.{os.getppid()}"  # a live process's, saving into this directory too: left alone
+    (tmp_path / live).write_text("x"), (tmp_path / ".tmp-notes.txt.1").write_text("y")  # (and what is not an export's)
+    tiny_model(seed=1).save_pretrained(tmp_path)  # the next save
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".tmp-notes.txt.1", live, "config.json", "model.safetensors"])
+    assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=1).transformer.wte.weight)
+
+
 def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch, umask_mode):
     # the weights were replaced, then config.json written and synced (1-4 ms): an export of another shape
     # stopped then left the new weights beside the old config, a pair that loaded nowhere (hunt 40-a A3).
