@@ -1350,6 +1350,12 @@ def fit_line(records: list[dict], dropout: float) -> str:
     return line
 
 
+def exact_number(x: float) -> str:
+    """x as train.py should read it back: short (24, not 24.0) where that is exact, else all its digits. `{:g}`'s
+    six digits gave --time_budget=1234567 to train.py as 1.23457e+06, 1,234,570 s (hunt 44-c C8)."""
+    return f"{x:g}" if float(f"{x:g}") == x else repr(x)
+
+
 def bench_quality(args: argparse.Namespace) -> None:
     """Validation bits per byte after `--time_budget` seconds of `python train.py`, for the default
     and the reference recipes, each a fresh process timed from its start (as `time python train.py`),
@@ -1378,7 +1384,7 @@ def bench_quality(args: argparse.Namespace) -> None:
         raise SystemExit(f"bench.py quality: error: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
     for name in names:  # every run's command line, before the first (a bad one was found after the others ran)
-        argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0", f"--time_budget={args.time_budget:g}"]
+        argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0", f"--time_budget={exact_number(args.time_budget)}"]
         try:
             cfg = parse_args(argv)[0]
             cfg.validate(1)
@@ -1410,7 +1416,7 @@ def bench_quality(args: argparse.Namespace) -> None:
         for round_index in range(args.rounds):
             for name in names:
                 out = f"{tmp}/{name}-{round_index}"
-                budget = ["--max_iters=0", f"--time_budget={args.time_budget:g}"]
+                budget = ["--max_iters=0", f"--time_budget={exact_number(args.time_budget)}"]
                 print(f"{name}: python train.py {shlex.join([*QUALITY_RECIPES[name], *args.overrides, *budget])}",
                       flush=True)
                 seconds = run(name, out, *budget)

@@ -533,6 +533,24 @@ def test_quality_prints_each_runs_plan_steps_wall_time_and_bits_per_byte(tmp_pat
     assert re.search(r"^  default: [\d.]+$", out, re.M)
 
 
+def test_quality_gives_train_py_its_budget_exactly(monkeypatch, capsys):
+    # `{:g}`'s six digits gave --time_budget=1234567 to train.py as 1.23457e+06, 1,234,570 s (hunt 44-c C8)
+    commands = []
+
+    def stand_in(cmd, **kwargs):  # the preparing run passes; the first budgeted one stops the benchmark
+        commands.append(cmd)
+        if len(commands) > 1:
+            raise SystemExit("stopped here")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(bench, "run_child", stand_in)
+    with pytest.raises(SystemExit, match="stopped here"):
+        bench.main(["quality", "--recipes=default", "--time_budget=1234567"])
+    assert "--time_budget=1234567.0" in commands[1] and "--max_iters=0" in commands[1]
+    assert bench.exact_number(24.0) == "24" and bench.exact_number(0.1) == "0.1"
+    assert all(float(bench.exact_number(x)) == x for x in (1234567.0, 1 / 3, 2.5e-7, 31_535_999.5))
+
+
 def test_quality_finds_the_line_of_a_runs_shortened_count():
     # bench.py quality prints why a budgeted run stopped before its plan: train.py's own line
     import time
