@@ -1160,8 +1160,10 @@ def bench_train(args: argparse.Namespace) -> None:
         ref = nanogpt_reference_ms(args.steps, args.warmup, **shape, record=record)
         ref_tok_s, issue_tok_s = shape["B"] * shape["T"] / ref * 1000, 12 * 64 / NANOGPT_CPU_MS_PER_ITER * 1000
         print("  reference, nanoGPT's CPU step (stand-in, see bench.py), "
-              + ("its recipe's shape: " if recipe else f"the shape that ran ({shape['L']} layer{'s' * (shape['L'] != 1)} of {shape['C']}, "
-                 f"{shape['H']} head{'s' * (shape['H'] != 1)}, {shape['B']} x {shape['T']} tokens, {shape['V']:,} ids; not nanoGPT's recipe): ")
+              + ("its recipe's shape: " if recipe else
+                 f"the shape that ran ({shape['L']} layer{'s' * (shape['L'] != 1)} of {shape['C']}, {shape['H']} "
+                 f"head{'s' * (shape['H'] != 1)}, {shape['B']} x {shape['T']} tokens, {shape['V']:,} ids; not "
+                 "nanoGPT's recipe): ")
               + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
               + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
         for label, tok_s in tokens_per_s.items():
@@ -1384,7 +1386,8 @@ def bench_quality(args: argparse.Namespace) -> None:
         raise SystemExit(f"bench.py quality: error: unknown recipe(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(QUALITY_RECIPES)}")
     for name in names:  # every run's command line, before the first (a bad one was found after the others ran)
-        argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0", f"--time_budget={exact_number(args.time_budget)}"]
+        argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0",
+                f"--time_budget={exact_number(args.time_budget)}"]
         try:
             cfg = parse_args(argv)[0]
             cfg.validate(1)

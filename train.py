@@ -575,7 +575,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
-    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)
     checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
                         in_a_row=bad_in_a_row)
     # A budgeted run records from the end of its warmup, and times its steps again after the recorded
@@ -591,6 +590,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
                       f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
         return checks.too_many
+
+    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)  # a validation loss above it stops the run
 
     # Seconds spent in training steps, evaluations and saves left out; exact where the device was
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left

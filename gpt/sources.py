@@ -362,7 +362,7 @@ def _directory_files(path: Path) -> list[Path]:
         for broken in sorted(n for n in names if not n.startswith(".") and (here / n).is_symlink()
                              and not (here / n).exists()):
             _say_dangling(here / broken)
-        for name in sorted(n for n in names if not n.startswith(".")):
+        for name in sorted(set(n for n in names if not n.startswith(".")) - {f.name for f in found}):
             _say_if_special(here / name)
     _say_backups_skipped(path, sorted(backups))
     return sorted(files)

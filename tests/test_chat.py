@@ -100,7 +100,8 @@ def test_a_long_conversation_is_tokenized_a_bounded_number_of_times(monkeypatch)
     monkeypatch.setattr(type(GPT2), "encode_numpy", lambda self, text: calls.append(text) or real(self, text))
     ids, kept, dropped = fit_context(GPT2, messages, block_size=1024, room=256)
     assert len(ids) + 256 <= 1024 < len(prompt_ids(GPT2, messages[2 * dropped - 2:])) + 256
-    assert kept == messages[2 * dropped:] and len(messages) < len(calls) < 3 * len(messages)  # each piece once, a drop's head again
+    assert kept == messages[2 * dropped:]
+    assert len(messages) < len(calls) < 3 * len(messages)  # each piece once, and each drop's head
 
 
 def test_the_answers_room_is_at_most_half_the_context(monkeypatch):

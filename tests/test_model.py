@@ -1092,8 +1092,10 @@ def test_save_pretrained_removes_what_a_save_killed_outright_left(tmp_path):
     live = f".tmp-model.safetensors.{os.getppid()}"  # a live process's, saving into this directory too: left alone
     (tmp_path / live).write_text("x"), (tmp_path / ".tmp-notes.txt.1").write_text("y")  # (and what is not an export's)
     tiny_model(seed=1).save_pretrained(tmp_path)  # the next save
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".tmp-notes.txt.1", live, "config.json", "model.safetensors"])
-    assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=1).transformer.wte.weight)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".tmp-notes.txt.1", live, "config.json",
+                                                                 "model.safetensors"])
+    assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight,
+                       tiny_model(seed=1).transformer.wte.weight)
 
 
 def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch, umask_mode):

@@ -4182,9 +4182,9 @@ def test_a_finite_but_absurd_validation_loss_stops_the_run_as_diverged_without_s
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "val_loss" in r] == [0]  # the absurd one is not logged
     err = capsys.readouterr().err
-    assert re.search(r"^train\.py: error: the validation loss is [\d.e+]+ at step 4, over 10 times a uniform guess's "
-                     r"ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in .*\. Try a lower "
-                     r"learning_rate\.$", err, re.M), err[-2000:]
+    assert re.search(r"^train\.py: error: the validation loss is [\d.e+]+ at step 4, over 10 times a uniform "
+                     r"guess's ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in .*\. "
+                     r"Try a lower learning_rate\.$", err, re.M), err[-2000:]
 
 
 def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
