@@ -503,7 +503,9 @@ def sample(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)
-    reasons = ", ".join(f"{n} {r}" for r in ("stop", "eot", "length")
+    # how they ended, in words ("1 length" was --json's finish_reason, not a sentence)
+    reasons = ", ".join(f"{n} {said}" for r, said in (("eot", "at end-of-text"), ("stop", "at a stop string"),
+                                                      ("length", "at --max_new_tokens"))
                         if (n := sum(s.finish_reason == r for s in samples)))
     print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} token{'s' if tokens != 1 else ''} in "
           f"{seconds:.2f} s: {tokens / seconds if seconds else 0:.1f} tokens/s", file=sys.stderr)

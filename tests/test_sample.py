@@ -376,6 +376,9 @@ def test_stop_strings_cut_at_the_first_occurrence_with_the_finish_reason(capsys,
     [cut] = cli_json(capsys, run_dir, *args, f"--stop={stop_a}", f"--stop={stop_b}")
     assert cut["text"] == text[:first] and cut["finish_reason"] == "stop"
     assert cut["tokens"] < full["tokens"]
+    rc, _, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--dtype=float32", *args, f"--stop={stop_a}",
+                     "--num_samples=2")  # the closing line says how they ended in words, not "2 stop"
+    assert rc == 0 and "sample.py: 2 samples (2 at a stop string), " in err
     [never] = cli_json(capsys, run_dir, *args, "--stop=\U0001F642 not in a random model's output")
     assert never["text"] == text and never["finish_reason"] == full["finish_reason"]
 
@@ -1353,7 +1356,7 @@ def test_one_token_is_said_in_the_singular(capsys, run_dir):
     # "its first 1 tokens were dropped" and "1 tokens in" (hunt 44-b B5)
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", f"--start={'a' * 33}", "--max_new_tokens=1", "--device=cpu")
     assert rc == 0 and "the prompt is 33 tokens" in err and "its first token was dropped" in err
-    assert "1 sample (1 length), 1 token in " in err
+    assert "1 sample (1 at --max_new_tokens), 1 token in " in err
 
 
 def test_one_layer_is_said_in_the_singular(capsys, tmp_path):
