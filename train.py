@@ -15,8 +15,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          log is in metrics.jsonl), and after another process of a torchrun job stopped or failed
          (the message names the latest checkpoint)
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
-         weights or the validation loss became non-finite, or the validation loss rose past
-         DIVERGED_LOSS_TIMES a uniform guess's (nothing of them is saved)
+         weights or the validation loss became non-finite, or the validation loss rose past 10
+         times a uniform guess's, ln(vocabulary size) (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
          large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
@@ -38,7 +38,7 @@ import sys
 INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
 # A model that guesses uniformly scores ln(vocab_size) (5.55 nats for bytes, 10.8 for GPT-2's BPE); one ten times
 # worse on held-out text (on average e^-55 on the right byte) has blown up, finite or not.
-DIVERGED_LOSS_TIMES = 10
+DIVERGED_LOSS_TIMES = 10  # (the docstring above and the README say 10)
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
     from gpt.errors import one_line_on_ctrl_c
 
