@@ -681,7 +681,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
             if val_loss is not None and not val_loss <= diverged_loss:  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
-                # whose loss is finite but absurd (5,400 for a byte model at 30x its rate ended "done", saved as best).
+                # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
+                # as best).
                 past = "" if not math.isfinite(val_loss) else (
                     f", over {DIVERGED_LOSS_TIMES} times a uniform guess's ln({data.vocab_size:,}) = "
                     f"{math.log(data.vocab_size):.2f}")

@@ -4173,8 +4173,8 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
 
 
 def test_a_finite_but_absurd_validation_loss_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys):
-    # At 30x its rate (weights finite, no step non-finite) the byte model's validation loss was 8,748 at step 4 and
-    # 5,400 at step 12, and the run ended "done", status 0, that model saved as `best` (session 44's leftover).
+    # At --learning_rate=30 (weights finite, no step non-finite) the byte model's validation loss was 8,748 at step 4
+    # and 5,400 at step 12, and the run ended "done", status 0, that model saved as `best` (session 44's leftover).
     out = tmp_path / "run"
     rc = train.main([f"--data={byte_data}", *TINY, "--learning_rate=30", "--weight_decay=0", "--max_iters=12",
                      "--eval_interval=4", f"--out_dir={out}"])
