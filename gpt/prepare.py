@@ -769,12 +769,17 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     text_bytes = sum(s["bytes"] for s in meta["splits"].values())
     _say(quiet, f"wrote {out} in {seconds:.1f}s ({text_bytes / 1e6 / seconds:.1f} MB/s of text, {tok.name} tokenizer)")
     for split, s in meta["splits"].items():
-        _say(quiet, f"  {split:5s} {s['documents']:,} documents, {s['tokens']:,} tokens, {s['bytes']:,} bytes, "
-                    f"{len(s['shards'])} shard(s)")
+        _say(quiet, f"  {split:5s} " + ", ".join(counted(n, noun) for n, noun in (
+            (s["documents"], "document"), (s["tokens"], "token"), (s["bytes"], "byte"), (len(s["shards"]), "shard"))))
     if replaced:
         _say(quiet, f"note: this replaced the data {out} held, prepared from {replaced}: runs trained on that data "
                     "will not resume on this")
     return out
+
+
+def counted(n: int, noun: str) -> str:
+    """"1 document", "2,052 tokens": "val 1 documents, ... 1 shard(s)" read oddly."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _source_said(meta: dict) -> str:

@@ -361,8 +361,12 @@ def test_max_tokens_stops_at_a_document_end(tmp_path):
 
 
 def test_rerun_is_a_no_op_and_force_rebuilds(tmp_path, capsys):
-    write_docs(tmp_path / "in", 5)
+    texts = write_docs(tmp_path / "in", 5)
     out = run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
+    val = documents(out, "val")
+    # each split's line, one document, shard... in the singular ("val 1 documents, ..., 1 shard(s)" before)
+    assert re.search(rf"^  val   1 document, {len(val[0]) + 1:,} tokens, {len(val[0]):,} bytes, 1 shard$",
+                     capsys.readouterr().out, re.M) and len(val) == 1 and len(texts) == 5
     shard = DataDir(out).shard_paths("train")[0]
     before = shard.stat().st_ino, shard.stat().st_mtime_ns
     capsys.readouterr()
