@@ -45,7 +45,8 @@ import torch
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its calls)
 from gpt.config import saved_config
-from gpt.errors import ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory
+from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
+                        sizes_apart)
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
 from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, missing_hf_weights, read_hf_config
 
@@ -210,8 +211,9 @@ def check_free_space(out_dir: Path, name: str, payload_bytes: int) -> None:
     needed = int(payload_bytes * SPACE_MARGIN[0]) + SPACE_MARGIN[1]
     free = shutil.disk_usage(out_dir).free
     if needed > free:
-        raise SaveError(f"not enough free space in {out_dir} for checkpoint {name}: it needs about "
-                        f"{needed / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB are free; {latest_note(out_dir)}")
+        needed_said, free_said = sizes_apart(needed, free)
+        raise SaveError(f"not enough free space in {out_dir} for checkpoint {name}: it needs about {needed_said}, "
+                        f"{free_said} are free; {latest_note(out_dir)}")
 
 
 def _is_complete(path: Path) -> bool:

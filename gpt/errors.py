@@ -125,6 +125,16 @@ def one_line(e: BaseException, limit: int | None = None) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())[:limit]}"
 
 
+def sizes_apart(*sizes: int) -> list[str]:
+    """Byte counts for one message, in MiB with as few decimals (1 to 3) as tell unequal ones apart, else
+    in bytes: "it needs about 3.0 MiB, 3.0 MiB are free" refused a save for a difference it did not show."""
+    for decimals in (1, 2, 3):
+        said = [f"{n / 2**20:,.{decimals}f} MiB" for n in sizes]
+        if len(set(said)) == len(set(sizes)):
+            return said
+    return [f"{n:,} bytes" for n in sizes]
+
+
 def world_size() -> int:
     """The number of processes of the job this one belongs to: torchrun's WORLD_SIZE, 1 without it.
     A value that is not a number (`export WORLD_SIZE=$N` with N unset) is one line, where int() of

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, one_line, world_size
+from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, one_line, sizes_apart, world_size
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -395,8 +395,8 @@ def check_fits(need: int, device: torch.device, what: str) -> None:
     `device` cannot be had: no allocation is tried, and none is killed half-way."""
     have = memory_available(device)
     if have is not None and need > have:
-        raise MemoryError(f"{what} need {need / 2**20:,.1f} MiB, and {device.type} has {have / 2**20:,.1f} MiB "
-                          "available")
+        need_said, have_said = sizes_apart(need, have)
+        raise MemoryError(f"{what} need {need_said}, and {device.type} has {have_said} available")
 
 
 def launcher_started(own_start: float, environ=os.environ, proc: str = "/proc") -> float:

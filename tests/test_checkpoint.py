@@ -336,6 +336,28 @@ def test_a_save_that_cannot_fit_is_refused_before_writing(tmp_path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000001", "latest"]
 
 
+def test_a_refused_save_shows_how_far_apart_need_and_free_space_are(tmp_path, monkeypatch):
+    import gpt.checkpoint as C  # (a 3 MiB disk said "it needs about 3.0 MiB, 3.0 MiB are free")
+
+    save(tmp_path, 1, make_model())
+    usage = shutil.disk_usage(tmp_path)
+    needed = []
+    real_check = C.check_free_space
+    monkeypatch.setattr(C.shutil, "disk_usage", lambda path: usage._replace(free=10**12))
+    monkeypatch.setattr(C, "check_free_space", lambda d, n, payload: needed.append(
+        int(payload * C.SPACE_MARGIN[0]) + C.SPACE_MARGIN[1]) or real_check(d, n, payload))
+    save(tmp_path, 2, make_model(1))
+    free = needed[0] - 30_000  # 0.03 MiB short: the same at one decimal, apart at two
+    monkeypatch.setattr(C.shutil, "disk_usage", lambda path: usage._replace(free=free))
+    with pytest.raises(SaveError) as e:
+        save(tmp_path, 3, make_model(2))
+    shown = re.search(r"it needs about ([\d.]+) MiB, ([\d.]+) MiB are free", str(e.value))
+    assert shown and shown[1] != shown[2], str(e.value)
+    assert float(shown[1]) == pytest.approx(needed[0] / 2**20, abs=0.006)
+    assert float(shown[2]) == pytest.approx(free / 2**20, abs=0.006)
+    assert not (tmp_path / "ckpt-0000003").exists()
+
+
 def test_checkpoint_size_estimate_covers_what_is_written(tmp_path):
     from gpt.checkpoint import SPACE_MARGIN, tensor_bytes, weights_to_save
 

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from gpt.errors import UsageError, install_hint
+from gpt.errors import UsageError, install_hint, sizes_apart
 
 
 def test_install_hint_says_install_only_where_the_package_itself_is_absent():
@@ -311,3 +311,10 @@ def test_a_local_rank_left_in_the_environment_of_a_lone_process_is_its_machines_
     assert not first_of_its_machine()
     monkeypatch.setenv("LOCAL_RANK", "0")
     assert first_of_its_machine()
+
+
+def test_sizes_apart_shows_unequal_sizes_unequal():
+    assert sizes_apart(3 * 2**20, 2 * 2**20) == ["3.0 MiB", "2.0 MiB"]
+    assert sizes_apart(int(3.04 * 2**20), int(2.96 * 2**20)) == ["3.04 MiB", "2.96 MiB"]
+    assert sizes_apart(3 * 2**20 + 1, 3 * 2**20) == ["3,145,729 bytes", "3,145,728 bytes"]
+    assert sizes_apart(5 * 2**20, 5 * 2**20) == ["5.0 MiB", "5.0 MiB"]  # equal sizes are said equal

@@ -641,8 +641,11 @@ def test_memory_available_is_known_on_a_linux_cpu_and_check_fits_compares_with_i
         assert isinstance(have, int) and 0 < have < 2**50
     monkeypatch.setattr(runtime, "memory_available", lambda device: 3 * 2**20)
     runtime.check_fits(3 * 2**20, torch.device("cpu"), "the weights")  # exactly what is left: fits
-    with pytest.raises(MemoryError, match=r"^the weights need 3.0 MiB, and cpu has 3.0 MiB available$"):
+    # (one byte over: "need 3.0 MiB, and cpu has 3.0 MiB" showed no difference, so it is said in bytes)
+    with pytest.raises(MemoryError, match=r"^the weights need 3,145,729 bytes, and cpu has 3,145,728 bytes available$"):
         runtime.check_fits(3 * 2**20 + 1, torch.device("cpu"), "the weights")
+    with pytest.raises(MemoryError, match=r"^the weights need 3.5 MiB, and cpu has 3.0 MiB available$"):
+        runtime.check_fits(int(3.5 * 2**20), torch.device("cpu"), "the weights")
     monkeypatch.setattr(runtime, "memory_available", lambda device: None)  # not known: nothing is refused
     runtime.check_fits(2**60, torch.device("cpu"), "the weights")
 
