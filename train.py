@@ -15,8 +15,9 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          log is in metrics.jsonl), and after another process of a torchrun job stopped or failed
          (the message names the latest checkpoint)
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
-         weights or the validation loss became non-finite, or the validation loss rose past 10
-         times a uniform guess's, ln(vocabulary size) (nothing of them is saved)
+         weights or the validation loss became non-finite, or the training loss (read every
+         log_interval steps) or the validation loss rose past 10 times a uniform guess's,
+         ln(vocabulary size) (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
          large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
@@ -37,7 +38,7 @@ import sys
 
 INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C before the loop takes it over
 # A model that guesses uniformly scores ln(vocab_size) (5.55 nats for bytes, 10.8 for GPT-2's BPE); one ten times
-# worse on held-out text (on average e^-55 on the right byte) has blown up, finite or not.
+# worse (on average e^-55 on the right byte), on held-out text or a training batch, has blown up, finite or not.
 DIVERGED_LOSS_TIMES = 10  # (the docstring above and the README say 10)
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
     from gpt.errors import one_line_on_ctrl_c
@@ -591,7 +592,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                       f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
         return checks.too_many
 
-    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)  # a validation loss above it stops the run
+    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)  # a loss above it stops the run
+
+    def diverged(which: str, loss: float) -> None:  # said once, by the main process; the caller stops the run
+        past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
+                                                   f"ln({data.vocab_size:,}) = {math.log(data.vocab_size):.2f}")
+        say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {step}{past}: the model diverged; "
+                  f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
 
     # Seconds spent in training steps, evaluations and saves left out; exact where the device was
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
@@ -683,11 +690,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
                 # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
                 # as best).
-                past = "" if not math.isfinite(val_loss) else (
-                    f", over {DIVERGED_LOSS_TIMES} times a uniform guess's ln({data.vocab_size:,}) = "
-                    f"{math.log(data.vocab_size):.2f}")
-                say_error(f"train.py: error: the validation loss is {val_loss:.6g} at step {step}{past}: the model "
-                          f"diverged; stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
+                diverged("validation", val_loss)
                 exit_status = 2
                 break
             if val_loss is not None:
@@ -777,6 +780,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 or (planned and step == profiled_until):  # (timing starts or ends where the device was waited for)
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
             if too_many_bad_steps():
+                exit_status = 2
+                break
+            # A finite training loss past the bound ends the run here, not at the next evaluation: a byte model at
+            # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the
+            # step read, the global mean on every rank; a non-finite one is a bad step, counted above)
+            if loss_value is not None and math.isfinite(loss_value) and loss_value > diverged_loss:
+                diverged("training", loss_value)
                 exit_status = 2
                 break
         now = time.perf_counter()

@@ -4172,19 +4172,43 @@ def test_a_validation_loss_that_is_not_finite_stops_the_run_as_diverged_without_
                      r"checkpoint has been saved in .*\. Try a lower learning_rate\.$", capsys.readouterr().err, re.M)
 
 
-def test_a_finite_but_absurd_validation_loss_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys):
+def test_a_finite_but_absurd_validation_loss_stops_the_run_as_diverged_without_saving(byte_data, tmp_path, capsys,
+                                                                                      monkeypatch):
     # At --learning_rate=30 (weights finite, no step non-finite) the byte model's validation loss was 8,748 at step 4
     # and 5,400 at step 12, and the run ended "done", status 0, that model saved as `best` (session 44's leftover).
+    # Its training loss now stops it first (the test below): here only the evaluation says 60 (> 55.5).
+    real_evaluate, evaluated = train.evaluate, []
+
+    def evaluate(*args, **kwargs):  # step 4's, the second
+        evaluated.append(1)
+        return 60.0 if len(evaluated) == 2 else real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(train, "evaluate", evaluate)
     out = tmp_path / "run"
-    rc = train.main([f"--data={byte_data}", *TINY, "--learning_rate=30", "--weight_decay=0", "--max_iters=12",
-                     "--eval_interval=4", f"--out_dir={out}"])
+    rc = train.main([f"--data={byte_data}", *TINY, "--max_iters=12", "--eval_interval=4", f"--out_dir={out}"])
     assert rc == 2 and not list(out.glob("ckpt-*")) and not (out / "best").exists()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "val_loss" in r] == [0]  # the absurd one is not logged
     err = capsys.readouterr().err
-    assert re.search(r"^train\.py: error: the validation loss is [\d.e+]+ at step 4, over 10 times a uniform "
+    assert re.search(r"^train\.py: error: the validation loss is 60 at step 4, over 10 times a uniform "
                      r"guess's ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in .*\. "
                      r"Try a lower learning_rate\.$", err, re.M), err[-2000:]
+
+
+def test_a_finite_but_absurd_training_loss_stops_the_run_at_the_step_read(byte_data, tmp_path, capsys):
+    # Between evaluations the training loss is read every log_interval steps: a byte model at --learning_rate=30
+    # trained on at losses of 800 to 19,000 from step 2 to step 50, where the evaluation stopped it (session 45).
+    out = tmp_path / "run"
+    rc = train.main([f"--data={byte_data}", *TINY, "--learning_rate=30", "--weight_decay=0", "--max_iters=40",
+                     "--eval_interval=20", "--log_interval=5", f"--out_dir={out}"])
+    assert rc == 2 and not list(out.glob("ckpt-*")) and not (out / "best").exists()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0]  # step 0's evaluation; not the absurd step's loss
+    err = capsys.readouterr().err
+    said = re.search(r"^train\.py: error: the training loss is ([\d.e+]+) at step (\d+), over 10 times a uniform "
+                     r"guess's ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in "
+                     r".*\. Try a lower learning_rate\.$", err, re.M)
+    assert said and float(said[1]) > 55.5 and said[2] == "5", err[-2000:]  # the first step read
 
 
 def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
