@@ -600,6 +600,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {step}{past}: the model diverged; "
                   f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
 
+    def training_diverged(loss: float | None) -> bool:  # a step read (StepChecks.read): said where it did
+        # A finite training loss past the bound ends the run where it is read, not at the next evaluation: a byte model at
+        # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
+        # the global mean on every rank; a non-finite one is a bad step, counted by the read)
+        if loss is not None and math.isfinite(loss) and loss > diverged_loss:
+            diverged("training", loss)
+            return True
+        return False
+
     # Seconds spent in training steps, evaluations and saves left out; exact where the device was
     # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
     # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
@@ -673,8 +682,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         at_end = bool(cfg.max_iters) and step >= cfg.max_iters
         if stopping or at_end or (step % cfg.eval_interval == 0
                                   and (step > start_step or not resume or evaluation_missing)):
-            checks.read()  # (one process, a signal between reads) so that bad_steps_total is exact
-            if too_many_bad_steps():
+            # (one process, a signal between reads) so that bad_steps_total is exact, and so that a stop's save is not
+            # of a model whose unread training loss diverged: SIGTERM at step 5 of --learning_rate=30 (a loss of 7,520,
+            # not yet read) saved that model as `latest`, the checkpoint a resume continues from (hunt 46-b B1)
+            newest_loss, _ = checks.read()
+            if too_many_bad_steps() or training_diverged(newest_loss):
                 exit_status = 2
                 break
             # (not recorded as training steps: a run's last evaluation and save were, its files written after the loop.
@@ -779,14 +791,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 or (not cfg.max_iters and step in (timing_start, warmup_check, cfg.warmup_iters)) \
                 or (planned and step == profiled_until):  # (timing starts or ends where the device was waited for)
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
-            if too_many_bad_steps():
-                exit_status = 2
-                break
-            # A finite training loss past the bound ends the run here, not at the next evaluation: a byte model at
-            # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the
-            # step read, the global mean on every rank; a non-finite one is a bad step, counted above)
-            if loss_value is not None and math.isfinite(loss_value) and loss_value > diverged_loss:
-                diverged("training", loss_value)
+            if too_many_bad_steps() or training_diverged(loss_value):
                 exit_status = 2
                 break
         now = time.perf_counter()

@@ -4211,6 +4211,20 @@ def test_a_finite_but_absurd_training_loss_stops_the_run_at_the_step_read(byte_d
     assert said and float(said[1]) > 55.5 and said[2] == "5", err[-2000:]  # the first step read
 
 
+def test_a_stop_between_reads_saves_no_model_whose_training_loss_diverged(byte_data, tmp_path, monkeypatch, capsys):
+    # SIGTERM seen after step 5 of --learning_rate=30, its training loss (7,520) not yet read (reads every 10 steps
+    # here): the stop saved that model as `latest`, status 143 (hunt 46-b B1). The stop's read now checks it too.
+    during_steps(monkeypatch, {5: signal_self(signal.SIGTERM)})
+    out = tmp_path / "run"
+    rc = train.main([f"--data={byte_data}", *TINY, "--learning_rate=30", "--weight_decay=0", "--max_iters=40",
+                     "--eval_interval=20", "--log_interval=20", f"--out_dir={out}"])
+    assert rc == 2 and not list(out.glob("ckpt-*")) and not (out / "latest").exists()
+    err = capsys.readouterr().err
+    assert re.search(r"^train\.py: error: the training loss is [\d.e+]+ at step 5, over 10 times a uniform guess's "
+                     r"ln\(257\) = 5\.55: the model diverged; stopping: no checkpoint has been saved in ", err, re.M), \
+        err[-2000:]
+
+
 def test_a_world_size_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
     # `export WORLD_SIZE=$N` with N unset: int() of it was a ValueError traceback (hunt 34-a A7)
     monkeypatch.setenv("WORLD_SIZE", "")
