@@ -412,6 +412,21 @@ def test_rows_finish_independently_and_generation_stops_when_all_have():
     assert all(s.seconds >= 0 and s.tokens_per_s >= 0 for s in samples)
 
 
+def test_a_finished_sample_going_non_finite_past_its_end_ends_no_other_sample():
+    # A finished row is still computed with the batch. Its continuation, which nobody reads, going non-finite (NaN
+    # logits: NON_FINITE, -1) ended every other sample with "non-finite logits" (hunt 46-d D1); a row still going
+    # that goes non-finite is refused as before
+    from gpt.errors import NonFiniteLogits
+
+    eot = BYTE.eot_token
+    samples = generate_samples(ScriptedModel([[ord("a"), eot, -1, -1], list(b"bcde")]), BYTE, [eot], 2,
+                               max_new_tokens=4, temperature=0)
+    assert [(s.text, s.finish_reason) for s in samples] == [("a", "eot"), ("bcde", "length")]
+    with pytest.raises(NonFiniteLogits):
+        generate_samples(ScriptedModel([[ord("a"), eot], [ord("b"), -1]]), BYTE, [eot], 2, max_new_tokens=4,
+                         temperature=0)
+
+
 def test_streamed_text_of_each_row_is_its_whole_text_however_it_ends():
     # Text held back (it might begin a stop string) is handed out when the row ends: by length after
     # the loop, by end-of-text in the feed that ends it. Dropping either passed (hunt 31-b G5, G6)
