@@ -498,8 +498,10 @@ def sample(args: argparse.Namespace) -> int:
             out.write(prompt_text + s.text + "\n" + SEPARATOR + "\n")
     out.flush()
     # Not for an empty prompt (the end-of-text, which no one typed): there is nothing of it to lose, and the default
-    # 500 tokens run past a small model's context at every plain `python sample.py` (review 44-g G6)
-    if prompt_text and (note := past_context_note(samples, model.config.block_size)):
+    # 500 tokens run past a small model's context at every plain `python sample.py` (review 44-g G6). Nor for a prompt
+    # cut to the context: its warning said its beginning was dropped, which no --max_new_tokens brings back, where the
+    # note's "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
+    if prompt_text and not dropped and (note := past_context_note(samples, model.config.block_size)):
         print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)

@@ -127,6 +127,9 @@ class Answerer:
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,
                                    **self.sampling)
+        if cropped:  # the warning above said the beginning went, which no --max_new_tokens brings back: no past-context
+            for s in samples:  # note, whose "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
+                s.in_view = None
         return samples, kept, dropped
 
 

@@ -133,7 +133,8 @@ class Sample:
     tokens: int
     finish_reason: str
     seconds: float
-    # how many new tokens are drawn with the whole prompt in the model's view (tokens_in_view), None: not known
+    # how many new tokens are drawn with the whole prompt in the model's view (tokens_in_view), None: not known (or
+    # not to be said: a prompt cut to the context, whose beginning none saw, as its own warning says)
     in_view: int | None = None
 
     @property

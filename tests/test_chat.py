@@ -576,6 +576,11 @@ def test_a_message_longer_than_the_context_keeps_its_last_block_size_tokens(monk
     assert prompts == [prompt_ids(BYTE, messages)[-64:]]
     assert warned == ["the message is 100 tokens in the template, longer than the model's context of 64: its first 36 "
                       "tokens were dropped"]
+    # and no past-context note after it: it said "(--max_new_tokens=1 or fewer keeps it in view)" of the message's
+    # beginning, which no --max_new_tokens brings back (hunt 46-d D2)
+    warned.clear()
+    chat(sampling_answerer(max_new_tokens=30, warn=warned.append), ["x" * 80 + "\n"], io.StringIO())
+    assert warned[0].startswith("the message is 100 tokens") and not [w for w in warned if "ran past" in w], warned
 
 
 def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():

@@ -1457,6 +1457,10 @@ def test_a_sample_that_runs_past_the_context_says_so_once(capsys, run_dir, monke
     # an empty prompt (end-of-text) has nothing to lose: no note, where a plain `python sample.py` had one at each run
     rc, out, err = cli(capsys, *args[:2], "--num_samples=3", "--max_new_tokens=40", "--json")
     assert rc == 0 and [json.loads(line)["tokens"] for line in out.splitlines()] == [40] * 3 and "note:" not in err
+    # a prompt cut to the context: its warning says the beginning went; the note said "--max_new_tokens=1 or fewer
+    # keeps it in view", which it does not (hunt 46-d D2)
+    rc, out, err = cli(capsys, *args[:2], "--max_new_tokens=5", "--json", "--start=" + "0123456789" * 4)
+    assert rc == 0 and "its first 8 tokens were dropped" in err and "note:" not in err
 
 
 def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_dir):
