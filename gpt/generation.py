@@ -218,9 +218,13 @@ def past_context_note(samples: list[Sample], block_size: int, what: str = "sampl
         return None
     n, in_view = len(samples), samples[0].in_view
     which = f"the {what}" if n == 1 else f"all {n} {what}s" if past == n else f"{past} of {n} {what}s"
+    # one token in view (a prompt as long as the context) in the singular: "after the first 1 were drawn ...
+    # (--max_new_tokens=1 or fewer keeps it in view)" (hunt 46-d D3)
+    first, keeps = ("first", "--max_new_tokens=1 keeps") if in_view == 1 else \
+        (f"first {in_view}", f"--max_new_tokens={in_view} or fewer keeps")
     return (f"{which} ran past the model's context of {block_size} tokens, where the window slides: "
-            f"{'its' if n == 1 else 'their'} tokens after the first {in_view} were drawn without {prompt}'s "
-            f"beginning (--max_new_tokens={in_view} or fewer keeps it in view)")
+            f"{'its' if n == 1 else 'their'} tokens after the {first} were drawn without {prompt}'s "
+            f"beginning ({keeps} it in view)")
 
 
 # ----------------------------------------------------------------------------- prompt, model checks

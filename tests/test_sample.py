@@ -1461,6 +1461,10 @@ def test_a_sample_that_runs_past_the_context_says_so_once(capsys, run_dir, monke
     # keeps it in view", which it does not (hunt 46-d D2)
     rc, out, err = cli(capsys, *args[:2], "--max_new_tokens=5", "--json", "--start=" + "0123456789" * 4)
     assert rc == 0 and "its first 8 tokens were dropped" in err and "note:" not in err
+    # a prompt as long as the context, not cut: one token sees it all, said in the singular (hunt 46-d D3)
+    rc, out, err = cli(capsys, *args[:2], "--max_new_tokens=5", "--json", "--start=" + "0123456789" * 3 + "01")
+    assert rc == 0 and "dropped" not in err and ("its tokens after the first were drawn without the prompt's beginning "
+                                                 "(--max_new_tokens=1 keeps it in view)\n") in err
 
 
 def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_dir):
