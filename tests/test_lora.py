@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+import torch.nn as nn
 
 from gpt.lora import (LORA_TARGETS, LoRAConfig, LoRALinear, apply_lora, count_trainable, is_lora,
                       load_lora_state_dict, lora_state_dict, merge_lora)
@@ -179,6 +180,18 @@ def test_merge_without_bias():
     merge_lora(model)
     torch.testing.assert_close(logits(model, x), unmerged, atol=1e-5, rtol=1e-5)
     assert list(model.state_dict()) == list(base.state_dict())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_merge_rounds_w_plus_the_update_once(dtype):
+    # the nearest value of the dtype to W + alpha / r · B A: the update rounded to bf16 and then added in bf16 was
+    # rounded twice, and landed elsewhere on 30% of a bf16 merge's elements (hunt 46-c C1)
+    torch.manual_seed(0)
+    layer = LoRALinear(nn.Linear(32, 96).to(dtype), rank=4, alpha=16.0)
+    with torch.no_grad():
+        layer.lora_B.normal_(0, 0.05)
+    exact = layer.weight.float() + (layer.lora_B.float() @ layer.lora_A.float()) * 4.0
+    assert torch.equal(layer.merged().weight, exact.to(dtype))
 
 
 def test_lora_layers_are_not_prepacked_and_bf16_generation_runs():
