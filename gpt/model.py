@@ -867,12 +867,17 @@ class GPT(nn.Module):
     def from_pretrained(cls, name_or_path: str, dropout: float = 0.0) -> "GPT":
         """OpenAI GPT-2 in the Hugging Face layout: a hub name (gpt2, gpt2-medium, gpt2-large,
         gpt2-xl; needs the network or the hub cache) or a local directory with config.json and
-        model.safetensors (or pytorch_model.bin)."""
+        model.safetensors (or pytorch_model.bin). The weights keep their dtype; a file of several dtypes
+        loads in float32."""
         path = Path(name_or_path)
         if not path.is_dir():
             path = hub_gpt2(name_or_path)
         config = read_hf_config(path, dropout=dropout)
         state_dict = _read_hf_weights(path)
+        if len({v.dtype for v in state_dict.values()}) > 1:  # (LayerNorms kept in float32 beside float16 weights,
+            # as some tools save them): adopted as they were, the model's forward failed with "mixed dtype (CPU)";
+            # float32 holds every one of them exactly (hunt 46-c C2)
+            state_dict = {k: v.float() for k, v in state_dict.items()}
         model = cls.empty(config)  # the weights are loaded next
         try:
             model.load_weights(state_dict, assign=True)

@@ -912,6 +912,27 @@ def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path
         model.save_pretrained(tmp_path / "bad", eot_token=300)  # a padded id is no end-of-text of the export
 
 
+def test_from_pretrained_keeps_one_dtype_and_takes_weights_of_several_in_float32(tmp_path):
+    # an export keeps its dtype (bf16 or fp16 weights load as they are); LayerNorms in float32 beside float16 weights
+    # (as some tools save them) were adopted as they were, and the model's forward failed with "mixed dtype (CPU)"
+    # (hunt 46-c C2)
+    from safetensors.torch import load_file, save_file
+
+    model = tiny_model(seed=4, vocab_size=97)
+    x = torch.randint(0, 97, (2, 8), generator=torch.Generator().manual_seed(0))
+    for dtype in (torch.bfloat16, torch.float16):
+        model.to(dtype).save_pretrained(tmp_path / "export")
+        loaded = GPT.from_pretrained(str(tmp_path / "export"))
+        assert {p.dtype for p in loaded.parameters()} == {dtype}
+        assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+    weights = tmp_path / "export" / "model.safetensors"
+    save_file({k: v.float() if ".ln_" in k else v for k, v in load_file(str(weights)).items()}, str(weights))
+    loaded = GPT.from_pretrained(str(tmp_path / "export")).eval()
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    with torch.no_grad():
+        assert torch.equal(loaded(x)[0], model.float().eval()(x)[0])  # every value as it was: float32 holds them
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
