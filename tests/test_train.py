@@ -2721,6 +2721,26 @@ def test_a_resumed_lora_run_with_dropout_is_the_uninterrupted_run(byte_data, tmp
     assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.5}
 
 
+def test_a_lora_run_stopped_between_evaluations_resumes_to_the_uninterrupted_runs_adapters(byte_data, tmp_path,
+                                                                                           monkeypatch):
+    # A LoRA run with adapter dropout, stopped by Ctrl-C mid-interval and resumed: its losses and its adapters
+    # are the uninterrupted run's bit for bit, as a full run's are (checked in hunt 46-c: it held)
+    base = tmp_path / "base"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=4"]
+    assert train.main([*tiny, "--max_iters=1", f"--out_dir={base}"]) == 0
+    lora = [*tiny, f"--init_from={base}", "--lora_rank=2", "--lora_dropout=0.2", "--dropout=0.1", "--lr_decay_iters=8",
+            "--max_iters=8"]
+    assert train.main([*lora, f"--out_dir={tmp_path / 'once'}"]) == 0
+    during_steps(monkeypatch, {3: signal_self(signal.SIGINT)})  # seen after step 3: between evaluations
+    assert train.main([*lora, f"--out_dir={tmp_path / 'split'}"]) == 130
+    assert open_checkpoint(tmp_path / "split").meta["step"] == 3
+    assert train.main(["--init_from=resume", f"--out_dir={tmp_path / 'split'}"]) == 0
+    assert losses(tmp_path / "once") == losses(tmp_path / "split") and sorted(losses(tmp_path / "split")) == list(range(1, 9))
+    once, split = final_weights(tmp_path / "once"), final_weights(tmp_path / "split")
+    assert once.keys() == split.keys() and all(k.endswith((".lora_A", ".lora_B")) for k in once)
+    assert all(torch.equal(once[k], split[k]) for k in once)
+
+
 def test_a_lora_run_on_a_stranded_copy_of_its_base_records_the_checkpoint_by_name(byte_data, tmp_path):
     # A re-save of a step killed between its two renames leaves that step's earlier save set aside as
     # its only copy (`_stranded`); a LoRA run started then recorded the set-aside path as its base, and
