@@ -403,6 +403,11 @@ def preset_path(name_or_path: str) -> Path:
     return path
 
 
+# The values parse_args puts in while it reads a resume's options (see there): each passes every check that
+# weighs it against another option.
+RESUME_PUT_OFF = {"weight_decay": 0.0, "min_lr": 0.0, "fp8_head": False}
+
+
 def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     """`[--config FILE] --key=value ...` -> (config, the keys the user set). Later values win:
     dataclass defaults < preset file < command line."""
@@ -446,16 +451,19 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     # A count is put in for the check; resume_config puts the saved count in and checks the merged config.
     resuming = converted.get("init_from") == "resume"
     counted = resuming and "max_iters" not in overrides
-    # And a resume's weight_decay meets the run's optimizer and learning rates, which only the saved config holds: it
-    # was checked against the defaults' Muon rate, and an AdamW run at 3e-3 started with --weight_decay=100 was refused
-    # its resume with the same value (hunt 44-h H2). A negative one is refused at once, as before.
-    decay_put_off = resuming and converted.get("weight_decay", -1) >= 0
-    cfg = TrainConfig(**{**converted, **({"max_iters": 10**9} if counted else {}),
-                         **({"weight_decay": 0.0} if decay_put_off else {})})
+    # And a resume's values checked against others that only the saved config holds: its weight_decay against the run's
+    # optimizer and learning rates (checked against the defaults' Muon rate, an AdamW run at 3e-3 started with
+    # --weight_decay=100 was refused its resume with the same value: hunt 44-h H2); its min_lr against the run's
+    # learning_rate and the other way round (a run at 1e-2 resumed with --min_lr=5e-3 was refused, "must not exceed
+    # learning_rate (0.004)", the default's; one whose min_lr is 1e-4 with --learning_rate=2e-4); its fp8_head beside the
+    # run's fp8 (--fp8_head=true on an fp8 run: "it needs fp8=true": hunt 46-a A1). Each is put in as a value that
+    # passes those checks, then put back; resume_config checks the merged config. A negative one is refused at once.
+    put_off = {k: v for k, v in RESUME_PUT_OFF.items() if resuming and not converted.get(k, 0) < 0}
+    cfg = TrainConfig(**{**converted, **({"max_iters": 10**9} if counted else {}), **put_off})
     if counted and "max_iters" in converted:
         cfg.max_iters = converted["max_iters"]  # the preset's, as read (preset_not_applied names it)
-    if decay_put_off:
-        cfg.weight_decay = converted["weight_decay"]
+    for k in put_off:
+        setattr(cfg, k, converted.get(k, getattr(TrainConfig, k)))
     return cfg, keys
 
 

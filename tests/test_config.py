@@ -439,6 +439,29 @@ def test_resume_with_another_seed_is_refused_and_with_the_same_seed_runs():
     assert resume_config(saved, cfg, keys).eval_only
 
 
+def test_a_resume_checks_its_min_lr_learning_rate_and_fp8_head_against_the_runs_own_values():
+    # parse_args checked them against the defaults before the saved config was read: a run at learning_rate 1e-2
+    # resumed with --min_lr=5e-3 was refused, "min_lr (0.005) must not exceed learning_rate (0.004)" (the default's);
+    # one whose min_lr is 1e-4 with --learning_rate=2e-4, against the default min_lr 4e-4; an fp8 run with
+    # --fp8_head=true, "it needs fp8=true" (hunt 46-a A1)
+    saved = TrainConfig(learning_rate=1e-2, min_lr=1e-4, fp8=True, max_iters=10).to_dict()
+    for typed, value in (("min_lr", 5e-3), ("learning_rate", 2e-4), ("fp8_head", True)):
+        resumed = resume_config(saved, *parse_args(["--init_from=resume", f"--{typed}={value}"]))
+        assert getattr(resumed, typed) == value
+        assert (resumed.learning_rate, resumed.min_lr, resumed.fp8) == ({"learning_rate": 2e-4}.get(typed, 1e-2),
+                                                                         {"min_lr": 5e-3}.get(typed, 1e-4), True)
+    # the merged config is still checked, naming the run's values; a value wrong on its own is refused at once
+    with pytest.raises(ConfigError, match=re.escape("min_lr (0.02) must not exceed learning_rate (0.01)")):
+        resume_config(saved, *parse_args(["--init_from=resume", "--min_lr=2e-2"]))
+    with pytest.raises(ConfigError, match=re.escape("fp8_head puts the head in float8 beside the blocks")):
+        resume_config(TrainConfig(max_iters=10).to_dict(), *parse_args(["--init_from=resume", "--fp8_head=true"]))
+    with pytest.raises(ConfigError, match=re.escape("min_lr must be >= 0, got -1.0")):
+        parse_args(["--init_from=resume", "--min_lr=-1"])
+    # and what parse_args returns is what was typed, or the default where nothing was
+    cfg, _ = parse_args(["--init_from=resume", "--learning_rate=2e-4"])
+    assert (cfg.min_lr, cfg.weight_decay, cfg.fp8_head) == (4e-4, 0.1, False)
+
+
 @pytest.mark.parametrize("spelling, value", [("False", "false"), ("false", "false"), ("0", "false"), ("NO", "false"),
                                              ("True", "true"), ("yes", "true"), ("1", "true"), ("Auto", "auto")])
 def test_booleans_as_nanogpt_users_type_them(spelling, value):
