@@ -685,7 +685,15 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         # default data (review, session 24)
         on = cfg if "data" in user_keys else replace(cfg, data=saved.get("data", cfg.data),
                                                      data_cache=saved.get("data_cache", cfg.data_cache))
-        if reshaped:
+        if reshaped and cfg.eval_only:
+            way = f"the weights keep their {', '.join(reshaped)}: leave {'them' if len(reshaped) > 1 else 'it'} out"
+        elif cfg.eval_only:
+            # an evaluation trains nothing: the way on was to train ("start a new run from these weights ...
+            # --out_dir=<another directory>"); --init_from=<the run> evaluates its latest checkpoint with these
+            # options, in place (hunt 46-a A2)
+            way = (f"to evaluate these weights with these options, give them with "
+                   f"--init_from={shlex.quote(str(cfg.out_dir))} --eval_only=true {data_options(on)}")
+        elif reshaped:
             way = (f"the weights keep their {', '.join(reshaped)}: to train with these options, start a new model "
                    f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")
         else:

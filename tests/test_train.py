@@ -3414,6 +3414,23 @@ def test_a_resume_typed_with_another_architecture_gives_advice_that_works(tmp_pa
                        f"--out_dir={tmp_path / 'new'}"]) == 0  # (the options typed last win)
 
 
+def test_an_evaluation_of_a_resumed_run_refused_its_options_gives_advice_that_evaluates(byte_data, tmp_path, capsys):
+    # --eval_only with another --block_size or --data was told to train: "start a new run from these weights ...
+    # --out_dir=<another directory>"; --init_from=<the run> --eval_only=true evaluates its latest checkpoint with
+    # them, in place; and a shape the weights fix is to be left out, not "start a new model" (hunt 46-a A2)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--block_size=16"]) == 1
+    err = capsys.readouterr().err
+    advice = f"--init_from={out} --eval_only=true --data={byte_data}"
+    assert err.endswith(f"\n(to evaluate these weights with these options, give them with {advice})\n"), err
+    assert train.main([*shlex.split(advice), "--block_size=16", "--eval_iters=2", "--device=cpu"]) == 0
+    assert capsys.readouterr().out.startswith("step 0: val loss ")
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--n_layer=3"]) == 1
+    assert capsys.readouterr().err.endswith("\n(the weights keep their n_layer: leave it out)\n")
+
+
 def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_warning(tmp_path, capsys):
     # train.py --data=FILE printed "gpt/sources.py:341: PrepareWarning: ..." and the source line (audit, 2026-11-26)
     (tmp_path / "bin.txt").write_bytes(b"abc\0def")
