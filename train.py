@@ -455,6 +455,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             raise UsageError("the evaluation ran out of memory: try a smaller --batch_size")
         if dist.is_main:
             print(val_line(step, val_loss, data))
+            if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
+                # taken and ignored: hunt 46-a A3); the same one, drawn from the step's own stream
+                print(sample_text(model, data, cfg.sample_tokens, device, step))
         return 0
 
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps

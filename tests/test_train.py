@@ -3855,6 +3855,22 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
         "; evaluating ckpt-0000002") and out[-1].startswith(f"step 2: val loss {val[2]:.4f}, ") and torn.exists()
 
 
+def test_eval_only_prints_the_sample_its_evaluation_would_print_in_training(byte_data, tmp_path, capsys):
+    # --sample_tokens ("a sample printed at each evaluation") was taken by --eval_only and ignored (hunt 46-a A3):
+    # now its evaluation prints the sample the run's evaluation at that step printed, a resume's from its saved
+    # --sample_tokens as the rest of the run's settings
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", "--sample_tokens=12",
+                       f"--out_dir={out}"]) == 0
+    trained = capsys.readouterr().out
+    sample = trained[trained.index("---- sample ----", trained.index("step 2: val loss")):]
+    sample = sample[:sample.index("\n----------------\n") + 18]
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true"]) == 0
+    assert capsys.readouterr().out.endswith(sample)
+    assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--sample_tokens=0"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("step 2: val loss ")
+
+
 def test_eval_only_compiles_and_runs_no_training_step(byte_data, tmp_path, capsys, monkeypatch):
     # --eval_only compiled and ran a training forward and backward it never used: on a GPU their compile
     # time and a training step's memory (hunt 30-a F3). torch.compile stands aside: what runs is counted
