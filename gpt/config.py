@@ -7,6 +7,7 @@ No config file is ever executed.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import os
@@ -406,6 +407,10 @@ def preset_path(name_or_path: str) -> Path:
 # The values parse_args puts in while it reads a resume's options (see there): each passes every check that
 # weighs it against another option.
 RESUME_PUT_OFF = {"weight_decay": 0.0, "min_lr": 0.0, "fp8_head": False}
+# And the architecture's options checked against one another (n_embd by n_head, an even head size, qk_scale at the head
+# size), each where it is right on its own: a resume compares them with its weights' instead (resume_config).
+RESUME_SHAPE_PUT_OFF = {"n_embd": lambda v: v > 0, "n_head": lambda v: v > 0,
+                        "qk_scale": lambda v: 0 < v <= FLOAT32_MAX, "pos_encoding": lambda v: v in POS_ENCODINGS}
 
 
 def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
@@ -459,7 +464,15 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     # run's fp8 (--fp8_head=true on an fp8 run: "it needs fp8=true": hunt 46-a A1). Each is put in as a value that
     # passes those checks, then put back; resume_config checks the merged config. A negative one is refused at once.
     put_off = {k: v for k, v in RESUME_PUT_OFF.items() if resuming and not converted.get(k, 0) < 0}
-    cfg = TrainConfig(**{**converted, **({"max_iters": 10**9} if counted else {}), **put_off})
+    # A resume's architecture is its weights': what is typed is compared with them (resume_config), not checked here
+    # against the defaults' other sizes, where a resume given the run's own --n_head=3 (n_embd 48) was refused, "n_embd
+    # (128) must be divisible by n_head (3)", and one given --n_head=6 so, not as another architecture (hunt 46-a A4)
+    shape = {k: converted[k] for k, right in RESUME_SHAPE_PUT_OFF.items()
+             if resuming and k in converted and right(converted[k])}
+    cfg = TrainConfig(**{**{k: v for k, v in converted.items() if k not in shape},
+                         **({"max_iters": 10**9} if counted else {}), **put_off})
+    for k, v in shape.items():
+        setattr(cfg, k, v)
     if counted and "max_iters" in converted:
         cfg.max_iters = converted["max_iters"]  # the preset's, as read (preset_not_applied names it)
     for k in put_off:
@@ -683,8 +696,9 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         reshaped = [k for k in changed if k in (*MODEL_KEYS, "tokenizer") or k == "block_size" and cfg.block_size > saved[k]]
         # on the run's data unless another was typed: without --data the advice trained on the
         # default data (review, session 24)
-        on = cfg if "data" in user_keys else replace(cfg, data=saved.get("data", cfg.data),
-                                                     data_cache=saved.get("data_cache", cfg.data_cache))
+        on = copy.copy(cfg)  # (not replace(), which checks it again: its typed sizes meet the defaults' there, A4)
+        if "data" not in user_keys:
+            on.data, on.data_cache = saved.get("data", cfg.data), saved.get("data_cache", cfg.data_cache)
         if reshaped and cfg.eval_only:
             way = f"the weights keep their {', '.join(reshaped)}: leave {'them' if len(reshaped) > 1 else 'it'} out"
         elif cfg.eval_only:

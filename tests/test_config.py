@@ -462,6 +462,21 @@ def test_a_resume_checks_its_min_lr_learning_rate_and_fp8_head_against_the_runs_
     assert (cfg.min_lr, cfg.weight_decay, cfg.fp8_head) == (4e-4, 0.1, False)
 
 
+def test_a_resume_compares_its_typed_sizes_with_the_weights_not_with_the_defaults():
+    # parse_args checked them against the defaults' other sizes: a run of n_embd 48 resumed with its own --n_head=3 was
+    # refused, "n_embd (128) must be divisible by n_head (3)", and with --n_head=6 so too, not as another architecture
+    # (hunt 46-a A4)
+    saved = TrainConfig(n_embd=48, n_head=3, max_iters=10).to_dict()
+    assert resume_config(saved, *parse_args(["--init_from=resume", "--n_head=3"])).n_head == 3
+    with pytest.raises(ConfigError, match=re.escape("cannot resume with a different architecture, tokenizer, data, "
+                                                    "optimizer or seed:\n  n_head: checkpoint 3, now 6\n")):
+        resume_config(saved, *parse_args(["--init_from=resume", "--n_head=6"]))
+    with pytest.raises(ConfigError, match=re.escape("n_head must be > 0, got 0")):  # wrong on its own: at once
+        parse_args(["--init_from=resume", "--n_head=0"])
+    with pytest.raises(ConfigError, match=re.escape("n_embd (128) must be divisible by n_head (3)")):  # a new run: as before
+        parse_args(["--n_head=3"])
+
+
 @pytest.mark.parametrize("spelling, value", [("False", "false"), ("false", "false"), ("0", "false"), ("NO", "false"),
                                              ("True", "true"), ("yes", "true"), ("1", "true"), ("Auto", "auto")])
 def test_booleans_as_nanogpt_users_type_them(spelling, value):
