@@ -16,8 +16,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          (the message names the latest checkpoint)
     2    stopped because the loss or gradients stayed non-finite for max_bad_steps steps, or the
          weights or the validation loss became non-finite, or the training loss (read every
-         log_interval steps) or the validation loss rose past 10 times a uniform guess's,
-         ln(vocabulary size) (nothing of them is saved)
+         log_interval steps and before every save) or the validation loss rose past 10 times a
+         uniform guess's, ln(vocabulary size) (nothing of them is saved)
     3    a checkpoint, metrics.jsonl or config.json could not be written (disk full, file too
          large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
