@@ -77,8 +77,8 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers, is_hf_gpt2_dir,
                             latest_note, list_checkpoints, listed_on, load_base_model, load_model, lora_base,
-                            mark_lora_base, open_resumable, pretrained_config, pretrained_tokenizer, rebased,
-                            refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
+                            mark_lora_base, open_resumable, passed_over, pretrained_config, pretrained_tokenizer,
+                            rebased, refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
                             write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
@@ -293,6 +293,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         weights = pretrained_config(cfg.init_from)
         refuse_another_architecture(cfg, weights, typed)
         refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
+        for why in passed_over(cfg.init_from) if dist.is_main else ():  # (hunt 47-c C1)
+            print(f"warning: {why}", file=sys.stderr)
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)

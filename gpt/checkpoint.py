@@ -240,6 +240,19 @@ def incomplete_checkpoints(out_dir: str | Path, newer_than: Path | None = None) 
             and (after is None or (_step(p) or 0) > after)]
 
 
+def passed_over(init_from: str) -> list[str]:
+    """What train.py --init_from says of a run whose newest checkpoints lost a file: each one newer than the
+    checkpoint taken (the newest complete one), which it started from without a word, as sample.py did until
+    hunt session 27 (hunt 47-c C1: a state.pt removed from ckpt-0000030 fine-tuned ckpt-0000020's weights, named
+    only in the model line). Empty for a checkpoint directory itself, a Hugging Face model or a hub name."""
+    path = weights_dir(init_from)
+    if path is None or _is_complete(path) or is_hf_gpt2_dir(path):
+        return []
+    taken = find_checkpoint(path)
+    return [f"{why}; starting from {name_of(taken)}, the newest complete one"
+            for _, why in incomplete_checkpoints(path, newer_than=taken)]
+
+
 def _step(ckpt: Path) -> int | None:
     name = name_of(ckpt)
     try:

@@ -3972,6 +3972,26 @@ def test_a_tokenizer_asked_for_that_the_weights_do_not_use_is_refused_when_fine_
                        f"--out_dir={tmp_path / 'ft'}"]) == 0  # the same one, said again: fine
 
 
+def test_a_fine_tune_of_a_run_whose_newest_checkpoint_lost_a_file_says_which_it_starts_from(byte_data, tmp_path,
+                                                                                            capsys):
+    # ckpt-0000004 without its state.pt: the fine-tune started from ckpt-0000002's weights, named only in the model
+    # line, where sample.py of the same run warns (hunt 47-c C1)
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={base}"]) == 0
+    (base / "ckpt-0000004" / "state.pt").unlink()
+    capsys.readouterr()
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--max_iters=1",
+                       f"--out_dir={tmp_path / 'ft'}"]) == 0
+    out, err = capsys.readouterr()
+    assert f"warning: {base / 'ckpt-0000004'}: incomplete, without state.pt; starting from ckpt-0000002, the newest " \
+           "complete one\n" in err, err
+    assert f"(from {base / 'ckpt-0000002'})" in out
+    # the checkpoint itself, named: taken as asked, nothing to say
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / 'ckpt-0000002'}", "--max_iters=1",
+                       f"--out_dir={tmp_path / 'ft2'}"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
     # Its error says what to change ("Try a lower learning_rate"); the same command with that change
     # must not be refused as a new run over another one: there is no checkpoint to continue.
