@@ -234,7 +234,8 @@ def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
-                                load_base_model, load_model, refuse_another_hf_tokenizer, weights_dir)
+                                load_base_model, load_model, refuse_a_pointer, refuse_another_hf_tokenizer,
+                                weights_dir)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
@@ -248,6 +249,8 @@ def load(args: argparse.Namespace, device: torch.device):
                              "base to point to: leave out --lora_base")
         if weights:
             refuse_another_hf_tokenizer(weights)
+        else:
+            refuse_a_pointer(args.init_from)
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
     else:  # one of our runs or checkpoints

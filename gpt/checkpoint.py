@@ -312,6 +312,16 @@ def weights_dir(init_from: str | Path) -> Path | None:
     return path if path.is_dir() else None
 
 
+def refuse_a_pointer(init_from: str) -> None:
+    """MissingFile where --init_from names a run's `latest` or `best` file, with the checkpoint it points to: it
+    was "'out/best' is neither a directory nor one of gpt2, ...", where a run's best checkpoint (the instruct
+    preset's, before overfitting) is the one to fine-tune further or answer with (hunt 47-c C2)."""
+    path = Path(init_from)
+    if path.name in ("latest", "best") and path.is_file() and (ckpt := _pointer(path.parent, path.name)):
+        raise MissingFile(f"{init_from} is a file, the pointer to the {path.name} checkpoint of the run in "
+                          f"{path.parent}: give the checkpoint itself, --init_from={shlex.quote(str(ckpt))}")
+
+
 def _pointer(out_dir: Path, name: str) -> Path | None:
     """The complete checkpoint that `latest` or `best` names, else None: missing, unreadable or
     damaged (bytes that are not UTF-8 were a traceback in train.py and sample.py; hunt, session 24)."""
@@ -1185,6 +1195,7 @@ def pretrained_tokenizer(init_from: str) -> str:
         _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
         return ckpt.meta["tokenizer"]
     if not path and init_from not in GPT2_HUB_CONFIGS:
+        refuse_a_pointer(init_from)
         # train.py's own two words are choices too: --init_from=resum named only the hub's (hunt, session 24)
         close = difflib.get_close_matches(init_from, ["resume", "scratch", *GPT2_HUB_CONFIGS], n=1)
         raise MissingFile(f"{init_from!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}, resume or "

@@ -713,6 +713,12 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
         rc, _, err = cli(capsys, f"--init_from={tmp_path / 'run'}", f"--ckpt={ckpt}", "--max_new_tokens=1", "--json",
                          "--device=cpu")
         assert rc == 0 and f"{tmp_path / 'run' / f'ckpt-{step:07d}'} (step {step})" in err, err
+        # the run's pointer file itself names the checkpoint to give: it was "neither a directory nor one of gpt2,
+        # ..." (hunt 47-c C2)
+        rc, out, err = cli(capsys, f"--init_from={tmp_path / 'run' / ckpt}", "--max_new_tokens=1", "--device=cpu")
+        assert rc == 1 and out == "" and err == (
+            f"sample.py: error: {tmp_path / 'run' / ckpt} is a file, the pointer to the {ckpt} checkpoint of the run in "
+            f"{tmp_path / 'run'}: give the checkpoint itself, --init_from={tmp_path / 'run' / f'ckpt-{step:07d}'}\n")
     # with one checkpoint's directory, best was dropped and that checkpoint sampled (hunt 28-a F9)
     one = tmp_path / "run" / "ckpt-0000007"
     for given in f"--init_from={one}", f"--out_dir={one}":

@@ -3972,6 +3972,21 @@ def test_a_tokenizer_asked_for_that_the_weights_do_not_use_is_refused_when_fine_
                        f"--out_dir={tmp_path / 'ft'}"]) == 0  # the same one, said again: fine
 
 
+def test_a_fine_tune_from_a_runs_best_or_latest_file_is_told_the_checkpoint_it_names(byte_data, tmp_path, capsys):
+    # "'RUN/best' is neither a directory nor one of gpt2, ...": the instruct preset keeps the best checkpoint, before
+    # overfitting, as the one to go on from (hunt 47-c C2)
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={base}"]) == 0
+    capsys.readouterr()
+    for pointer in "best", "latest":
+        assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / pointer}", "--max_iters=1",
+                           f"--out_dir={tmp_path / 'ft'}"]) == 1
+        assert capsys.readouterr().err == (f"train.py: error: {base / pointer} is a file, the pointer to the {pointer} "
+                                           f"checkpoint of the run in {base}: give the checkpoint itself, "
+                                           f"--init_from={base / 'ckpt-0000002'}\n")
+    assert not (tmp_path / "ft").exists()
+
+
 def test_a_fine_tune_of_a_run_whose_newest_checkpoint_lost_a_file_says_which_it_starts_from(byte_data, tmp_path,
                                                                                             capsys):
     # ckpt-0000004 without its state.pt: the fine-tune started from ckpt-0000002's weights, named only in the model
