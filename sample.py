@@ -234,8 +234,8 @@ def load(args: argparse.Namespace, device: torch.device):
     """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
     --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
-                                load_base_model, load_model, refuse_a_pointer, refuse_another_hf_tokenizer,
-                                weights_dir)
+                                load_base_model, load_model, lost_files, refuse_a_pointer,
+                                refuse_another_hf_tokenizer, weights_dir)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.tokenizer import get_tokenizer
@@ -274,6 +274,8 @@ def load(args: argparse.Namespace, device: torch.device):
                                  f"checkpoint, e.g. --init_from={shlex.quote(str(e.newest))}") from None
             if not str(e).startswith("no complete checkpoint"):
                 raise  # e.g. a LoRA checkpoint's base model is gone: its own message
+            if args.init_from and (lost := lost_files(path)):  # (a checkpoint that lost a file, named as --init_from,
+                raise UsageError(lost) from None  # was "no checkpoint at RUN/ckpt-0000030": hunt 47-c C1)
             if args.init_from or args.ckpt in ("latest", "best"):  # a run whose checkpoints all lost a file: said,
                 # where it was "no checkpoint in RUN/ yet; train one with: ...", which starts the run over
                 if said := [why for _, why in incomplete_checkpoints(path)]:

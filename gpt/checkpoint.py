@@ -253,6 +253,19 @@ def passed_over(init_from: str) -> list[str]:
             for _, why in incomplete_checkpoints(path, newer_than=taken)]
 
 
+def lost_files(path: Path) -> str | None:
+    """What the run or checkpoint directory `path`, which holds no complete checkpoint, lost, with the way on; None
+    where it lost nothing (it is not a run). train.py --init_from said "no complete checkpoint in RUN/ckpt-0000030"
+    of a checkpoint without its state.pt, where sample.py names the file (hunt 47-c C1)."""
+    if said := [why for p, why in incomplete_checkpoints(path.parent) if p == path]:
+        others = list_checkpoints(path.parent)
+        return f"{said[0]}; " + (f"take the run's newest complete one, --init_from={shlex.quote(str(others[-1]))}"
+                                 if others else f"{path.parent} has no complete checkpoint either")
+    if said := [why for _, why in incomplete_checkpoints(path)]:
+        return f"{said[-1]}; {path} has no complete checkpoint"
+    return None
+
+
 def _step(ckpt: Path) -> int | None:
     name = name_of(ckpt)
     try:
@@ -1191,7 +1204,12 @@ def pretrained_tokenizer(init_from: str) -> str:
     unreachable hub is said before the data is prepared for it, not after (minutes on large data)."""
     path = weights_dir(init_from)
     if path and not is_hf_gpt2_dir(path):
-        ckpt = open_checkpoint(path)
+        try:
+            ckpt = open_checkpoint(path)
+        except NoCheckpoint as e:
+            if isinstance(e, NoBestCheckpoint) or not (lost := lost_files(path)):
+                raise
+            raise NoCheckpoint(lost) from None
         _check_keys(ckpt.path / META, ckpt.meta, {"tokenizer": str}, "unreadable checkpoint metadata")
         return ckpt.meta["tokenizer"]
     if not path and init_from not in GPT2_HUB_CONFIGS:

@@ -1242,6 +1242,10 @@ def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp
     rc, out, err = cli(capsys, "--device=cpu", f"--ckpt={newer}")
     assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
                                             "ckpt-0000007"], err
+    # and as --init_from, where it was "no checkpoint at RUN/ckpt-0000009" (hunt 47-c C1)
+    rc, out, err = cli(capsys, "--device=cpu", f"--init_from={newer}")
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; take the run's "
+                                            f"newest complete one, --init_from={run / 'ckpt-0000007'}"], err
 
 
 def test_a_run_whose_only_checkpoint_lost_a_file_says_so_not_train_one(capsys, tmp_path):

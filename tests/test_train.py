@@ -4005,6 +4005,17 @@ def test_a_fine_tune_of_a_run_whose_newest_checkpoint_lost_a_file_says_which_it_
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / 'ckpt-0000002'}", "--max_iters=1",
                        f"--out_dir={tmp_path / 'ft2'}"]) == 0
     assert "warning" not in capsys.readouterr().err
+    # the one that lost its file, named, or a run whose every checkpoint did: said, where it was "no complete
+    # checkpoint in RUN/ckpt-0000004" and "no complete checkpoint in RUN"
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / 'ckpt-0000004'}", "--max_iters=1",
+                       f"--out_dir={tmp_path / 'ft3'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without state.pt; take "
+                                       f"the run's newest complete one, --init_from={base / 'ckpt-0000002'}\n")
+    (base / "ckpt-0000002" / "state.pt").unlink()
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--max_iters=1",
+                       f"--out_dir={tmp_path / 'ft3'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without state.pt; "
+                                       f"{base} has no complete checkpoint\n")
 
 
 def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
