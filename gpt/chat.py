@@ -92,12 +92,14 @@ class Answerer:
         """Plain --chat's word, the first time the conversation outgrows the context (--json's records
         count dropped_turns). It said nothing: with the README's example model (context 128, 64 kept
         for the answer at the default --max_new_tokens) every question was asked alone, the turns
-        before it dropped, while the README said "remembered" (hunt 42-e E2)."""
+        before it dropped, while the README said "remembered" (hunt 42-e E2). The way on names the
+        --max_new_tokens that keeps more: "a smaller one" was followed with 100 where 64 were kept free
+        (the room is at most half the context), and the same turns went (hunt 47-c C3)."""
         turns = "turn was" if dropped == 1 else f"{dropped} turns were"
+        fewer = f"a --max_new_tokens below {self.room} keeps more of it, " if self.room > 1 else ""
         return (f"the conversation outgrew the model's context of {self.model.config.block_size} tokens, {self.room} "
                 f"of them kept free for the answer: its oldest {turns} dropped, which the model no longer sees, "
-                "and older turns go as it grows (said once; a smaller --max_new_tokens keeps more of it, "
-                "/reset starts afresh)")
+                f"and older turns go as it grows (said once; {fewer}/reset starts afresh)")
 
     def cut_warning(self, cut: int, of: int = 1) -> str:
         """Plain --instruction's and --chat's word for answers that max_new_tokens stopped: printed

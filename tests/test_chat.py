@@ -137,7 +137,14 @@ def test_plain_chat_says_once_that_the_conversation_outgrew_the_context(monkeypa
     assert errors == 0 and out.getvalue() == ("y" * 20 + "\n") * 4  # stdout holds the answers alone
     assert warned == ["the conversation outgrew the model's context of 128 tokens, 64 of them kept free for the "
                       "answer: its oldest turn was dropped, which the model no longer sees, and older turns go as "
-                      "it grows (said once; a smaller --max_new_tokens keeps more of it, /reset starts afresh)"]
+                      "it grows (said once; a --max_new_tokens below 64 keeps more of it, /reset starts afresh)"]
+    # the way on is exact: "a smaller --max_new_tokens" was followed with 100, and the same turns went, the room
+    # being at most half the context (hunt 47-c C3)
+    said = warned[:]
+    warned.clear()
+    chat(Answerer(model, BYTE, max_new_tokens=100, warn=warned.append),
+         ["x" * 20 + "\n", "hello\n", "x" * 20 + "\n", "again\n"], io.StringIO())
+    assert warned == said
     warned.clear()  # room for the conversation: nothing dropped, nothing said
     chat(Answerer(model, BYTE, max_new_tokens=5, warn=warned.append), ["x" * 20 + "\n", "hello\n"], io.StringIO())
     assert warned == []
