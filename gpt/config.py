@@ -627,12 +627,34 @@ def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: s
     return "a --config preset is not applied to a resumed run, which keeps its own values: " + "; and ".join(ways)
 
 
+# What moves the weights, which a new run from a run's weights takes from the defaults unless given: its
+# optimizer, learning rates and their schedule's shape, regularisation, and LoRA (the adapters' rates are not
+# for every weight). Not the schedule's length (max_iters, lr_decay_iters, decay_fraction): a new run's own.
+RECIPE_KEYS = ("optimizer", "learning_rate", "muon_learning_rate", "lr_schedule", "min_lr", "warmup_iters",
+               "weight_decay", "beta1", "beta2", "grad_clip", "label_smoothing", "dropout", "lora_rank", "lora_alpha",
+               "lora_dropout")
+
+
+def recipe_options(cfg: TrainConfig) -> list[str]:
+    """cfg's RECIPE_KEYS that differ from the defaults, as options, each where it applies (as
+    check_options_apply would take it typed)."""
+    def applies(k: str) -> bool:
+        if k in APPLIES_ONLY:
+            on, values = APPLIES_ONLY[k]
+            return getattr(cfg, on) in values and not (k == "muon_learning_rate" and cfg.lora_rank)
+        return bool(cfg.lora_rank) if k in ("lora_alpha", "lora_dropout") else True
+    return [f"--{k}={getattr(cfg, k)}" for k in RECIPE_KEYS if getattr(cfg, k) != getattr(TrainConfig, k) and applies(k)]
+
+
 def new_run_from(out_dir, cfg: TrainConfig) -> str:
     """The options, quoted for a shell, that start a new run from out_dir's weights on cfg's data
-    (its --data_cache too, where not the default): the way on that refusals of a resume give.
-    `--init_from=out_dir` alone was refused as printed ("out holds a run") and, with an --out_dir,
-    trained on the default data (reviews, session 23)."""
-    return f"--init_from={shlex.quote(str(out_dir))} {data_options(cfg)} --out_dir=<another directory>"
+    (its --data_cache too, where not the default) with cfg's recipe: the way on that refusals of a resume
+    give. `--init_from=out_dir` alone was refused as printed ("out holds a run") and, with an --out_dir,
+    trained on the default data (reviews, session 23); and at the defaults' rates: a fine-tune of AdamW at
+    3e-5 (--config=finetune), refused its resume on edited text, was advised a run of Muon at 0.015 and
+    AdamW at 4e-3, which that preset exists to avoid (hunt 47-c C4)."""
+    return " ".join([f"--init_from={shlex.quote(str(out_dir))}", data_options(cfg), *recipe_options(cfg),
+                     "--out_dir=<another directory>"])
 
 
 def data_options(cfg: TrainConfig) -> str:
@@ -699,6 +721,9 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         on = copy.copy(cfg)  # (not replace(), which checks it again: its typed sizes meet the defaults' there, A4)
         if "data" not in user_keys:
             on.data, on.data_cache = saved.get("data", cfg.data), saved.get("data_cache", cfg.data_cache)
+        for k in RECIPE_KEYS:  # the run's recipe, but for what was typed (new_run_from; hunt 47-c C4)
+            if k not in user_keys and k in saved:
+                setattr(on, k, saved[k])
         if reshaped and cfg.eval_only:
             way = f"the weights keep their {', '.join(reshaped)}: leave {'them' if len(reshaped) > 1 else 'it'} out"
         elif cfg.eval_only:

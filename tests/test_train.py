@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=4", "--eval_iters=2",
         "--log_interval=1", "--compile=false", "--device=cpu", "--warmup_iters=2", "--learning_rate=3e-3",
         "--min_lr=3e-4"]
+TINY_RECIPE = "--learning_rate=0.003 --min_lr=0.0003 --warmup_iters=2"  # TINY's rates, as advice gives them
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing "
          "matches and pack my box with five dozen liquor jugs").split()
 
@@ -3189,7 +3190,8 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
     assert err.startswith(f"train.py: error: --data={text} changed since the checkpoint: it was prepared as {saved}, "
                           f"and is now {tmp_path / 'cache'}/"), err
     assert err.endswith(f"; resume with the text it trained on, or start a new run from these weights with "
-                        f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>")
+                        f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} {TINY_RECIPE} "
+                        "--out_dir=<another directory>")
     # --eval_only scores the checkpoint on the text as it is now, as the README says (it was refused: hunt 29-c)
     assert train.main(["--init_from=resume", "--eval_only=true", *common]) == 0
     assert re.search(r"^step 2: val loss [\d.]+", capsys.readouterr().out, re.M)
@@ -3203,6 +3205,32 @@ def test_a_resume_after_the_raw_text_changed_is_refused_in_one_line(tmp_path, ca
     first.write_text(first.read_text().removesuffix(" an edit"))
     assert train.main(["--init_from=resume", "--max_iters=4", f"--data_cache={tmp_path / 'cache2'}",
                        f"--out_dir={out}"]) == 0
+
+
+def test_a_fine_tune_refused_its_resume_is_advised_a_new_run_at_its_own_rates(tmp_path, capsys):
+    # The advice, a new run from the weights, took the defaults' recipe: a fine-tune of AdamW at 3e-5 (the finetune
+    # preset's) was advised a run of Muon at 0.015 and AdamW at 4e-3, which that preset exists to avoid (hunt 47-c C4)
+    text = write_corpus(tmp_path / "text", docs=6, words=120)
+    base, out = tmp_path / "base", tmp_path / "run"
+    sizes = ["--batch_size=4", "--eval_iters=2", "--compile=false", "--device=cpu", "--eval_interval=100"]
+    common = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *sizes]
+    assert train.main([*common, *TINY, "--max_iters=2", f"--out_dir={base}"]) == 0
+    assert train.main([*common, f"--init_from={base}", "--config=finetune", "--max_iters=2", f"--out_dir={out}"]) == 0
+    first = sorted(text.iterdir())[0]
+    first.write_text(first.read_text() + " an edit")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--data_cache={tmp_path / 'cache'}",
+                       f"--out_dir={out}"]) == 1
+    advice = capsys.readouterr().err.splitlines()[-1].split("start a new run from these weights with ")[1]
+    assert advice == (f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --optimizer=adamw "
+                      "--learning_rate=3e-05 --min_lr=3e-06 --warmup_iters=20 --weight_decay=0.0 --dropout=0.1 "
+                      "--out_dir=<another directory>")
+    again = tmp_path / "again"
+    assert train.main([*shlex.split(advice.replace("<another directory>", str(again))), *sizes, "--max_iters=1"]) == 0
+    recipe = open_checkpoint(again).meta["config"]
+    finetune = open_checkpoint(out).meta["config"]
+    assert all(recipe[k] == finetune[k] for k in ("optimizer", "learning_rate", "min_lr", "warmup_iters",
+                                                  "weight_decay", "dropout")), recipe
 
 
 def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_line(tmp_path, capsys):
@@ -3227,7 +3255,8 @@ def test_a_resume_after_its_data_directory_was_prepared_again_is_refused_in_one_
         rf"train\.py: error: cannot resume {re.escape(str(out))}: {re.escape(str(data))}: its train split has "
         rf"{tokens:,} tokens in [\d,]+ windows, and had {tokens - len(' an edit'):,} in [\d,]+ when the state was "
         rf"saved: it was prepared again since; start a new run from its weights with --init_from={re.escape(str(out))} "
-        rf"--data='{re.escape(str(data))}' --out_dir=<another directory>, or resume on the data it trained on\n",
+        rf"--data='{re.escape(str(data))}' {TINY_RECIPE} --out_dir=<another directory>, or resume on the data it "
+        r"trained on\n",
         err), err
     assert sorted(p.name for p in out.iterdir()) == before
     # the way the message gives, as printed, quoted for a shell (reviews, session 23: without
@@ -3353,7 +3382,8 @@ def test_a_resume_typed_with_other_data_gives_advice_that_starts_a_new_run_on_th
     typed = [f"--data={other}", f"--data_cache={tmp_path / 'cache'}"]
     assert train.main(["--init_from=resume", *typed, f"--out_dir={out}"]) == 1
     advice = capsys.readouterr().err.split("give them with ")[1].removesuffix(")\n")
-    assert advice == f"--init_from={out} --data={other} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>"
+    assert advice == (f"--init_from={out} --data={other} --data_cache={tmp_path / 'cache'} {TINY_RECIPE} "
+                      "--out_dir=<another directory>")
     again = shlex.split(advice.replace("<another directory>", str(tmp_path / "again")))
     assert train.main([*again, "--max_iters=2"]) == 0
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(other)
@@ -3367,7 +3397,8 @@ def test_a_resume_typed_with_another_optimizer_gives_advice_on_the_runs_own_data
     assert train.main([*common, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 0
     assert train.main(["--init_from=resume", "--optimizer=adamw", f"--out_dir={out}"]) == 1
     advice = capsys.readouterr().err.split("give them with ")[1].removesuffix(")\n")
-    assert advice == f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --out_dir=<another directory>"
+    assert advice == (f"--init_from={out} --data={text} --data_cache={tmp_path / 'cache'} --optimizer=adamw "
+                      f"{TINY_RECIPE} --out_dir=<another directory>")  # (the option typed, with the run's rates)
     again = shlex.split(advice.replace("<another directory>", str(tmp_path / "again")))
     assert train.main([*TINY, *again, "--optimizer=adamw", "--max_iters=3"]) == 0
     assert open_checkpoint(tmp_path / "again").meta["config"]["data"] == str(text)
