@@ -82,7 +82,7 @@ from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_hol
                             write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
-                        preset_not_applied, resume_config)
+                        preset_not_applied, resume_config, scratch_recipe_note)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
                         UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
@@ -219,9 +219,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     check_deterministic_cublas(device)
     if preset_note and dist.is_main:
         print("note:", preset_note)
-    if device.type != "cpu" and not resume and not any(a.startswith("--config") for a in argv):
+    preset_given = any(a.startswith("--config") for a in argv)
+    if device.type != "cpu" and not resume and not preset_given:
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     check_options_apply(cfg, typed)
+    if not resume and dist.is_main and (note := scratch_recipe_note(cfg, typed, preset_given)):
+        print("note:", note)
     if "time_budget" in typed and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
                           + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"

@@ -646,6 +646,24 @@ def recipe_options(cfg: TrainConfig) -> list[str]:
     return [f"--{k}={getattr(cfg, k)}" for k in RECIPE_KEYS if getattr(cfg, k) != getattr(TrainConfig, k) and applies(k)]
 
 
+def scratch_recipe_note(cfg: TrainConfig, typed: set[str], preset_given: bool) -> str | None:
+    """The note for a new run from pretrained weights at a from-scratch recipe: no --config preset and no
+    optimizer or learning rate typed. `python train.py --init_from=gpt2 --data=notes/` (nanoGPT's way to
+    fine-tune) trained GPT-2 with Muon at 0.015 and AdamW at 4e-3 on a CPU (the shakespeare-gpu preset's AdamW
+    1e-3 on a GPU) without a word, the rates the finetune preset exists to avoid (hunt 47-c, left 1). Said,
+    not refused: continuing a run's pretraining on more text at its own recipe is a choice."""
+    if cfg.init_from in ("scratch", "resume") or preset_given or cfg.eval_only:
+        return None
+    if typed & {"optimizer", "learning_rate", "muon_learning_rate"}:
+        return None
+    rates = f"AdamW at {cfg.learning_rate:g}"
+    if cfg.optimizer == "muon" and not cfg.lora_rank:
+        rates = f"Muon at {cfg.muon_learning_rate:g} and {rates}"
+    return (f"--init_from={cfg.init_from} starts from trained weights at the from-scratch recipe ({rates}, "
+            f"weight decay {cfg.weight_decay:g}, dropout {cfg.dropout:g}), rates that can undo what they learned; "
+            "for a fine-tune give --config=finetune (small AdamW rates), or your own --optimizer and --learning_rate")
+
+
 def new_run_from(out_dir, cfg: TrainConfig) -> str:
     """The options, quoted for a shell, that start a new run from out_dir's weights on cfg's data
     (its --data_cache too, where not the default) with cfg's recipe: the way on that refusals of a resume

@@ -1476,6 +1476,30 @@ def test_an_export_of_a_byte_model_is_refused_before_its_text_is_prepared(tmp_pa
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_new_run_from_weights_at_the_from_scratch_recipe_is_told_so(tmp_path, capsys):
+    # `python train.py --init_from=gpt2 --data=notes/`, nanoGPT's way to fine-tune, trained the weights at Muon 0.015
+    # and AdamW 4e-3 (a GPU: the shakespeare-gpu preset's 1e-3) without a word, the rates --config=finetune exists to
+    # avoid (hunt 47-c, left 1). A note, not a refusal: a run's pretraining continued at its own recipe is a choice.
+    # (Each run here is refused after the note, before any data is prepared: the export is a byte model's.)
+    from gpt.model import GPTConfig
+
+    export = tmp_path / "byte-export"
+    GPT(GPTConfig(vocab_size=257, block_size=32, n_layer=1, n_head=2, n_embd=16)).save_pretrained(export, eot_token=256)
+    text = write_corpus(tmp_path / "notes", docs=10, words=100)
+    common = [f"--init_from={export}", f"--data={text}", f"--data_cache={tmp_path / 'cache'}", "--max_iters=1",
+              "--compile=false", "--device=cpu", f"--out_dir={tmp_path / 'ft'}"]
+    notes = {}
+    for name, options in {"bare": [], "finetune": ["--config=finetune"], "rate typed": ["--learning_rate=1e-4",
+                                                                                         "--min_lr=1e-5"]}.items():
+        assert train.main([*common, *options]) == 1
+        notes[name] = [line for line in capsys.readouterr().out.splitlines() if "from-scratch recipe" in line]
+    assert notes["bare"] == [f"note: --init_from={export} starts from trained weights at the from-scratch recipe (Muon at "
+                             "0.015 and AdamW at 0.004, weight decay 0.1, dropout 0), rates that can undo what they "
+                             "learned; for a fine-tune give --config=finetune (small AdamW rates), or your own "
+                             "--optimizer and --learning_rate"]
+    assert notes["finetune"] == notes["rate typed"] == []
+
+
 def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, tmp_path, capsys):
     # Only the base's weights were fingerprinted: its config.json edited since (n_head, every tensor's shape
     # the same) put the adapters onto another computation, sampled and resumed without a word (hunt 30-e F1)
