@@ -75,11 +75,11 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers, is_hf_gpt2_dir,
-                            latest_note, list_checkpoints, listed_on, load_base_model, load_model, lora_base,
-                            mark_lora_base, open_resumable, passed_over, pretrained_config, pretrained_tokenizer,
-                            rebased, refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
-                            write_failed)
+from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers,
+                            earlier_best_step, is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on,
+                            load_base_model, load_model, lora_base, mark_lora_base, open_resumable, passed_over,
+                            pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best,
+                            save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config, scratch_recipe_note)
@@ -878,8 +878,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             # (quoted: a path with a space, pasted as printed, was two arguments: hunt, session 27)
             command = f"python sample.py --out_dir={shlex.quote(str(out_dir))}"
             # instruction data: plain sampling of such a run, from end-of-text, came back empty (hunt 42-e E1)
+            # The command samples the latest checkpoint: where the best is another, its step and the option that takes
+            # it (an instruction run past its best, the README's example at step 100 of 300, was pointed at its last)
+            if (best_step := earlier_best_step(out_dir)) is not None and val_loss is not None:
+                best += f" at step {best_step:,} (the last {val_loss:.4f})"
             print(f"done: step {step}, {best}. " + (f"Ask it with: {command} --chat (a question per line; or "
-                                                   "--instruction=TEXT)" if data.supervised else f"Sample with: {command}"))
+                                                   "--instruction=TEXT)" if data.supervised else f"Sample with: {command}")
+                  + (f"; --ckpt=best for step {best_step:,}'s checkpoint" if best_step is not None else ""))
     return exit_status
 
 

@@ -266,6 +266,13 @@ def lost_files(path: Path) -> str | None:
     return None
 
 
+def earlier_best_step(out_dir: Path) -> int | None:
+    """The step of the run's best checkpoint where it is not its latest (a run that trained past its lowest
+    validation loss, as an instruction run past a few epochs of a small set), else None."""
+    best, latest = _pointer(out_dir, "best"), _pointer(out_dir, "latest")
+    return _step(best) if best and latest and best != latest else None
+
+
 def _step(ckpt: Path) -> int | None:
     name = name_of(ckpt)
     try:

@@ -1476,6 +1476,33 @@ def test_an_export_of_a_byte_model_is_refused_before_its_text_is_prepared(tmp_pa
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_run_past_its_best_validation_loss_names_the_best_checkpoint_at_its_end(tmp_path, capsys):
+    # The closing command samples the latest checkpoint; an instruction run past its best (the README's who-says
+    # example: best at step 100 of 300) was pointed at its last with no word of the better one. Here each document
+    # has an alphabet of its own, so the validation document's bytes grow less likely as training goes on.
+    import random
+
+    from gpt.prepare import prepare
+
+    rng = random.Random(0)
+    (tmp_path / "text").mkdir()
+    for i in range(10):
+        alphabet = [chr(33 + 9 * i + k) for k in range(9)]
+        (tmp_path / "text" / f"doc{i:02d}.txt").write_text("".join(rng.choice(alphabet) for _ in range(2000)) + "\n")
+    shards = prepare(source="input", inputs=[str(tmp_path / "text")], tokenizer="byte", out_dir=tmp_path / "shards",
+                     num_proc=1, quiet=True)
+    out = tmp_path / "run"
+    assert train.main([f"--data={shards}", *TINY, "--learning_rate=3e-2", "--min_lr=3e-3", "--optimizer=adamw",
+                       "--max_iters=30", "--eval_interval=10", f"--out_dir={out}"]) == 0
+    losses = {r["step"]: r["val_loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+              if "val_loss" in r and r["step"]}  # (step 0's model is not saved: a run of a count)
+    assert min(losses, key=losses.get) == 10 and losses[30] > losses[10] + 0.05  # (the premise)
+    assert (out / "best").read_text() == "ckpt-0000010\n"
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"done: step 30, best validation loss {losses[10]:.4f} at step 10 (the last {losses[30]:.4f}). Sample with: "
+        f"python sample.py --out_dir={out}; --ckpt=best for step 10's checkpoint")
+
+
 def test_a_new_run_from_weights_at_the_from_scratch_recipe_is_told_so(tmp_path, capsys):
     # `python train.py --init_from=gpt2 --data=notes/`, nanoGPT's way to fine-tune, trained the weights at Muon 0.015
     # and AdamW 4e-3 (a GPU: the shakespeare-gpu preset's 1e-3) without a word, the rates --config=finetune exists to
