@@ -910,12 +910,11 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                 at = split_at - pos
                 nl = b"\r" if b"\n" not in data and b"\r" in data else b"\n"  # (old Macs' line breaks: hunt, session 27)
                 nl, past = (b" ", 0) if one_line else (nl, 1)  # (cut past a line break; before a space)
-                after = max(data.find(nl, at, cut) + past, 0)
-                if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
-                    after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
-                if not after and end:  # and before a blank tail, which would leave the second document empty (a
-                    at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
-                line_end = after or max(data.rfind(nl, 0, at) + past, 0)
+                line_end = _cut_near(data, at, cut, end, nl, past)
+                if not line_end and end and past:  # the last line holds the point and began in a piece before this
+                    # one, which is gone: before a space in it, as in a file of one line (a file of short lines, then
+                    # one longer than a piece, was refused as one document after all of it was tokenized: hunt 47-a A4)
+                    line_end = _cut_near(data, at, cut, end, b" ", 0)
                 if line_end:
                     cut, end = line_end, True
                 # no line break in this piece (a line longer than it): the next piece's first one (a file
@@ -930,6 +929,19 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
             if not data:
                 break
     stats.replaced(path, replaced)
+
+
+def _cut_near(data: bytes, at: int, cut: int, end: bool, nl: bytes, past: int) -> int:
+    """Where in data[:cut] a lone text file is cut in two near byte `at`: past the first `nl` after it (past=1, a
+    line break) or before it (past=0, a space), else the last one before it; 0 where there is none. In the file's
+    last piece (end), never where only blanks would follow."""
+    # (before a space, not the one at 0: a piece cut before a space starts with one, and a cut at 0 is none)
+    after = max(data.find(nl, at if past else max(at, 1), cut) + past, 0)
+    if after and end and not data[after:cut].strip():  # the file's last line break: nothing follows,
+        after = 0  # so the one before the point (a small file was refused as one document: audit 2026-11-26)
+    if not after and end:  # and before a blank tail, which would leave the second document empty (a
+        at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
+    return after or max(data.rfind(nl, 0, at) + past, 0)
 
 
 RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")

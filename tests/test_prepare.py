@@ -973,6 +973,22 @@ def test_a_text_file_of_one_line_is_cut_in_two_before_a_space(tmp_path, monkeypa
         run_prepare([tmp_path / "cjk.txt"], tmp_path / "out2")
 
 
+def test_a_text_file_whose_last_line_is_longer_than_a_piece_is_cut_in_two_before_a_space(tmp_path, monkeypatch):
+    # short lines, then one line longer than a piece that holds the 90% point: its line break lay in a piece already
+    # read, and the file was refused as one document ("cut in two at a line break, or a space"), after all of it was
+    # tokenized, where the same file within one piece was cut (hunt 47-a A4: 0.2 MB of lines, then a 1.6 MB one)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 500)
+    lines = "".join(f"{i}: a short line\n" for i in range(20))
+    last = " ".join(f"word{i} {STORY.strip()}" for i in range(20)) + "\n"
+    (tmp_path / "input.txt").write_text(lines + last)
+    out = run_prepare([tmp_path / "input.txt"], tmp_path / "out", tokenizer="gpt2")
+    train, val = documents(out, "train"), documents(out, "val")
+    assert len(train) == len(val) == 1 and train[0] + val[0] == lines + last
+    assert train[0].startswith(lines) and val[0].startswith(" ") and val[0].strip()  # before a space of the last line
+    tok = get_tokenizer("gpt2")
+    assert tok.encode(train[0]) + tok.encode(val[0]) == tok.encode(lines + last)
+
+
 @pytest.mark.parametrize("ending", ["\n", "\n\n", ""])
 def test_a_small_text_file_of_a_few_lines_is_split_before_its_last_line_break(tmp_path, ending):
     # the line break after the 90% point was the file's last one: nothing followed it, and four
