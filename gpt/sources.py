@@ -1067,6 +1067,11 @@ def _stamp(files: list[Path], root: Path | None = None) -> list:
 def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_split="train", text_field="text",
                 val_fraction: float = 0.1) -> Source:
     """Check that the source exists (without reading it or touching the network yet)."""
+    # A --text_field with no records to take it from was taken and ignored, in silence (hunt 47-a A1)
+    fields_of = ".jsonl, .ndjson, .json, .csv or .parquet records (or --hf's)"
+    if source == "shakespeare" and text_field != "text":
+        raise PrepareError(f"--text_field {text_field} names a field of {fields_of}, and the Shakespeare plays are "
+                           "text: give --input or --hf, or leave it out")
     if source == "shakespeare":
         files = shakespeare_files()
         conversion = SHAKESPEARE_CONVERSION  # (the one meta.json records is the one applied)
@@ -1084,6 +1089,10 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
             if why := unusable_path(path):
                 raise PrepareError(f"--input {path}: {why}")
         files = expand_inputs(inputs)
+        if text_field != "text" and not any(f.suffix.lower() in RECORD_SUFFIXES for f in files):
+            raise PrepareError(f"--text_field {text_field} names a field of {fields_of}, and --input "
+                               f"{' '.join(map(str, inputs))} holds none (text files are documents as they are): "
+                               "leave it out")
         csv_reader = {"csv_reader": CSV_READER} if any(f.suffix.lower() == ".csv" for f in files) else {}
         # (data prepared from an .ndjson read as text, before hunt 43-d D7, is not up to date)
         ndjson = {"ndjson": "json lines"} if any(f.suffix.lower() == ".ndjson" for f in files) else {}

@@ -107,6 +107,20 @@ def test_jsonl_and_json_records(tmp_path):
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
 
 
+def test_a_text_field_with_no_records_to_take_it_from_is_refused(tmp_path):
+    # it was taken and ignored: the plays, or text files alone, prepared as without it (hunt 47-a A1)
+    write_docs(tmp_path / "in", 3)
+    with pytest.raises(PrepareError, match=r"--text_field body names a field of \.jsonl, .*, and --input \S+ holds "
+                                           r"none \(text files are documents as they are\): leave it out"):
+        run_prepare([tmp_path / "in"], tmp_path / "out", text_field="body")
+    with pytest.raises(PrepareError, match=r"--text_field body .*the Shakespeare plays are text: give --input or --hf"):
+        prepare(source="shakespeare", text_field="body", out_dir=tmp_path / "plays", tokenizer="byte")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "plays").exists()
+    (tmp_path / "in" / "r.jsonl").write_text(json.dumps({"body": "a record's body"}) + "\n")  # records: taken
+    out = run_prepare([tmp_path / "in"], tmp_path / "out", text_field="body")
+    assert "a record's body" in documents(out, "train") + documents(out, "val")
+
+
 def test_parquet_and_csv(tmp_path, monkeypatch):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     # read without the datasets package, whose local loaders left lock files in ~/.cache (hunt 28-b)
@@ -398,6 +412,8 @@ def test_a_rerun_with_another_option_rebuilds(tmp_path, capsys):
     # only reruns with the same options were tested: with the options out of the fingerprint, another
     # --tokenizer into the same --out_dir said "up to date" and kept the old data (hunt 32-a PP20)
     write_docs(tmp_path / "in", 6)
+    # (a record with the other --text_field: one is refused where no file has records, hunt 47-a A1)
+    (tmp_path / "in" / "r.jsonl").write_text(json.dumps({"text": STORY, "body": "the body"}) + "\n")
     out = tmp_path / "out"
     run_prepare([tmp_path / "in"], out)
     for change in ({"tokenizer": "gpt2"}, {"val_fraction": 0.5}, {"seed": 1}, {"shard_tokens": 1000},
