@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = who_says(args.play, args.min_chars, args.max_pairs)
     except PrepareError as e:
         return p.fail(e)
-    out = Path(args.out)
+    # `--out=~/pairs.jsonl`: the shell leaves a ~ after = as it is, and the write failed, "No such file or directory"
+    # (or went into a folder named ~ here), where data/prepare.py's --out_dir=~/... is expanded (hunt 47-a A3)
+    out = Path(os.path.expanduser(args.out))
     # a link's target is replaced, not the link (the new pairs went into a file put in the link's place, the shared
     # file it named kept the old ones: hunt 43-d D10), as data/prepare.py replaces a linked --out_dir's target
     # (os.path.realpath, not Path.resolve: a link to itself was resolve's RuntimeError, a traceback, where the

@@ -247,6 +247,16 @@ def test_make_pairs_an_exact_play_name_wins_over_longer_names_that_contain_it(ma
     assert len(out.read_text().splitlines()) == 2
 
 
+def test_make_pairs_out_after_an_equals_sign_expands_a_tilde(make_pairs, tmp_path, monkeypatch, capsys):
+    # the shell leaves `--out=~/...` as it is: it was "~/pairs.jsonl: No such file or directory" (hunt 47-a A3)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert make_pairs.main(["--max_pairs", "2", "--out=~/pairs.jsonl"]) == 0
+    assert len((tmp_path / "home" / "pairs.jsonl").read_text().splitlines()) == 2
+    assert not (tmp_path / "~").exists() and "wrote 2 pairs" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("args, message", [
     (["--max_pairs", "0"], "--max_pairs must be >= 1"), (["--max_pairs", "-1"], "--max_pairs must be >= 1"),
     (["--min_chars", "-1"], "--min_chars >= 0"), (["--min_chars", "100000"], "no speech in hamlet has a first line")])
