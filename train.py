@@ -99,7 +99,7 @@ from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, c
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
                          set_rng_state, steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
-from gpt.shards import DataDir
+from gpt.shards import DataDir, holds_prepared_data
 
 
 @stdout_checked("train.py")
@@ -1142,7 +1142,7 @@ def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:
             raise ConfigError(f"--tokenizer={cfg.tokenizer}, but the weights of {cfg.init_from} read {theirs} tokens: "
                               "the data is prepared with their tokenizer; leave --tokenizer out")
         return theirs
-    return None if (Path(cfg.data) / "meta.json").is_file() else cfg.tokenizer
+    return None if holds_prepared_data(cfg.data) else cfg.tokenizer
 
 
 def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set[str]) -> None:
@@ -1250,7 +1250,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
                                    f"written: prepare them elsewhere (python data/prepare.py --tokenizer={tokenizer} "
                                    "--out_dir=DIR) and train with --data=DIR") from None
         refuse_a_run(data)
-        if (Path(data) / "meta.json").is_file():
+        if holds_prepared_data(data):
             return Path(data)
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "

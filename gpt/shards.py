@@ -252,6 +252,24 @@ def is_shard(path) -> bool:
         return False
 
 
+def holds_prepared_data(directory) -> bool:
+    """Whether a directory is prepared data (to be opened as a DataDir), not text to prepare: its meta.json is
+    beside token shards, or holds a data directory's keys (format_version, splits), or cannot be read as JSON
+    (DataDir then says what is wrong with it). A folder of text with a meta.json of its own, a record file of that
+    name, was taken for prepared data by train.py: "meta.json: format version None ... rebuild with data/prepare.py
+    --force", where data/prepare.py --input reads that folder as text (hunt 47-a A2)."""
+    directory = Path(directory)
+    if not (directory / META_NAME).is_file():
+        return False
+    if any(map(is_shard, directory.glob("*.bin"))):
+        return True
+    try:
+        meta = json.loads((directory / META_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return isinstance(meta, dict) and not meta.keys().isdisjoint({"format_version", "splits"})
+
+
 def open_shard(path, full_check: bool | None = None) -> Shard:
     """Open a shard and check its header against the file. Token ids are all checked against the
     vocab size when full_check is True (default: for shards of up to 16M tokens), else in 64

@@ -2036,6 +2036,29 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_folder_of_text_with_a_meta_json_of_its_own_is_prepared_as_text(byte_data, tmp_path):
+    # a record file named meta.json made the folder prepared data: "meta.json: format version None, ...; rebuild with
+    # data/prepare.py --force", where data/prepare.py --input reads the folder as text (hunt 47-a A2)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(12)]
+    (notes / "meta.json").write_text(json.dumps([{"text": t} for t in texts[:6]]))
+    (notes / "more.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[6:]))
+    out = train.prepare_data(str(notes), "byte", str(tmp_path / "cache"), train.Dist())
+    data = train.DataDir(out)
+    assert out.parent == tmp_path / "cache"
+    assert data.num_tokens("train") + data.num_tokens("val") == sum(len(t) + 1 for t in texts)  # and end-of-texts
+    assert train.tokenizer_of(parse_args([f"--data={notes}"])[0], None, False) == "shakespeare-bpe"  # (text's default)
+    # prepared data keeps its own meta.json, however damaged: DataDir says what is wrong with it
+    shutil.copytree(byte_data, tmp_path / "data")
+    assert train.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist()) == tmp_path / "data"
+    (tmp_path / "data" / "meta.json").write_text(json.dumps({"splits": {}}))
+    with pytest.raises(train.ShardError, match=r"meta.json: format version None"):
+        train.DataDir(train.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist()))
+    assert train.tokenizer_of(parse_args([f"--data={tmp_path / 'data'}"])[0], None, False) is None
+    assert not (tmp_path / "cache2").exists()
+
+
 def test_a_leftover_that_cannot_be_removed_is_a_warning_and_the_run_resumes(byte_data, tmp_path, monkeypatch, capsys):
     # a traceback at the start (hunt 33-a F10): another user's killed save in a shared run directory
     import errno
