@@ -681,6 +681,11 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     options = _options(tokenizer, val_fraction, seed, shard_tokens, max_tokens, text_field)
     src = make_source(source, inputs=inputs, hf_name=hf_name, hf_config=hf_config, hf_split=hf_split,
                       text_field=text_field, val_fraction=val_fraction)
+    if out_dir is not None and not str(out_dir).strip():  # (Path("") is the working directory: `--out_dir "$OUT"` with
+        # the variable unset was told ". exists and is not a data directory ...; choose another --out_dir or remove it",
+        # hunt 47-a A5; as --input '' is refused)
+        raise PrepareError(f"--out_dir {str(out_dir)!r} names no directory; give one, or leave --out_dir out for "
+                           f"{default_out_dir(source, inputs, hf_name, hf_config, tokenizer)}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")

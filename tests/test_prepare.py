@@ -765,6 +765,13 @@ def test_every_input_given_is_read_and_an_empty_source_is_refused(tmp_path, caps
         assert prep.main([*source, "--out_dir", str(tmp_path / "empty"), *common]) == 1
         assert capsys.readouterr().err.startswith(f"data/prepare.py: error: {message}")
     assert not (tmp_path / "empty").exists()
+    # `--out_dir "$OUT"` unset was the working directory, "... exists and is not a data directory made by
+    # data/prepare.py; choose another --out_dir or remove it" (hunt 47-a A5)
+    for blank in ("", " "):
+        assert prep.main(["--input", str(a), str(b), "--out_dir", blank, *common]) == 1
+        assert capsys.readouterr().err == (f"data/prepare.py: error: --out_dir {blank!r} names no directory; give one, "
+                                           f"or leave --out_dir out for {ROOT / 'data' / 'doc00-byte'}\n")
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == [a.name, b.name, c.name]
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".json"])
