@@ -957,16 +957,20 @@ def _skipped_unread(path: Path) -> bool:
                                             and (not text or text.decode("utf-8", "replace").isspace()))
 
 
-def lone_text_file(files: list[Path]) -> Path | None:
+def lone_text_file(files: list[Path], text_field: str = "text") -> Path | None:
     """The one text file that gives the data's only document(s), to be cut in two: the only file given, or the
-    only one beside files that are skipped (empty, binary). A folder of one corpus.txt and a cover.png or an
-    empty notes.txt was refused as "1 document(s) ... a lone text file is cut in two" (hunt 43-d D4)."""
-    if any(f.suffix.lower() in RECORD_SUFFIXES for f in files):
+    only one beside files that are skipped (empty, binary; record files with no records). A folder of one
+    corpus.txt and a cover.png or an empty notes.txt was refused as "1 document(s) ... a lone text file is cut in
+    two" (hunt 43-d D4); so was one beside an empty data.jsonl, `[]` in a .json or a .csv's header alone (hunt
+    47-a A7)."""
+    records = [f for f in files if f.suffix.lower() in RECORD_SUFFIXES]
+    if not all(_holds_no_records(f, text_field) for f in records):
         return None
-    if len(files) == 1:
-        return files[0]
+    texts = [f for f in files if f not in records]
+    if len(texts) == 1:
+        return texts[0]
     found = None
-    for path in files:  # (a corpus of many files stops at its second file with text)
+    for path in texts:  # (a corpus of many files stops at its second file with text)
         if not _skipped_unread(path):
             if found:
                 return None
@@ -974,17 +978,34 @@ def lone_text_file(files: list[Path]) -> Path | None:
     return found
 
 
+def _holds_no_records(path: Path, text_field: str) -> bool:
+    """Whether a record file is small and holds no record with text (0 bytes, blank lines, `[]`, a header alone):
+    it is skipped as an empty document. Read here only where small; one that cannot be read is said so later."""
+    try:
+        if path.stat().st_size >= 1 << 16:
+            return False
+        with warnings.catch_warnings():  # (its warnings come when it is read for its records)
+            warnings.simplefilter("ignore")
+            return all(isinstance(text, str) and not text.strip()
+                       for text, _ in _record_reader(path)(path, text_field, SourceStats()))
+    except (OSError, PrepareError):
+        return False
+
+
+def _record_reader(path: Path) -> Callable[[Path, str, SourceStats], Pieces]:
+    """The reader of a record file's pieces, by its suffix (one of RECORD_SUFFIXES)."""
+    # (.ndjson, "newline-delimited JSON", is JSON lines under another name: it was read as one text document,
+    # its JSON syntax trained on, in silence: hunt 43-d D7)
+    suffix = path.suffix.lower()
+    return _jsonl_pieces if suffix in (".jsonl", ".ndjson") else _json_pieces if suffix == ".json" else _table_pieces
+
+
 def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats: SourceStats) -> Pieces:
-    lone = lone_text_file(files)
+    lone = lone_text_file(files, text_field)
     for path in files:
-        suffix = path.suffix.lower()
-        if suffix in RECORD_SUFFIXES:
+        if path.suffix.lower() in RECORD_SUFFIXES:
             records = 0
-            # (.ndjson, "newline-delimited JSON", is JSON lines under another name: it was read as one text document,
-            # its JSON syntax trained on, in silence: hunt 43-d D7)
-            read = (_jsonl_pieces if suffix in (".jsonl", ".ndjson") else _json_pieces if suffix == ".json"
-                    else _table_pieces)
-            for piece in read(path, text_field, stats):
+            for piece in _record_reader(path)(path, text_field, stats):
                 records += 1
                 yield piece
             if not records:  # a file of no records (0 bytes, a header alone, blank lines, `[]`) is an empty

@@ -2055,6 +2055,26 @@ def test_a_text_file_alone_beside_skipped_files_is_cut_in_two(tmp_path):
     assert sources.lone_text_file([tmp_path / "in" / "corpus.txt", tmp_path / "r.jsonl"]) is None
 
 
+@pytest.mark.parametrize("name, content", [("data.jsonl", ""), ("data.jsonl", '\n{"text": " "}\n'), ("data.json", "[]"),
+                                           ("data.csv", "id,text\n")])
+def test_a_lone_text_file_beside_a_record_file_with_no_records_is_cut_in_two(tmp_path, name, content):
+    # such a file is skipped as an empty document, as an empty text file is, but any record file beside a text file
+    # kept it whole, and the folder was refused as "1 document(s) ... a lone text file is cut in two" (hunt 47-a A7)
+    lines = [f"line {i}: " + STORY for i in range(20)]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "corpus.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "in" / name).write_text(content)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    text = "\n".join(lines) + "\n"
+    cut = text.index("\n", int(len(text) * 0.9)) + 1
+    assert documents(out, "train") == [text[:cut]] and documents(out, "val") == [text[cut:]]
+    assert DataDir(out).meta["empty_documents_skipped"] == 1
+    # one record with text: two documents, each file whole, as before
+    (tmp_path / "in" / "r.jsonl").write_text(json.dumps({"text": "a record"}) + "\n")
+    out = run_prepare([tmp_path / "in"], tmp_path / "out2")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted([text, "a record"])
+
+
 def test_an_ndjson_file_is_read_as_json_lines(tmp_path):
     # .ndjson ("newline-delimited JSON") is JSON lines by another name: it was read as one text document, its JSON
     # syntax trained on, in silence (hunt 43-d D7)
