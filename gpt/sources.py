@@ -699,9 +699,10 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         return
     try:
         records = parse_json(text)
-    except json.JSONDecodeError as e:
-        raise PrepareError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}); "
-                           "JSON lines belong in a .jsonl file") from None
+    except json.JSONDecodeError as e:  # (JSON lines, a value after the first, are "Extra data": only they are
+        # told of .jsonl, which a file cut short or nested too deeply was told too: hunt 47-a A8)
+        lines = "; JSON lines belong in a .jsonl file" if e.msg == "Extra data" else ""
+        raise PrepareError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}){lines}") from None
     # The file's bytes and text are let go once parsed, and each record once taken: all were held until the last
     # record was tokenized (a file of one 50 MB record peaked at 3.5 times its size with gpt2, 5.0 with the byte
     # tokenizer; 3.0 and 4.0 since: hunt 44-c C1)

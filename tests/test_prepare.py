@@ -121,6 +121,18 @@ def test_a_text_field_with_no_records_to_take_it_from_is_refused(tmp_path):
     assert "a record's body" in documents(out, "train") + documents(out, "val")
 
 
+def test_a_json_file_that_is_not_json_is_told_of_jsonl_only_where_it_holds_json_lines(tmp_path):
+    # every .json that failed to parse was told "JSON lines belong in a .jsonl file": one cut short, or nested too
+    # deeply, too (hunt 47-a A8)
+    for name, text, told in (("lines.json", '{"text": "a"}\n{"text": "b"}\n', True),
+                             ("short.json", '[{"text": "a"}, {"text": "b"', False),
+                             ("deep.json", "[" * 100_000 + "]" * 100_000, False)):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrepareError, match=rf"{name}: not valid JSON \(") as e:
+            run_prepare([tmp_path / name], tmp_path / "out")
+        assert str(e.value).endswith("; JSON lines belong in a .jsonl file") == told, str(e.value)
+
+
 def test_parquet_and_csv(tmp_path, monkeypatch):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     # read without the datasets package, whose local loaders left lock files in ~/.cache (hunt 28-b)
