@@ -83,13 +83,16 @@ def _slug(text: str) -> str:
 
 
 def default_out_dir(source: str = "shakespeare", inputs: list[str] | None = None, hf_name: str | None = None,
-                    hf_config: str | None = None, tokenizer: str = "gpt2") -> Path:
-    """data/shakespeare-gpt2, data/<first input's name>-gpt2, data/<dataset>[-<config>]-gpt2 in the repo."""
+                    hf_config: str | None = None, tokenizer: str = "gpt2", hf_split: str = "train") -> Path:
+    """data/shakespeare-gpt2, data/<first input's name>-gpt2, data/<dataset>[-<config>][-<split>]-gpt2 in the repo
+    (the split where it is not train: a dataset's validation split went to its train split's directory, and
+    replaced it, noted as data "prepared from --hf NAME" like the new one: hunt 47-a A9)."""
     if source == "input" and inputs:
         parts = [p for p in Path(inputs[0]).parts if not is_glob(p)]
         name = _slug(Path(parts[-1]).stem if parts else "input")
     elif source == "hf" and hf_name:
-        name = _slug(hf_name.replace("/", "_") + (f"-{hf_config}" if hf_config else ""))
+        name = _slug(hf_name.replace("/", "_") + (f"-{hf_config}" if hf_config else "")
+                     + (f"-{hf_split}" if hf_split != "train" else ""))
     else:
         name = source
     return REPO_ROOT / "data" / f"{name}-{tokenizer}"
@@ -685,8 +688,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
         # the variable unset was told ". exists and is not a data directory ...; choose another --out_dir or remove it",
         # hunt 47-a A5; as --input '' is refused)
         raise PrepareError(f"--out_dir {str(out_dir)!r} names no directory; give one, or leave --out_dir out for "
-                           f"{default_out_dir(source, inputs, hf_name, hf_config, tokenizer)}")
-    out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer)
+                           f"{default_out_dir(source, inputs, hf_name, hf_config, tokenizer, hf_split)}")
+    out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer, hf_split)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")
     fingerprint = _fingerprint(src.description, src.stamp, options)
@@ -794,7 +797,8 @@ def _source_said(meta: dict) -> str:
         inputs = [str(i) for i in source.get("inputs") or []]
         said = "--input " + " ".join(inputs[:3]) + (f" ... ({len(inputs)} paths)" if len(inputs) > 3 else "")
     elif source.get("kind") == "hf":
-        said = f"--hf {source.get('name')}" + (f" --hf_config {source['config']}" if source.get("config") else "")
+        said = f"--hf {source.get('name')}" + (f" --hf_config {source['config']}" if source.get("config") else "") + (
+            f" --hf_split {source['split']}" if source.get("split") not in (None, "train") else "")
     else:
         said = "the Shakespeare plays"
     return f"{said} with the {meta.get('tokenizer')} tokenizer"

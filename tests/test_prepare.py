@@ -943,6 +943,14 @@ def test_default_out_dirs():
     assert default_out_dir("input", ["corpus.jsonl"]) == data / "corpus-gpt2"
     assert default_out_dir("hf", hf_name="HuggingFaceFW/fineweb-edu", hf_config="sample-10BT") == \
         data / "HuggingFaceFW_fineweb-edu-sample-10BT-gpt2"
+    # a split other than train has its own (it replaced the train split's data, said as "--hf NAME" alike: hunt 47-a A9)
+    assert default_out_dir("hf", hf_name="roneneldan/TinyStories", hf_split="validation") == \
+        data / "roneneldan_TinyStories-validation-gpt2"
+    assert default_out_dir("hf", hf_name="roneneldan/TinyStories", hf_split="train") == data / "roneneldan_TinyStories-gpt2"
+    said = {split: prep._source_said({"source": {"kind": "hf", "name": "a/b", "config": None, "split": split},
+                                      "tokenizer": "gpt2"}) for split in ("train", "validation")}
+    assert said == {"train": "--hf a/b with the gpt2 tokenizer",
+                    "validation": "--hf a/b --hf_split validation with the gpt2 tokenizer"}
 
 
 # ----------------------------------------------------------------------------- bad input
