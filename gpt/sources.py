@@ -43,6 +43,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gpt.errors import install_hint, unsearchable_directory, unusable_path
 from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
+from gpt.shards import is_shard
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
 
@@ -586,6 +587,15 @@ def _refuse_written(item: str, path: Path) -> None:
         raise PrepareError(f"{item} is a training run's directory or checkpoint (train.py's), not text")
 
 
+def _refuse_a_shard(item: str, path: Path) -> None:
+    """A token shard given as input is not text: named itself (`--data=data/notes-gpt2/train_000000.bin`), it was
+    "skipped, looks binary", then "no text found in the input (1 binary file(s) skipped)", with no word of the data
+    directory it belongs to (hunt 47-a A10). (One inside an input directory is skipped as binary, as before.)"""
+    if is_shard(path):
+        raise PrepareError(f"{item} is a token shard (data/prepare.py's output), not text: train on the data directory "
+                           f"that holds it and its meta.json, train.py --data={path.parent}")
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
     as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
@@ -606,6 +616,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
                 # (a readable tree was refused: hunt 37-f F2)
                 denied, is_file, is_dir = e, False, False
             if is_file:
+                _refuse_a_shard(item, path)
                 found = [path]
             elif is_dir:
                 _refuse_written(item, path)

@@ -1108,6 +1108,14 @@ def test_prepared_data_or_a_run_given_as_the_input_directory_is_named_as_such(tm
     assert no_leftovers(tmp_path, tmp_path / "out")
     # a file there, named itself, is read (as before)
     assert sources.expand_inputs([prepared / "meta.json"]) == [prepared / "meta.json"]
+    # but a token shard is no text: it was "skipped, looks binary", then "no text found in the input (1 binary
+    # file(s) skipped)", with no word of its data directory (hunt 47-a A10)
+    shard = prepared / "train_000000.bin"
+    with pytest.raises(PrepareError, match=re.escape(f"{shard} is a token shard (data/prepare.py's output), not text: "
+                                                     f"train on the data directory that holds it and its meta.json, "
+                                                     f"train.py --data={prepared}")):
+        run_prepare([shard], tmp_path / "out")
+    assert no_leftovers(tmp_path, tmp_path / "out")
 
 
 def test_a_run_inside_its_data_directory_is_not_read_back_and_linked_directories_are(tmp_path):
