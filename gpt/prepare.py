@@ -51,8 +51,8 @@ from gpt.atomic import files_sha256
 from gpt.errors import (OneLineParser, ProgressStream, Terminated, UsageError, sigterm_raises, signals_blocked,
                         stdout_checked, unusable_path)
 from gpt.progress import ProgressBar, check_settings
-from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, token_dtype,
-                        write_meta)
+from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, is_shard,
+                        token_dtype, write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
     CSV_READER,
     SHAKESPEARE_CONVERSION,
@@ -603,7 +603,12 @@ def _made_by_prepare(out: Path) -> bool:
         names = {p.name for p in out.iterdir()}
         if not names:
             return True
-        meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+        try:
+            meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):  # gone, or cut short (a copy, a disk's fault: write_meta replaces
+            # it whole): its shards say whose it is. Such data was "not a data directory made by data/prepare.py ...
+            # remove it", and train.py's cache of a text stuck on it for good, "choose another --out_dir" (hunt 47-a A11)
+            return _shards_alone(out, names)
         ours = {META_NAME, *(name for split in meta["splits"].values() for name in split["shards"])}
         return {"fingerprint", "prepare_version"} <= meta.keys() and \
             all(name in ours or _PREPARE_TEMP.fullmatch(name) for name in names)
@@ -612,6 +617,17 @@ def _made_by_prepare(out: Path) -> bool:
     except OSError as e:  # (an I/O error said "not a data directory made by data/prepare.py ... remove it" of
         # good data: hunt 33-a F2)
         raise PrepareError(f"{e.filename or out}: {e.strerror or e}; nothing was written") from None
+
+
+_SHARD_NAME = re.compile(r"(train|val)_\d{6,}\.bin")  # (_SplitWriter's names)
+
+
+def _shards_alone(out: Path, names: set[str]) -> bool:
+    """Whether a directory holds token shards by prepare's names, and nothing else but a meta.json and prepare's
+    temp files: data prepare made, whose meta.json is missing or damaged."""
+    shards = [name for name in names if _SHARD_NAME.fullmatch(name)]
+    return bool(shards) and all(name == META_NAME or _SHARD_NAME.fullmatch(name) or _PREPARE_TEMP.fullmatch(name)
+                                for name in names) and all(is_shard(out / name) for name in shards)
 
 
 def _alive(pid: int) -> bool:
@@ -846,8 +862,8 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
         if _shards_intact(out):
             _say(opts.get("quiet", False), f"using the prepared data in {out}")
             return out
-        _say(opts.get("quiet", False), f"the prepared data in {out} is damaged (a shard truncated or missing): "
-                                       "preparing it again")
+        _say(opts.get("quiet", False), f"the prepared data in {out} is damaged (a shard or its meta.json cut short or "
+                                       "missing): preparing it again")
     try:
         prepared = prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
     except ShortOfMemory as e:  # (train.py's way out: it has no --num_proc)

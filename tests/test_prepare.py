@@ -621,11 +621,13 @@ def test_a_new_preparation_in_the_cache_says_what_earlier_ones_hold(tmp_path, ca
     assert "other preparation" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+@pytest.mark.parametrize("damage", ["truncated", "deleted", "meta.json cut short", "meta.json deleted"])
 def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_path, capsys, damage):
     # train.py's cache of raw --data was reused whenever its meta.json was there: a shard truncated or
     # deleted since failed every run after, with advice (prepare.py --force) that fits no command the
-    # user had run; data/prepare.py said "up to date" over a truncated shard (hunt 30-c F3)
+    # user had run; data/prepare.py said "up to date" over a truncated shard (hunt 30-c F3). A meta.json cut short
+    # or gone made the data "not a data directory made by data/prepare.py; choose another --out_dir or remove it",
+    # and train.py's cache stuck on it for good (hunt 47-a A11)
     from gpt.shards import DataDir
 
     write_docs(tmp_path / "in", 5)
@@ -635,11 +637,12 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
     tokens = DataDir(cached).num_tokens("train")
     for data in (cached, out):
         shard = DataDir(data).shard_paths("train")[0]
-        shard.write_bytes(shard.read_bytes()[:100]) if damage == "truncated" else shard.unlink()
+        damaged = data / "meta.json" if damage.startswith("meta.json") else shard
+        damaged.write_bytes(damaged.read_bytes()[:100]) if "deleted" not in damage else damaged.unlink()
     capsys.readouterr()
     assert prepare_cached([str(tmp_path / "in")], **kw, quiet=False) == cached
-    assert f"the prepared data in {cached} is damaged (a shard truncated or missing): preparing it again" in \
-        capsys.readouterr().out
+    assert (f"the prepared data in {cached} is damaged (a shard or its meta.json cut short or missing): preparing it "
+            "again" in capsys.readouterr().out) == (damage != "meta.json deleted")  # (no meta.json: not prepared yet)
     run_prepare([tmp_path / "in"], tmp_path / "out", quiet=False)
     assert "up to date" not in capsys.readouterr().out
     for data in (cached, out):
