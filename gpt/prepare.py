@@ -457,7 +457,8 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
     """Stream the source through the workers into train/val shards; returns the meta.json content."""
     stats = SourceStats()
     writers = {s: _SplitWriter(directory, s, shard_tokens, tok) for s in ("train", "val")}
-    chunks = _chunks(source.pieces(stats), _SplitPicker(seed, val_fraction), stats, may_stop=max_tokens is not None)
+    pieces = source.pieces(stats)
+    chunks = _chunks(pieces, _SplitPicker(seed, val_fraction), stats, may_stop=max_tokens is not None)
     first = next(chunks, None)  # opening the source fails (if it does) before any progress output
     chunks = itertools.chain([first] if first else [], chunks)
     with _worker_pool(num_proc, tok.name) as pool:  # forked before the progress bar starts a thread
@@ -466,6 +467,7 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
             _write_splits(_encoded(chunks, tok.name, pool, 2 * num_proc, max_tokens is not None), writers, max_tokens,
                           bar)
             bar.close()
+            pieces.close()  # (stopped by --max_tokens: the file being read counts, and says, what it repaired so far)
             _check_enough(writers, stats)
             splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
                           "target_tokens": w.target_tokens, "target_bytes": w.target_bytes, "shards": w.close()}

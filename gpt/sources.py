@@ -25,6 +25,7 @@ affected are counted and a warning names each file.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import errno
 import glob
@@ -673,9 +674,21 @@ def _records(records, text_field: str, where: Callable[[int], str]) -> Pieces:
         yield _record_text(record, text_field, where(i)), True
 
 
+@contextlib.contextmanager
+def _said_when_stopped(say: Callable[[], None]):
+    """Around a reader's yields: say() where its reader is closed before its end, the writer having stopped there
+    (--max_tokens), as the reader says at its end what it repaired. Said only at the end, the repairs of a file read
+    in part went uncounted in meta.json and unsaid, its documents written with their U+FFFD (hunt 47-a A12)."""
+    try:
+        yield
+    except GeneratorExit:
+        say()
+        raise
+
+
 def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     replaced = 0
-    with open_input(path) as f:
+    with _said_when_stopped(lambda: stats.replaced(path, replaced)), open_input(path) as f:
         for lineno, line in enumerate(f, 1):
             # a byte order mark (Windows editors) is refused by json.loads: dropped, as the file's first bytes
             # only, and before the blank-line check (a mark, then a blank line, was "not valid JSON": hunt 29-b)
@@ -755,13 +768,18 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
     where = (lambda i: f"{path}:{line[0]}") if builder == "csv" else (lambda i: f"{path}: row {i + 1}")
     replaced = 0
-    for piece in _records(records, text_field, where):
-        replaced += builder == "csv" and "\ufffd" in str(piece[0])
-        yield piece
-    # (U+FFFD written in the file itself is text, not a repair.) Its first invalid byte is looked for once: the
-    # whole file was read again to say whether it had one, then a third time to say where (hunt 44-c C5)
-    if replaced and (first := _first_invalid_utf8(path)) is not None:
-        stats.replaced(path, replaced, first)
+
+    def said() -> None:
+        # (U+FFFD written in the file itself is text, not a repair.) Its first invalid byte is looked for once: the
+        # whole file was read again to say whether it had one, then a third time to say where (hunt 44-c C5)
+        if replaced and (first := _first_invalid_utf8(path)) is not None:
+            stats.replaced(path, replaced, first)
+
+    with _said_when_stopped(said):
+        for piece in _records(records, text_field, where):
+            replaced += builder == "csv" and "\ufffd" in str(piece[0])
+            yield piece
+    said()
 
 
 def _parquet_rows(path: Path) -> Iterator[dict]:
@@ -907,7 +925,7 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
     # document, after all of it was tokenized (hunt 43-d D6): it is cut before a space instead, where a GPT-2 word
     # begins (it takes the space before it)
     one_line = split_at is not None and not _has_line_break(path)
-    with open_input(path) as f:
+    with _said_when_stopped(lambda: stats.replaced(path, replaced + bad_document)), open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
             data, pos = data[3:], 3  # .json and .jsonl drop it, and sample.py a prompt file's (audit, 2026-11-26)
@@ -1017,9 +1035,10 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
     for path in files:
         if path.suffix.lower() in RECORD_SUFFIXES:
             records = 0
-            for piece in _record_reader(path)(path, text_field, stats):
-                records += 1
-                yield piece
+            with contextlib.closing(_record_reader(path)(path, text_field, stats)) as read:  # (closed with this)
+                for piece in read:
+                    records += 1
+                    yield piece
             if not records:  # a file of no records (0 bytes, a header alone, blank lines, `[]`) is an empty
                 # document skipped, as an empty text file is: only a 0-byte .csv/.parquet was counted (hunt 37-c,
                 # hunt 42-d N3)

@@ -1864,6 +1864,27 @@ def test_a_bad_record_past_where_max_tokens_stops_is_never_reached(tmp_path, mon
     assert not (tmp_path / "all").exists()
 
 
+@pytest.mark.parametrize("num_proc", [1, 2])
+@pytest.mark.parametrize("name", ["in.jsonl", "in.csv", "in.txt"])
+def test_invalid_utf8_read_before_max_tokens_stops_is_counted_and_said(tmp_path, monkeypatch, num_proc, name):
+    # each reader counted (and said) its repairs at the file's end, which a run stopped by --max_tokens never reached:
+    # meta.json said 0 repaired documents, with U+FFFD in the ones written (hunt 47-a A12: a 47 MB .jsonl in Latin-1)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 300)
+    monkeypatch.setattr(prep, "CHUNK_CHARS", 1)  # (a chunk a piece: read ahead by no more than the chunks in flight)
+    (tmp_path / "in").mkdir()
+    records = [f"café record {i}: {STORY}" for i in range(40)]
+    text = {"in.jsonl": "".join(json.dumps({"text": r}, ensure_ascii=False) + "\n" for r in records),
+            "in.csv": "text\n" + "".join(f'"{r}"\n' for r in records)}.get(name, "".join(records))
+    (tmp_path / "in" / name).write_bytes(text.encode("latin-1"))
+    if name == "in.txt":  # (a text file is one document: one before it, so that it is the second, read last)
+        (tmp_path / "in" / "a.txt").write_text(STORY)
+    with pytest.warns(PrepareWarning, match=rf"{name}: invalid UTF-8 in \d+ document\(s\), replaced by U\+FFFD "
+                                            r"\(the first at byte \d+: e9\)"):
+        out = run_prepare([tmp_path / "in"], tmp_path / "out", max_tokens=30, num_proc=num_proc)
+    written = [d for d in documents(out, "train") + documents(out, "val") if "\ufffd" in d]
+    assert written and DataDir(out).meta["invalid_utf8_documents"] >= len(written)
+
+
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "PIECE_BYTES", 300)  # each document spans several pieces and chunks
     monkeypatch.setattr(prep, "CHUNK_CHARS", 300)
