@@ -690,9 +690,11 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     replaced = 0
     with _said_when_stopped(lambda: stats.replaced(path, replaced)), open_input(path) as f:
         for lineno, line in enumerate(f, 1):
-            # a byte order mark (Windows editors) is refused by json.loads: dropped, as the file's first bytes
-            # only, and before the blank-line check (a mark, then a blank line, was "not valid JSON": hunt 29-b)
-            line = line.removeprefix(codecs.BOM_UTF8) if lineno == 1 else line
+            # a byte order mark (Windows editors) is refused by json.loads: dropped, before the blank-line check (a
+            # mark, then a blank line, was "not valid JSON": hunt 29-b); at any line's start, where files each with
+            # one were joined (`cat a.jsonl b.jsonl`: "b's first line: not valid JSON (Unexpected UTF-8 BOM (decode
+            # using utf-8-sig))", hunt 47-a A13). No JSON line can start with one.
+            line = line.removeprefix(codecs.BOM_UTF8)
             if not line.strip():
                 continue
             text, bad = _decode(line)

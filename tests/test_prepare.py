@@ -101,6 +101,11 @@ def test_jsonl_and_json_records(tmp_path):
     assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
     with pytest.raises(PrepareError, match=r"a\.jsonl:1: no field 'text' \(has: body, id\); choose one with data/prepare\.py --input FILE --text_f"):
         run_prepare([tmp_path / "in" / "a.jsonl"], tmp_path / "out2")
+    # files each with a mark, joined (`cat`): "a.jsonl:6: not valid JSON (Unexpected UTF-8 BOM (decode using
+    # utf-8-sig))" (hunt 47-a A13)
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"".join(codecs.BOM_UTF8 + line.encode() + b"\r\n" for line in lines[:5]))
+    out = run_prepare([tmp_path / "in"], tmp_path / "out4", text_field="body")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(f"record {i} " + STORY for i in range(8))
     # a mark, then a blank line, was "a.jsonl:1: not valid JSON" (hunt 29-b)
     (tmp_path / "in" / "a.jsonl").write_text("\n \n" + "\n".join(lines[:5]), encoding="utf-8-sig")
     out = run_prepare([tmp_path / "in"], tmp_path / "out3", text_field="body")
