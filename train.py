@@ -455,9 +455,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
-        val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs)
-        if val_loss is None:
-            raise UsageError("the evaluation ran out of memory: try a smaller --batch_size")
+        val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs, saving=False)
         if dist.is_main:
             print(val_line(step, val_loss, data))
             if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
@@ -1402,7 +1400,8 @@ def target_shares(targets: list[torch.Tensor], dist: Dist) -> tuple[torch.Tensor
 
 
 @torch.no_grad()
-def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: bool = False) -> float | None:
+def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: bool = False,
+             saving: bool = True) -> float | None:
     """Mean loss over the fixed validation windows, whose batches the ranks share: each sums its
     batches' losses, weighted by their counted targets, and the sums are added over the ranks (a
     rank may have one batch more than another, or none). Running out of memory here is
@@ -1410,7 +1409,8 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: 
     ranks agree on it in the same all-reduce, so a rank that ran out still meets the others there
     and they all return None. Other errors are bugs or a broken device (a CUDA error leaves the
     context unusable, so the save would fail anyway): they propagate. graphs: `model` was compiled
-    with --compile=reduce-overhead (gpt/runtime.new_graph_step)."""
+    with --compile=reduce-overhead (gpt/runtime.new_graph_step). saving=False (--eval_only, where the
+    evaluation is all there is and nothing is saved): running out of memory is the error, said once."""
     model.eval()
     try:
         total, count, oom = torch.zeros((), device=device), torch.zeros((), device=device), None
@@ -1429,6 +1429,17 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: 
         sums = torch.stack((total, count.to(total.dtype), torch.tensor(float(oom is not None), device=device)))
         if dist.enabled:
             torch.distributed.all_reduce(sums, op=torch.distributed.ReduceOp.SUM)
+        if not saving and sums[2].item():
+            # --eval_only: each process that ran out warned "saving without it", which nothing was, and each
+            # process then said the error, interleaved under torchrun (hunt 47-b B1); rank 0 says it, once
+            reasons = gather(None if oom is None else (str(oom).splitlines() or [type(oom).__name__])[0], dist)
+            if not dist.is_main:
+                raise ReportedByRank0(1)
+            ran_out = [rank for rank, reason in enumerate(reasons) if reason is not None]
+            where = "" if not dist.enabled else f"; in process {ran_out[0]} of {dist.world_size}" if len(
+                ran_out) == 1 else f"; in {len(ran_out)} of {dist.world_size} processes"
+            raise UsageError(f"the evaluation ran out of memory ({reasons[ran_out[0]]}{where}): try a smaller "
+                             "--batch_size")
         if oom is not None:
             print(f"warning: evaluation ran out of memory ({str(oom).splitlines()[0]}); saving without it",
                   file=sys.stderr)

@@ -750,6 +750,45 @@ sys.exit(train.main(sys.argv[1:]))
     assert ckpt.meta["step"] == 2 and ckpt.meta["val_loss"] is None
 
 
+def test_an_evaluation_only_that_runs_out_of_memory_is_one_error_and_saves_nothing(byte_data, tmp_path, monkeypatch,
+                                                                                  capsys):
+    # --eval_only warned "evaluation ran out of memory (...); saving without it", which it never does, before its
+    # error; under torchrun every process said both, the errors interleaved on one line (hunt 47-b B1)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    real_forward = GPT.forward
+    error = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 2147483648 bytes"
+
+    def forward(self, *args, **kwargs):
+        if not self.training:
+            raise RuntimeError(error)
+        return real_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", forward)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--eval_only=true", f"--out_dir={out}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: the evaluation ran out of memory ({error}): try a smaller "
+                                       "--batch_size\n")
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import sys
+sys.path.insert(0, {str(ROOT)!r})
+from gpt.model import GPT
+forward = GPT.forward
+def short_of_memory(self, *args, **kwargs):  # every rank's evaluation
+    if not self.training:
+        raise RuntimeError({error!r})
+    return forward(self, *args, **kwargs)
+GPT.forward = short_of_memory
+import train
+sys.exit(train.main(sys.argv[1:]))
+""")
+    proc = torchrun(probe, "--init_from=resume", "--eval_only=true", f"--out_dir={out}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if "train.py:" in line or "out of memory" in line]
+    assert said == [f"train.py: error: the evaluation ran out of memory ({error}; in 2 of 2 processes): try a smaller "
+                    "--batch_size"], proc.stderr[-3000:]
+
+
 def test_ranks_agree_on_one_budgeted_step_count(byte_data, tmp_path):
     out = tmp_path / "ddp"
     proc = torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--warmup_iters=10", "--max_iters=0",
