@@ -69,6 +69,7 @@ import signal
 import socket
 import statistics
 import threading
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,8 +95,9 @@ from gpt.lora import is_lora
 from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
-from gpt.runtime import (Dist, StepChecks, StepProfiler, StopSignal, autocast, check_deterministic_cublas, check_fits,
-                         init_distributed, kernel_settings, leave_distributed, maybe_compile, new_graph_step, peak_flops,
+from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSignal, autocast,
+                         check_deterministic_cublas, check_fits, init_distributed, kernel_settings, leave_distributed,
+                         maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
                          set_rng_state, steps_in_budget, use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
@@ -449,9 +451,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
 
     compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
     compile_parts = {}  # (the evaluation graph's seconds, for the account)
-    compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
-                                                       wrap=ddp, timings=compile_parts, train=not cfg.eval_only,
-                                                       label_smoothing=cfg.label_smoothing)
+    with warnings.catch_warnings(record=True) as warned:  # (shown below, a failure once a machine)
+        compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
+                                                           wrap=ddp, timings=compile_parts, train=not cfg.eval_only,
+                                                           label_smoothing=cfg.label_smoothing)
+    show_compile_warnings(warned, dist)
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
@@ -921,6 +925,22 @@ def close_metrics_on_error(metrics: Metrics):
     def close(exc_type, exc, tb) -> None:  # (None: the error goes on to main)
         metrics.close(exit_status_of(exc))
     return close
+
+
+def show_compile_warnings(warned: list, dist: Dist) -> None:
+    """The warnings of maybe_compile (recorded by warnings.catch_warnings), shown as they would have been,
+    but a compile that failed alike in every process of a machine (no C++ compiler, an unwritable cache
+    directory) by the machine's first process alone, as a missing package is: under torchrun each process
+    warned "torch.compile failed (...)", once a process (hunt 47-b B2). A process whose failure is not
+    its first's (that one compiled, or failed otherwise) still says its own."""
+    failed = next((str(w.message) for w in warned if str(w.message).startswith(COMPILE_FAILED)), None)
+    # (torchrun numbers the processes of a machine in a row: the first's rank is this one's less its LOCAL_RANK;
+    # processes started by hand may say otherwise, and each then says its own)
+    failures = gather(failed, dist)
+    firsts = failures[dist.rank - dist.local_rank] if dist.enabled and dist.local_rank <= dist.rank else None
+    for w in warned:
+        if not (dist.local_rank and str(w.message) == firsts):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, line=w.line)
 
 
 def compile_description(mode: str, did_compile: bool, device: torch.device) -> str:

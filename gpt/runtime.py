@@ -188,6 +188,9 @@ def autocast(device: torch.device, dtype: torch.dtype):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+COMPILE_FAILED = "torch.compile failed"  # how maybe_compile's warning begins
+
+
 def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, example: tuple, dtype: torch.dtype,
                   wrap=lambda m: m, timings: dict | None = None, train: bool = True,
                   **train_kwargs) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
@@ -266,7 +269,7 @@ def maybe_compile(model: torch.nn.Module, setting: str, device: torch.device, ex
         return compiled, train_model, True
     except Exception as e:  # e.g. no C compiler, an unsupported platform or operator
         # (one line: an unwritable TORCHINDUCTOR_CACHE_DIR's error ends in inductor's advice: hunt 35-f F4)
-        warnings.warn(f"torch.compile failed ({one_line(e, 300)}); continuing in eager mode")
+        warnings.warn(f"{COMPILE_FAILED} ({one_line(e, 300)}); continuing in eager mode")
         model.compiled_regions = None
         return model, wrapped, False
     finally:

@@ -1166,6 +1166,30 @@ def test_a_rank_left_in_the_environment_of_a_lone_process_silences_no_bad_option
     assert capsys.readouterr().err == "train.py: error: no complete checkpoint in /nonexistent/run\n"
 
 
+def test_a_compile_that_fails_in_every_process_alike_is_said_once(byte_data, tmp_path):
+    # A machine without a C++ compiler: each of torchrun's processes warned "torch.compile failed (...); continuing
+    # in eager mode", 8 times on 8 GPUs, where a missing package is said once a machine (hunt 47-b B2)
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import sys
+sys.path.insert(0, {str(ROOT)!r})
+import torch
+class Uncompilable(torch.nn.Module):
+    def forward(self, *args, **kwargs):
+        raise RuntimeError("no C++ compiler")
+torch.compile = lambda module, **options: Uncompilable()
+import train
+sys.exit(train.main(sys.argv[1:]))
+""")
+    tiny = [a for a in TINY if a != "--compile=false"]
+    proc = torchrun(probe, f"--data={byte_data}", *tiny, "--compile=true", "--max_iters=2", "--eval_interval=2",
+                    f"--out_dir={tmp_path / 'run'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if "UserWarning: torch.compile failed" in line]
+    assert len(said) == 1 and said[0].endswith("UserWarning: torch.compile failed (RuntimeError: no C++ compiler); "
+                                               "continuing in eager mode"), proc.stderr[-3000:]
+    assert "torch.compile off" in proc.stdout
+
+
 def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path, run_dir_held_elsewhere):
     # A checkpoint that is not there, and a signal to the job before training, were said once a
     # process, two lines sometimes run together into one (hunt, session 26)
