@@ -216,7 +216,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     dist = init_distributed(cfg.device if cfg else typed_device(argv))
     if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
         on_exit.callback(leave_distributed)
-        agree_on_what_was_read(unread, resume, dist)
+        agree_on_what_was_read(unread, resume, dist, cfg)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)
     if preset_note and dist.is_main:
@@ -1529,18 +1529,26 @@ def typed_device(argv: list[str]) -> str:
     return "auto"
 
 
-def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> None:
+# Options that may differ from node to node: places on each machine's own disk (rank 0's data is the one
+# trained on, and it is checked to be on every node), and what rank 0 alone does. (Not --init_from: whether a
+# run starts from weights decides what the processes do together)
+OPTIONS_OF_A_NODE = ("data", "data_cache", "out_dir", "lora_base", "device", "wandb_project", "tensorboard",
+                     "keep_last", "sample_tokens")
+
+
+def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist, cfg: TrainConfig | None = None) -> None:
     """Under torchrun, each process reads the options (a --config file) and the checkpoint to resume
     before the processes meet, and on several nodes each reads its own disk. A node that could not
     read them left the others waiting in the process group's start for its timeout (30 min on gloo),
     and a node with an older checkpoint trained on beside the others, the ranks at different steps
     (hunt 30-b F1). So the processes compare notes: where one could not read them, every one stops,
     the failing ones saying why (rank 0 for all, where it failed too); where they resume different
-    checkpoints, rank 0 names them."""
+    checkpoints, or run with different options (`cfg`, as read), rank 0 names them."""
     # (and the directory each read, resolved: processes of one machine that read one directory, hunt 37-g G2)
+    options = None if cfg is None else {k: v for k, v in cfg.to_dict().items() if k not in OPTIONS_OF_A_NODE}
     seen = gather((unread is not None, (resume.path.name, resume.meta["step"]) if resume else None,
-                   str(resume.path.parent.resolve()) if resume else None), dist)
-    failed = [rank for rank, (did, _, _) in enumerate(seen) if did]
+                   str(resume.path.parent.resolve()) if resume else None, options), dist)
+    failed = [rank for rank, (did, *_) in enumerate(seen) if did]
     if failed:
         if unread is None:
             raise ReportedByRank0(1)
@@ -1548,18 +1556,32 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist) -> Non
             raise unread
         raise UsageError(f"{unread} (on {socket.gethostname()}, rank {dist.rank}; rank 0 read it: every node "
                          "needs the same files)") from None
-    if len({checkpoint for _, checkpoint, _ in seen}) > 1:
-        which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c, _) in enumerate(seen))
+    if len({checkpoint for _, checkpoint, *_ in seen}) > 1:
+        which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c, *_) in enumerate(seen))
         # A run in out_dir that saved between the processes' reads (seconds each for a large checkpoint) was
         # blamed on the filesystem, on one machine, where a run trains there (hunt 37-g G2): it is named, as
         # the lock would have; where none holds it now, on one machine, it saved and ended meanwhile
         out_dir = resume.path.parent  # (every process read one: one that could not stopped above)
         on_rank0(dist, lambda: refuse_if_busy(out_dir))  # (on every process alike: a collective)
-        if on_one_machine() and len({where for _, _, where in seen}) == 1:
+        if on_one_machine() and len({where for _, _, where, _ in seen}) == 1:
             raise ConfigError(f"{out_dir} changed while the processes read it to resume ({which}): the run there "
                               "saved meanwhile, and has ended since; run the same command again")
         raise ConfigError(f"the processes resume different checkpoints ({which}): out_dir must be on a filesystem "
                           "every node shares, or hold the same checkpoints on each")
+    # Nodes started with other options (typed apart, or another --config file on one) met in collectives that
+    # did not match: --eval_interval=4 on one node and 5 on the other ended in gloo's abort ("Is there a
+    # distributed collective mismatch", SIGABRT) with no line of ours; another --batch_size trained each rank on
+    # windows of its own, overlapping, without a word, status 0 (hunt 47-b B3)
+    ours = seen[0][3]
+    differ = {k: next(r for r, (*_, theirs) in enumerate(seen) if theirs.get(k) != v) for k, v in ours.items()
+              if any(theirs.get(k) != v for *_, theirs in seen)}
+    if differ:
+        def shown(v):  # as typed: --bias=false, not False
+            return str(v).lower() if isinstance(v, bool) else v
+        raise ConfigError("the processes were started with different options: " + ", ".join(
+            f"--{k}={shown(ours[k])} on rank 0, --{k}={shown(seen[r][3].get(k))} on rank {r}"
+            for k, r in differ.items())
+            + ": start every node's processes with the same options (and the same --config file)")
 
 
 def gather(obj, dist: Dist) -> list:

@@ -4198,6 +4198,29 @@ def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_ou
 
 
 @pytest.mark.slow
+def test_torchrun_nodes_started_with_different_options_stop_in_one_line(byte_data, tmp_path):
+    # Nodes started apart, one with --eval_interval=5 for 4 (typed otherwise, or its own --config file): their
+    # collectives stopped matching, and gloo aborted rank 0 (SIGABRT, "Is there a distributed collective
+    # mismatch") with no line of ours; another --batch_size trained the ranks on overlapping windows, status 0
+    # (hunt 47-b B3). A place on a node's own disk may differ (--data_cache here): rank 0's data is trained on.
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+import train
+theirs = ["--eval_interval=5", "--batch_size=2", "--data_cache=elsewhere"] if os.environ["RANK"] == "1" else []
+sys.exit(train.main(sys.argv[1:] + theirs))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(wrapper, f"--data={byte_data}", *TINY, "--max_iters=8", "--eval_interval=4", f"--out_dir={out}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py:")]
+    assert said == ["train.py: error: the processes were started with different options: --batch_size=4 on rank 0, "
+                    "--batch_size=2 on rank 1, --eval_interval=4 on rank 0, --eval_interval=5 on rank 1: start every "
+                    "node's processes with the same options (and the same --config file)"], proc.stderr[-3000:]
+    assert f'File "{ROOT / "train.py"}"' not in proc.stderr  # no traceback of ours (torchrun prints its own report)
+    assert not out.exists()  # nothing written
+
+
 def test_torchrun_where_a_node_lacks_the_data_stops_in_one_line_instead_of_hanging(byte_data, tmp_path):
     # Rank 1 runs where the relative --data path names nothing, as a second node without the files:
     # each rank used to decide alone whether the data was prepared, and they waited in different collectives.
