@@ -1322,7 +1322,28 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
             raise ReportedByRank0(1)
         raise UsageError(f"{path}: not found on {socket.gethostname()} (rank {dist.rank}), where rank 0 has it: "
                          "put the data on a filesystem every node shares, or prepare it on every node")
+    # and it holds the same tokens: another preparation at that path on one node (a stale copy) trained each rank on
+    # tokens of its own without a word, status 0 (hunt 47-b B4)
+    held = gather(prepared_tokens(path), dist)
+    if held[dist.rank] != held[0]:
+        raise UsageError(f"{path}: on {socket.gethostname()} (rank {dist.rank}) it holds other data than rank 0's "
+                         "(its meta.json records other tokens): put the data on a filesystem every node shares, or "
+                         "the same preparation on every node")
+    if len(set(held)) > 1:
+        raise ReportedByRank0(1)
     return path
+
+
+def prepared_tokens(path: Path) -> tuple | None:
+    """What a prepared directory's meta.json says of its tokens (the tokenizer, each split's count and
+    sha256), to compare across nodes; not where they came from, which a preparation on each node names as
+    its own. None where meta.json cannot be read (DataDir says why)."""
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        return (meta["tokenizer"], meta["vocab_size"],
+                tuple(sorted((name, split["tokens"], split.get("sha256")) for name, split in meta["splits"].items())))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # (a malformed one: DataDir refuses it)
+        return None
 
 
 def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -> tuple[GPT, dict | None]:

@@ -4237,6 +4237,35 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
             in proc.stderr), proc.stderr[-3000:]
 
 
+def test_torchrun_where_a_node_holds_other_data_at_the_path_stops_in_one_line(byte_data, tmp_path):
+    # Rank 1 runs where the relative --data path names another preparation, as a second node with a stale copy:
+    # its existence was all that was checked, and each rank trained on tokens of its own, status 0 (hunt 47-b B4).
+    # Where it came from may differ (each node prepares its own copy of the text): only the tokens are compared.
+    from gpt.prepare import prepare
+    other = tmp_path / "node1" / byte_data.name
+    prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", seed=1))], tokenizer="byte", out_dir=other,
+            num_proc=1, quiet=True)
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(other.parent)!r} if os.environ["RANK"] == "1" else {str(byte_data.parent)!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    out = tmp_path / "run"
+    proc = torchrun(wrapper, f"--data={byte_data.name}", *TINY, "--max_iters=2", f"--out_dir={out}")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py:")]
+    assert said == [f"train.py: error: {byte_data.name}: on {socket.gethostname()} (rank 1) it holds other data than "
+                    "rank 0's (its meta.json records other tokens): put the data on a filesystem every node shares, "
+                    "or the same preparation on every node"], proc.stderr[-3000:]
+    assert not out.exists()
+    shutil.rmtree(other)  # the same tokens, prepared from a copy of the text elsewhere: trained on
+    shutil.copytree(byte_data.parent / "text", tmp_path / "copy")
+    prepare(source="input", inputs=[str(tmp_path / "copy")], tokenizer="byte", out_dir=other, num_proc=1, quiet=True)
+    proc = torchrun(wrapper, f"--data={byte_data.name}", *TINY, "--max_iters=2", f"--out_dir={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("node1_has", ["no checkpoint", "an older checkpoint"])
 def test_torchrun_nodes_that_read_other_checkpoints_stop_in_one_line(byte_data, tmp_path, node1_has):
