@@ -296,6 +296,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
         weights = pretrained_config(cfg.init_from)
+        refuse_other_weights_on_a_node(weights, cfg.init_from, dist)
         refuse_another_architecture(cfg, weights, typed)
         refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
         for why in passed_over(cfg.init_from) if dist.is_main else ():  # (hunt 47-c C1)
@@ -1180,6 +1181,21 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
         raise ConfigError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
     # (and a LoRA rank the weights' width cannot take: refused after the data was prepared, hunt 37-c C3)
     refuse_lora_rank(cfg.lora_rank, weights.n_embd)
+
+
+def refuse_other_weights_on_a_node(weights: GPTConfig, init_from: str, dist: Dist) -> None:
+    """Under torchrun, the weights to start from are read on each node from its own disk: another model at
+    that path on one node was DDP's traceback there ("params[0] in this process with sizes [257, 48] appears
+    not to match"), or, where sizes were typed, its refusal of them, left to rank 0 to say as every rank's
+    and said by none ("lost contact with another process" alone) (hunt 47-b B5). The node that differs
+    says it, before any refusal that every rank then meets alike."""
+    shapes = gather(weights.to_dict(), dist)
+    ours, first = shapes[dist.rank], shapes[0]
+    if differ := [f"{k} {v} where rank 0's has {first.get(k)}" for k, v in ours.items() if first.get(k) != v]:
+        raise UsageError(f"--init_from={init_from}: on {socket.gethostname()} (rank {dist.rank}) it holds another "
+                         f"model than on rank 0 ({', '.join(differ)}): every node needs the same weights")
+    if any(other != first for other in shapes):
+        raise ReportedByRank0(1)
 
 
 def refuse_fewer_embeddings_than(tokenizer: str, vocab_size: int, init_from: str) -> None:

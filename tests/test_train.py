@@ -4327,6 +4327,31 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
 
 
+def test_torchrun_where_a_node_holds_other_weights_to_start_from_stops_in_one_line(byte_data, tmp_path):
+    # --init_from=<a run> whose copy on one node is another model (other sizes): DDP's traceback on that node,
+    # "params[0] in this process with sizes [257, 48] appears not to match ...", and "lost contact" from the
+    # others (hunt 47-b B5). The ranks run in directories of their own, as nodes with their own disks.
+    nodes = {"0": tmp_path / "node0", "1": tmp_path / "node1"}
+    for rank, node in nodes.items():
+        node.mkdir()
+        assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2",
+                           f"--n_embd={32 if rank == '0' else 48}", f"--out_dir={node / 'base'}"]) == 0
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(nodes["1"])!r} if os.environ["RANK"] == "1" else {str(nodes["0"])!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    proc = torchrun(wrapper, f"--data={byte_data}", *TINY, "--init_from=base", "--max_iters=4", "--out_dir=run")
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py:")]
+    assert said == [f"train.py: error: --init_from=base: on {socket.gethostname()} (rank 1) it holds another model "
+                    "than on rank 0 (n_embd 48 where rank 0's has 32): every node needs the same weights"
+                    ], proc.stderr[-3000:]
+    assert "params[0] in this process" not in proc.stderr and f'File "{ROOT / "train.py"}"' not in proc.stderr
+    assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
+
+
 # Rank 0, which says what every rank met, three seconds slow in `function` (as on a loaded machine); and where
 # asked, files of the ranks limited in size (a checkpoint's is larger: its save fails, as on a full disk)
 RANK_0_SLOW_IN = """import importlib, os, resource, runpy, sys, time
