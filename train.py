@@ -241,20 +241,27 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             if note:
                 print(note)
     out_dir = Path(cfg.out_dir)
-    if (not resume and not cfg.eval_only and cfg.data != "shakespeare"
-            and Path(cfg.data).resolve() == out_dir.resolve()):
-        # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
-        raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl and "
-                          "config.json go into a directory of their own; choose another --out_dir")
-    if not resume and not cfg.eval_only and is_hf_gpt2_dir(out_dir):
-        # a Hugging Face model (the one fine-tuned from, or any): the run's config.json replaced the model's own,
-        # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
-        raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its weights): the "
-                          "run's config.json would replace the model's; choose another --out_dir")
-    if not resume and not cfg.eval_only and (foreign := not_a_runs_files(out_dir)):
-        # (a project's own config.json and metrics.jsonl were replaced without a word: hunt 43-e E1)
-        raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, which "
-                          f"a new run there would replace; choose another --out_dir (or move {'them' if len(foreign) > 1 else 'it'})")
+
+    def refuse_an_out_dir_of_another_kind() -> None:
+        if cfg.data != "shakespeare" and Path(cfg.data).resolve() == out_dir.resolve():
+            # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
+            raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl "
+                              "and config.json go into a directory of their own; choose another --out_dir")
+        if is_hf_gpt2_dir(out_dir):
+            # a Hugging Face model (the one fine-tuned from, or any): the run's config.json replaced the model's own,
+            # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
+            raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its "
+                              "weights): the run's config.json would replace the model's; choose another --out_dir")
+        if foreign := not_a_runs_files(out_dir):
+            # (a project's own config.json and metrics.jsonl were replaced without a word: hunt 43-e E1)
+            raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, "
+                              "which a new run there would replace; choose another --out_dir (or move "
+                              f"{'them' if len(foreign) > 1 else 'it'})")
+    if not resume and not cfg.eval_only:
+        # by rank 0, which writes the run, the others told of its refusal: an out_dir on each node's own disk
+        # that held another project's config.json on a node but rank 0's was refused there alone, and said by
+        # none ("lost contact with another process" from rank 0 alone: hunt 47-b B6)
+        on_rank0(dist, refuse_an_out_dir_of_another_kind)
     if dist.enabled:
         on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir))
     run_lock = None  # (rank 0's)

@@ -4352,6 +4352,35 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
 
 
+def test_torchrun_out_dirs_on_each_nodes_own_disk_are_rank_0s_to_refuse(byte_data, tmp_path):
+    # --out_dir on each node's own disk: the node of rank 1 held another project's config.json there, and refused it
+    # alone, said by none ("lost contact with another process" from rank 0 alone; hunt 47-b B6). Rank 0 writes the
+    # run: its out_dir is the one to refuse, and it says so once.
+    nodes = {"0": tmp_path / "node0", "1": tmp_path / "node1"}
+    wrapper = tmp_path / "node.py"
+    wrapper.write_text(f"""import os, runpy, sys
+sys.path.insert(0, {str(ROOT)!r})
+os.chdir({str(nodes["1"])!r} if os.environ["RANK"] == "1" else {str(nodes["0"])!r})
+runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
+""")
+    for node in nodes.values():
+        node.mkdir()
+    (nodes["1"] / "run").mkdir()
+    (nodes["1"] / "run" / "config.json").write_text('{"theirs": true}\n')
+    common = [f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", "--out_dir=run"]
+    proc = torchrun(wrapper, *common)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert open_checkpoint(nodes["0"] / "run").meta["step"] == 2
+    assert (nodes["1"] / "run" / "config.json").read_text() == '{"theirs": true}\n'
+    shutil.move(nodes["0"] / "run", tmp_path / "trained")
+    shutil.move(nodes["1"] / "run", nodes["0"] / "run")  # now rank 0's: refused, once
+    proc = torchrun(wrapper, *common)
+    assert proc.returncode != 0
+    said = [line for line in proc.stderr.splitlines() if line.startswith("train.py:")]
+    assert said == ["train.py: error: --out_dir=run holds config.json, not written by a train.py run, which a new run "
+                    "there would replace; choose another --out_dir (or move it)"], proc.stderr[-3000:]
+
+
 # Rank 0, which says what every rank met, three seconds slow in `function` (as on a loaded machine); and where
 # asked, files of the ranks limited in size (a checkpoint's is larger: its save fails, as on a full disk)
 RANK_0_SLOW_IN = """import importlib, os, resource, runpy, sys, time
