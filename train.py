@@ -1590,6 +1590,8 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist, cfg: T
     checkpoints, or run with different options (`cfg`, as read), rank 0 names them."""
     # (and the directory each read, resolved: processes of one machine that read one directory, hunt 37-g G2)
     options = None if cfg is None else {k: v for k, v in cfg.to_dict().items() if k not in OPTIONS_OF_A_NODE}
+    if options is not None and cfg.init_from not in ("scratch", "resume"):  # weights: a path on the node's own disk
+        options["init_from"] = "weights"  # (which hold the same model on every node: refuse_other_weights_on_a_node)
     seen = gather((unread is not None, (resume.path.name, resume.meta["step"]) if resume else None,
                    str(resume.path.parent.resolve()) if resume else None, options), dist)
     failed = [rank for rank, (did, *_) in enumerate(seen) if did]

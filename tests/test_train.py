@@ -4340,13 +4340,15 @@ def test_torchrun_where_a_node_holds_other_weights_to_start_from_stops_in_one_li
     wrapper.write_text(f"""import os, runpy, sys
 sys.path.insert(0, {str(ROOT)!r})
 os.chdir({str(nodes["1"])!r} if os.environ["RANK"] == "1" else {str(nodes["0"])!r})
+if os.environ["RANK"] == "1":  # a path of its own to the weights (another mount point) is that node's to give
+    sys.argv.append("--init_from=" + {str(nodes["1"] / "base")!r})
 runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
 """)
     proc = torchrun(wrapper, f"--data={byte_data}", *TINY, "--init_from=base", "--max_iters=4", "--out_dir=run")
     assert proc.returncode != 0
     said = [line for line in proc.stderr.splitlines() if line.startswith("train.py:")]
-    assert said == [f"train.py: error: --init_from=base: on {socket.gethostname()} (rank 1) it holds another model "
-                    "than on rank 0 (n_embd 48 where rank 0's has 32): every node needs the same weights"
+    assert said == [f"train.py: error: --init_from={nodes['1'] / 'base'}: on {socket.gethostname()} (rank 1) it holds "
+                    "another model than on rank 0 (n_embd 48 where rank 0's has 32): every node needs the same weights"
                     ], proc.stderr[-3000:]
     assert "params[0] in this process" not in proc.stderr and f'File "{ROOT / "train.py"}"' not in proc.stderr
     assert not (nodes["0"] / "run").exists() and not (nodes["1"] / "run").exists()
