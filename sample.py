@@ -238,6 +238,7 @@ def load(args: argparse.Namespace, device: torch.device):
                                 refuse_another_hf_tokenizer, weights_dir)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
+    from gpt.rundir import lock_holder
     from gpt.tokenizer import get_tokenizer
 
     weights = weights_dir(args.init_from) if args.init_from else None  # (None: a hub name)
@@ -280,6 +281,11 @@ def load(args: argparse.Namespace, device: torch.device):
                 # where it was "no checkpoint in RUN/ yet; train one with: ...", which starts the run over
                 if said := [why for _, why in incomplete_checkpoints(path)]:
                     raise UsageError(f"{said[-1]}; {path} has no complete checkpoint") from None
+                # a run training there that has saved nothing yet: "train one with: python train.py --out_dir=..."
+                # sent the user to train.py's refusal, "in use by another training run" (hunt 47-d D1)
+                if holder := lock_holder(path):
+                    raise UsageError(f"no checkpoint in {path}/ yet: the training run there ({holder}) has saved "
+                                     "none so far; sample once it saves its first, at its first evaluation") from None
             if args.init_from:
                 raise UsageError(f"no checkpoint at {path}") from None
             if args.ckpt not in ("latest", "best"):  # what there is to choose from (hunt, session 24)

@@ -199,15 +199,23 @@ def refuse_an_unsearchable_out_dir(out_dir: str | Path) -> None:
 
 
 def refuse_if_busy(out_dir: str | Path) -> None:
-    """RunDirBusy, naming the holder, where another process holds out_dir's lock now; else nothing (a
-    lock this probe gets is let go at once). For a resume that found no checkpoint: it read the
-    checkpoints before taking the lock, and beside a run that had saved none yet it said "no complete
-    checkpoint in out", as if nothing were there, where a run trains (hunt 37-c C2; the README says a
-    second run is refused naming the holder)."""
+    """RunDirBusy, naming the holder, where another process holds out_dir's lock now; else nothing. For a
+    resume that found no checkpoint: it read the checkpoints before taking the lock, and beside a run that
+    had saved none yet it said "no complete checkpoint in out", as if nothing were there, where a run
+    trains (hunt 37-c C2; the README says a second run is refused naming the holder)."""
+    if (holder := lock_holder(out_dir)) is not None:
+        raise RunDirBusy(f"{out_dir} is in use by another training run ({holder}); wait for it to "
+                         "finish or stop it, or choose another --out_dir")
+
+
+def lock_holder(out_dir: str | Path) -> str | None:
+    """The training run that holds out_dir's lock now (its process, host, start and command, as RunDirBusy
+    names it), else None (a lock this probe gets is let go at once): for readers, which take no lock, to
+    say that a run trains there."""
     try:
         fd = os.open(Path(out_dir) / LOCK_NAME, os.O_RDONLY)
     except OSError:  # no lock file: no run holds it (a run removes it as it lets go)
-        return
+        return None
     try:
         try:  # (shared, where flock is: the processes of a torchrun job probing at once do not see each other)
             if fcntl is not None:
@@ -217,14 +225,14 @@ def refuse_if_busy(out_dir: str | Path) -> None:
                 locked = _try_lock(fd)
         except (BlockingIOError, PermissionError):  # someone holds it (as _try_lock)
             locked = False
-        except OSError:  # a filesystem without locks: the resume's own lock says so
-            return
+        except OSError:  # a filesystem without locks: nothing known (a resume's own lock says so)
+            return None
         if not locked:
-            raise RunDirBusy(f"{out_dir} is in use by another training run ({_read_holder(fd)}); wait for it to "
-                             "finish or stop it, or choose another --out_dir")
+            return _read_holder(fd)
         if fcntl is None:  # (msvcrt's lock is let go by hand; closing drops flock's)
             with contextlib.suppress(OSError):
                 msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return None
     finally:
         os.close(fd)
 

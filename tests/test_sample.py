@@ -805,6 +805,24 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir='my run'\n"), err
 
 
+def test_a_run_that_trains_and_has_saved_nothing_yet_is_named_not_trained_again(capsys, tmp_path, monkeypatch,
+                                                                                 run_dir_held_elsewhere):
+    # "train one with: python train.py --out_dir=busy" of a directory a run trains in: that command is refused,
+    # "busy is in use by another training run" (hunt 47-d D1)
+    monkeypatch.chdir(tmp_path)
+    holder = run_dir_held_elsewhere(tmp_path / "busy")
+    for which in ("latest", "best"):
+        rc, out, err = cli(capsys, "--out_dir=busy", f"--ckpt={which}")
+        assert rc == 1 and out == "" and err.count("\n") == 1, err
+        assert err.startswith(f"sample.py: error: no checkpoint in busy/ yet: the training run there (process "
+                              f"{holder.pid} on ") and err.endswith(
+            "has saved none so far; sample once it saves its first, at its first evaluation\n"), err
+    holder.kill()
+    holder.wait()
+    rc, _, err = cli(capsys, "--out_dir=busy")  # gone (killed: its lock file stays, unlocked): train one
+    assert rc == 1 and err == "sample.py: error: no checkpoint in busy/ yet; train one with: python train.py --out_dir=busy\n"
+
+
 def test_a_tilde_in_a_path_option_is_the_home_directory(capsys, run_dir, monkeypatch):
     # the shell leaves a ~ after = as it is (train.py expands it: hunt 34-b B9)
     monkeypatch.setenv("HOME", str(Path(run_dir).parent))
