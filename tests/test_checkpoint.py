@@ -66,6 +66,23 @@ def test_round_trip_plain_keys_tied_head_once(tmp_path):
     assert torch.equal(ckpt.state()["note"], torch.arange(3))
 
 
+def test_a_tokenizer_this_version_does_not_have_is_said_as_the_checkpoints_and_sets_nothing_aside(tmp_path):
+    # (another version's, say a 2,048-id BPE): sample.py and --init_from said "unknown tokenizer ...; choose one of
+    # gpt2, byte, shakespeare-bpe", a resume "invalid configuration: tokenizer must be one of ...", of a tokenizer
+    # no option had chosen (hunt 47-d D3)
+    from gpt.errors import ConfigError
+    save(tmp_path, 2, make_model())
+    save(tmp_path, 4, make_model(), tokenizer="shakespeare-bpe-2k")
+    said = (rf"{re.escape(str(tmp_path / 'ckpt-0000004' / 'meta.json'))}: the checkpoint's tokenizer "
+            r"'shakespeare-bpe-2k' is not one this version of the project has \(gpt2, byte, shakespeare-bpe\): saved by "
+            r"another version \(which reads it\), or edited$")
+    for read in (open_resumable, load_model, open_checkpoint):
+        with pytest.raises(ConfigError, match=said):
+            read(tmp_path)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002", "ckpt-0000004"]  # nothing set aside
+    assert open_checkpoint(tmp_path / "ckpt-0000002").meta["tokenizer"] == "byte"
+
+
 def test_load_model_gives_the_model_in_eval_mode(tmp_path):
     # a run trained with dropout: in training mode its logits were random draws (hunt 35-c C2)
     torch.manual_seed(0)
