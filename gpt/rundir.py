@@ -313,8 +313,9 @@ def not_a_runs_files(out_dir: Path) -> list[str]:
     """The files of RUN_FILES in out_dir that no train.py run wrote, which a new run there would replace:
     a project's own config.json, metrics.jsonl or loss.png were overwritten without a word (--out_dir=. in
     a project, or any folder of one's own: hunt 43-e E1). A run's config.json is a JSON object holding its
-    data, out_dir and init_from; its metrics.jsonl is empty or begins with a record of a step; its loss.png
-    lies beside either of them. (A failed run's leftovers are its own: the same command again starts over.)"""
+    data, out_dir and init_from; its metrics.jsonl is empty, begins with a record of a step or lies beside
+    its config.json; its loss.png lies beside either of them. (A failed run's leftovers are its own: the
+    same command again starts over.)"""
     def ours_config(path: Path) -> bool:
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
@@ -334,6 +335,11 @@ def not_a_runs_files(out_dir: Path) -> list[str]:
     present = {name: out_dir / name for name in RUN_FILES if (out_dir / name).is_file()}
     ours = {name: ours_config(present[name]) if name == "config.json" else ours_metrics(present[name])
             for name in ("config.json", "metrics.jsonl") if name in present}
+    if "metrics.jsonl" in ours and ours.get("config.json"):
+        # beside the run's config.json, a first line that is no record is the run's, cut short (a crash before its
+        # first checkpoint leaves NULs or half a line, which records() skips): the same command again was refused,
+        # "holds metrics.jsonl, not written by a train.py run" (hunt 47-d D2)
+        ours["metrics.jsonl"] = True
     if "loss.png" in present:
         ours["loss.png"] = any(ours.values())
     return [name for name, is_ours in ours.items() if not is_ours]

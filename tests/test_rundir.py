@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -358,3 +359,16 @@ def test_a_resume_stops_where_the_run_saved_since_it_read_its_checkpoint(tmp_pat
         hold_run_dir(out, Dist(), on_exit, resuming=True, read=out / "ckpt-0000043")
     with ExitStack() as on_exit:
         hold_run_dir(out, Dist(), on_exit, resuming=True, read=read, skipped=[out / "ckpt-0000043"])
+
+
+def test_a_runs_metrics_cut_short_before_its_first_line_ended_is_the_runs_and_a_foreign_one_is_not(tmp_path):
+    # A crash before a run's first checkpoint can leave its metrics.jsonl's first line NULs or half a record: the
+    # same command again (which starts such a run over) was refused, "holds metrics.jsonl, not written by a train.py
+    # run" (hunt 47-d D2). Beside no config.json of a run, such a file is still not taken for the run's.
+    from gpt.rundir import not_a_runs_files
+    (tmp_path / "config.json").write_text(json.dumps({"data": "d", "out_dir": str(tmp_path), "init_from": "scratch"}))
+    for torn in (b"\0" * 300, b'{"step": 0, "val_loss": 5.56'):
+        (tmp_path / "metrics.jsonl").write_bytes(torn)
+        assert not_a_runs_files(tmp_path) == []
+    (tmp_path / "config.json").write_text('{"model": "mine"}\n')
+    assert not_a_runs_files(tmp_path) == ["config.json", "metrics.jsonl"]
