@@ -660,9 +660,10 @@ def read_meta(ckpt: Path) -> dict:
         # (True is an int to isinstance, and a step below 0 resumed into more steps than asked: hunt 28-a F6)
         if not isinstance(meta, dict) or type(meta.get("step")) is not int or meta["step"] < 0:
             raise ValueError("no 'step' that is an integer >= 0")
-        if not meta.get("lora"):
-            GPTConfig.from_dict(meta["model_config"])
-        else:
+        # (a LoRA checkpoint's too: its load compares it with its base's config, where one missing, unknown to
+        # GPTConfig or invalid was a KeyError or ValueError traceback, or a line naming no file: hunt 47-d D5)
+        GPTConfig.from_dict(meta["model_config"])
+        if meta.get("lora"):
             check_lora_block(meta["lora"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError, KeyError, TypeError) as e:
         # KeyError, TypeError: meta["model_config"] or meta["lora"]["config"] missing or not a dict;

@@ -83,6 +83,30 @@ def test_a_tokenizer_this_version_does_not_have_is_said_as_the_checkpoints_and_s
     assert open_checkpoint(tmp_path / "ckpt-0000002").meta["tokenizer"] == "byte"
 
 
+@pytest.mark.parametrize("model_config, reason", [
+    (None, "no 'model_config'"), ({"n_kv_head": 1}, r"unknown GPTConfig keys \['n_kv_head'\]"),
+    ({"n_head": 3}, r"GPTConfig.n_embd \(16\) must be divisible by n_head \(3\)")])
+def test_a_lora_checkpoints_model_config_is_checked_as_a_plain_ones_is(tmp_path, model_config, reason):
+    # read_meta checked it for plain checkpoints only, and loading a LoRA checkpoint (sample.py, a resume) compares it
+    # with its base's config: a KeyError or ValueError traceback, or a line naming no file (hunt 47-d D5)
+    from gpt.checkpoint import lora_base
+    from gpt.lora import LoRAConfig
+    save(tmp_path / "base", 1, make_model())
+    run = tmp_path / "lora"
+    save(run, 2, make_model(), lora={**lora_base(str(tmp_path / "base")), "config": LoRAConfig(rank=2).to_dict()})
+    meta_path = run / "ckpt-0000002" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    if model_config is None:
+        del meta["model_config"]
+    else:
+        meta["model_config"].update(model_config)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(UnreadableFile, match=rf"^{re.escape(str(meta_path))}: unreadable checkpoint metadata \({reason}"):
+        load_model(run)
+    with pytest.raises(UnreadableFile, match=r"no checkpoint can be loaded"):  # (skipped, as a plain one is)
+        open_resumable(run)
+
+
 def test_load_model_gives_the_model_in_eval_mode(tmp_path):
     # a run trained with dropout: in training mode its logits were random draws (hunt 35-c C2)
     torch.manual_seed(0)
