@@ -78,9 +78,9 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers,
                             earlier_best_step, is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on,
-                            load_base_model, load_model, lora_base, mark_lora_base, open_resumable, passed_over,
-                            pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best,
-                            save_checkpoint, set_aside, unmark_lora_base, write_failed)
+                            load_base_model, load_model, lora_base, mark_lora_base, name_of, open_resumable,
+                            passed_over, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
+                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
                         preset_not_applied, resume_config, scratch_recipe_note)
@@ -1238,7 +1238,7 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
         except OSError as e:
             moved = f"; could not move it aside ({describe_error(e)})"
         print(f"warning: skipped {path.name}, it cannot be loaded ({why}){moved}; "
-              f"{'resuming from' if move else 'evaluating'} {resume.path.name}")
+              f"{'resuming from' if move else 'evaluating'} {name_of(resume.path)}")
 
 
 def refuse_a_run(data: str) -> None:

@@ -410,7 +410,9 @@ def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
         named = ""
     now = resumed.meta["step"]
     named_step = _step(out_dir / named) if named.startswith(CKPT_PREFIX) else None
-    if named_step is not None and named_step <= now and _is_complete(out_dir / named):
+    # (a step whose only copy is stranded is there by its name: it was "not of the training resumed", and `best`
+    # rewritten to the same name, with a note of it: hunt 47-d D6)
+    if named_step is not None and named_step <= now and _is_complete(copy_of(out_dir / named)):
         return None  # a checkpoint of the training that goes on: still its best
     best_val = resumed.meta.get("best_val_loss")
     holder = None
@@ -424,7 +426,7 @@ def repoint_best(out_dir: Path, resumed: Checkpoint) -> str | None:
         if val == best_val:
             holder = name_of(ckpt)  # (a stranded copy is found by its name: `_pointer`)
             break
-    what = f"`best` named {named or 'nothing readable'}, which is not of the training resumed from {resumed.path.name}"
+    what = f"`best` named {named or 'nothing readable'}, which is not of the training resumed from {name_of(resumed.path)}"
     try:
         if holder is not None:
             write_text_atomic(pointer, holder + "\n")

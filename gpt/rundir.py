@@ -301,7 +301,7 @@ def refuse_another_run(out_dir: Path) -> None:
     checkpoint (diverged, out of memory, stopped early) cannot be resumed: the same command again,
     with what its error advised, starts over there."""
     if list_checkpoints(out_dir):
-        raise RunDirTaken(f"{out_dir} holds a run (latest {find_checkpoint(out_dir).name}): continue it with "
+        raise RunDirTaken(f"{out_dir} holds a run (latest {name_of(find_checkpoint(out_dir))}): continue it with "
                           "--init_from=resume, or choose another --out_dir (or remove that one)")
 
 

@@ -907,6 +907,28 @@ def test_repoint_best_finds_a_stranded_holder_and_says_what_it_cannot_write(tmp_
     assert note.startswith("`best` named nothing readable") and "it could not be changed (" in note
 
 
+def test_a_best_whose_only_copy_is_stranded_is_of_the_training_resumed_and_named_by_its_name(tmp_path):
+    # `best` naming a step whose only copy is a stranded earlier save (a re-save of it killed between its two
+    # renames) was "not of the training resumed", rewritten to the same name with a note of it; and the stranded
+    # copy resumed from, or a new run's refusal, named it by its hidden name (hunt 47-d D6)
+    from gpt.checkpoint import Checkpoint, read_meta, repoint_best
+    from gpt.errors import RunDirTaken
+    from gpt.rundir import refuse_another_run
+
+    save(tmp_path, 2, make_model(), best=True, val_loss=1.0, best_val_loss=1.0)
+    resumed = save(tmp_path, 4, make_model(), val_loss=2.0, best_val_loss=1.0)
+    (tmp_path / "ckpt-0000002").rename(tmp_path / ".tmp-old-ckpt-0000002.999999")
+    assert repoint_best(tmp_path, Checkpoint(resumed, read_meta(resumed))) is None
+    assert (tmp_path / "best").read_text() == "ckpt-0000002\n"
+    (tmp_path / "best").write_text("ckpt-0000006\n")  # of training the resume leaves behind
+    stranded = resumed.rename(tmp_path / ".tmp-old-ckpt-0000004.999999")
+    note = repoint_best(tmp_path, Checkpoint(stranded, read_meta(stranded)))
+    assert note == ("`best` named ckpt-0000006, which is not of the training resumed from ckpt-0000004; it names "
+                    "ckpt-0000002 now (validation loss 1.0000)")
+    with pytest.raises(RunDirTaken, match=r"holds a run \(latest ckpt-0000004\): continue it"):
+        refuse_another_run(tmp_path)
+
+
 def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path):
     # Audit bug 11: a second broken checkpoint of the same step crashed on os.replace (Directory not empty).
     from gpt.checkpoint import set_aside
