@@ -12,6 +12,7 @@ reads complete checkpoints) take no lock and keep working while a run trains.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shlex
@@ -100,8 +101,14 @@ class RunDirLock:
             raise UsageError(f"out_dir {self.out_dir} is not a directory")
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # (not through a symbolic link by that name: the holder's record was written over the file it points to,
+            # cut to it, a user's file lost: hunt 47-d D7)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
+            if e.errno == errno.ELOOP and self.path.is_symlink():
+                raise UsageError(f"cannot use out_dir {self.out_dir}: its {LOCK_NAME} is a symbolic link to "
+                                 f"{os.readlink(self.path)}, not a run's lock file, which the run would write over: "
+                                 "remove that link, or choose another --out_dir") from None
             # A symbolic link to nothing (a disk not mounted), out_dir's or a parent's, is there for mkdir: the
             # line said "File exists" of a directory that does not exist (hunt 37-d D7)
             link = isinstance(e, FileExistsError) and next(

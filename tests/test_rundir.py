@@ -372,3 +372,19 @@ def test_a_runs_metrics_cut_short_before_its_first_line_ended_is_the_runs_and_a_
         assert not_a_runs_files(tmp_path) == []
     (tmp_path / "config.json").write_text('{"model": "mine"}\n')
     assert not_a_runs_files(tmp_path) == ["config.json", "metrics.jsonl"]
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="O_NOFOLLOW")
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(tmp_path):
+    # The lock was opened through it, and the holder's record written over the file it points to, cut to it (a
+    # user's file lost), in a directory someone else prepared, say (hunt 47-d D7)
+    from gpt.errors import UsageError
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_NAME).symlink_to(precious)
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path / 'run'}: its train.lock is a symbolic link "
+                                         rf"to {precious}, not a run's lock file, which the run would write over: "
+                                         "remove that link, or choose another --out_dir$"):
+        RunDirLock(tmp_path / "run").acquire()
+    assert precious.read_text() == "mine\n" and (tmp_path / "run" / LOCK_NAME).is_symlink()
