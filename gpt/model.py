@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.atomic import TMP_PREFIX, remove_dead_writers_parts, replace_files, same_mode_as
+from gpt.atomic import TMP_PREFIX, refuse_special, remove_dead_writers_parts, replace_files, same_mode_as
 from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
@@ -909,6 +909,7 @@ class GPT(nn.Module):
 
         from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
         from gpt.lora import is_lora
+        from gpt.sources import training_output
         from gpt.tokenizer import get_tokenizer
 
         cfg = self.config
@@ -932,14 +933,18 @@ class GPT(nn.Module):
             raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
                              "can be saved in the GPT-2 layout")
         out_dir = Path(out_dir)
-        if (out_dir / "latest").is_file() or any(out_dir.glob("ckpt-*/meta.json")):  # (its config.json, the run's
-            # record of its options, was overwritten, and the run was then taken for an HF directory: hunt 30-e F7)
-            raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
-                             "directory")
+        for name in ("model.safetensors", "config.json"):  # (before the reads below: a pipe's waits for a writer)
+            refuse_special(out_dir / name)
         if "model_config" in _json_keys(out_dir / "meta.json"):  # a checkpoint: its model.safetensors, in our
             # layout, was overwritten in GPT-2's (Conv1D weights transposed), and the run could no longer
             # resume or sample from it (hunt 34-e E2)
             raise ValueError(f"{out_dir} is a checkpoint of train.py: save the model in the GPT-2 layout to another "
+                             "directory")
+        # (its config.json, the run's record of its options, was overwritten, and the run was then taken for an HF
+        # directory: hunt 30-e F7; also a run that has saved no checkpoint yet, training there or stopped before its
+        # first save, which gpt.sources.training_output knows by its config.json or lock: hunt 47-d D8)
+        if (out_dir / "latest").is_file() or any(out_dir.glob("ckpt-*/meta.json")) or training_output(out_dir):
+            raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
                              "directory")
         if runs := live_lora_runs(out_dir):  # their adapters load onto these very weights (by their fingerprint):
             # written over, the runs could neither sample nor resume any more, and nothing said so (hunt 37-h h1)

@@ -1071,6 +1071,28 @@ def test_save_pretrained_refuses_a_directory_that_holds_a_run(tmp_path):
     assert not (tmp_path / "model.safetensors").exists()
 
 
+def test_save_pretrained_refuses_a_run_that_has_saved_no_checkpoint_yet(tmp_path):
+    # a run training there, or one stopped before its first save (diverged, out of memory), has only its
+    # config.json, metrics.jsonl and lock: its config.json was replaced by the export's, and once the run saved,
+    # --init_from=<the run> loaded the export's weights as a Hugging Face directory (hunt 47-d D8)
+    import json
+    import re
+
+    from gpt.rundir import LOCK_NAME, RunDirLock
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    config = json.dumps({"data": "d", "out_dir": str(tmp_path), "init_from": "scratch", "n_layer": 1, "max_iters": 5})
+    said = rf"^{re.escape(str(tmp_path))} holds a run of train.py: save the model in the GPT-2 layout to another directory$"
+    with RunDirLock(tmp_path):  # (training: its lock, its config.json)
+        (tmp_path / "config.json").write_text(config)
+        with pytest.raises(ValueError, match=said):
+            model.save_pretrained(tmp_path)
+    assert not (tmp_path / LOCK_NAME).exists()
+    with pytest.raises(ValueError, match=said):  # (stopped before its first save: its config.json)
+        model.save_pretrained(tmp_path)
+    assert (tmp_path / "config.json").read_text() == config and not (tmp_path / "model.safetensors").exists()
+
+
 def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path, monkeypatch):
     # the weights were written in place: Ctrl-C (or a full disk) during an export over an earlier one left
     # that one's model.safetensors cut short, loadable nowhere
