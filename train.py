@@ -1574,8 +1574,8 @@ def typed_device(argv: list[str]) -> str:
 
 
 # Options that may differ from node to node: places on each machine's own disk (rank 0's data is the one
-# trained on, and it is checked to be on every node), and what rank 0 alone does. (Not --init_from: whether a
-# run starts from weights decides what the processes do together)
+# trained on, and it is checked to be on every node), and what rank 0 alone does. --init_from is compared as its
+# kind (scratch, resume or weights: that decides what the processes do together), the weights by their shape.
 OPTIONS_OF_A_NODE = ("data", "data_cache", "out_dir", "lora_base", "device", "wandb_project", "tensorboard",
                      "keep_last", "sample_tokens")
 
