@@ -239,6 +239,7 @@ def load(args: argparse.Namespace, device: torch.device):
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.rundir import lock_holder
+    from gpt.shards import holds_prepared_data
     from gpt.tokenizer import get_tokenizer
 
     weights = weights_dir(args.init_from) if args.init_from else None  # (None: a hub name)
@@ -294,6 +295,10 @@ def load(args: argparse.Namespace, device: torch.device):
                     raise UsageError(f"{said[0]}; {run_checkpoints(str(path.parent))}") from None  # (hunt, session 27)
                 where = f"{args.ckpt} (nor {path})" if Path(args.ckpt) != path else str(path)
                 raise UsageError(f"no checkpoint at {where}; {run_checkpoints(args.out_dir)}") from None
+            if holds_prepared_data(path):  # (its advice was a run written into the data: hunt 47-d, left)
+                raise UsageError(f"{path} holds prepared data (token shards), not a training run: train on it with "
+                                 f"python train.py --data={shlex.quote(str(path))} --out_dir=RUN, then sample "
+                                 "--out_dir=RUN") from None
             # quoted, as train.py's "Sample with: ..." is: a name with a space was two words when pasted
             how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={shlex.quote(args.out_dir)}")
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None

@@ -803,6 +803,16 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir=elsewhere\n")
     rc, _, err = cli(capsys, "--out_dir=my run")  # pasted, it was --out_dir=my and a stray "run"
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir='my run'\n"), err
+    # prepared data is no run: "train one with: python train.py --out_dir=shards" wrote a run into the data
+    # directory (hunt 47-d, left); its way on trains on it
+    from gpt.prepare import prepare
+    (tmp_path / "text.txt").write_text("the king is dead.\n" * 200)
+    prepare(source="input", inputs=[str(tmp_path / "text.txt")], tokenizer="byte", out_dir=tmp_path / "my shards",
+            num_proc=1, quiet=True)
+    rc, out, err = cli(capsys, "--out_dir=my shards")
+    assert rc == 1 and out == "" and err == (
+        "sample.py: error: my shards holds prepared data (token shards), not a training run: train on it with python "
+        "train.py --data='my shards' --out_dir=RUN, then sample --out_dir=RUN\n"), err
 
 
 def test_a_run_that_trains_and_has_saved_nothing_yet_is_named_not_trained_again(capsys, tmp_path, monkeypatch,
