@@ -48,7 +48,8 @@ from gpt.config import saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
                         sizes_apart)
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, hub_gpt2, missing_hf_weights, read_hf_config
+from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig, hub_gpt2,
+                       missing_hf_weights, read_hf_config)
 from gpt.tokenizer import TOKENIZER_NAMES
 
 CKPT_PREFIX = "ckpt-"
@@ -669,16 +670,18 @@ def read_meta(ckpt: Path) -> dict:
         # GPTConfig or invalid was a KeyError or ValueError traceback, or a line naming no file: hunt 47-d D5)
         if not isinstance(meta["model_config"], dict):
             raise TypeError("a 'model_config' that is not an object")
-        GPTConfig.from_dict({k: v for k, v in meta["model_config"].items() if k in MODEL_OPTIONS})  # (others below)
-        if meta.get("lora"):
-            check_lora_block(meta["lora"])
+        # (what another version's options are is said below; only what this version has is checked here)
+        if not (newer := another_versions_model_options(meta)):
+            GPTConfig.from_dict(meta["model_config"])
+            if meta.get("lora"):
+                check_lora_block(meta["lora"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError, KeyError, TypeError) as e:
         # KeyError, TypeError: meta["model_config"] or meta["lora"]["config"] missing or not a dict;
         # ValueError: GPTConfig's or LoRAConfig's checks
         reason = f"no {e}" if isinstance(e, KeyError) else describe_error(e)
         raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ({reason})",
                              damaged=not isinstance(e, OSError)) from None
-    if newer := sorted(set(meta["model_config"]) - MODEL_OPTIONS):
+    if newer:
         # Options of the model that another version has (a newer one's): such a checkpoint was set aside as damaged,
         # broken-ckpt-*, and the version that wrote it could not resume it either until renamed back (hunt 47-d D4).
         # (A key mistyped by hand stops the resume too, rather than being set aside: nothing is lost either way.)
@@ -693,6 +696,31 @@ def read_meta(ckpt: Path) -> dict:
                           f"project has ({', '.join(TOKENIZER_NAMES)}): saved by another version (which reads it), "
                           "or edited")
     return meta
+
+
+# The model's options whose values are names, each from a list another version may add to.
+NAMED_MODEL_OPTIONS = {"pos_encoding": POS_ENCODINGS, "activation": tuple(GELU_APPROXIMATE)}
+
+
+def another_versions_model_options(meta: dict) -> list[str]:
+    """What a checkpoint's meta.json records of its model that this version does not have but another may:
+    a model option (a key of model_config), a name for a named option's value (pos_encoding 'alibi'), a LoRA
+    option or target. Such a checkpoint is another version's, not damaged: a value or a LoRA key was set aside
+    as broken-ckpt-* where a model_config key was said (hunt 48-d D1). A value of the wrong type, or out of
+    range, is damage (read_meta)."""
+    model_config = meta["model_config"]
+    newer = sorted(set(model_config) - MODEL_OPTIONS)
+    newer += [f"{k} {v!r}" for k, names in NAMED_MODEL_OPTIONS.items()
+              if isinstance(v := model_config.get(k), str) and v not in names]
+    lora = meta.get("lora")
+    if isinstance(lora, dict) and isinstance(config := lora.get("config"), dict):
+        from gpt.lora import LORA_TARGETS, LoRAConfig
+
+        newer += [f"LoRA's {k}" for k in sorted(set(config) - {f.name for f in fields(LoRAConfig)})]
+        targets = config.get("targets")
+        if isinstance(targets, (list, tuple)):
+            newer += [f"LoRA target {t!r}" for t in targets if isinstance(t, str) and t not in LORA_TARGETS]
+    return newer
 
 
 def check_lora_block(lora) -> None:

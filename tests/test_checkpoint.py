@@ -70,7 +70,14 @@ def test_round_trip_plain_keys_tied_head_once(tmp_path):
     ({"tokenizer": "shakespeare-bpe-2k"}, r"tokenizer 'shakespeare-bpe-2k' is not one this version of the project has "
                                           r"\(gpt2, byte, shakespeare-bpe\)"),
     ({"model_config": {**CFG.to_dict(), "value_residual": True, "attn_sinks": 4}},
-     r"model has options this version of the project does not have \(attn_sinks, value_residual\)")])
+     r"model has options this version of the project does not have \(attn_sinks, value_residual\)"),
+    # A name another version gives an option's value, or a LoRA option or target it has, was set aside as damage
+    # where an option was said (hunt 48-d D1)
+    ({"model_config": {**CFG.to_dict(), "pos_encoding": "alibi", "activation": "swiglu"}},
+     r"model has options this version of the project does not have \(pos_encoding 'alibi', activation 'swiglu'\)"),
+    ({"lora": {"base": "base", "config": {"rank": 2, "alpha": 16.0, "dropout": 0.0, "use_dora": True,
+                                          "targets": ["attn.c_attn", "attn.q_proj"]}}},
+     r"model has options this version of the project does not have \(LoRA's use_dora, LoRA target 'attn.q_proj'\)")])
 def test_another_versions_checkpoint_is_said_as_such_and_sets_nothing_aside(tmp_path, another_versions, said):
     # A tokenizer this version does not have (another version's, say a 2,048-id BPE): sample.py and --init_from
     # said "unknown tokenizer ...; choose one of gpt2, byte, shakespeare-bpe", a resume "invalid configuration:
