@@ -154,7 +154,11 @@ class TrainConfig:
         # (only where a schedule decays to it: noam and constant have no floor, and refuse a typed --min_lr,
         # so the default 4e-4 made every noam or constant run below that rate impossible: hunt 35-e E2)
         if self.lr_schedule in ("cosine", "wsd") and self.min_lr > self.learning_rate:
-            errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate})")
+            # with the way on: a fine-tune's rate typed alone (3e-5, as the from-scratch recipe's note advises) met
+            # the default min_lr 4e-4 and was refused without a word of min_lr's (hunt 48-d D2)
+            errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate}): the decay ends "
+                          f"at min_lr; give a lower --min_lr (--min_lr={self.learning_rate / 10:.3g} is a tenth of it, as "
+                          "the defaults have)")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if not self.muon_learning_rate > 0:
@@ -661,7 +665,8 @@ def scratch_recipe_note(cfg: TrainConfig, typed: set[str], preset_given: bool) -
         rates = f"Muon at {cfg.muon_learning_rate:g} and {rates}"
     return (f"--init_from={cfg.init_from} starts from trained weights at the from-scratch recipe ({rates}, "
             f"weight decay {cfg.weight_decay:g}, dropout {cfg.dropout:g}), rates that can undo what they learned; "
-            "for a fine-tune give --config=finetune (small AdamW rates), or your own --optimizer and --learning_rate")
+            "for a fine-tune give --config=finetune (small AdamW rates), or your own --optimizer, --learning_rate and "
+            "--min_lr")
 
 
 def new_run_from(out_dir, cfg: TrainConfig) -> str:

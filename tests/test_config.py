@@ -395,6 +395,21 @@ def test_a_schedule_without_a_floor_runs_below_the_default_min_lr(schedule):
             parse_args([f"--lr_schedule={decaying}", "--learning_rate=1e-4"])
 
 
+def test_a_learning_rate_below_the_default_min_lr_is_refused_with_the_way_on_that_the_fine_tune_note_names():
+    # The note for a new run from trained weights at the from-scratch recipe advised "your own --optimizer and
+    # --learning_rate"; a fine-tune's rate typed so met the default min_lr 4e-4 and was refused, "min_lr (0.0004) must
+    # not exceed learning_rate (3e-05)", with no word of how on (hunt 48-d D2)
+    from gpt.config import scratch_recipe_note
+    note = scratch_recipe_note(parse_args(["--init_from=out"])[0], {"init_from"}, preset_given=False)
+    assert note.endswith("or your own --optimizer, --learning_rate and --min_lr")
+    with pytest.raises(ConfigError, match=re.escape("min_lr (0.0004) must not exceed learning_rate (3e-05): the decay "
+                                                    "ends at min_lr; give a lower --min_lr (--min_lr=3e-06 is a tenth "
+                                                    "of it, as the defaults have)")):
+        parse_args(["--init_from=out", "--optimizer=adamw", "--learning_rate=3e-5"])
+    cfg, _ = parse_args(["--init_from=out", "--optimizer=adamw", "--learning_rate=3e-5", "--min_lr=3e-06"])
+    assert (cfg.learning_rate, cfg.min_lr) == (3e-5, 3e-6)
+
+
 def test_options_typed_where_they_apply_and_a_presets_values_are_not_refused(tmp_path):
     for argv in (["--lr_schedule=wsd", "--decay_fraction=0.5", "--min_lr=1e-5"], ["--init_from=gpt2", "--lora_rank=4", "--lora_alpha=8"],
                  ["--optimizer=muon", "--muon_learning_rate=0.02"]):

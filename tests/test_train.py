@@ -1586,7 +1586,7 @@ def test_a_new_run_from_weights_at_the_from_scratch_recipe_is_told_so(tmp_path, 
     assert notes["bare"] == [f"note: --init_from={export} starts from trained weights at the from-scratch recipe (Muon at "
                              "0.015 and AdamW at 0.004, weight decay 0.1, dropout 0), rates that can undo what they "
                              "learned; for a fine-tune give --config=finetune (small AdamW rates), or your own "
-                             "--optimizer and --learning_rate"]
+                             "--optimizer, --learning_rate and --min_lr"]
     assert notes["finetune"] == notes["rate typed"] == []
 
 
