@@ -82,8 +82,8 @@ from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_hol
                             passed_over, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
                             repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
-                        describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from, parse_args,
-                        preset_not_applied, resume_config, scratch_recipe_note)
+                        describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
+                        options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
                         UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
@@ -221,6 +221,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     check_deterministic_cublas(device)
     if preset_note and dist.is_main:
         print("note:", preset_note)
+    if resume and not cfg.eval_only and dist.is_main and (unknown := options_unknown_here(resume.meta["config"])):
+        # (a newer version's: left out without a word, the run went on under another recipe: hunt 48-d D3)
+        print(f"note: the run was trained with options this version of the project does not have ({', '.join(unknown)}): "
+              "saved by another version, which resumes it; resumed here without them, under another recipe")
     preset_given = any(a.startswith("--config") for a in argv)
     if device.type != "cpu" and not resume and not preset_given:
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU

@@ -44,7 +44,7 @@ import torch
 
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its calls)
-from gpt.config import saved_config
+from gpt.config import another_versions_values, saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
                         sizes_apart)
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
@@ -762,6 +762,10 @@ def _check_resume_values(path: Path, meta: dict) -> None:
         meta["config"] = saved_config(meta["config"])
     except ConfigError as e:
         raise UnreadableFile(path, f"unreadable checkpoint metadata ({e})") from None
+    if newer := another_versions_values(meta["config"]):
+        # Not damage: said, and nothing set aside, as a model's options of another version are (read_meta)
+        raise ConfigError(f"{path}: the run was trained with options this version of the project does not have "
+                          f"({', '.join(newer)}): saved by another version (which resumes it), or edited")
     best = meta.get("best_val_loss")  # (null: no evaluation yet; absent in runs saved before it was)
     if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or not math.isfinite(best)):
         raise UnreadableFile(path, f"unreadable checkpoint metadata ('best_val_loss' is {best!r}, not a finite "

@@ -175,11 +175,8 @@ class TrainConfig:
             errors.append(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.keep_last < 2:
             errors.append(f"keep_last must be >= 2 so a failed save always leaves one behind, got {self.keep_last}")
-        choices = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": POS_ENCODINGS,
-                   "activation": ("gelu", "gelu_tanh"), "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
-                   "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": COMPILE_CHOICES}
         errors += [f"{k} must be one of {', '.join(v)}, got {getattr(self, k)!r}"
-                   for k, v in choices.items() if getattr(self, k) not in v]
+                   for k, v in NAMED_OPTIONS.items() if getattr(self, k) not in v]
         if not 0 <= self.seed <= 2**64 - world_size:  # rank r seeds with seed + r; numpy wants it >= 0, torch < 2**64
             errors.append(f"seed must be in [0, 2**64 - {world_size}], got {self.seed}")
         if self.compile == "reduce-overhead" and world_size > 1:
@@ -223,6 +220,26 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# The options whose values are names from a list, which another version of the project may add to.
+NAMED_OPTIONS = {"tokenizer": TOKENIZER_NAMES, "pos_encoding": POS_ENCODINGS, "activation": ("gelu", "gelu_tanh"),
+                 "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
+                 "dtype": ("auto", "float32", "bfloat16", "float16"), "compile": COMPILE_CHOICES}
+
+
+def another_versions_values(saved: dict) -> list[str]:
+    """The names a checkpoint's train config (meta.json's "config", converted by saved_config) gives a named option's
+    value that this version does not have but another may (lr_schedule 'trapezoid'): a resume said "invalid
+    configuration: lr_schedule must be one of ...", naming no file, as if the user had typed it (hunt 48-d D3)."""
+    return [f"{k} {v!r}" for k, names in NAMED_OPTIONS.items() if isinstance(v := saved.get(k), str) and v not in names]
+
+
+def options_unknown_here(saved: dict) -> list[str]:
+    """The options of a checkpoint's train config that this version does not have. No option has been removed since
+    the first TrainConfig (1f78017), so each is a newer version's, or an edit: a resume leaves them out (train.py
+    says so: it resumed without them, under another recipe than the run's, without a word: hunt 48-d D3)."""
+    return sorted(set(saved) - {f.name for f in fields(TrainConfig)})
 
 
 def decay_out_of_range(cfg: TrainConfig) -> str | None:
@@ -699,8 +716,8 @@ def home_expanded(values: dict) -> dict:
 def saved_config(saved: dict) -> dict:
     """A checkpoint's train config (meta.json's "config") with its values converted to the options'
     types, as a preset's are, or ConfigError: a hand-edited `"learning_rate": "abc"` was a TypeError
-    traceback on resume, and `"max_iters": true` ran (hunt 28-a F6). Options since removed are kept
-    as they are; resume_config leaves them out."""
+    traceback on resume, and `"max_iters": true` ran (hunt 28-a F6). Options this version does not have
+    are kept as they are (options_unknown_here names them; resume_config leaves them out)."""
     hints = typing.get_type_hints(TrainConfig)
 
     def whole(k, v):  # 30.0 for 30, as some JSON tools write a whole number (review 29: the checkpoint was set aside)

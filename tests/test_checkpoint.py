@@ -97,6 +97,21 @@ def test_another_versions_checkpoint_is_said_as_such_and_sets_nothing_aside(tmp_
     assert open_checkpoint(tmp_path / "ckpt-0000002").meta["tokenizer"] == "byte"
 
 
+def test_a_run_trained_with_a_value_of_another_version_is_said_as_such_on_resume_and_sets_nothing_aside(tmp_path):
+    # Its train config ("config") with a name for a value this version does not have: the resume said "invalid
+    # configuration: lr_schedule must be one of ...", naming no file, as if the user had typed it (hunt 48-d D3)
+    from gpt.errors import ConfigError
+    save(tmp_path, 2, make_model())
+    save(tmp_path, 4, make_model(), config={"lr_schedule": "trapezoid", "optimizer": "lion", "learning_rate": 1e-3})
+    said = (rf"^{re.escape(str(tmp_path / 'ckpt-0000004' / 'meta.json'))}: the run was trained with options this "
+            r"version of the project does not have \(optimizer 'lion', lr_schedule 'trapezoid'\): saved by another "
+            r"version \(which resumes it\), or edited$")
+    with pytest.raises(ConfigError, match=said):
+        open_resumable(tmp_path)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002", "ckpt-0000004"]  # nothing set aside
+    assert load_model(tmp_path)[1].meta["step"] == 4  # (sampling needs no training options)
+
+
 @pytest.mark.parametrize("model_config, reason", [
     # (a key this version does not have is another version's, said and not skipped: the test above, hunt 47-d D4)
     (None, "no 'model_config'"), ({"n_layer": 0}, r"GPTConfig.n_layer must be a positive integer, got 0"),

@@ -182,6 +182,23 @@ def test_a_resume_whose_count_moves_the_decay_says_so(byte_data, tmp_path, capsy
             if r.get("step", 0) > 6 and "lr" in r} == {3e-4}
 
 
+def test_a_resume_of_a_run_trained_with_options_of_another_version_says_it_goes_on_without_them(byte_data, tmp_path,
+                                                                                                  capsys):
+    # A newer version's option in the checkpoint's train config (none has ever been removed) was left out without a
+    # word, the run going on under another recipe than its own (hunt 48-d D3)
+    run = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={run}"]) == 0
+    meta_path = run / "ckpt-0000002" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["config"].update(z_loss=1e-4, ema_decay=0.999)
+    meta_path.write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={run}", "--max_iters=3"]) == 0
+    assert ("note: the run was trained with options this version of the project does not have (ema_decay, z_loss): "
+            "saved by another version, which resumes it; resumed here without them, under another recipe"
+            ) in capsys.readouterr().out.splitlines()
+
+
 def test_muon_wsd_and_label_smoothing_resume_bit_identical(byte_data, tmp_path):
     # Both optimizers' states (Muon's momentum, AdamW's moments) travel in the checkpoint.
     common = [f"--data={byte_data}", *TINY, "--optimizer=muon", "--lr_schedule=wsd", "--label_smoothing=0.1",
