@@ -459,6 +459,10 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
         if key == "config":
             if not value.strip():  # (it ran with no preset: hunt 28-a F10)
                 raise ConfigError(f"--{typed} is empty: give a preset's name ({presets()}) or a TOML file")
+            if preset is not None and value != preset:
+                # presets do not add up: the last one was applied alone, the first dropped without a word (hunt 48-d D4)
+                raise ConfigError(f"--config given twice ({preset}, {value}): a run takes one preset, with --key=value "
+                                  "options on top; for both, copy the values you want into one TOML file")
             preset = value
         else:
             overrides[key] = value

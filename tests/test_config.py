@@ -410,6 +410,16 @@ def test_a_learning_rate_below_the_default_min_lr_is_refused_with_the_way_on_tha
     assert (cfg.learning_rate, cfg.min_lr) == (3e-5, 3e-6)
 
 
+def test_a_second_config_preset_is_refused_not_applied_in_place_of_the_first():
+    # --config=finetune --config=my.toml applied my.toml alone, finetune's init_from and rates dropped without a word
+    # (hunt 48-d D4); the same preset twice is the same run
+    with pytest.raises(ConfigError, match=r"^--config given twice \(finetune, gpt2-124m\): a run takes one preset, "
+                                          r"with --key=value options on top; for both, copy the values you want into "
+                                          r"one TOML file$"):
+        parse_args(["--config=finetune", "--n_layer=2", "--config", "gpt2-124m"])
+    assert parse_args(["--config=finetune", "--config=finetune"])[0] == parse_args(["--config=finetune"])[0]
+
+
 def test_options_typed_where_they_apply_and_a_presets_values_are_not_refused(tmp_path):
     for argv in (["--lr_schedule=wsd", "--decay_fraction=0.5", "--min_lr=1e-5"], ["--init_from=gpt2", "--lora_rank=4", "--lora_alpha=8"],
                  ["--optimizer=muon", "--muon_learning_rate=0.02"]):
