@@ -46,7 +46,8 @@ def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> 
     time, until the prompt fits. The prompt after each drop is not tokenized again: the template (gpt/instruct.py)
     tokenizes the context before each answer and the answer apart, so a drop changes the pieces up to the first
     answer left, and the pieces after it are the full conversation's, tokenized once. Fitting a conversation of 2,000
-    turns took 31.3 s, what was left of it tokenized again after each drop (0.05 s now; hunt 44-b B6)."""
+    turns took 31.3 s, what was left of it tokenized again after each drop (0.05 s now; hunt 44-b B6). Where no
+    answer is left (questions in a row), the first try that fits is searched by halves (hunt 48-b B1)."""
     messages, n = list(messages), len(messages)
     pieces = segments(messages, generation_prompt=True)  # (context, answer) pieces per answer, then what follows
     after = list(itertools.accumulate(reversed([len(tokenizer.encode_numpy(text)) + target for text, target in pieces]),
@@ -60,16 +61,41 @@ def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> 
         head, _ = encode(tokenizer, segments(front + messages[start:answers[j] + 1]))
         return 1 + len(head) + after[2 * j + 2]  # end-of-text, the head's pieces, the pieces after answer j
 
-    front, start, dropped = [], 0, 0  # kept: the system messages before `start`, and all from it on
-    while prompt_length(front, start) + room > block_size:
+    def drop_oldest(start: int) -> tuple[int, int] | None:  # (the oldest turn's first message, the next start)
         oldest = next((i for i in range(start, n - 1) if messages[i]["role"] != "system"), None)
         if oldest is None:
-            break
+            return None
         end = oldest + 1
         while end < n - 1 and messages[end]["role"] == "assistant":  # its answers go with it
             end += 1
+        return oldest, end
+
+    front, start, dropped = [], 0, 0  # kept: the system messages before `start`, and all from it on
+    while prompt_length(front, start) + room > block_size:
+        if bisect.bisect_left(answers, start) == len(answers):
+            # No answer left to split the prompt into pieces: each try tokenizes all that is left, and a conversation
+            # of user messages alone took quadratic time (2,000 turns: 11.4 s; hunt 48-b B1). So the first try that
+            # fits is searched by halves among the tries left. Exact because a drop never lengthens the prompt: it
+            # takes out a whole "User:" turn, which starts after the "\n\n" ending the turn before, and GPT-2's
+            # pre-tokenizing regex (the byte tokenizer's, GPT-2's and shakespeare-bpe's chunks) always cuts there,
+            # so the tokens around it stay as they were. (A test checks it against tokenizing each try.)
+            starts = [start]
+            while (drop := drop_oldest(starts[-1])) is not None:
+                starts.append(drop[1])
+
+            def front_at(k: int) -> list[dict]:  # the system messages kept by try k: all of them up to its start
+                return front + [m for m in messages[start:starts[k]] if m["role"] == "system"]
+
+            fits = bisect.bisect_left(range(1, len(starts)), True,
+                                      key=lambda k: prompt_length(front_at(k), starts[k]) + room <= block_size)
+            drops = min(1 + fits, len(starts) - 1)  # none fits: every turn that can go has gone, as one at a time
+            front, start, dropped = front_at(drops), starts[drops], dropped + drops
+            break
+        drop = drop_oldest(start)
+        if drop is None:
+            break
         dropped += 1  # a turn, however many messages (it counted the messages: hunt 30-d F2)
-        front, start = front + messages[start:oldest], end
+        front, start = front + messages[start:drop[0]], drop[1]
     kept = front + messages[start:]
     return prompt_ids(tokenizer, kept), kept, dropped
 
