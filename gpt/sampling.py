@@ -73,8 +73,12 @@ def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: 
     if penalty == 1.0:
         return logits
     # A penalty below 1 can push a finite logit past float32's range: inf, and NaN once the row's
-    # max is subtracted (token 0 from nothing). Capped, it stays the row's largest. (-inf is harmless.)
-    lowered = torch.where(logits > 0, (logits / penalty).clamp_max(torch.finfo(logits.dtype).max), logits * penalty)
+    # max is subtracted (token 0 from nothing). Capped, it stays the row's largest. A penalty near float32's
+    # largest (1e38, accepted) does so below: a row whose every id is seen and negative (model.generate on a
+    # small vocabulary) went all -inf, NaN, and token 0 in silence (hunt 48-b B2). Capped too, the row stays
+    # a distribution over its ids (their order below the cap is lost, as above it).
+    biggest = torch.finfo(logits.dtype).max
+    lowered = torch.where(logits > 0, (logits / penalty).clamp_max(biggest), (logits * penalty).clamp_min(-biggest))
     return torch.where(seen, lowered, logits)
 
 

@@ -211,6 +211,21 @@ def test_a_penalty_that_pushes_a_logit_past_float32_keeps_it_the_largest_not_tok
     assert ids.flatten().tolist() == [1, 3]
 
 
+def test_a_penalty_that_pushes_every_seen_logit_below_float32_leaves_a_distribution_not_token_0():
+    # -4 * 1e38 is -inf in float32: a row whose ids were all seen (model.generate on a small vocabulary) went all
+    # -inf, NaN once its max was subtracted, and token 0 every time, in silence (hunt 48-b B2)
+    check_sampling_args(1.0, repetition_penalty=1e38)  # accepted: finite in float32
+    logits = torch.tensor([[-5.0, -4.0, -6.0, -7.0]])
+    seen = torch.ones(1, 4, dtype=torch.bool)
+    assert torch.isfinite(apply_repetition_penalty(logits, seen, 1e38)).all()
+    generator = torch.Generator().manual_seed(0)
+    drawn = {draw_next_token(logits, 1.0, noise=sampling_noise(1, 4, logits.device, generator), seen=seen,
+                             repetition_penalty=1e38).item() for _ in range(200)}
+    assert drawn == {0, 1, 2, 3}  # each as likely: every id's logit is now the lowest float32 has
+    logits = torch.tensor([[-4.0, -2e-37, -3.0, -5.0]])  # one id stays inside the range: the others are far below
+    assert draw_next_token(logits, 0, seen=seen, repetition_penalty=1e38).item() == 1
+
+
 def test_top_p_one_is_off_even_where_float32_rounds_the_top_probability_to_one():
     # (hunt 33-c S1: with `top_p <= 1` the nucleus ran at 1, and these rows, whose softmax is 1.0 at
     # the top in float32, kept only their top token: greedy under another name)
