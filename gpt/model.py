@@ -158,6 +158,8 @@ GPT2_HUB_CONFIGS = {
 CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 # Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
 IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+# The dtypes GPT.from_pretrained keeps a one-dtype weights file in; any other (float8) loads in float32
+COMPUTE_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
 TIED_KEY = "lm_head.weight"  # the same tensor as transformer.wte.weight; stored once
 
 
@@ -867,16 +869,18 @@ class GPT(nn.Module):
     def from_pretrained(cls, name_or_path: str, dropout: float = 0.0) -> "GPT":
         """OpenAI GPT-2 in the Hugging Face layout: a hub name (gpt2, gpt2-medium, gpt2-large,
         gpt2-xl; needs the network or the hub cache) or a local directory with config.json and
-        model.safetensors (or pytorch_model.bin). The weights keep their dtype; a file of several dtypes
-        loads in float32."""
+        model.safetensors (or pytorch_model.bin). The weights keep their dtype; a file of several dtypes, or of
+        float8, loads in float32."""
         path = Path(name_or_path)
         if not path.is_dir():
             path = hub_gpt2(name_or_path)
         config = read_hf_config(path, dropout=dropout)
         state_dict = _read_hf_weights(path)
-        if len({v.dtype for v in state_dict.values()}) > 1:  # (LayerNorms kept in float32 beside float16 weights,
+        dtypes = {v.dtype for v in state_dict.values()}
+        if len(dtypes) > 1 or not dtypes <= COMPUTE_DTYPES:  # (LayerNorms kept in float32 beside float16 weights,
             # as some tools save them): adopted as they were, the model's forward failed with "mixed dtype (CPU)";
-            # float32 holds every one of them exactly (hunt 46-c C2)
+            # float32 holds every one of them exactly (hunt 46-c C2). So it does float8's, a dtype no layer computes
+            # in: a float8 file loaded as it was, and its first forward was "add_stub not implemented" (hunt 48-b B3)
             state_dict = {k: v.float() for k, v in state_dict.items()}
         model = cls.empty(config)  # the weights are loaded next
         try:
@@ -1073,9 +1077,11 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     for k, v in raw.items():
         if k.endswith(IGNORED_HF_SUFFIXES):
             continue
-        if not (v.is_floating_point() or v.is_complex()):
-            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point "
-                                              "weights (a quantized model?)")
+        # (complex weights loaded as they were, and the first forward was "LayerNormKernelImpl not implemented for
+        # 'ComplexFloat'"; beside real ones, float32 dropped their imaginary parts with a mere warning: hunt 48-b B3)
+        if not v.is_floating_point():
+            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point weights"
+                                       f"{'' if v.is_complex() else ' (a quantized model?)'}")
         if not k.startswith(("transformer.", "lm_head.")):
             k = "transformer." + k  # GPT2Model (no LM head) saves without the prefix
         # (a Conv1D weight of another rank is left as it is, for load_weights' shape check: t() raised)

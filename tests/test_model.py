@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gpt.errors import UnreadableFile
-from gpt.model import GPT, GPTConfig, rotary_angles, rotate
+from gpt.model import CONV1D_SUFFIXES, GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
 
@@ -933,6 +933,15 @@ def test_from_pretrained_keeps_one_dtype_and_takes_weights_of_several_in_float32
     assert {p.dtype for p in loaded.parameters()} == {torch.float32}
     with torch.no_grad():
         assert torch.equal(loaded(x)[0], model.float().eval()(x)[0])  # every value as it was: float32 holds them
+    # float8, a dtype no layer computes in, loaded as it was: the first forward was "add_stub not implemented for
+    # 'Float8_e4m3fn'" (hunt 48-b B3). In float32, which holds its values exactly.
+    eight = {k: v.to(torch.float8_e4m3fn) for k, v in load_file(str(weights)).items()}
+    save_file(eight, str(weights))
+    loaded = GPT.from_pretrained(str(tmp_path / "export")).eval()
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    assert all(torch.equal(loaded.state_dict()[k], v.float().t() if k.endswith(CONV1D_SUFFIXES) else v.float())
+               for k, v in eight.items())
+    assert loaded.generate(x[:1], 4, temperature=0).shape == (1, 12)
 
 
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
@@ -1195,9 +1204,9 @@ def test_save_pretrained_refuses_a_config_json_that_is_not_a_file_before_it_touc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
 
 
-@pytest.mark.parametrize("case", ["list", "3d", "int"])
+@pytest.mark.parametrize("case", ["list", "3d", "int", "complex"])
 def test_from_pretrained_refuses_weights_that_are_not_a_state_dict_of_float_matrices(hf_gpt2, tmp_path, case):
-    # a weights file that is not a dict, a Conv1D weight of another rank, integer weights: tracebacks
+    # a weights file that is not a dict, a Conv1D weight of another rank, integer or complex weights: tracebacks
     # (AttributeError, t()'s RuntimeError, load_state_dict's) before (hunt 34-e E1)
     _, hf, _ = hf_gpt2
     (tmp_path / "config.json").write_text(hf.config.to_json_string())
@@ -1207,9 +1216,13 @@ def test_from_pretrained_refuses_weights_that_are_not_a_state_dict_of_float_matr
     elif case == "3d":
         sd["transformer.h.0.attn.c_attn.weight"] = torch.zeros(2, 48, 144)
         obj, needle = sd, r"shapes do not fit the model: transformer\.h\.0\.attn\.c_attn\.weight: checkpoint \(2, 48, 144\)"
-    else:
+    elif case == "int":
         sd["transformer.wte.weight"] = sd["transformer.wte.weight"].to(torch.int8)
-        obj, needle = sd, r"transformer\.wte\.weight holds int8, not floating-point weights"
+        obj, needle = sd, r"transformer\.wte\.weight holds int8, not floating-point weights \(a quantized model\?\)"
+    else:  # loaded as they were (the first forward: "not implemented for 'ComplexFloat'"); beside real weights,
+        # float32 kept their real parts alone, with a warning (hunt 48-b B3)
+        sd["transformer.h.0.ln_1.weight"] = sd["transformer.h.0.ln_1.weight"].to(torch.complex64)
+        obj, needle = sd, r"transformer\.h\.0\.ln_1\.weight holds complex64, not floating-point weights$"
     torch.save(obj, tmp_path / "pytorch_model.bin")
     with pytest.raises(UnreadableFile, match=needle):
         GPT.from_pretrained(str(tmp_path))
