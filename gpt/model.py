@@ -985,7 +985,7 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
         hf = json.loads((path / "config.json").read_text())
         if not isinstance(hf, dict):
             raise ValueError(f"a JSON {type(hf).__name__}, not an object")
-        return config_from_hf(hf, dropout=dropout)
+        config = config_from_hf(hf)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
         if any(_json_keys(m) >= {"model_config"} for m in (path / "meta.json", *path.glob("ckpt-*/meta.json"))):
@@ -995,6 +995,9 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
                                        "load it with gpt.checkpoint.load_model") from None
         raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
                              f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
+    # The caller's dropout, checked as the caller's: inside the try, from_pretrained(dir, dropout=2.0) was
+    # "config.json: not a usable GPT-2 config (GPTConfig.dropout must be in [0, 1), got 2.0)" (hunt 48-b B4)
+    return replace(config, dropout=dropout)
 
 
 def _json_object(path: Path) -> dict:

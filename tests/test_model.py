@@ -944,6 +944,17 @@ def test_from_pretrained_keeps_one_dtype_and_takes_weights_of_several_in_float32
     assert loaded.generate(x[:1], 4, temperature=0).shape == (1, 12)
 
 
+def test_from_pretrained_says_a_bad_dropout_is_the_callers_not_the_config_files(tmp_path):
+    # it was "config.json: not a usable GPT-2 config (GPTConfig.dropout must be in [0, 1), got 2.0)", sending the
+    # user to a file with no dropout in it (hunt 48-b B4)
+    tiny_model(seed=5, vocab_size=97).save_pretrained(tmp_path)
+    for dropout in (2.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match=r"^GPTConfig\.dropout must be in \[0, 1\)") as caught:
+            GPT.from_pretrained(str(tmp_path), dropout=dropout)
+        assert not isinstance(caught.value, UnreadableFile)
+    assert GPT.from_pretrained(str(tmp_path), dropout=0.25).config.dropout == 0.25
+
+
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
