@@ -709,6 +709,12 @@ class GPT(nn.Module):
                                    ("vocab_limit", 1 if vocab_limit is None else vocab_limit, 1)):
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:  # (numpy's too)
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        # (-1 was taken as the last id, which the penalty then never lowered, and True was ignored, in silence: hunt
+        # 48-b B5)
+        if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, numbers.Integral)
+                                      or not 0 <= eot_token < self.config.vocab_size):
+            raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
+                             f"{self.config.vocab_size - 1})")
         if num_samples > 1 and idx.size(0) != 1:
             raise ValueError(f"num_samples > 1 needs a single prompt row (1, T); got num_samples={num_samples}, "
                              f"idx of shape {tuple(idx.shape)}")

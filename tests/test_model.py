@@ -546,6 +546,10 @@ def test_no_cudnn_attention_turns_only_cudnn_off_and_back():
     # (hunt 43-b B2) "'str' object is not callable" after the prefill; with one new token, no error at all
     (dict(decode_step="eager"), "decode_step must be 'auto', 'static', None .* got 'eager'"),
     (dict(decode_step="compiled", max_new_tokens=1), "decode_step must be .* got 'compiled'"),
+    # (hunt 48-b B5) -1 was the last id, which the repetition penalty then never lowered; True was ignored; 2.0 was
+    # an IndexError from the penalty's mask; an id past the vocabulary was ignored: all in silence but 2.0
+    *[(dict(eot_token=bad, repetition_penalty=1.3), rf"^eot_token {bad!r} is not an id of this model's vocabulary")
+      for bad in (-1, True, 2.0, 10 ** 6)],
 ])
 def test_generate_refuses_bad_counts(kwargs, needle):
     model = tiny_model()
