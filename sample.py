@@ -235,7 +235,7 @@ def load(args: argparse.Namespace, device: torch.device):
     --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
                                 load_base_model, load_model, lost_files, refuse_a_pointer,
-                                refuse_another_hf_tokenizer, weights_dir)
+                                refuse_another_hf_tokenizer, weights_dir, without_state)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.rundir import lock_holder
@@ -315,8 +315,11 @@ def load(args: argparse.Namespace, device: torch.device):
             hint = f"choose another with {option}, e.g. {option}={shlex.quote(str(others[-1]))}" if others else f"no other checkpoint in {run}"
             raise UsageError(f"{e}; {hint}") from None
         if which == "latest" and ckpt.path.parent == path:  # a newer one that lost a file: said, not passed over
+            newest = "the newest complete one" if not without_state(ckpt.path) else "the newest with its weights"
             for _, why in incomplete_checkpoints(path, newer_than=ckpt.path):  # in silence (hunt, session 27)
-                print(f"warning: {why}; sampling {ckpt.path.name}, the newest complete one", file=sys.stderr)
+                print(f"warning: {why}; sampling {ckpt.path.name}, {newest}", file=sys.stderr)
+        if note := without_state(ckpt.path):  # (weights kept without their training state: hunt 48-c C1)
+            print(f"note: {note}", file=sys.stderr)
         meta = ckpt.meta
         tokenizer = get_tokenizer(meta.get("tokenizer", "gpt2"))
         source = str(ckpt.path) + (f" (step {meta['step']})" if meta.get("step") is not None else "")

@@ -80,7 +80,8 @@ from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_hol
                             earlier_best_step, is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on,
                             load_base_model, load_model, lora_base, mark_lora_base, name_of, open_resumable,
                             passed_over, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
-                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, write_failed)
+                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, weights_without_state,
+                            write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note)
@@ -312,6 +313,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
         for why in passed_over(cfg.init_from) if dist.is_main else ():  # (hunt 47-c C1)
             print(f"warning: {why}", file=sys.stderr)
+        if dist.is_main and (note := weights_without_state(cfg.init_from)):  # (hunt 48-c C1)
+            print(f"note: {note}", file=sys.stderr)
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)

@@ -222,6 +222,22 @@ def _is_complete(path: Path) -> bool:
     return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, STATE, META))
 
 
+def _has_weights(path: Path) -> bool:
+    """A checkpoint whose weights can be loaded (sample.py, --init_from, load_model): its weights and meta.json, its
+    state.pt there or not. Only a resume reads state.pt (the optimizer's state, about twice the weights with AdamW),
+    which one removes to share or archive the weights: such a checkpoint could not be sampled or fine-tuned from
+    at all (hunt 47-c, left; hunt 48-c C1)."""
+    return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, META))
+
+
+def without_state(ckpt: Path) -> str | None:
+    """What sample.py and train.py --init_from say of the checkpoint `ckpt` they took, where it lost its state.pt."""
+    if _is_complete(ckpt) or not _has_weights(ckpt):
+        return None
+    return (f"{ckpt} has no {STATE} (its training state, which only a resume reads): its weights are taken; "
+            "its run cannot be resumed from it")
+
+
 def checkpoint_holding(path: str | Path) -> Path | None:
     """The complete checkpoint that `path` is, or lies inside, else None."""
     path = Path(path).resolve()  # (`..` and links as the filesystem takes them: review 31)
@@ -248,11 +264,20 @@ def passed_over(init_from: str) -> list[str]:
     hunt session 27 (hunt 47-c C1: a state.pt removed from ckpt-0000030 fine-tuned ckpt-0000020's weights, named
     only in the model line). Empty for a checkpoint directory itself, a Hugging Face model or a hub name."""
     path = weights_dir(init_from)
-    if path is None or _is_complete(path) or is_hf_gpt2_dir(path):
+    if path is None or _has_weights(path) or is_hf_gpt2_dir(path):
         return []
-    taken = find_checkpoint(path)
-    return [f"{why}; starting from {name_of(taken)}, the newest complete one"
+    taken = find_checkpoint(path, weights_only=True)
+    which = "the newest complete one" if _is_complete(taken) else "the newest with its weights"
+    return [f"{why}; starting from {name_of(taken)}, {which}"
             for _, why in incomplete_checkpoints(path, newer_than=taken)]
+
+
+def weights_without_state(init_from: str) -> str | None:
+    """train.py --init_from's note where the checkpoint it starts from lost its state.pt (without_state)."""
+    path = weights_dir(init_from)
+    if path is None or is_hf_gpt2_dir(path):
+        return None
+    return without_state(find_checkpoint(path, weights_only=True))
 
 
 def lost_files(path: Path) -> str | None:
@@ -314,6 +339,13 @@ def list_checkpoints(out_dir: str | Path) -> list[Path]:
     return sorted(complete, key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))  # by step: ckpt-10000000 after ckpt-9999999
 
 
+def weights_checkpoints(out_dir: Path) -> list[Path]:
+    """list_checkpoints' complete checkpoints and those that lost only their state.pt (`_has_weights`), oldest first."""
+    weights_only = [p for p in out_dir.glob(f"{CKPT_PREFIX}*") if _has_weights(p) and not _is_complete(p)]
+    return sorted(list_checkpoints(out_dir) + weights_only,
+                  key=lambda p: (_step(p) is not None, _step(p) or 0, p.name))
+
+
 def copy_of(ckpt: Path) -> Path:
     """Where checkpoint `ckpt` (a run's `ckpt-N`) is: there, or a stranded earlier save of it
     (`_stranded`) while it is that step's only complete copy. A stranded copy's own path (as LoRA
@@ -344,14 +376,15 @@ def refuse_a_pointer(init_from: str) -> None:
                           f"{path.parent}: give the checkpoint itself, --init_from={shlex.quote(str(ckpt))}")
 
 
-def _pointer(out_dir: Path, name: str) -> Path | None:
+def _pointer(out_dir: Path, name: str, weights_only: bool = False) -> Path | None:
     """The complete checkpoint that `latest` or `best` names, else None: missing, unreadable or
-    damaged (bytes that are not UTF-8 were a traceback in train.py and sample.py; hunt, session 24)."""
+    damaged (bytes that are not UTF-8 were a traceback in train.py and sample.py; hunt, session 24).
+    `weights_only`: also one that lost only its state.pt (`_has_weights`)."""
     try:
         target = out_dir / (out_dir / name).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    if _is_complete(target):
+    if _is_complete(target) or (weights_only and target.name.startswith(CKPT_PREFIX) and _has_weights(target)):
         return target
     return next((p for p in _stranded(out_dir) if _set_aside_name(p) == target.name), None)
 
@@ -475,7 +508,7 @@ def mark_lora_base(base: Path, lora_out_dir: Path) -> str | None:
     try:
         lora = json.loads((base / META).read_text(encoding="utf-8")).get("lora")
         below = copy_of(Path(lora["base"])) if isinstance(lora, dict) and isinstance(lora.get("base"), str) else None
-        if below is None or not _is_complete(below) or _step(below) is None or below == base or (
+        if below is None or not _has_weights(below) or _step(below) is None or below == base or (
                 (below / LORA_BASE_MARK).is_file()
                 and str(base.parent.resolve()) in lora_runs(below / LORA_BASE_MARK)):
             return None
@@ -598,19 +631,21 @@ def _refuse_a_file(path: Path) -> None:
         raise NoCheckpoint(f"{path} is a file, not a run's out_dir or a checkpoint directory")
 
 
-def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
-    """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself."""
+def find_checkpoint(path: str | Path, which: str = "latest", weights_only: bool = False) -> Path:
+    """A run directory (-> its latest/best complete checkpoint) or a checkpoint directory itself.
+    `weights_only`: a checkpoint that lost only its state.pt is one too (`_has_weights`), for its weights
+    alone (load_model's); a resume, and what a new run in out_dir is refused by, take complete ones."""
     if which not in ("latest", "best"):  # (any other fell back to the newest checkpoint: hunt 31-a F3)
         raise ValueError(f"which={which!r}: choose 'latest' or 'best', or give a checkpoint's own directory as the path")
     path = copy_of(Path(path))  # (a step whose only copy is stranded, by its name, as lora_base records it: review 31)
-    if _is_complete(path):
+    if _is_complete(path) or (weights_only and _has_weights(path)):
         if which == "best":  # it sampled this one, whatever `best` names (hunt 28-a F9)
             raise NoCheckpoint(f"{path} is one checkpoint, not a run: `best` picks among a run's checkpoints; "
                                f"name the run ({path.parent}) or leave out --ckpt=best")
         return path
     _refuse_a_file(path)
-    found = _pointer(path, which)
-    ckpts = list_checkpoints(path) if found is None else [found]
+    found = _pointer(path, which, weights_only)
+    ckpts = (weights_checkpoints(path) if weights_only else list_checkpoints(path)) if found is None else [found]
     if not ckpts:
         # A Hugging Face directory whose weights are missing is not one of our runs: name the files
         # it lacks, where "no checkpoint at DIR" left one guessing (hunt, session 24). Its config.json
@@ -735,7 +770,8 @@ def check_lora_block(lora) -> None:
 
 
 def open_checkpoint(path: str | Path, which: str = "latest") -> Checkpoint:
-    ckpt = find_checkpoint(path, which)
+    """The checkpoint whose weights `path` names (find_checkpoint's; its state.pt there or not), with its meta.json."""
+    ckpt = find_checkpoint(path, which, weights_only=True)
     return Checkpoint(ckpt, read_meta(ckpt))
 
 
@@ -802,6 +838,13 @@ def _open_resumable(out_dir: Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
         candidates.remove(latest)
         candidates.insert(0, latest)
     if not candidates:
+        # Checkpoints that lost a file are named, the way on with them: it was "no complete checkpoint in RUN" of a
+        # run whose checkpoints lost only their state.pt (hunt 48-c C1), whose weights a new run starts from
+        if lost := incomplete_checkpoints(out_dir):
+            newest = lost[-1][0]
+            way = (f"; its weights can start a new run: --init_from={shlex.quote(str(newest))} "
+                   "--out_dir=<another directory>" if _has_weights(newest) else "")
+            raise NoCheckpoint(f"no checkpoint in {out_dir} can be resumed: {lost[-1][1]}{way}")
         raise NoCheckpoint(f"no complete checkpoint in {out_dir}")
     skipped = incomplete_checkpoints(out_dir)  # said and set aside like an unreadable one
     for path in candidates:
@@ -868,7 +911,7 @@ PRUNED_RETRIES = 3  # loads of a run whose checkpoint its training pruned while 
 def _pruned_while_read(run: Path, file: Path) -> bool:
     """Whether `file`, which could not be read, is in one of `run`'s checkpoints that is gone now (pruned)."""
     ckpt = file.parent
-    if not ckpt.name.startswith(CKPT_PREFIX) or ckpt.exists() or _is_complete(copy_of(run)):
+    if not ckpt.name.startswith(CKPT_PREFIX) or ckpt.exists() or _has_weights(copy_of(run)):
         return False
     with contextlib.suppress(OSError):
         return os.path.samefile(ckpt.parent, run)
@@ -1025,7 +1068,7 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
 def refuse_a_pruned_base(base: dict) -> None:
     """ChangedBase where the checkpoint `base` (lora_base's record) is gone: its run, training beside this
     one, pruned it while this run started from it (between reading it and loading it, or marking it)."""
-    if "base_step" in base and not _is_complete(copy_of(Path(base["base"]))):
+    if "base_step" in base and not _has_weights(copy_of(Path(base["base"]))):
         raise ChangedBase(f"the base checkpoint {base['base']} was removed by its run (pruned) while this one started: "
                           "start again, from the run's newer checkpoint")
 
@@ -1060,7 +1103,7 @@ class BaseOverride:
     def place(self, base: str, ours: bool) -> Path:
         """Where it puts the base recorded as `base` (a checkpoint of ours where `ours`)."""
         path = Path(os.path.abspath(self.path))
-        if not ours or _is_complete(copy_of(path)):
+        if not ours or _has_weights(copy_of(path)):
             return path
         return path / name_of(Path(base))
 

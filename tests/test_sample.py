@@ -1258,30 +1258,63 @@ def test_a_newer_checkpoint_that_lost_a_file_is_said_not_passed_over(capsys, tmp
     import shutil
 
     shutil.copytree(run / "ckpt-0000007", newer)
-    (newer / "state.pt").unlink()  # (sampling does not read it; a resume needs it: a checkpoint is all three)
+    (newer / "model.safetensors").unlink()  # (its state.pt alone lost: its weights are sampled, the next test)
     (run / "latest").write_text("ckpt-0000009")
     rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--max_new_tokens=2")
-    assert rc == 0 and f"warning: {newer}: incomplete, without state.pt; sampling ckpt-0000007, the newest " \
+    assert rc == 0 and f"warning: {newer}: incomplete, without model.safetensors; sampling ckpt-0000007, the newest " \
                        "complete one" in err.splitlines(), err
     rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--ckpt=ckpt-0000009")
-    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
-                                            "ckpt-0000007"], err  # it said "no checkpoint at ckpt-0000009"
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without model.safetensors; {run} "
+                                            "has ckpt-0000007"], err  # it said "no checkpoint at ckpt-0000009"
     # a path: the run it is in, not --out_dir's ("there is no out/" here, or another run's checkpoints)
     rc, out, err = cli(capsys, "--device=cpu", f"--ckpt={newer}")
-    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; {run} has "
-                                            "ckpt-0000007"], err
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without model.safetensors; {run} "
+                                            "has ckpt-0000007"], err
     # and as --init_from, where it was "no checkpoint at RUN/ckpt-0000009" (hunt 47-c C1)
     rc, out, err = cli(capsys, "--device=cpu", f"--init_from={newer}")
-    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without state.pt; take the run's "
-                                            f"newest complete one, --init_from={run / 'ckpt-0000007'}"], err
+    assert rc == 1 and err.splitlines() == [f"sample.py: error: {newer}: incomplete, without model.safetensors; take "
+                                            f"the run's newest complete one, --init_from={run / 'ckpt-0000007'}"], err
+
+
+def test_checkpoints_that_lost_only_their_state_pt_are_sampled_with_a_note(capsys, tmp_path):
+    # state.pt is the training state, which only a resume reads (what one removes to share or archive the weights):
+    # such a run could not be sampled at all, "incomplete, without state.pt; RUN has no complete checkpoint", and
+    # a newer such checkpoint was passed over for an older one (hunt 47-c, left; hunt 48-c C1)
+    import shutil
+
+    run = make_run(tmp_path / "run")  # ckpt-0000007
+    newer = run / "ckpt-0000009"
+    shutil.copytree(run / "ckpt-0000007", newer)
+    meta = json.loads((newer / "meta.json").read_text())
+    (newer / "meta.json").write_text(json.dumps({**meta, "step": 9}))
+    (run / "latest").write_text("ckpt-0000009")
+    (run / "best").write_text("ckpt-0000009")
+    for ckpt in (newer, run / "ckpt-0000007"):
+        (ckpt / "state.pt").unlink()
+    note = (f"note: {newer} has no state.pt (its training state, which only a resume reads): its weights are taken; "
+            "its run cannot be resumed from it")
+    for args in ([f"--out_dir={run}"], [f"--out_dir={run}", "--ckpt=best"], [f"--ckpt={newer}"],
+                 [f"--out_dir={run}", "--ckpt=ckpt-0000009"], [f"--init_from={run}"], [f"--init_from={newer}"]):
+        rc, out, err = cli(capsys, *args, "--device=cpu", "--max_new_tokens=2", "--seed=1")
+        assert rc == 0 and note in err.splitlines() and f"{newer} (step 9)" in err, (args, err)
+        assert "warning" not in err, (args, err)
+    # a run without its `latest`: the newest with its weights, not the older one
+    (run / "latest").unlink()
+    rc, out, err = cli(capsys, f"--out_dir={run}", "--device=cpu", "--max_new_tokens=2")
+    assert rc == 0 and note in err.splitlines(), err
+    # the Python API too
+    from gpt.checkpoint import load_model
+    model, ckpt = load_model(run)
+    assert ckpt.path == newer and ckpt.meta["step"] == 9
 
 
 def test_a_run_whose_only_checkpoint_lost_a_file_says_so_not_train_one(capsys, tmp_path):
     # it said "no checkpoint in RUN/ yet; train one with: python train.py --out_dir=RUN", of a run whose
-    # checkpoint had its weights (a state.pt deleted to save room), and that command starts the run over
+    # checkpoint had lost a file, and that command starts the run over
     run = make_run(tmp_path / "run")  # ckpt-0000007
-    (run / "ckpt-0000007" / "state.pt").unlink()
-    expected = [f"sample.py: error: {run / 'ckpt-0000007'}: incomplete, without state.pt; {run} has no complete checkpoint"]
+    (run / "ckpt-0000007" / "meta.json").unlink()  # (without state.pt alone it is sampled: the test above)
+    expected = [f"sample.py: error: {run / 'ckpt-0000007'}: incomplete, without meta.json; {run} has no complete "
+                "checkpoint"]
     for args in ([f"--out_dir={run}"], [f"--out_dir={run}", "--ckpt=best"], [f"--init_from={run}"]):
         rc, out, err = cli(capsys, *args, "--device=cpu", "--max_new_tokens=2")
         assert rc == 1 and out == "" and err.splitlines() == expected, (args, err)

@@ -4174,17 +4174,18 @@ def test_a_fine_tune_from_a_runs_best_or_latest_file_is_told_the_checkpoint_it_n
 
 def test_a_fine_tune_of_a_run_whose_newest_checkpoint_lost_a_file_says_which_it_starts_from(byte_data, tmp_path,
                                                                                             capsys):
-    # ckpt-0000004 without its state.pt: the fine-tune started from ckpt-0000002's weights, named only in the model
-    # line, where sample.py of the same run warns (hunt 47-c C1)
+    # ckpt-0000004 without its weights: the fine-tune started from ckpt-0000002's weights, named only in the model
+    # line, where sample.py of the same run warns (hunt 47-c C1; without state.pt alone its weights are taken: the
+    # next test)
     base = tmp_path / "base"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={base}"]) == 0
-    (base / "ckpt-0000004" / "state.pt").unlink()
+    (base / "ckpt-0000004" / "model.safetensors").unlink()
     capsys.readouterr()
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--max_iters=1",
                        f"--out_dir={tmp_path / 'ft'}"]) == 0
     out, err = capsys.readouterr()
-    assert f"warning: {base / 'ckpt-0000004'}: incomplete, without state.pt; starting from ckpt-0000002, the newest " \
-           "complete one\n" in err, err
+    assert f"warning: {base / 'ckpt-0000004'}: incomplete, without model.safetensors; starting from ckpt-0000002, the " \
+           "newest complete one\n" in err, err
     assert f"(from {base / 'ckpt-0000002'})" in out
     # the checkpoint itself, named: taken as asked, nothing to say
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / 'ckpt-0000002'}", "--max_iters=1",
@@ -4194,13 +4195,44 @@ def test_a_fine_tune_of_a_run_whose_newest_checkpoint_lost_a_file_says_which_it_
     # checkpoint in RUN/ckpt-0000004" and "no complete checkpoint in RUN"
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base / 'ckpt-0000004'}", "--max_iters=1",
                        f"--out_dir={tmp_path / 'ft3'}"]) == 1
-    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without state.pt; take "
-                                       f"the run's newest complete one, --init_from={base / 'ckpt-0000002'}\n")
-    (base / "ckpt-0000002" / "state.pt").unlink()
+    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without "
+                                       f"model.safetensors; take the run's newest complete one, "
+                                       f"--init_from={base / 'ckpt-0000002'}\n")
+    (base / "ckpt-0000002" / "model.safetensors").unlink()
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--max_iters=1",
                        f"--out_dir={tmp_path / 'ft3'}"]) == 1
-    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without state.pt; "
-                                       f"{base} has no complete checkpoint\n")
+    assert capsys.readouterr().err == (f"train.py: error: {base / 'ckpt-0000004'}: incomplete, without "
+                                       f"model.safetensors; {base} has no complete checkpoint\n")
+
+
+def test_weights_whose_state_pt_was_removed_start_a_new_run_but_do_not_resume(byte_data, tmp_path, capsys):
+    # state.pt (the optimizer's state, about twice the weights with AdamW) removed to share or archive the weights:
+    # the run could not be fine-tuned from at all ("incomplete, without state.pt; RUN has no complete checkpoint"),
+    # and its resume said "no complete checkpoint in RUN" (hunt 47-c, left; hunt 48-c C1)
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=2", f"--out_dir={base}"]) == 0
+    for ckpt in list_checkpoints(base):
+        (ckpt / "state.pt").unlink()
+    newest = base / "ckpt-0000004"
+    note = (f"note: {newest} has no state.pt (its training state, which only a resume reads): its weights are taken; "
+            "its run cannot be resumed from it\n")
+    for init_from, out in ((base, "ft"), (newest, "ft2")):
+        capsys.readouterr()
+        assert train.main([f"--data={byte_data}", *TINY, f"--init_from={init_from}", "--max_iters=1",
+                           f"--out_dir={tmp_path / out}"]) == 0
+        said, err = capsys.readouterr()
+        assert note in err and "warning" not in err and f"(from {newest})" in said, err
+        assert open_checkpoint(tmp_path / out).meta["config"]["init_from"] == str(init_from)
+    # the LoRA run on them too (its base record: the checkpoint, fingerprinted)
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={base}", "--lora_rank=2", "--max_iters=1",
+                       f"--out_dir={tmp_path / 'lora'}"]) == 0
+    assert open_checkpoint(tmp_path / "lora").meta["lora"]["base"] == str(newest)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={base}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: no checkpoint in {base} can be resumed: {newest}: "
+                                       f"incomplete, without state.pt; its weights can start a new run: "
+                                       f"--init_from={newest} --out_dir=<another directory>\n")
+    assert sorted(p.name for p in base.glob("ckpt-*")) == ["ckpt-0000002", "ckpt-0000004"]  # (nothing moved)
 
 
 def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
