@@ -76,12 +76,12 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
-from gpt.checkpoint import (BaseOverride, NoCheckpoint, base_dir, checkpoint_holding, clean_leftovers,
-                            earlier_best_step, is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on,
-                            load_base_model, load_model, lora_base, mark_lora_base, name_of, open_resumable,
-                            passed_over, pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base,
-                            repoint_best, save_checkpoint, set_aside, unmark_lora_base, weights_without_state,
-                            write_failed)
+from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, checkpoint_holding,
+                            checkpoints_left_behind, clean_leftovers, earlier_best_step, is_hf_gpt2_dir, latest_note,
+                            list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
+                            name_of, open_resumable, passed_over, pretrained_config, pretrained_tokenizer, rebased,
+                            refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
+                            weights_without_state, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note)
@@ -277,6 +277,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
     if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
         print("note:", best_note)
+    # (rank 0's; what its saves replace leaves the set: prune_checkpoints counts the rest among no newest, hunt 48-c C2)
+    left_behind = checkpoints_left_behind(out_dir, resume) if resume and dist.is_main and not cfg.eval_only else set()
     if resume and dist.is_main and not cfg.eval_only and cfg.data != resume.meta["config"].get("data", cfg.data):
         # (gpt.config.data_moved; --eval_only loads no loader state, and checks nothing)
         was = resume.meta["config"]["data"]  # (a relative path is not gone: it is not here, review 35 R6)
@@ -559,7 +561,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # before this save: a resume from the previous checkpoint redoes the records that were lost.
         on_rank0(dist, lambda: (reclaim_out_dir(), metrics.check(),
                                 save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
-                                                is_best=is_best)))
+                                                is_best=is_best, left_behind=left_behind)))
+        left_behind.discard(f"{CKPT_PREFIX}{step:07d}")  # (this run's now)
         saved_by_this_run = True
 
     def reclaim_out_dir() -> None:

@@ -106,8 +106,9 @@ def weights_to_save(model: GPT) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, meta: dict,
-                    keep_last: int = 2, is_best: bool = False) -> Path:
-    """Write a complete checkpoint for `step`, crash-safe, then prune old ones."""
+                    keep_last: int = 2, is_best: bool = False,
+                    left_behind: frozenset[str] | set[str] = frozenset()) -> Path:
+    """Write a complete checkpoint for `step`, crash-safe, then prune old ones (`left_behind`: prune_checkpoints')."""
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir)
@@ -180,7 +181,7 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         cause = (f"out of memory ({(str(e).splitlines() or [type(e).__name__])[0]})" if oom
                  else describe_error(e.__context__ if isinstance(e, RuntimeError) else e))
         raise SaveError(f"saving checkpoint {name} in {out_dir} failed: {cause}; {latest_note(out_dir)}") from None
-    prune_checkpoints(out_dir, keep_last, final)
+    prune_checkpoints(out_dir, keep_last, final, left_behind)
     return final
 
 
@@ -392,16 +393,30 @@ def _pointer(out_dir: Path, name: str, weights_only: bool = False) -> Path | Non
 LORA_BASE_MARK = "lora-runs.txt"  # in a base LoRA adapters load onto: pruning keeps it, save_pretrained spares it
 
 
-def prune_checkpoints(out_dir: Path, keep_last: int, current: Path) -> None:
+def checkpoints_left_behind(out_dir: Path, resumed: Checkpoint) -> set[str]:
+    """The names of the run's checkpoints past the step a resume goes on from (`resumed`): of training it left
+    behind (a `latest` whose rewrite failed, a newest checkpoint that could not be loaded). The resumed run's saves
+    replace those of the steps they land on; prune_checkpoints counts none of the others among its newest."""
+    now = resumed.meta["step"]
+    return {name_of(p) for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) > now}
+
+
+def prune_checkpoints(out_dir: Path, keep_last: int, current: Path,
+                      left_behind: frozenset[str] | set[str] = frozenset()) -> None:
     """After saving `current`: among the complete checkpoints up to its step, keep the `keep_last`
-    newest by step and the ones `latest` and `best` name, remove the rest. Checkpoints past its step
+    newest by step and the ones `latest` and `best` name, remove the rest. Those of training a resume
+    left behind (`left_behind`, checkpoints_left_behind's names) that the run's saves did not replace are
+    not counted among the newest: a resume at another --eval_interval after a `latest` whose rewrite failed
+    kept one of them as the fallback in place of the run's own checkpoint before (hunt 47-d, left; hunt 48-c
+    C2); they are removed once the run's step passes theirs. Checkpoints past its step
     are left alone: counted as the newest, they pushed out the checkpoint just saved (audit bug 1,
     another run's), and they are not this run's to remove (it resumed from an older one: a `latest`
     whose rewrite failed, say); a save of their step replaces them. A checkpoint that LoRA runs were
     trained on stays too (`mark_lora_base`)."""
     now = _step(current)
     upto = [p for p in list_checkpoints(out_dir) if _step(p) is not None and _step(p) <= now]  # by step
-    keep = {current, *upto[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best"),
+    counted = [p for p in upto if p == current or name_of(p) not in left_behind]
+    keep = {current, *counted[-keep_last:], _pointer(out_dir, "latest"), _pointer(out_dir, "best"),
             *(p for p in upto if (p / LORA_BASE_MARK).exists())}  # LoRA runs' bases: see mark_lora_base
     for p in upto:
         if p not in keep:

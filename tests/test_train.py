@@ -2664,6 +2664,37 @@ def test_a_lora_run_whose_first_checkpoint_landed_keeps_its_base_pinned_though_t
     assert (base / "ckpt-0000001" / LORA_BASE_MARK).read_text() == f"{lora.resolve()}\n"
 
 
+def test_a_resume_at_another_interval_counts_no_checkpoint_of_the_training_it_left_behind(byte_data, tmp_path,
+                                                                                          capsys, monkeypatch):
+    # Step 6's checkpoint was renamed into place, then `latest` could not be written (a full disk): the run
+    # resumes from step 3 (what its error said), here at --eval_interval=4. Its save at step 8 counted the left
+    # behind ckpt-0000006 among keep_last's 2 newest, and pruned its own ckpt-0000004 for it: the checkpoint
+    # before step 8 was one of other training (hunt 47-d, left; hunt 48-c C2)
+    import errno
+
+    from gpt import checkpoint
+
+    out = tmp_path / "run"
+    tiny = [f"--data={byte_data}", *TINY, "--keep_last=2", f"--out_dir={out}"]
+    real, writes = checkpoint.write_text_atomic, []
+
+    def full_at_the_second_latest(path, text):
+        if Path(path).name == "latest" and len(writes) == 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        writes.append(path) if Path(path).name == "latest" else None
+        return real(path, text)
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "write_text_atomic", full_at_the_second_latest)
+        assert train.main([*tiny, "--max_iters=9", "--eval_interval=3"]) == 3
+    assert (out / "latest").read_text().strip() == "ckpt-0000003"
+    assert [p.name for p in list_checkpoints(out)] == ["ckpt-0000003", "ckpt-0000006"]
+    assert train.main([*tiny, "--max_iters=8", "--eval_interval=4", "--init_from=resume"]) == 0
+    assert [p.name for p in list_checkpoints(out)] == ["ckpt-0000004", "ckpt-0000008"]
+    # a save of the left-behind step replaces it, and counts as the run's own from then on
+    assert train.main([*tiny, "--max_iters=12", "--eval_interval=2", "--init_from=resume"]) == 0
+    assert [p.name for p in list_checkpoints(out)] == ["ckpt-0000010", "ckpt-0000012"]
+
+
 def test_a_second_signal_on_the_way_out_cuts_no_clean_up_short(byte_data, tmp_path, capsys, monkeypatch):
     # Under torchrun the other processes, stopped by the same signal, leave first, and torchrun sends the slower
     # one SIGTERM while its exit callbacks run: raised there, it cut them short, and a LoRA run that saved
