@@ -23,7 +23,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from gpt.checkpoint import NoCheckpoint, checkpoint_holding, find_checkpoint, list_checkpoints, name_of
+from gpt.checkpoint import (NoCheckpoint, checkpoint_holding, find_checkpoint, incomplete_checkpoints,
+                            list_checkpoints, name_of)
 from gpt.errors import (ReportedByRank0, RunDirBusy, RunDirTaken, SaveError, UnreadableFile, UsageError,
                         unsearchable_directory)
 from gpt.files import describe_error
@@ -310,6 +311,12 @@ def refuse_another_run(out_dir: Path) -> None:
     if list_checkpoints(out_dir):
         raise RunDirTaken(f"{out_dir} holds a run (latest {name_of(find_checkpoint(out_dir))}): continue it with "
                           "--init_from=resume, or choose another --out_dir (or remove that one)")
+    # Checkpoints that lost a file (by hand, a sync tool: a save renames only complete ones into place), state.pt
+    # removed to keep the weights, say, are still the run's: a new run there replaced those of the steps it saved
+    # with its own and left the others beside them, its metrics.jsonl and config.json over the run's (hunt 48-c C3)
+    if lost := incomplete_checkpoints(out_dir):
+        raise RunDirTaken(f"{out_dir} holds a run's checkpoints ({lost[-1][1]}), which a new run there would replace: "
+                          "choose another --out_dir (or remove that one)")
 
 
 # What a run writes at the top of its out_dir besides checkpoints, `latest`, `best` and its lock.

@@ -201,6 +201,28 @@ def test_a_new_run_is_refused_where_a_run_lives_and_a_resume_is_not(tmp_path):
         hold_run_dir(out, Dist(), on_exit, resuming=True)
 
 
+def test_a_new_run_is_refused_where_a_runs_checkpoints_lost_a_file(tmp_path):
+    # Checkpoints whose state.pt was removed to keep their weights (or that lost any file) were no run to a new
+    # one: it replaced config.json and metrics.jsonl, wrote its own checkpoint over the one of the step it saved
+    # (other weights under the old name) and left the others beside its own (hunt 48-c C3)
+    from gpt.checkpoint import save_checkpoint
+    from gpt.errors import RunDirTaken
+    from gpt.model import GPT, GPTConfig
+
+    out = tmp_path / "run"
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    for step in (30, 60):
+        save_checkpoint(out, step, model, {}, {"model_config": model.config.to_dict()})
+        (out / f"ckpt-{step:07d}" / "state.pt").unlink()
+    with pytest.raises(RunDirTaken) as refused:
+        with ExitStack() as on_exit:
+            hold_run_dir(out, Dist(), on_exit)
+    assert str(refused.value) == (f"{out} holds a run's checkpoints ({out / 'ckpt-0000060'}: incomplete, without "
+                                  "state.pt), which a new run there would replace: choose another --out_dir (or "
+                                  "remove that one)")
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000030", "ckpt-0000060", "latest"]  # lock released
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
 def test_an_out_dir_through_a_symbolic_link_to_nothing_is_said_so(tmp_path):
     # mkdir met the link's name: "File exists", of a directory that does not exist (hunt 37-d D7)
