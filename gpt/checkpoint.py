@@ -240,9 +240,10 @@ def without_state(ckpt: Path) -> str | None:
 
 
 def checkpoint_holding(path: str | Path) -> Path | None:
-    """The complete checkpoint that `path` is, or lies inside, else None."""
+    """The checkpoint that `path` is, or lies inside, else None: one that lost only its state.pt too, whose weights
+    --init_from takes (`_has_weights`); a new run's out_dir there was not refused (hunt 48-c C4)."""
     path = Path(path).resolve()  # (`..` and links as the filesystem takes them: review 31)
-    return next((p for p in (path, *path.parents) if _is_complete(p)), None)
+    return next((p for p in (path, *path.parents) if _has_weights(p)), None)
 
 
 def incomplete_checkpoints(out_dir: str | Path, newer_than: Path | None = None) -> list[tuple[Path, str]]:

@@ -221,6 +221,14 @@ def test_a_new_run_is_refused_where_a_runs_checkpoints_lost_a_file(tmp_path):
                                   "state.pt), which a new run there would replace: choose another --out_dir (or "
                                   "remove that one)")
     assert sorted(p.name for p in out.iterdir()) == ["ckpt-0000030", "ckpt-0000060", "latest"]  # lock released
+    # nor inside one of them, whose weights --init_from takes (hunt 48-c C4)
+    inside = out / "ckpt-0000060" / "new"
+    with pytest.raises(RunDirTaken, match=rf"^--out_dir={inside} lies inside checkpoint {out / 'ckpt-0000060'} of the "
+                                          rf"run in {out}, .* \(to start from that checkpoint: "
+                                          rf"--init_from={out / 'ckpt-0000060'} --out_dir=<another directory>\)$"):
+        with ExitStack() as on_exit:
+            hold_run_dir(inside, Dist(), on_exit)
+    assert not inside.exists()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
