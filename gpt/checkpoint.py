@@ -879,7 +879,11 @@ def _open_resumable(out_dir: Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
                                      damaged=False) from None
             skipped.append((path, str(e)))
             continue
-        return ckpt, skipped
+        # Older ones that lost only their state.pt are not passed over: weights kept without their training state (to
+        # save room, the resumed one's predecessors), which sample.py and --init_from take. They were said to be
+        # "skipped" by a resume that took a newer one, and renamed broken-ckpt-*, out of their names' reach (hunt 48-c C5)
+        return ckpt, [(p, why) for p, why in skipped
+                      if not (_has_weights(p) and (_step(p) or 0) < (_step(path) or 0))]
     raise UnreadableFile(out_dir, "no checkpoint can be loaded: " + "; ".join(why for _, why in skipped))
 
 

@@ -4266,6 +4266,26 @@ def test_weights_whose_state_pt_was_removed_start_a_new_run_but_do_not_resume(by
     assert sorted(p.name for p in base.glob("ckpt-*")) == ["ckpt-0000002", "ckpt-0000004"]  # (nothing moved)
 
 
+def test_a_resume_leaves_older_checkpoints_without_their_state_pt_as_they_are(byte_data, tmp_path, capsys):
+    # state.pt removed from the checkpoints before the newest, to save room: the resume from the newest said it
+    # "skipped ckpt-0000002, it cannot be loaded (...: incomplete, without state.pt)" and renamed it
+    # broken-ckpt-0000002, where sample.py and --init_from no longer found it by its name (hunt 48-c C5)
+    out = tmp_path / "run"
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=2", f"--out_dir={out}"]
+    assert train.main([*tiny, "--max_iters=4", "--keep_last=3"]) == 0
+    (out / "ckpt-0000002" / "state.pt").unlink()
+    capsys.readouterr()
+    assert train.main([*tiny, "--max_iters=6", "--init_from=resume"]) == 0
+    assert "skipped" not in "".join(capsys.readouterr())
+    assert sorted(p.name for p in out.glob("*ckpt-*")) == ["ckpt-0000002", "ckpt-0000004", "ckpt-0000006"]
+    # a newer one is still passed over, said, and set aside
+    (out / "ckpt-0000006" / "state.pt").unlink()
+    assert train.main([*tiny, "--max_iters=8", "--init_from=resume"]) == 0
+    assert (f"warning: skipped ckpt-0000006, it cannot be loaded ({out / 'ckpt-0000006'}: incomplete, without state.pt); "
+            "moved it to broken-ckpt-0000006; resuming from ckpt-0000004") in capsys.readouterr().out
+    assert (out / "broken-ckpt-0000006").is_dir() and (out / "ckpt-0000002").is_dir()
+
+
 def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
     # Its error says what to change ("Try a lower learning_rate"); the same command with that change
     # must not be refused as a new run over another one: there is no checkpoint to continue.
