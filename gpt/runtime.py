@@ -86,8 +86,32 @@ def init_distributed(device: str = "auto") -> Dist:
                              if dist_info.local_rank == count else "")
         torch.cuda.set_device(dist_info.local_rank)
     with signals_end_the_process():
-        dist.init_process_group(backend=backend)
+        if attempt := restarted_attempt():
+            # torchrun's workers meet in its agent's store, which outlives them, and torch 2.14 no longer
+            # keeps an attempt's keys apart: restarted by --max_restarts, each process read the addresses
+            # the processes of the first attempt had left there, dead ones, and every restart failed to
+            # join ("Gloo connectFullMesh failed ... Connection refused", or a wait; 4 of 4 tries, hunt 48-a A1).
+            # Each attempt meets under a prefix of its own, as torch did itself before (its issue 135712).
+            store, rank, size = next(dist.rendezvous("env://"))
+            dist.init_process_group(backend=backend, store=dist.PrefixStore(f"train.py/attempt_{attempt}", store),
+                                    rank=rank, world_size=size)
+        else:
+            dist.init_process_group(backend=backend)
     return dist_info
+
+
+def restarted_attempt(environ=os.environ) -> int:
+    """torchrun_restart's, where the processes meet in torchrun's own store (TORCHELASTIC_USE_AGENT_STORE); else 0."""
+    return torchrun_restart(environ) if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else 0
+
+
+def torchrun_restart(environ=os.environ) -> int:
+    """Which restart of its torchrun job (`--max_restarts`) this process is of: 1 for the first; 0 for the
+    processes torchrun started first, and outside torchrun."""
+    try:
+        return max(int(environ.get("TORCHELASTIC_RESTART_COUNT", "0")), 0)
+    except ValueError:
+        return 0
 
 
 @contextlib.contextmanager

@@ -346,6 +346,28 @@ def test_under_torchrun_the_budget_counts_from_the_launchers_start(tmp_path):
     assert launcher_started(own, torchrun, str(tmp_path / "no-proc")) == own  # no /proc (macOS): as before
 
 
+@pytest.mark.parametrize("restart, agent_store, prefix", [("1", "True", "train.py/attempt_1/"), ("0", "True", None),
+                                                           ("1", "False", None)])
+def test_a_restarted_attempt_joins_under_a_prefix_of_its_own(monkeypatch, restart, agent_store, prefix):
+    # torchrun's agent keeps the store its workers meet in across --max_restarts' attempts, and torch 2.14 no
+    # longer keeps the attempts' keys apart: a restart read the dead processes' addresses there, and failed to
+    # join (hunt 48-a A1). Without the agent's store, rank 0 starts a new one each attempt: nothing to keep apart.
+    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+                 "TORCHELASTIC_RESTART_COUNT": restart, "TORCHELASTIC_USE_AGENT_STORE": agent_store}.items():
+        monkeypatch.setenv(k, v)
+    store = torch.distributed.HashStore()
+    monkeypatch.setattr(torch.distributed, "rendezvous", lambda url: iter([(store, 0, 2)]))
+    joined = []
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda **kwargs: joined.append(kwargs))
+    assert init_distributed("cpu") == Dist(0, 0, 2)
+    if prefix is None:
+        assert joined == [{"backend": "gloo"}]  # torch's own way, as before
+        return
+    assert joined[0].keys() == {"backend", "store", "rank", "world_size"} and joined[0]["rank"] == 0
+    joined[0]["store"].set("key", "value")
+    assert store.get(prefix + "key") == b"value"
+
+
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
     # 10 s gone at step 50, steps of 1 s, evaluations of 5 s at every 50th step and at the end:
     # n = 130 costs 10 + 80 + 5 * 2 (at 100 and 130) = 100; n = 131 would cost 101.

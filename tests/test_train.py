@@ -58,15 +58,16 @@ def run(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
-def torchrun(script: Path, *args) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node=2 script args` on the CPU (gloo, one thread a rank).
+def torchrun(script: Path, *args, max_restarts: int = 0) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node=2 script args` on the CPU (gloo, one thread a rank), with
+    `--max_restarts` where one is given.
     A run past 300 s is a hang: torchrun gets SIGTERM, which it passes on to the ranks (they run in
     sessions of their own: killing torchrun alone, as subprocess.run's timeout does, leaves them running
     and holding its output open), and the test fails with what the ranks printed. Its log directory
     is a temporary one (without --log-dir, torchrun leaves a torchelastic_* directory in /tmp at each run)."""
     with tempfile.TemporaryDirectory(prefix="torchrun-logs-") as logs:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", f"--log-dir={logs}",
-               str(script), *map(str, args)]
+               *([f"--max_restarts={max_restarts}"] if max_restarts else []), str(script), *map(str, args)]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         try:
@@ -1116,6 +1117,45 @@ def test_rank_0_killed_mid_run_leaves_the_others_a_line_with_what_is_on_disk(byt
     out, _, line = run_with_a_rank_killed_at_step_6(byte_data, tmp_path, rank=0)
     assert line.endswith(f"; the latest checkpoint is still {out / 'ckpt-0000004'}")
     assert open_checkpoint(out).meta["step"] == 4
+
+
+def run_restarted_after_rank_1_dies_at(byte_data: Path, tmp_path: Path, step: int,
+                                       *args) -> tuple[Path, subprocess.CompletedProcess]:
+    """(out_dir, the torchrun process) of a 2-process job run with --max_restarts=1 whose rank 1 dies (SIGKILL: the
+    OOM killer, a node's crash) once its given step is counted, in the first attempt only, saving every 4 steps.
+    Restarted, rank 0 starts 2 s after rank 1, which so reads first what torchrun's store holds (see A1 below)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"""import os, signal, sys, time
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "1" and os.environ["RANK"] == "0":
+    time.sleep(2)
+sys.path.insert(0, {str(ROOT)!r})
+import train
+from gpt.runtime import StepChecks
+add = StepChecks.add
+def add_then_die(self, step, *values):
+    add(self, step, *values)
+    if step == {step} and os.environ["RANK"] == "1" and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+        os.kill(os.getpid(), signal.SIGKILL)
+StepChecks.add = add_then_die
+sys.exit(train.main(sys.argv[1:]))
+""")
+    out = tmp_path / "run"
+    proc = torchrun(probe, f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=10", f"--out_dir={out}",
+                    *args, max_restarts=1)
+    return out, proc
+
+
+def test_torchrun_restarted_processes_join_again(byte_data, tmp_path):
+    # torchrun --max_restarts=1 resuming a run, rank 1 killed at step 6: the restarted processes failed to join
+    # ("Gloo connectFullMesh failed ... Connection refused" from each, a traceback): they read the addresses the
+    # dead processes had left in torchrun's store, which outlives them (torch 2.14), so no restart ever ran
+    # (hunt 48-a A1)
+    run(f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=2", f"--out_dir={tmp_path / 'run'}")
+    out, proc = run_restarted_after_rank_1_dies_at(byte_data, tmp_path, 6, "--init_from=resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "connectFullMesh" not in proc.stderr
+    assert open_checkpoint(out).meta["step"] == 10
+    assert sorted(losses(out)) == list(range(1, 11))
 
 
 @pytest.mark.parametrize("env, names_it", [
