@@ -100,7 +100,8 @@ from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSig
                          check_deterministic_cublas, check_fits, init_distributed, kernel_settings, leave_distributed,
                          maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
-                         set_rng_state, steps_in_budget, use_deterministic, use_fp8)
+                         restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart, use_deterministic,
+                         use_fp8)
 from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir, holds_prepared_data
 
@@ -185,11 +186,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Under torchrun, what this process could not read is said once the processes have met (see
     # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
     unread, cfg, resume, torchrun = None, None, None, world_size() > 1
-    preset_note = None
+    preset_note = restart_note = None
     typed = command_line_keys(argv)  # the options typed, not a preset's or defaults
     try:
         cfg, user_keys = parse_args(argv)
         refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
+        restart_note, resumes = restarted_job_note(cfg)  # torchrun --max_restarts: the same command goes on
+        if resumes:
+            argv = [*argv, "--init_from=resume"]
+            typed = command_line_keys(argv)
+            cfg, user_keys = parse_args(argv)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
         if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
             resuming.append(Path(cfg.out_dir))
@@ -220,6 +226,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         agree_on_what_was_read(unread, resume, dist, cfg)
     device = pick_device(cfg.device, dist)
     check_deterministic_cublas(device)
+    if restart_note and dist.is_main:
+        print("note:", restart_note)
     if preset_note and dist.is_main:
         print("note:", preset_note)
     if resume and not cfg.eval_only and dist.is_main and (unknown := options_unknown_here(resume.meta["config"])):
@@ -550,6 +558,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
                     "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s}
+            if job := torchrun_job():  # (a restart of this job resumes the run: restarted_job_note)
+                meta["job"] = job
             if device.type == "cpu":  # (its sums split across threads: another count rounds them otherwise, hunt 43-c C1)
                 meta["cpu_threads"] = torch.get_num_threads()
             if getattr(model, "lora_config", None) is not None:
@@ -1549,6 +1559,30 @@ def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:
     (sample,) = generate_samples(model, tok, prompt, 1, n, temperature=0.8, top_k=200, generator=gen)
     question = tok.decode([t for t in prompt if t != tok.eot_token])
     return "---- sample ----\n" + question + sample.text + "\n----------------"
+
+
+def restarted_job_note(cfg: TrainConfig) -> tuple[str | None, bool]:
+    """(note, whether to resume) for a process that `torchrun --max_restarts=N` restarted after one of its job's
+    failed. torchrun restarts the processes with the same command, and a new run was refused where the first
+    attempt had saved ("holds a run: continue it with --init_from=resume"), so no restart could go on (hunt 48-a
+    A2). Where the run in out_dir is this job's (its newest checkpoint records the job: torchrun_job), it resumes;
+    where nothing was saved yet, the same command starts over, as it does without torchrun. A run of another
+    job stays refused as before. (None, False) where this is no such restart."""
+    if cfg.init_from == "resume" or cfg.eval_only or not (restart := torchrun_restart()):
+        return None, False
+    restart = f"torchrun restarted this job (restart {restart})"
+    ckpts = list_checkpoints(cfg.out_dir)
+    if not ckpts:
+        return f"{restart}: nothing was saved in {cfg.out_dir} yet, so the run starts over", False
+    for ckpt in reversed(ckpts):
+        try:
+            job = json.loads((ckpt / "meta.json").read_text()).get("job")
+        except (OSError, ValueError, AttributeError):  # (unreadable: the one before, as a resume takes it)
+            continue
+        if restart_of_job(job):
+            return f"{restart}, whose run is in {cfg.out_dir}: resuming it from {name_of(ckpt)}", True
+        break
+    return None, False
 
 
 def report_lost_peer(kind, e: BaseException | None, traceback, *, out_dir: Path) -> None:

@@ -10,6 +10,7 @@ import os
 import random
 import re
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -444,6 +445,32 @@ def launcher_started(own_start: float, environ=os.environ, proc: str = "/proc") 
     except (OSError, ValueError, IndexError):
         return own_start
     return min(own_start, time.monotonic() - parent_age_s)
+
+
+def torchrun_job(environ=os.environ, proc: str = "/proc") -> str | None:
+    """The torchrun job this process belongs to, as its checkpoints record it ("job"): torchrun's run id and
+    its launcher (host, process id and start, from /proc), which starts the processes of every attempt of
+    the job and outlives them; None where this process is no torchrun worker or /proc cannot say."""
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return None
+    try:
+        with open(f"{proc}/{os.getppid()}/stat") as f:  # field 22, after the parenthesised command name
+            parent_start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return f"{environ['TORCHELASTIC_RUN_ID']} {socket.gethostname()}:{os.getppid()}:{parent_start_ticks}"
+
+
+def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc") -> bool:
+    """Whether this process is of a restart (torchrun --max_restarts, TORCHELASTIC_RESTART_COUNT above 0) of
+    the job `recorded` (torchrun_job's). On rank 0's machine, which writes the run, the launcher is compared;
+    on another node, which cannot see it, torchrun's run id (rank 0's answer is the stricter: where it
+    differs the processes stop, see train.agree_on_what_was_read)."""
+    if not torchrun_restart(environ) or not recorded:
+        return False
+    if environ.get("GROUP_RANK", "0").strip() == "0":
+        return recorded == torchrun_job(environ, proc)
+    return recorded.split(" ")[0] == environ.get("TORCHELASTIC_RUN_ID")
 
 
 def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float, eval_s: float,

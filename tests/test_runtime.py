@@ -13,7 +13,8 @@ import torch
 
 from gpt.errors import UsageError
 from gpt.runtime import (Dist, StepChecks, StopSignal, gpu_peak_bf16, init_distributed, launcher_started, peak_flops,
-                         pick_device, pick_dtype, rng_state, seed_everything, set_rng_state, steps_in_budget)
+                         pick_device, pick_dtype, restart_of_job, rng_state, seed_everything, set_rng_state,
+                         steps_in_budget, torchrun_job)
 
 
 def test_cpu_defaults_to_fp32_and_explicit_dtypes_are_honoured():
@@ -366,6 +367,25 @@ def test_a_restarted_attempt_joins_under_a_prefix_of_its_own(monkeypatch, restar
     assert joined[0].keys() == {"backend", "store", "rank", "world_size"} and joined[0]["rank"] == 0
     joined[0]["store"].set("key", "value")
     assert store.get(prefix + "key") == b"value"
+
+
+def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
+    # Under torchrun --max_restarts the run in out_dir is resumed where its checkpoint records this job: its run id
+    # and launcher (pid and start time, which outlive the attempts); another job's stays refused (hunt 48-a A2).
+    proc = fake_proc(tmp_path, uptime_s=1000.0, parent_started_s=990.0)
+    env = {"TORCHELASTIC_RUN_ID": "job", "TORCHELASTIC_RESTART_COUNT": "1", "GROUP_RANK": "0"}
+    job = torchrun_job(env, proc)
+    assert job.startswith("job ") and job.endswith(f":{os.getppid()}:{round(990 * os.sysconf('SC_CLK_TCK'))}")
+    assert torchrun_job({}, proc) is None and torchrun_job(env, str(tmp_path / "no-proc")) is None
+    assert restart_of_job(job, env, proc)
+    assert not restart_of_job(job, {**env, "TORCHELASTIC_RESTART_COUNT": "0"}, proc)  # the first attempt: a new run
+    assert not restart_of_job(None, env, proc) and not restart_of_job("", env, proc)  # a run that recorded no job
+    later = fake_proc(tmp_path / "later", uptime_s=1000.0, parent_started_s=995.0)  # another launcher, same pid
+    assert not restart_of_job(job, env, later)
+    assert not restart_of_job(job, {**env, "TORCHELASTIC_RUN_ID": "other"}, proc)
+    # another node cannot see rank 0's launcher: the run id (rank 0, which writes the run, decides for all)
+    assert restart_of_job(job, {**env, "GROUP_RANK": "1"}, later)
+    assert not restart_of_job(job, {**env, "GROUP_RANK": "1", "TORCHELASTIC_RUN_ID": "other"}, later)
 
 
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():

@@ -1158,6 +1158,59 @@ def test_torchrun_restarted_processes_join_again(byte_data, tmp_path):
     assert sorted(losses(out)) == list(range(1, 11))
 
 
+def test_torchrun_restarts_a_job_whose_process_died_before_its_first_save_from_the_start(byte_data, tmp_path):
+    # torchrun --max_restarts=1, rank 1 killed at step 2, nothing saved: the same command starts over, as without
+    # torchrun, and says so (hunt 48-a A2)
+    out, proc = run_restarted_after_rank_1_dies_at(byte_data, tmp_path, step=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"note: torchrun restarted this job (restart 1): nothing was saved in {out} yet, so the run starts over"
+            in proc.stdout.splitlines())
+    assert open_checkpoint(out).meta["step"] == 10
+    assert sorted(losses(out)) == list(range(1, 11))  # the first attempt's records were started over
+
+
+def test_torchrun_restarts_a_job_whose_process_died_from_its_latest_checkpoint(byte_data, tmp_path):
+    # torchrun restarts its processes with the same command: a new run was refused where the first attempt had
+    # saved ("run holds a run (latest ckpt-0000004): continue it with --init_from=resume"), and every restart
+    # failed (hunt 48-a A2). The job's own run resumes; it trains on as if uninterrupted.
+    out, proc = run_restarted_after_rank_1_dies_at(byte_data, tmp_path, 6)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"note: torchrun restarted this job (restart 1), whose run is in {out}: resuming it from ckpt-0000004"
+            in proc.stdout.splitlines())
+    assert open_checkpoint(out).meta["step"] == 10
+    straight = tmp_path / "straight"
+    assert torchrun(ROOT / "train.py", f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=10",
+                    f"--out_dir={straight}").returncode == 0
+    a, b = losses(straight), losses(out)
+    assert sorted(a) == sorted(b) == list(range(1, 11))
+    assert a == b  # steps 5 and on trained again from step 4's checkpoint: data order, rates, all exact
+    wa, wb = final_weights(straight), final_weights(out)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_a_restart_leaves_a_run_of_another_job_as_it_was(byte_data, tmp_path, monkeypatch, capsys):
+    # A restart resumes the run in out_dir only where its checkpoints record this very job (hunt 48-a A2): a run
+    # saved by another job, or by no job, is refused as a new run's out_dir always was
+    from gpt.runtime import torchrun_job
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=2", f"--out_dir={out}"]
+    assert train.main(command) == 0
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    capsys.readouterr()
+    assert train.main(command) == 1
+    assert "train.py: error: " + f"{out} holds a run (latest ckpt-0000002): continue it with" in capsys.readouterr().err
+    meta = json.loads((out / "ckpt-0000002" / "meta.json").read_text())
+    (out / "ckpt-0000002" / "meta.json").write_text(json.dumps({**meta, "job": "another-job" + torchrun_job()[8:]}))
+    assert train.main(command) == 1
+    assert "holds a run (latest ckpt-0000002)" in capsys.readouterr().err
+    (out / "ckpt-0000002" / "meta.json").write_text(json.dumps({**meta, "job": torchrun_job()}))
+    assert train.main([*command[:-2], "--max_iters=3", command[-1]]) == 0
+    said = capsys.readouterr().out
+    assert f"note: torchrun restarted this job (restart 1), whose run is in {out}: resuming it from ckpt-0000002\n" in said
+    assert open_checkpoint(out).meta["step"] == 3 and open_checkpoint(out).meta["job"] == torchrun_job()
+
+
 @pytest.mark.parametrize("env, names_it", [
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}, True),  # torchrun, one machine
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}, True),  # rank 0's machine
