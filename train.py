@@ -325,7 +325,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             print(f"warning: {why}", file=sys.stderr)
         if dist.is_main and (note := weights_without_state(cfg.init_from)):  # (hunt 48-c C1)
             print(f"note: {note}", file=sys.stderr)
-    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None))
+    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None,
+                                cache_typed="data_cache" in typed))
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
@@ -1283,15 +1284,23 @@ def refuse_a_run(data: str) -> None:
                            f"run from its weights, --init_from={shlex.quote(data)}")
 
 
-def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False) -> Path:
+def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, resuming: bool = False,
+                 cache_typed: bool = False) -> Path:
     """A prepared shard directory as is; 'shakespeare' or raw text prepared (once, by rank 0). Rank 0
     decides for every rank, so that ranks that see the files differently (another node's disk) never
-    wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest."""
+    wait in different collectives: a rank where the data is not is one line, and torchrun stops the rest.
+    cache_typed: --data_cache was typed, which only raw text uses: refused beside other data."""
     from gpt.prepare import PrepareError, default_out_dir, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
     from gpt.sources import is_glob, training_output
 
+    def not_cached(what: str) -> PrepareError:  # (it was ignored without a word: hunt 48-e E3)
+        return PrepareError(f"--data_cache applies to raw text given as --data, and {what}: leave --data_cache out")
+
     def prepared() -> Path:
+        if data == "shakespeare" and cache_typed:
+            raise not_cached("--data=shakespeare is the embedded plays, prepared into "
+                             f"{default_out_dir('shakespeare', tokenizer=tokenizer).parent}")
         if data == "shakespeare":  # the embedded plays, whatever ./shakespeare holds: a run in it (or a run's
             # --out_dir=shakespeare itself) refused them (hunt 34-b B8), prepared data there was taken in their
             # place without a word (review 34 R5); a folder of that name is said (hunt, session 27), but a run's
@@ -1312,6 +1321,8 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
                                    "--out_dir=DIR) and train with --data=DIR") from None
         refuse_a_run(data)
         if holds_prepared_data(data):
+            if cache_typed:
+                raise not_cached(f"{data} is prepared data, read where it is")
             return Path(data)
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "

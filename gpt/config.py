@@ -702,8 +702,15 @@ def new_run_from(out_dir, cfg: TrainConfig) -> str:
 
 
 def data_options(cfg: TrainConfig) -> str:
-    """--data, and --data_cache where not the default, quoted for a shell: a run's data in advice."""
-    cache = [] if cfg.data_cache == TrainConfig.data_cache else [f"--data_cache={shlex.quote(cfg.data_cache)}"]
+    """--data, and --data_cache where not the default, quoted for a shell: a run's data in advice. Not beside
+    data it does not prepare (the embedded plays, prepared data), where train.py refuses it (hunt 48-e E3)."""
+    from gpt.shards import holds_prepared_data
+    try:
+        cached = cfg.data != "shakespeare" and not holds_prepared_data(cfg.data)
+    except OSError:  # (a path that cannot be looked at: said where the data is read, not in advice)
+        cached = True
+    typed = cfg.data_cache != TrainConfig.data_cache
+    cache = [f"--data_cache={shlex.quote(cfg.data_cache)}"] if cached and typed else []
     return " ".join([f"--data={shlex.quote(cfg.data)}", *cache])
 
 

@@ -2500,9 +2500,10 @@ def test_a_jsonl_without_text_names_a_command_that_takes_text_field(tmp_path, ca
     err = capsys.readouterr().err
     assert ("no field 'text' (has: body); choose one with data/prepare.py --input FILE --text_field FIELD "
             "--out_dir DIR (then train.py --data=DIR)") in err
-    # and that command works
+    # and that command works (as it says it, without --data_cache: prepared data is read where it is, hunt 48-e E3)
     assert prepare_main(["--input", str(notes), "--text_field", "body", "--tokenizer", "byte",
                          "--out_dir", str(tmp_path / "notes")]) == 0
+    args.remove(f"--data_cache={tmp_path / 'cache'}")
     assert train.main([*args, f"--data={tmp_path / 'notes'}", f"--out_dir={tmp_path / 'run'}"]) == 0
 
 
@@ -4194,6 +4195,30 @@ def test_eval_only_compiles_and_runs_no_training_step(byte_data, tmp_path, capsy
     assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--compile=true"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 2: val loss {val[-1]:.4f}, ")
     assert compiled and backward == []
+
+
+def test_a_data_cache_typed_beside_data_it_does_not_prepare_is_refused(byte_data, tmp_path, capsys):
+    # --data_cache beside prepared data or the embedded plays was ignored without a word (hunt 48-e E3), where an
+    # option typed that a run would ignore is refused (--tokenizer beside prepared data: DataRefused)
+    from gpt.config import TrainConfig, data_options
+
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--out_dir={out}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: --data_cache applies to raw text given as --data, and "
+                                       f"{byte_data} is prepared data, read where it is: leave --data_cache out\n")
+    assert not out.exists() and not (tmp_path / "cache").exists()
+    assert train.main(["--data=shakespeare", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--out_dir={out}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("train.py: error: --data_cache applies to raw text given as --data, and --data=shakespeare "
+                          "is the embedded plays, prepared into ") and err.endswith(": leave --data_cache out\n"), err
+    assert not out.exists() and not (tmp_path / "cache").exists()
+    # advice leaves it out there too (a run of an earlier version may have it saved), and keeps it for raw text
+    assert data_options(TrainConfig(data=str(byte_data), data_cache="elsewhere")) == f"--data={byte_data}"
+    assert data_options(TrainConfig(data="shakespeare", data_cache="elsewhere")) == "--data=shakespeare"
+    assert data_options(TrainConfig(data="notes.txt", data_cache="elsewhere")) == (
+        "--data=notes.txt --data_cache=elsewhere")
 
 
 def test_a_stop_before_anything_was_saved_says_to_run_the_command_again(byte_data, tmp_path, monkeypatch, capsys):
