@@ -84,7 +84,8 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, c
                             weights_without_state, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
-                        options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note)
+                        options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
+                        without_options)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
                         UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
@@ -193,7 +194,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
         restart_note, resumes = restarted_job_note(cfg)  # torchrun --max_restarts: the same command goes on
         if resumes:
-            argv = [*argv, "--init_from=resume"]
+            # as --init_from=resume; a budgeted run's own (--max_iters=0, the CPU default's, and --time_budget)
+            # left to its checkpoint, where its plan fixed the count: past the warmup they were refused, "give
+            # --max_iters", at every restart
+            budget = {"max_iters", "time_budget"} if not cfg.max_iters else set()
+            argv = [*without_options(argv, budget), "--init_from=resume"]
             typed = command_line_keys(argv)
             cfg, user_keys = parse_args(argv)
         # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).

@@ -510,6 +510,19 @@ def command_line_keys(argv: list[str]) -> set[str]:
     return {a[2:].partition("=")[0].replace("-", "_") for a in argv if a.startswith("--")} - {"config"}
 
 
+def without_options(argv: list[str], keys: set[str]) -> list[str]:
+    """argv without the options named (as --key=value, --key value, or with hyphens for underscores)."""
+    kept, i = [], 0
+    while i < len(argv):
+        typed, eq, _ = argv[i][2:].partition("=") if argv[i].startswith("--") else ("", "", "")
+        if typed.replace("-", "_") in keys:
+            i += 1 if eq or i + 1 >= len(argv) or argv[i + 1].startswith("--") else 2
+            continue
+        kept.append(argv[i])
+        i += 1
+    return kept
+
+
 # Options that only act beside another's value: typed without it, they were ignored in silence
 # (hunt 28-a F10), as --time_budget beside --max_iters would be, which is refused too.
 APPLIES_ONLY = {

@@ -844,3 +844,10 @@ def test_a_path_with_a_nul_character_in_a_preset_is_one_line(tmp_path):
         with pytest.raises(ConfigError, match=f"{key} run\x00x: holds a NUL character, which no path can"):
             parse_args([f"--config={preset}", "--max_iters=2"])
 
+
+
+def test_without_options_leaves_out_each_spelling_of_the_options_named():
+    from gpt.config import without_options
+    argv = ["--max_iters=0", "--n_layer", "2", "--time-budget", "40", "--data=x", "--max_iters", "--out_dir=o"]
+    assert without_options(argv, {"max_iters", "time_budget"}) == ["--n_layer", "2", "--data=x", "--out_dir=o"]
+    assert without_options(argv, set()) == argv

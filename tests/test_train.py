@@ -1211,6 +1211,30 @@ def test_a_restart_leaves_a_run_of_another_job_as_it_was(byte_data, tmp_path, mo
     assert open_checkpoint(out).meta["step"] == 3 and open_checkpoint(out).meta["job"] == torchrun_job()
 
 
+def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fixed(byte_data, tmp_path, monkeypatch,
+                                                                                     capsys):
+    # torchrun restarts the first attempt's command: --max_iters=0 --time_budget=N (the CPU default's way) was
+    # refused past the warmup, "--max_iters=0 fixes the step count from the warmup's step times, and this run is
+    # past its warmup (step N): give --max_iters", at every restart (session 48, after hunt 48-a A2)
+    from gpt.runtime import torchrun_job
+    monkeypatch.setattr(train, "budget_reserve_s", lambda device: 0.5)
+    monkeypatch.setattr(train, "BUDGET_SLACK_BETWEEN", 1000.0)  # (no second look: the count stays the plan's)
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000", "--max_iters=0",
+               "--time_budget=3", f"--out_dir={out}"]
+    assert train.main(command, time.monotonic()) == 0
+    done = open_checkpoint(out).meta
+    assert done["step"] == done["config"]["max_iters"] > 10  # past the warmup, at the count its plan fixed
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    (open_checkpoint(out).path / "meta.json").write_text(json.dumps({**done, "job": torchrun_job()}))
+    capsys.readouterr()
+    assert train.main(command) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert f"note: torchrun restarted this job (restart 1), whose run is in {out}: resuming it from" in said
+    assert open_checkpoint(out).meta["step"] == done["step"]  # resumed, not started over
+
+
 @pytest.mark.parametrize("env, names_it", [
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}, True),  # torchrun, one machine
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}, True),  # rank 0's machine
