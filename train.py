@@ -22,7 +22,8 @@ Exit status (every failure is one message on stderr; a traceback means a bug):
          large, permission, out of memory); no half-written checkpoint is left and the message names the
          checkpoint that is still the latest
     130  (SIGINT) or 143 (SIGTERM) stopped by a signal, after saving a checkpoint that
-         --init_from=resume continues; also before training started (nothing saved)
+         --init_from=resume continues; at once by a second signal in a step or an evaluation (the
+         line names the latest checkpoint); also before training started (nothing saved)
 One run per out_dir: a run holds out_dir/train.lock while it lives (sample.py needs no lock), and
 a new run is refused where another run's checkpoints are (--init_from=resume continues it); where
 a run saved none (it diverged or ran out of memory first), the same command starts it over.
@@ -87,9 +88,9 @@ from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_option
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
                         without_options)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
-                        PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, Terminated, UnreadableFile,
-                        UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer, on_one_machine,
-                        on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
+                        PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, StoppedAtOnce, Terminated,
+                        UnreadableFile, UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer,
+                        on_one_machine, on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
                         wait_while_another_says_it, world_size)
 from gpt.files import describe_error
 from gpt.data import LARGER_VAL_SPLIT, DataChanged, DataReplaced, ShardError, TrainBatches, ValBatches
@@ -162,6 +163,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             # the one to say it is on this machine: another node's torchrun does not end this process, review 36 R5.)
             wait_while_another_says_it(on_one_machine() if isinstance(e, ReportedByRank0)  # (said by some rank)
                                        else on_rank_0s_machine() if isinstance(e, ConfigError) else True)
+        return e.exit_status
+    except StoppedAtOnce as e:  # a second signal in a step or an evaluation (one process: see StopSignal)
+        print(f"train.py: error: {e}", file=sys.stderr)
         return e.exit_status
     except KeyboardInterrupt as e:  # the loop's StopSignal turns Ctrl-C into a save; before it (data, model, compile):
         if first_of_its_machine():  # (the signal reached every process)
@@ -590,7 +594,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             write_config(out_dir, recorded(cfg, resume))
 
     # ---------------------------------------------------------------- loop
-    stop, exit_status = StopSignal(announce=dist.is_main), 0
+    def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
+        saved = resume or saved_by_this_run
+        return (f"a second {signal.Signals(signum).name} stopped the run at once, in {where}, without saving: "
+                f"{latest_note(out_dir)}" + (f" (the steps after it are lost), continue with --init_from=resume "
+                                             f"--out_dir={shlex.quote(str(out_dir))}" if saved else
+                                             ", run the same command again to start over"))
+    stop, exit_status = StopSignal(announce=dist.is_main, at_once=None if dist.enabled else stopped_at_once), 0
     # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
     # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
     signals_at_exit.callback(stop.restore)
@@ -741,7 +751,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 say(where)
                 profile_s += time.perf_counter() - t_profile
             t_eval = time.perf_counter()
-            val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
+            with stop.interruptible(f"the evaluation at step {step}"):
+                val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
             if val_loss is not None and not val_loss <= diverged_loss:  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
                 # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
@@ -787,7 +798,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         set_lr(optimizer, lr)
         if profiler:
             profiler.before_step(step)
-        with first_step if step == start_step else contextlib.nullcontext():
+        with stop.interruptible(f"step {step + 1}"), first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
             new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
             batches = [train_batches.next_batch() for _ in range(accum)]

@@ -347,6 +347,16 @@ class Terminated(KeyboardInterrupt):
     exit_status = 143
 
 
+class StoppedAtOnce(KeyboardInterrupt):
+    """A second SIGINT or SIGTERM to a single-process run while a training step or an evaluation is under
+    way (see gpt.runtime.StopSignal): the run stops there, unsaved, with the line `message` (what is on
+    disk, how to go on) and the shell's status for that signal (128 + its number)."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_status = 128 + signum
+
+
 def exit_status_of(e: BaseException | None) -> int:
     """The status train.main exits with where `e` ends a run (None: none did): a UsageError's own, 128 + the
     signal for Ctrl-C (130) or SIGTERM (Terminated: 143), 1 for a bug's traceback."""

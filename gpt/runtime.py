@@ -14,12 +14,14 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from gpt.errors import ConfigError, MissingPackage, UsageError, install_hint, one_line, sizes_apart, world_size
+from gpt.errors import (ConfigError, MissingPackage, StoppedAtOnce, UsageError, install_hint, one_line, sizes_apart,
+                        world_size)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -774,12 +776,20 @@ class StepChecks:
 class StopSignal:
     """SIGINT/SIGTERM only set a flag: the loop finishes its step, saves, and exits with status
     128 + signal number (130 for Ctrl-C, 143 for SIGTERM), the shell's convention. Further
-    signals while saving are noted and ignored, so they cannot interrupt the save."""
+    signals while saving are noted and ignored, so they cannot interrupt the save. With `at_once`, a
+    second signal inside `interruptible` (a step, an evaluation: the long work, minutes for a step of
+    many micro-batches) stops the run there instead, unsaved: a step that long heard the first
+    signal and then nothing, however often Ctrl-C was pressed (hunt 48-e E1)."""
 
-    def __init__(self, announce: bool = True):
-        """announce: say at once that the signal came (on stderr): the main process of a run."""
+    def __init__(self, announce: bool = True, at_once: Callable[[int, str], str] | None = None):
+        """announce: say at once that the signal came (on stderr): the main process of a run.
+        at_once(signum, where): the line a second signal inside `interruptible(where)` stops the run
+        with (StoppedAtOnce); None: a second signal is ignored there too. (Under torchrun a second
+        signal is the rule, not a user's impatience: torchrun passes on the Ctrl-C its workers got too.)"""
         self.signum: int | None = None
         self._announce = announce
+        self._at_once = at_once
+        self._under_way: str | None = None  # the interruptible work under way, as at_once names it
         # A process started with SIGINT ignored keeps ignoring it, as Python itself does (it raises no
         # KeyboardInterrupt then): POSIX shells start a script's background jobs (`python train.py &`) so,
         # that the terminal's Ctrl-C, meant for the script, does not reach them. It stopped such a run once
@@ -794,12 +804,22 @@ class StopSignal:
         the other processes leave first and torchrun sends rank 0 SIGTERM in that work: it said
         "SIGTERM received: stopping after the current step" after "stopped by signal 15 at step N"
         (a signal to one rank), or after its error (hunt 36-b B4)."""
-        self._announce = False
+        self._announce, self._at_once = False, None
 
     def restore(self) -> None:
         """Put back the handlers that were there before (for callers that run main() in-process)."""
         for s, handler in self._previous.items():
             signal.signal(s, handler)
+
+    @contextlib.contextmanager
+    def interruptible(self, where: str):
+        """Work that writes nothing (a step, an evaluation), named `where` for at_once: a second signal
+        inside stops the run at once. Never around a save: the checkpoint is written whole."""
+        self._under_way = where
+        try:
+            yield
+        finally:
+            self._under_way = None
 
     def _handle(self, signum, frame):
         if self.signum is None:
@@ -807,5 +827,9 @@ class StopSignal:
             # Said at once: a step can take minutes (gradient accumulation), and the signal seemed unheard
             # until it ended (hunt 32-c F9). os.write: a print here could meet the loop's own, a RuntimeError.
             if self._announce:
+                way_out = "; a second signal stops at once, without saving" if self._at_once else ""
                 with contextlib.suppress(OSError):
-                    os.write(2, f"{signal.Signals(signum).name} received: stopping after the current step\n".encode())
+                    os.write(2, f"{signal.Signals(signum).name} received: stopping after the current step"
+                                f"{' and saving' if way_out else ''}{way_out}\n".encode())
+        elif self._at_once and self._under_way:
+            raise StoppedAtOnce(self._at_once(signum, self._under_way), signum)

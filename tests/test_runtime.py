@@ -223,6 +223,33 @@ def test_the_cuda_rng_saved_and_restored_is_the_run_devices(monkeypatch):
     assert seen == [("get", "cuda:1"), ("set", "cuda:1"), ("get", "cuda"), ("set", "cuda")]
 
 
+def test_a_second_signal_stops_at_once_only_inside_interruptible_work_of_one_process(capfd):
+    # A step of 20,000 micro-batches heard the first SIGTERM, then nothing, 60 s on (hunt 48-e E1)
+    from gpt.errors import StoppedAtOnce
+    stop = StopSignal(at_once=lambda signum, where: f"{signal.Signals(signum).name} in {where}")
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # outside the work (the save): ignored
+        with pytest.raises(StoppedAtOnce) as stopped, stop.interruptible("step 7"):
+            os.kill(os.getpid(), signal.SIGINT)
+        assert str(stopped.value) == "SIGINT in step 7" and stopped.value.exit_status == 130
+        assert capfd.readouterr().err == ("SIGTERM received: stopping after the current step and saving; a second "
+                                          "signal stops at once, without saving\n")
+        stop.ending()  # the loop is over: held off, even inside such work
+        with stop.interruptible("step 8"):
+            os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        stop.restore()
+    stop = StopSignal()  # without at_once (under torchrun, where a second signal is the rule): held off
+    try:
+        with stop.interruptible("step 7"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.signum == signal.SIGTERM
+    finally:
+        stop.restore()
+
+
 def test_stop_signal_only_sets_a_flag_says_so_once_and_restores_handlers(capfd):
     before = signal.getsignal(signal.SIGTERM)
     stop = StopSignal()

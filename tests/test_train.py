@@ -4263,6 +4263,62 @@ def test_a_stop_before_anything_was_saved_says_to_run_the_command_again(byte_dat
     assert train.main(args) == 0  # as it says
 
 
+def test_a_second_signal_in_a_step_or_an_evaluation_stops_at_once_and_one_in_the_save_is_ignored(
+        byte_data, tmp_path, monkeypatch, capfd):
+    # A step of many micro-batches (minutes) or a long evaluation heard the first signal, then no other: three
+    # SIGTERMs in 5 s, and a step of 20,000 micro-batches still ran 60 s later (hunt 48-e E1). A second one there
+    # now stops at once, unsaved, saying what is on disk; during the save, where the checkpoint is written, it
+    # is still ignored.
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=2", "--max_iters=10"]
+
+    def twice(signum):
+        return lambda: (os.kill(os.getpid(), signum), os.kill(os.getpid(), signum))
+
+    out = tmp_path / "in-a-step"
+    with monkeypatch.context() as patch:
+        during_steps(patch, {7: twice(signal.SIGTERM)})  # in step 7, after the checkpoint at step 6
+        assert train.main([*common, f"--out_dir={out}"]) == 143
+    err = capfd.readouterr().err
+    assert ("SIGTERM received: stopping after the current step and saving; a second signal stops at once, "
+            "without saving\n") in err
+    assert err.endswith(f"train.py: error: a second SIGTERM stopped the run at once, in step 7, without saving: "
+                        f"the latest checkpoint is still {out / 'ckpt-0000006'} (the steps after it are lost), "
+                        f"continue with --init_from=resume --out_dir={out}\n"), err
+    assert open_checkpoint(out).meta["step"] == 6 and not (out / "ckpt-0000007").exists()
+    assert train.main(["--init_from=resume", "--max_iters=8", f"--out_dir={out}"]) == 0  # (its lock let go)
+    capfd.readouterr()
+
+    out = tmp_path / "in-an-evaluation"
+    evaluate, evaluations = train.evaluate, []
+
+    def evaluate_under_ctrl_c(*args, **kwargs):
+        evaluations.append(None)
+        if len(evaluations) == 3:  # the evaluation at step 4 (after those at steps 0 and 2)
+            twice(signal.SIGINT)()
+        return evaluate(*args, **kwargs)
+    with monkeypatch.context() as patch:
+        patch.setattr(train, "evaluate", evaluate_under_ctrl_c)
+        assert train.main([*common, f"--out_dir={out}"]) == 130
+    assert capfd.readouterr().err.endswith(
+        f"train.py: error: a second SIGINT stopped the run at once, in the evaluation at step 4, without saving: the "
+        f"latest checkpoint is still {out / 'ckpt-0000002'} (the steps after it are lost), continue with "
+        f"--init_from=resume --out_dir={out}\n")
+    assert open_checkpoint(out).meta["step"] == 2
+
+    out = tmp_path / "in-the-save"
+    save = train.save_checkpoint
+
+    def save_under_sigterms(out_dir, step, *args, **kwargs):
+        if step == 4:
+            twice(signal.SIGTERM)()
+        return save(out_dir, step, *args, **kwargs)
+    with monkeypatch.context() as patch:
+        patch.setattr(train, "save_checkpoint", save_under_sigterms)
+        assert train.main([*common, f"--out_dir={out}"]) == 143
+    assert "stopped by signal 15 at step 4" in capfd.readouterr().err
+    assert open_checkpoint(out).meta["step"] == 4  # saved whole, then stopped
+
+
 @pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
 def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
                                                                                  stop_at):
