@@ -1104,23 +1104,46 @@ def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:
 
 
 def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
-    """The note for a resume whose count moves its decay: cosine and wsd decay to the run's count, so a
-    finished run continued with a larger --max_iters (the way on that train.py itself gives) jumped
-    from min_lr back up the decay in silence: a 1,000-step default run continued to 2,000 steps went
-    from 4e-4 to 2.27e-3 at once (hunt 37-a A2). Said where this step's rate differs from the run's."""
+    """The note for a resume whose options move its schedule at this step: cosine and wsd decay to the run's
+    count, so a finished run continued with a larger --max_iters (the way on that train.py itself gives) jumped
+    from min_lr back up the decay in silence: a 1,000-step default run continued to 2,000 steps went from 4e-4
+    to 2.27e-3 at once (hunt 37-a A2). So did a --warmup_iters typed past the step, back down a warmup: a run
+    that ended at 4e-4 went on at 1.98e-4 (hunt 48-e E2). Said where this step's rate differs from the run's.
+    (A rate typed anew, --learning_rate or --min_lr, is the user's own: both rates are at the one typed.)"""
+    decays = cfg.lr_schedule in ("cosine", "wsd")
     decay = cfg.lr_decay_iters or cfg.max_iters
     was_count = saved.get("max_iters") or 0
     was_decay = saved.get("lr_decay_iters") or was_count
-    if cfg.lr_schedule not in ("cosine", "wsd") or not was_count or not cfg.max_iters or step <= cfg.warmup_iters:
+    was_warmup = saved.get("warmup_iters", cfg.warmup_iters)
+    was_fraction = saved.get("decay_fraction", cfg.decay_fraction)
+    # Past a warmup the rate depends on the decay, which a count not fixed yet does not give (a budgeted run
+    # stopped before its plan): not said then. Within it the decay plays no part (the loop's own stand-in).
+    if decays and ((step >= was_warmup and not was_decay) or (step >= cfg.warmup_iters and not decay)):
         return None
-    had = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, was_decay, cfg.lr_schedule,
-                saved.get("decay_fraction", cfg.decay_fraction))
-    now = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay, cfg.lr_schedule, cfg.decay_fraction)
+    had = lr_at(step, cfg.learning_rate, cfg.min_lr, was_warmup, was_decay or was_warmup, cfg.lr_schedule,
+                was_fraction)
+    now = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay or cfg.warmup_iters, cfg.lr_schedule,
+                cfg.decay_fraction)
     if math.isclose(had, now, rel_tol=1e-6):
         return None
-    return (f"note: the {cfg.lr_schedule} decay now ends at step {decay:,} (it ended at {was_decay:,}): the learning "
-            f"rate at step {step:,} is {now:.3g} where the run's schedule had {had:.3g}; give "
-            f"--lr_decay_iters={was_decay} to keep the decay it had (min_lr after it)")
+    moved, keep = [], []
+    if was_warmup != cfg.warmup_iters:
+        moved.append(f"the warmup now ends at step {cfg.warmup_iters:,} (it ended at {was_warmup:,})")
+        keep.append(f"--warmup_iters={was_warmup}")
+    if decays and was_decay != decay:
+        moved.append(f"the {cfg.lr_schedule} decay {'now ends ' if not moved else ''}at step {decay:,} "
+                     f"(it ended at {was_decay:,})")
+        keep.append(f"--lr_decay_iters={was_decay}")
+    if cfg.lr_schedule == "wsd" and was_fraction != cfg.decay_fraction:
+        moved.append(f"the decay {'now ' if not moved else ''}takes the last {cfg.decay_fraction:g} of the steps "
+                     f"(it took {was_fraction:g})")
+        keep.append(f"--decay_fraction={was_fraction!r}")
+    if not moved:  # (nothing else of the schedule is kept from the run)
+        return None
+    kept = ("the decay it had (min_lr after it)" if keep == [f"--lr_decay_iters={was_decay}"]
+            else "the schedule it had")
+    return (f"note: {', and '.join(moved)}: the learning rate at step {step:,} is {now:.3g} where the run's "
+            f"schedule had {had:.3g}; give {' '.join(keep)} to keep {kept}")
 
 
 def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,

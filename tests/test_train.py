@@ -183,6 +183,42 @@ def test_a_resume_whose_count_moves_the_decay_says_so(byte_data, tmp_path, capsy
             if r.get("step", 0) > 6 and "lr" in r} == {3e-4}
 
 
+def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsys):
+    # A finished 4-step run (warmup 1, ended at min_lr 4e-4) resumed with --warmup_iters=100 logged a rate of 1.98e-4
+    # at step 5, back inside a warmup, without a word: the note for a moved decay skipped every step inside the
+    # warmup (hunt 48-e E2)
+    run = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--eval_interval=4", "--lr_decay_iters=8",
+                       f"--out_dir={run}"]) == 0
+    kept, same = tmp_path / "kept", tmp_path / "same"
+    shutil.copytree(run, kept)
+    shutil.copytree(run, same)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={run}", "--max_iters=6", "--warmup_iters=6"]) == 0
+    assert ("note: the warmup now ends at step 6 (it ended at 2): the learning rate at step 4 is 0.00214 where the "
+            "run's schedule had 0.00232; give --warmup_iters=2 to keep the schedule it had"
+            ) in capsys.readouterr().out.splitlines()
+    rates = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]
+    assert rates[4] == pytest.approx(2.14e-3, rel=0.01)  # step 4's rate (logged at step 5), as the note says
+    # past the decay's end too (the count moved it): both are named, and the way back to both
+    assert train.main(["--init_from=resume", f"--out_dir={kept}", "--max_iters=6", "--lr_decay_iters=0",
+                       "--warmup_iters=100"]) == 0
+    assert ("note: the warmup now ends at step 100 (it ended at 2), and the cosine decay at step 6 (it ended at 8): "
+            "the learning rate at step 4 is 0.000149 where the run's schedule had 0.00232; give --warmup_iters=2 "
+            "--lr_decay_iters=8 to keep the schedule it had") in capsys.readouterr().out.splitlines()
+    assert train.main(["--init_from=resume", f"--out_dir={same}", "--max_iters=8", "--warmup_iters=2"]) == 0
+    assert "note: the warmup" not in capsys.readouterr().out  # the warmup it had
+    from gpt.config import TrainConfig
+
+    # wsd's --decay_fraction moved: "the wsd decay now ends at step 100 (it ended at 100)", and --lr_decay_iters=100
+    # to keep it, which kept nothing
+    wsd = TrainConfig(lr_schedule="wsd", max_iters=100, warmup_iters=10, decay_fraction=0.2, learning_rate=1e-3,
+                      min_lr=1e-4)
+    assert train.schedule_moved(wsd, {"max_iters": 100, "warmup_iters": 10, "decay_fraction": 0.1}, 85) == (
+        "note: the decay now takes the last 0.2 of the steps (it took 0.1): the learning rate at step 85 is 0.000775 "
+        "where the run's schedule had 0.001; give --decay_fraction=0.1 to keep the schedule it had")
+
+
 def test_a_resume_of_a_run_trained_with_options_of_another_version_says_it_goes_on_without_them(byte_data, tmp_path,
                                                                                                   capsys):
     # A newer version's option in the checkpoint's train config (none has ever been removed) was left out without a
