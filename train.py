@@ -801,8 +801,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         with stop.interruptible(f"step {step + 1}"), first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
             new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
-            batches = [train_batches.next_batch() for _ in range(accum)]
-            shares, targets = target_shares([y for _, y in batches], dist) if data.supervised else (None, None)
+            if data.supervised:  # each micro-batch's weight needs the count of the whole step's targets first
+                batches = [train_batches.next_batch() for _ in range(accum)]
+                shares, targets = target_shares([y for _, y in batches], dist)
+            else:  # drawn as trained on: a step held all its micro-batches at once, memory growing with accum
+                batches, shares, targets = (train_batches.next_batch() for _ in range(accum)), None, None
             for micro, (x, y) in enumerate(batches):
                 last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
                 with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
