@@ -1496,7 +1496,7 @@ def main(argv: list[str] | None = None) -> None:
         try:  # (--help too, where its 0 hid a failed write: review 33b)
             args, unknown = parser.parse_known_args(argv)
             if unknown:  # (the command's error, as its other bad options': it was `bench.py: error: ...`, hunt 44-c C6)
-                commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+                commands[args.command].error(commands[args.command].not_taken(unknown))
         except SystemExit as e:
             if e.code in (0, None):
                 sys.stdout.flush()

@@ -55,9 +55,9 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import did_you_mean, parse_auto_bool, parse_bool, parse_int
-from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, first_of_its_machine, reported_oom,
-                        under_torchrun, wait_while_another_says_it, world_size)
+from gpt.config import parse_auto_bool, parse_bool, parse_int
+from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, first_of_its_machine,
+                        reported_oom, under_torchrun, wait_while_another_says_it, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 
 DEFAULT_OUT_DIR = "out"

@@ -8,7 +8,6 @@ No config file is ever executed.
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import os
 import shlex
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import tomllib
 
-from gpt.errors import ConfigError, unusable_path
+from gpt.errors import ConfigError, did_you_mean, unusable_path
 from gpt.lora import scale_underflow as lora_scale_underflow
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS, qk_scale_underflow
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
@@ -364,18 +363,6 @@ def _convert(key: str, value, kind: type, where: str | None = None):
         if key in AUTO_BOOL_OPTIONS and _toml_bool_int(value):  # compile = 0, as --compile=0 (hunt, session 24)
             return str(bool(value)).lower()
     raise _value_error(key, value, f"expects {kind.__name__}", where)
-
-
-def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
-    """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
-    difflib alone offered --stream for --temp (audit, 2026-11-26). Compared without case: --N_LAYER and
-    --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4)."""
-    folded = {v.lower(): v for v in valid}
-    typed = key.lower()
-    close = [v for v in valid if v.lower().startswith(typed)][:n] if len(key) >= 3 else []
-    close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)
-              if folded[c] not in close][:n - len(close)]
-    return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
 
 
 LIST_OPTIONS = "train.py --help lists them"

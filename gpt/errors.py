@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import errno
 import functools
 import importlib.metadata
@@ -426,6 +427,18 @@ def signals_blocked(*signals: signal.Signals):
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
+    """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
+    difflib alone offered --stream for --temp (audit, 2026-11-26). Compared without case: --N_LAYER and
+    --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4)."""
+    folded = {v.lower(): v for v in valid}
+    typed = key.lower()
+    close = [v for v in valid if v.lower().startswith(typed)][:n] if len(key) >= 3 else []
+    close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)
+              if folded[c] not in close][:n - len(close)]
+    return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line, `PROG: error: MESSAGE`, with status 1, as every bad value
     of train.py's: not argparse's usage block and status 2 (hunt 29-c; the data scripts kept them
@@ -438,6 +451,22 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise SystemExit(f"{self.prog}: error: {message}")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(self.not_taken(unknown))
+        return parsed
+
+    def not_taken(self, unknown: list[str]) -> str:
+        """What parse_known_args left, said as train.py and sample.py say an unknown option, with the
+        options it is close to: the data scripts and bench.py said argparse's 'unrecognized arguments:
+        --val-fraction=0.1', naming none (hunt 48-g G2). Words that are no --option keep argparse's."""
+        if not unknown[0].startswith("--") or unknown[0] == "--":
+            return f"unrecognized arguments: {' '.join(unknown)}"
+        key = unknown[0][2:].split("=", 1)[0]
+        valid = [o[2:] for o in self._option_string_actions if o.startswith("--")]
+        return f"unknown option --{key}{did_you_mean(key, valid)}; see python {self.prog} --help"
 
     def fail(self, message, status: int = 1) -> int:
         """A failure past the command line (bad input, a full disk), said as the parser's own errors are, `PROG:

@@ -74,7 +74,10 @@ def test_quality_refuses_an_unknown_recipe():
     ("train", "--nanogpt_batch=0", "argument --nanogpt_batch: must be >= 1, got 0"),
     ("prepare", "--num_proc=0", "argument --num_proc: must be >= 1, got 0"),
     # the command's own error, as its other options': it was `bench.py: error: ...` (hunt 44-c C6)
-    ("quality", "--bogus", "unrecognized arguments: --bogus"),
+    ("quality", "--bogus", "unknown option --bogus; see python bench.py quality --help"),
+    # named, as train.py names its options: it was "unrecognized arguments: --time-budget=60" (hunt 48-g G2)
+    ("quality", "--time-budget=60", "unknown option --time-budget (did you mean --time_budget?); see python "
+     "bench.py quality --help"),
 ])
 def test_counts_and_times_that_cannot_run_are_argparse_errors(command, flag, message, capsys):
     with pytest.raises(SystemExit) as e:  # one line, status 1: not argparse's usage block and status 2 (hunt 29-c)

@@ -156,7 +156,7 @@ def test_train_bpe_script_replaces_the_file_and_leaves_no_temp(monkeypatch, tmp_
 @pytest.mark.parametrize("argv, status", [
     (["--help"], 0),
     # one line and status 1, where argparse's usage block and status 2 were (hunt 32-c F13)
-    (["--vocab=10"], "data/train_bpe.py: error: unrecognized arguments: --vocab=10"),
+    (["--vocab=10"], "data/train_bpe.py: error: unknown option --vocab; see python data/train_bpe.py --help"),
 ])
 def test_train_bpe_script_takes_no_options_and_retrains_nothing_for_them(monkeypatch, tmp_path, capsys, argv, status):
     # --help retrained the vocabulary and rewrote the tracked file (README audit, 2026-11-26)

@@ -268,6 +268,14 @@ def test_make_pairs_refuses_options_that_give_no_or_fewer_pairs_than_asked(make_
     assert not out.exists()
 
 
+def test_make_pairs_names_the_option_an_unknown_one_is_close_to(make_pairs):
+    # argparse's "unrecognized arguments: --max_pair=3" named none, where train.py and sample.py do (hunt 48-g G2)
+    with pytest.raises(SystemExit) as exit_:
+        make_pairs.main(["--max_pair=3"])
+    assert exit_.value.code == ("data/make_pairs.py: error: unknown option --max_pair (did you mean --max_pairs?); "
+                                "see python data/make_pairs.py --help")  # one line, status 1
+
+
 def test_make_pairs_output_faults_are_one_line_and_keep_the_old_file(make_pairs, tmp_path, capsys, fail_writes):
     for out, reason in [(tmp_path / "nodir" / "p.jsonl", "No such file or directory"), (tmp_path, "Is a directory")]:
         assert make_pairs.main(["--max_pairs", "1", "--out", str(out)]) == 1

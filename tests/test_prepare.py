@@ -655,8 +655,14 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--val_fractio", "0.2"], "unrecognized arguments: --val_fractio 0.2"),  # a prefix was taken for the option
+    (["--bogus"], "unknown option --bogus; see python data/prepare.py --help"),
+    # a prefix was taken for the option; the option it is close to is named, as train.py and sample.py name
+    # theirs: argparse's "unrecognized arguments: --val-fraction=0.1" named none (hunt 48-g G2)
+    (["--val_fractio", "0.2"], "unknown option --val_fractio (did you mean --val_fraction?); see python "
+                               "data/prepare.py --help"),
+    (["--val-fraction=0.1"], "unknown option --val-fraction (did you mean --val_fraction?); see python "
+                             "data/prepare.py --help"),
+    (["input.txt"], "unrecognized arguments: input.txt"),  # (no --option: argparse's words)
     (["--seed", "1e3"], "argument --seed: invalid int value: '1e3'"),
     (["--input", "x", "--hf_config", "sample-10BT"], "--hf_config and --hf_split choose what --hf NAME reads: give "
                                                      "--hf, or leave them out"),  # (ignored: hunt 32-c F14)
