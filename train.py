@@ -82,7 +82,7 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, c
                             list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
                             name_of, open_resumable, passed_over, pretrained_config, pretrained_tokenizer, rebased,
                             refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
-                            weights_without_state, write_failed)
+                            weights_without_state, without_state, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
@@ -1294,14 +1294,20 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
     named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later
     (not with move=False: --eval_only writes nothing). A rename that fails is only a warning: the run
     resumes all the same, and the broken checkpoint stays until a save of its step replaces it or
-    pruning removes it."""
+    pruning removes it. One that lost only its state.pt is said as what it is: its weights are sampled and
+    started from (hunt 48-c C1), where "it cannot be loaded" said they were lost too (hunt 48-g G3)."""
     for path, why in skipped:
+        weights_kept, where = without_state(path) is not None, path
         try:
-            moved = f"; moved it to {set_aside(path).name}" if move else ""
+            if move:
+                where = set_aside(path)
+            moved = f"; moved it to {where.name}" if move else ""
         except OSError as e:
             moved = f"; could not move it aside ({describe_error(e)})"
-        print(f"warning: skipped {path.name}, it cannot be loaded ({why}){moved}; "
-              f"{'resuming from' if move else 'evaluating'} {name_of(resume.path)}")
+        weights = (f"{', whose' if move and where != path else '; its'} weights can still be sampled or started from "
+                   f"(--init_from={shlex.quote(str(where))})" if weights_kept else "")
+        print(f"warning: skipped {path.name}, it cannot be {'resumed' if weights_kept else 'loaded'} ({why}){moved}"
+              f"{weights}; {'resuming from' if move else 'evaluating'} {name_of(resume.path)}")
 
 
 def refuse_a_run(data: str) -> None:

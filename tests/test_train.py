@@ -4534,12 +4534,16 @@ def test_a_resume_leaves_older_checkpoints_without_their_state_pt_as_they_are(by
     assert train.main([*tiny, "--max_iters=6", "--init_from=resume"]) == 0
     assert "skipped" not in "".join(capsys.readouterr())
     assert sorted(p.name for p in out.glob("*ckpt-*")) == ["ckpt-0000002", "ckpt-0000004", "ckpt-0000006"]
-    # a newer one is still passed over, said, and set aside
+    # a newer one is still passed over, said, and set aside; said as what it is, a checkpoint that cannot be resumed
+    # from, whose weights can be: it was "it cannot be loaded" (hunt 48-g G3)
     (out / "ckpt-0000006" / "state.pt").unlink()
     assert train.main([*tiny, "--max_iters=8", "--init_from=resume"]) == 0
-    assert (f"warning: skipped ckpt-0000006, it cannot be loaded ({out / 'ckpt-0000006'}: incomplete, without state.pt); "
-            "moved it to broken-ckpt-0000006; resuming from ckpt-0000004") in capsys.readouterr().out
+    assert (f"warning: skipped ckpt-0000006, it cannot be resumed ({out / 'ckpt-0000006'}: incomplete, without "
+            "state.pt); moved it to broken-ckpt-0000006, whose weights can still be sampled or started from "
+            f"(--init_from={out / 'broken-ckpt-0000006'}); resuming from ckpt-0000004") in capsys.readouterr().out
     assert (out / "broken-ckpt-0000006").is_dir() and (out / "ckpt-0000002").is_dir()
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", f"--init_from={out / 'broken-ckpt-0000006'}",
+                       f"--out_dir={tmp_path / 'from_its_weights'}"]) == 0  # as said
 
 
 def test_a_run_that_failed_before_its_first_checkpoint_is_retried_in_the_same_out_dir(byte_data, tmp_path, capsys):
