@@ -600,7 +600,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 f"{latest_note(out_dir)}" + (f" (the steps after it are lost), continue with --init_from=resume "
                                              f"--out_dir={shlex.quote(str(out_dir))}" if saved else
                                              ", run the same command again to start over"))
-    stop, exit_status = StopSignal(announce=dist.is_main, at_once=None if dist.enabled else stopped_at_once), 0
+    # Not in any process torchrun started, one alone included (--nproc_per_node=1): torchrun passes the signal it gets
+    # on to its processes, and a signal to every process of a job (a Slurm step's preemption or scancel, a kill of
+    # the job's processes) reached such a one twice, a second time from torchrun, and stopped it at once, unsaved
+    # (hunt 48-f F1)
+    one_signal_each = not dist.enabled and "TORCHELASTIC_RUN_ID" not in os.environ
+    stop, exit_status = StopSignal(announce=dist.is_main, at_once=stopped_at_once if one_signal_each else None), 0
     # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
     # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
     signals_at_exit.callback(stop.restore)

@@ -4377,6 +4377,19 @@ def test_a_second_signal_in_a_step_or_an_evaluation_stops_at_once_and_one_in_the
     assert open_checkpoint(out).meta["step"] == 4  # saved whole, then stopped
 
 
+def test_a_process_torchrun_started_alone_saves_at_a_second_signal_in_a_step(byte_data, tmp_path, monkeypatch, capfd):
+    # torchrun --nproc_per_node=1 passes the signal it gets on to its one process: a signal to every process of the
+    # job (a Slurm step's preemption) reached that process twice, and the second, torchrun's, stopped it at once in
+    # its step, the steps since its checkpoint lost (hunt 48-f F1). It finishes its step and saves, as under torchrun
+    # with more processes.
+    out = tmp_path / "run"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")  # (torchrun's agent sets it; WORLD_SIZE stays 1)
+    during_steps(monkeypatch, {7: lambda: (os.kill(os.getpid(), signal.SIGTERM), os.kill(os.getpid(), signal.SIGTERM))})
+    assert train.main([f"--data={byte_data}", *TINY, "--eval_interval=2", "--max_iters=10", f"--out_dir={out}"]) == 143
+    assert "stopped by signal 15 at step 7" in capfd.readouterr().err
+    assert open_checkpoint(out).meta["step"] == 7
+
+
 @pytest.mark.parametrize("stop_at", [4, 6])  # an evaluation step; the last step, whose evaluation is the final one
 def test_a_stop_on_an_evaluation_step_resumes_bit_identical_with_that_evaluation(byte_data, tmp_path, monkeypatch,
                                                                                  stop_at):
