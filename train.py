@@ -78,7 +78,8 @@ import torch
 
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, checkpoint_holding,
-                            checkpoints_left_behind, clean_leftovers, earlier_best_step, is_hf_gpt2_dir, latest_note,
+                            checkpoints_left_behind, clean_leftovers, earlier_best_step, incomplete_checkpoints,
+                            is_hf_gpt2_dir, latest_note,
                             list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
                             name_of, open_resumable, passed_over, pretrained_config, pretrained_tokenizer, rebased,
                             refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
@@ -1637,6 +1638,10 @@ def restarted_job_note(cfg: TrainConfig) -> tuple[str | None, bool]:
     restart = f"torchrun restarted this job (restart {restart})"
     ckpts = list_checkpoints(cfg.out_dir)
     if not ckpts:
+        # Checkpoints that lost a file (a state.pt) were saved: a new run is refused there, saying them, and a note
+        # that nothing was saved and the run starts over came before that refusal (hunt 48-f F2)
+        if incomplete_checkpoints(cfg.out_dir):
+            return None, False
         return f"{restart}: nothing was saved in {cfg.out_dir} yet, so the run starts over", False
     for ckpt in reversed(ckpts):
         try:

@@ -1271,6 +1271,27 @@ def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fix
     assert open_checkpoint(out).meta["step"] == done["step"]  # resumed, not started over
 
 
+def test_a_restart_where_the_run_saved_only_checkpoints_that_lost_a_file_says_only_the_refusal(
+        byte_data, tmp_path, monkeypatch, capsys):
+    # Its only checkpoint lost its state.pt: neither a resume nor a new run can go on there. The restart said
+    # "nothing was saved in OUT yet, so the run starts over", then was refused as a new run for that very
+    # checkpoint (hunt 48-f F2)
+    from gpt.runtime import torchrun_job
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=2", f"--out_dir={out}"]
+    assert train.main(command) == 0
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    meta = json.loads((out / "ckpt-0000002" / "meta.json").read_text())
+    (out / "ckpt-0000002" / "meta.json").write_text(json.dumps({**meta, "job": torchrun_job()}))
+    (out / "ckpt-0000002" / "state.pt").unlink()
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    capsys.readouterr()
+    assert train.main(command) == 1
+    said = capsys.readouterr()
+    assert "nothing was saved" not in said.out and "starts over" not in said.out
+    assert f"{out / 'ckpt-0000002'}: incomplete, without state.pt" in said.err
+
+
 @pytest.mark.parametrize("env, names_it", [
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}, True),  # torchrun, one machine
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}, True),  # rank 0's machine
