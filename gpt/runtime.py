@@ -468,7 +468,9 @@ def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc"
     the job `recorded` (torchrun_job's). On rank 0's machine, which writes the run, the launcher is compared;
     on another node, which cannot see it, torchrun's run id (rank 0's answer is the stricter: where it
     differs the processes stop, see train.agree_on_what_was_read)."""
-    if not torchrun_restart(environ) or not recorded:
+    # (a "job" that is no text, in a hand-edited meta.json, records no job: split() of it was a traceback on another
+    # node than rank 0's, hunt 48-f F3)
+    if not torchrun_restart(environ) or not recorded or not isinstance(recorded, str):
         return False
     if environ.get("GROUP_RANK", "0").strip() == "0":
         return recorded == torchrun_job(environ, proc)

@@ -413,6 +413,8 @@ def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
     # another node cannot see rank 0's launcher: the run id (rank 0, which writes the run, decides for all)
     assert restart_of_job(job, {**env, "GROUP_RANK": "1"}, later)
     assert not restart_of_job(job, {**env, "GROUP_RANK": "1", "TORCHELASTIC_RUN_ID": "other"}, later)
+    # a "job" that is no text (a hand-edited meta.json) records no job, on every node (hunt 48-f F3)
+    assert not any(restart_of_job(bad, {**env, "GROUP_RANK": rank}, proc) for bad in (5, ["job"]) for rank in "01")
 
 
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
