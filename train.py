@@ -645,6 +645,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if cfg.profile and dist.is_main else None
     profiled_until = StepProfiler.window(cfg.profile, start_step, profile_after, cfg.eval_interval, cfg.max_iters)[1] \
         if cfg.profile else None
+    if profiler:  # (recording stops however the run ends: an error, a second signal in a recorded step)
+        on_exit.callback(profiler.discard)
 
     def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
         if checks.too_many:

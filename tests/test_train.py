@@ -3206,6 +3206,18 @@ def test_a_run_leaves_no_progress_bar_thread_for_the_next_fork(byte_data, tmp_pa
     assert tqdm_monitors() == []
 
 
+def test_a_run_stopped_at_once_in_a_recorded_step_stops_the_profiler(byte_data, tmp_path, monkeypatch, capfd):
+    # A second signal in a step that --profile records stops the run at once (hunt 48-e E1): the profiler was left
+    # recording, and the process crashed at its exit (SIGSEGV, status -11 where 143 was said; hunt 48-f F4)
+    out = tmp_path / "run"
+    during_steps(monkeypatch, {12: lambda: (os.kill(os.getpid(), signal.SIGTERM), os.kill(os.getpid(), signal.SIGTERM))})
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=14", "--eval_interval=100", "--profile=2",
+                       f"--out_dir={out}"]) == 143
+    assert "a second SIGTERM stopped the run at once, in step 12" in capfd.readouterr().err
+    assert not torch.autograd._profiler_enabled()
+    assert not (out / "profile.txt").exists() and not (out / "profile.json").exists()  # nothing written at once
+
+
 def test_profile_records_steps_after_the_first_ten_and_writes_a_table_and_a_trace(byte_data, tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=14", "--eval_interval=100", "--profile=2",
