@@ -972,6 +972,13 @@ def bench_train(args: argparse.Namespace) -> None:
     refuse_its_own(overrides, {"out_dir": "a temporary run directory", "max_iters": "--warmup + --steps",
                                "log_interval": "--warmup", "eval_interval": "no evaluation while timing",
                                "eval_iters": "1, for the closing evaluation"}, "train")
+    # A --dtype or --optimizer typed for train.py is what an "auto" variant runs with; where every variant names
+    # its own, each replaced it (its flag comes after), and the run timed none of it without a word
+    typed = command_line_keys(overrides)
+    for key, values in (("dtype", dtypes), ("optimizer", optimizers)):
+        if key in typed and "auto" not in values:
+            raise SystemExit(f"bench.py train: error: --{key} after -- is replaced by --{key}s={','.join(values)} "
+                             f"in every run: name it in --{key}s (or add auto there, which runs it), or leave it out")
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
@@ -1180,14 +1187,14 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=non_negative_int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean (default: 10)")
-    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: the "
-                                                   "--config's dtype, else train.py's choice: bf16 on a GPU, fp32 "
+    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: a "
+                                                   "--dtype after --, else the --config's dtype, else train.py's choice: bf16 on a GPU, fp32 "
                                                    "on the CPU)")
     from gpt.config import TrainConfig
 
     p.add_argument("--optimizers", default="auto",
-                   help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: the --config's "
-                        f"optimizer, else {TrainConfig.optimizer})")
+                   help=f"comma-separated, e.g. adamw,muon (default: auto, train.py's choice: an --optimizer "
+                        f"after --, else the --config's optimizer, else {TrainConfig.optimizer})")
     p.add_argument("--rounds", type=positive_int, default=1,
                    help="runs of every variant and row (--fp8, --with, ...), alternating; past 1, each run's "
                         "figures as it ends, and the medians over the rounds at the end (default: 1)")

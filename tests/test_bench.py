@@ -184,6 +184,12 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     (["train", "--optimizers=muon,adamw", "--", "--muon_learning_rate=0.02"],
      "bench.py train: error: train.py auto adamw: --muon_learning_rate applies to --optimizer=muon"),
     (["train", "--dtypes=float32,"], "bench.py train: error: --dtypes has an empty value"),
+    # replaced by every variant's own --dtype / --optimizer: the rows timed float32 and muon without a word (hunt 48-h H1)
+    (["train", "--dtypes=float32", "--", "--dtype=bfloat16"], "bench.py train: error: --dtype after -- is replaced by "
+     "--dtypes=float32 in every run: name it in --dtypes (or add auto there, which runs it), or leave it out"),
+    (["train", "--optimizers=muon", "--", "--optimizer", "adamw"], "bench.py train: error: --optimizer after -- is "
+     "replaced by --optimizers=muon in every run: name it in --optimizers (or add auto there, which runs it), or leave "
+     "it out"),
     # replaced by the benchmark's own without a word (hunt 32-c)
     (["train", "--", "--out_dir=mine", "--eval_iters=5"], "bench.py train: error: --out_dir is set by bench.py (a "
      "temporary run directory); --eval_iters is set by bench.py (1, for the closing evaluation): leave them out"),
@@ -1072,3 +1078,19 @@ def test_ctrl_c_while_bench_py_imports_is_one_line_not_a_traceback(tmp_path, ctr
     assert proc.stderr == "bench.py: interrupted\n" and proc.returncode == -signal.SIGINT
     proc = ctrl_c_at_import("bench.py", "torch", "--help", cwd=tmp_path, sigterm=True)
     assert proc.stderr == "bench.py: interrupted\n" and proc.returncode == -signal.SIGTERM
+
+
+def test_a_typed_dtype_or_optimizer_beside_auto_runs_as_the_auto_variant(monkeypatch):
+    # (hunt 48-h H1) refused only where every variant replaces it: beside auto, that variant runs it
+    import train
+
+    ran = []
+
+    def main(argv):
+        ran.append(argv)
+        raise SystemExit("stop after the first row")
+    monkeypatch.setattr(train, "main", main)
+    with pytest.raises(SystemExit, match="stop after the first row"):
+        bench.main(["train", "--steps=1", "--warmup=0", "--dtypes=auto,float32", "--optimizers=auto",
+                    "--", "--device=cpu", "--dtype=bfloat16", "--optimizer=adamw"])
+    assert parse_args([a for a in ran[0] if not a.startswith("--out_dir")])[0].dtype == "bfloat16"
