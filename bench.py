@@ -832,6 +832,7 @@ NANOGPT_CPU_MS_PER_ITER = 33.0
 # block 1024, vocab 50304, no biases, bf16 autocast, torch.compile, fused AdamW). Issue 9 measured
 # nanoGPT itself at batch 32 on an H100: 68.6 ms/iter, 477,700 tokens/s.
 NANOGPT_GPU_SHAPE = dict(V=50304, T=1024, C=768, L=12, H=12)
+NANOGPT_GPU_BATCH = 32  # its batch, unless --nanogpt_batch says another
 
 
 def same_shape(config: dict, *, T: int, B: int, C: int, L: int, H: int, V: int) -> bool:
@@ -979,6 +980,10 @@ def bench_train(args: argparse.Namespace) -> None:
         if key in typed and "auto" not in values:
             raise SystemExit(f"bench.py train: error: --{key} after -- is replaced by --{key}s={','.join(values)} "
                              f"in every run: name it in --{key}s (or add auto there, which runs it), or leave it out")
+    if args.nanogpt_batch is not None and not args.nanogpt_gpu:  # (it was ignored without a word: hunt 48-h H2)
+        raise SystemExit("bench.py train: error: --nanogpt_batch is the batch of --nanogpt_gpu's reference, which "
+                         "this run does not time: give --nanogpt_gpu with it, or leave it out")
+    nanogpt_batch = args.nanogpt_batch or NANOGPT_GPU_BATCH
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
@@ -1022,10 +1027,10 @@ def bench_train(args: argparse.Namespace) -> None:
     if args.nanogpt_gpu:  # first: a run cut short by a time limit keeps its reference
         if not torch.cuda.is_available():
             raise SystemExit("bench.py train --nanogpt_gpu needs a CUDA GPU")
-        ref = nanogpt_reference_ms(args.steps, args.warmup, B=args.nanogpt_batch, device="cuda", dtype="bfloat16",
+        ref = nanogpt_reference_ms(args.steps, args.warmup, B=nanogpt_batch, device="cuda", dtype="bfloat16",
                                    compile=True, record=record, **NANOGPT_GPU_SHAPE)
-        ref_tok_s = args.nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
-        print(f"  reference, nanoGPT's GPU step (stand-in, batch {args.nanogpt_batch}, compiled, bf16): "
+        ref_tok_s = nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
+        print(f"  reference, nanoGPT's GPU step (stand-in, batch {nanogpt_batch}, compiled, bf16): "
               f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT's bench.py, which waits for "
               f"the GPU at every step, at 477,700)", flush=True)
 
@@ -1151,8 +1156,8 @@ def bench_train(args: argparse.Namespace) -> None:
             say_row(flag)
     if ref_tok_s is not None:
         for label, tok_s in tokens_per_s.items():
-            if not same_shape(config_by_label[label], B=args.nanogpt_batch, **NANOGPT_GPU_SHAPE):
-                print(f"  {label}: not compared with the reference, GPT-2 124M at batch {args.nanogpt_batch}")
+            if not same_shape(config_by_label[label], B=nanogpt_batch, **NANOGPT_GPU_SHAPE):
+                print(f"  {label}: not compared with the reference, GPT-2 124M at batch {nanogpt_batch}")
                 continue
             print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s  [target >= 1.2x; MFU >= 50%]")
     if args.nanogpt_cpu:
@@ -1203,8 +1208,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                         "the issue's 33 ms/iter; with shape overrides, the stand-in takes the shape that ran")
     p.add_argument("--nanogpt_gpu", action="store_true", help="also time a stand-in for nanoGPT's GPT-2 124M step on "
                                                               "the GPU (compiled, bf16), for a same-run tokens/s ratio")
-    p.add_argument("--nanogpt_batch", type=positive_int, default=32,
-                   help="the GPU reference's batch size (default: 32)")
+    p.add_argument("--nanogpt_batch", type=positive_int, default=None,
+                   help=f"with --nanogpt_gpu: the GPU reference's batch size (default: {NANOGPT_GPU_BATCH})")
     p.add_argument("--deterministic", action="store_true", help="also time the run with --deterministic=true")
     p.add_argument("--fp8", action="store_true", help="also time the run with --fp8=true (float8 matmuls)")
     p.add_argument("--read_every_step", action="store_true",

@@ -187,6 +187,9 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     # replaced by every variant's own --dtype / --optimizer: the rows timed float32 and muon without a word (hunt 48-h H1)
     (["train", "--dtypes=float32", "--", "--dtype=bfloat16"], "bench.py train: error: --dtype after -- is replaced by "
      "--dtypes=float32 in every run: name it in --dtypes (or add auto there, which runs it), or leave it out"),
+    # the GPU reference's batch without that reference: ignored without a word (hunt 48-h H2)
+    (["train", "--nanogpt_batch=16"], "bench.py train: error: --nanogpt_batch is the batch of --nanogpt_gpu's "
+     "reference, which this run does not time: give --nanogpt_gpu with it, or leave it out"),
     (["train", "--optimizers=muon", "--", "--optimizer", "adamw"], "bench.py train: error: --optimizer after -- is "
      "replaced by --optimizers=muon in every run: name it in --optimizers (or add auto there, which runs it), or leave "
      "it out"),
