@@ -43,7 +43,7 @@ def fresh_compile_cache():
     or the decode step's compile almost free). Yields that directory."""
     names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     saved = {k: os.environ.get(k) for k in names}
-    with tempfile.TemporaryDirectory(prefix="bench-compile-cache-") as tmp:
+    with temporary_directory("compile") as tmp:
         os.environ["TORCHINDUCTOR_CACHE_DIR"], os.environ["TRITON_CACHE_DIR"] = tmp, os.path.join(tmp, "triton")
         try:
             yield tmp
@@ -66,17 +66,31 @@ def _sigterm_when_bench_dies(prctl, sigterm: int, parent: int) -> None:
 
 
 def remove_killed_benches_runs() -> None:
-    """Remove the temporary directories (bench-quality-PID-*) of a bench.py that was killed outright:
-    its runs' checkpoints, a gigabyte for GPT-2 124M, that no one else removes (hunt 30-c F4)."""
+    """Remove the temporary directories (temporary_directory's) of a bench.py that was killed outright:
+    its quality runs' checkpoints, a gigabyte for GPT-2 124M (hunt 30-c F4), and the others' that no one
+    else removed either: prepare's copies of the text and their shards (three times its --mb: 43 MB for
+    --mb=10), decode's GPT-2 124M checkpoint, a train row's run, a compile cache (hunt 48-h H3)."""
     import shutil
     from pathlib import Path
 
     if sys.platform != "linux":  # (where /proc says which processes run)
         return
-    for leftover in Path(tempfile.gettempdir()).glob("bench-quality-*-*"):
-        pid = leftover.name.split("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(leftover, ignore_errors=True)
+    for kind in TEMPORARY_KINDS:
+        for leftover in Path(tempfile.gettempdir()).glob(f"bench-{kind}-*-*"):
+            pid = leftover.name.split("-")[2]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+# What bench.py's temporary directories hold (temporary_directory)
+TEMPORARY_KINDS = ("quality", "prepare", "decode", "train", "compile")
+
+
+def temporary_directory(kind: str) -> tempfile.TemporaryDirectory:
+    """A temporary directory named bench-KIND-PID-..., this process's: the next bench.py removes it where
+    this one was killed outright (remove_killed_benches_runs)."""
+    assert kind in TEMPORARY_KINDS
+    return tempfile.TemporaryDirectory(prefix=f"bench-{kind}-{os.getpid()}-")
 
 
 def run_child(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -453,7 +467,7 @@ def decode_rows(args: argparse.Namespace) -> None:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-            with tempfile.TemporaryDirectory() as tmp:
+            with temporary_directory("decode") as tmp:
                 model.save_pretrained(tmp)  # the very same weights
                 hf = GPT2LMHeadModel.from_pretrained(tmp).eval().to(device)
 
@@ -471,7 +485,7 @@ def decode_rows(args: argparse.Namespace) -> None:
         hf_tokens = transformers_row("transformers generate, cache, fp32", prompt)
 
     # -- the command line: sample.main on a checkpoint, batch 1 and --num_samples
-    with tempfile.TemporaryDirectory(prefix="bench-decode-") as run_dir:
+    with temporary_directory("decode") as run_dir:
         save_checkpoint(run_dir, 0, model.cpu(), state={}, meta={
             "model_config": config.to_dict(), "tokenizer": "gpt2", "vocab_size": tok.n_vocab, "config": {}})
         model.to(device)
@@ -718,7 +732,7 @@ def bench_prepare(args: argparse.Namespace) -> None:
     plays = [(p.stem, shakespeare_play_text(p.read_text(encoding="utf-8"))) for p in shakespeare_files()]
     corpus_bytes = sum(len(text.encode()) for _, text in plays)
     copies = math.ceil(args.mb * 1e6 / corpus_bytes)
-    with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:
+    with temporary_directory("prepare") as tmp:
         text_dir, out_dir = Path(tmp) / "text", Path(tmp) / "shards"
         # the copies and their shards (2 bytes a token: twice the text with the byte tokenizer): a --mb
         # past the disk filled it, and a write that failed was a traceback (hunt 32-c F8)
@@ -898,7 +912,7 @@ def nanogpt_reference_ms(steps: int, warmup: int, *, V: int, T: int, B: int, C: 
     step_model = torch.compile(model) if compile else model
     autocast = (torch.autocast(device_type="cuda", dtype=getattr(torch, dtype)) if cuda and dtype != "float32"
                 else contextlib.nullcontext())
-    with tempfile.TemporaryDirectory() as tmp:
+    with temporary_directory("train") as tmp:
         path = os.path.join(tmp, "train.bin")
         np.random.default_rng(0).integers(0, V, max(1_000_000, 4 * B * T), dtype=np.uint16).tofile(path)
 
@@ -1039,7 +1053,7 @@ def bench_train(args: argparse.Namespace) -> None:
         limit of graphs per function (past it, it would silently run eager): its metric records and
         its config as it ran (a --config's settings applied), with its model's vocab_size."""
         torch._dynamo.reset()
-        with tempfile.TemporaryDirectory() as out:
+        with temporary_directory("train") as out:
             # (quoted for a shell: `--data=my data` read as a command that is not the one run: hunt 35-f F5)
             print(f"train {what}: python train.py {shlex.join(argv)}", flush=True)
             status = train.main([*argv, f"--out_dir={out}"])
@@ -1410,8 +1424,7 @@ def bench_quality(args: argparse.Namespace) -> None:
             raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
     root = Path(ROOT)
     final_bpb = {n: [] for n in names}
-    remove_killed_benches_runs()
-    with tempfile.TemporaryDirectory(prefix=f"bench-quality-{os.getpid()}-") as tmp:
+    with temporary_directory("quality") as tmp:
         def run(name: str, out: str, *extra: str) -> float:
             """Seconds of one train.py run, compiling from an empty cache: as a user's first run, and
             alike for every recipe (one that an earlier run compiled would start minutes ahead)."""
@@ -1526,6 +1539,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(1)
         raise SystemExit("bench.py: error: bench.py runs in one process: start it with python, not torchrun (its rows "
                          "time one process; each of torchrun's would run them all)")
+    remove_killed_benches_runs()  # (every command's: each may have left some, killed outright)
     try:
         with sigterm_raises():  # SIGTERM as Ctrl-C: temporary directories removed, children stopped, one line
             COMMANDS[args.command][0](args)

@@ -813,6 +813,26 @@ def test_quality_removes_the_runs_a_killed_bench_left(tmp_path, monkeypatch):
     assert not killed.exists() and running.exists()
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc says which processes run")
+def test_every_command_removes_what_a_killed_bench_left(tmp_path, monkeypatch):
+    # bench.py prepare killed outright left its copies of the text and their shards (43 MB for --mb=10); decode its
+    # GPT-2 checkpoint, train a row's run, any a compile cache: only quality's runs were named by their process and
+    # removed, by quality alone (hunt 48-h H3)
+    import os
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                               text=True).stdout)
+    killed = [tmp_path / f"bench-{kind}-{ended}-x" for kind in ("prepare", "decode", "train", "compile", "quality")]
+    running = tmp_path / f"bench-prepare-{os.getpid()}-y"
+    for leftover in (*killed, running):
+        (leftover / "text").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="--num_proc 100000"):  # (refused before it writes anything)
+        bench.main(["prepare", "--num_proc=100000"])
+    assert [d for d in killed if d.exists()] == [] and running.exists()
+
+
 def test_the_compile_break_even_by_hand():
     # the number sample.py's --compile=auto threshold was set from; no test checked it (hunt 33-c S12).
     # 10 s of compiling, 100 against 200 tokens/s: 10 / (1/100 - 1/200) = 2,000 tokens
