@@ -645,6 +645,12 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+# --init_from=resume in a run of bench.py's: train.py said "no complete checkpoint in /tmp/bench-train-..."
+RESUME_REFUSED = ("--init_from=resume continues the run in --out_dir, which bench.py makes anew for every run (a "
+                  "temporary directory): there is nothing to resume; a run's directory (--init_from=out) starts from its "
+                  "weights")
+
+
 def refuse_its_own(argv: list[str], own: dict[str, str], command: str) -> None:
     """Refuses a train.py option the benchmark sets itself: it was replaced without a word (a typed
     --out_dir ran in a temporary directory: hunt 32-c)."""
@@ -1021,6 +1027,8 @@ def bench_train(args: argparse.Namespace) -> None:
             cfg.validate(1)
             if cfg.eval_only:  # (it trained nothing, wrote no checkpoint, and bench.py's read of one was a traceback)
                 raise ConfigError("--eval_only trains nothing to time: leave it out")
+            if cfg.init_from == "resume":  # (train.py refused it, once the rows before it had run: hunt 48-h H4)
+                raise ConfigError(RESUME_REFUSED)
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
             device = pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
             if cfg.fp8:  # so did a GPU without float8 matmuls, or a torchao that does not import (hunt 37-e E5)
@@ -1419,6 +1427,8 @@ def bench_quality(args: argparse.Namespace) -> None:
             cfg.validate(1)
             if cfg.eval_only:  # (it trained nothing, wrote no metrics.jsonl, and bench.py's read of it was a traceback)
                 raise ConfigError("--eval_only trains nothing to measure: leave it out")
+            if cfg.init_from == "resume":  # (refused by train.py once the recipes before it had prepared their data)
+                raise ConfigError(RESUME_REFUSED)
             check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
         except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
             raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None

@@ -172,6 +172,13 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
      "bench.py train: error: train.py auto auto: --eval_only trains nothing to time: leave it out"),
     (["train", "--with=--eval_only=true --init_from=out"],
      "bench.py train: error: train.py --eval_only=true --init_from=out: --eval_only trains nothing to time"),
+    # nothing to resume in bench.py's temporary run directory: train.py refused it once the rows before it had run
+    # (hunt 48-h H4)
+    (["train", "--with=--init_from=resume"], "bench.py train: error: train.py --init_from=resume: --init_from=resume "
+     "continues the run in --out_dir, which bench.py makes anew for every run (a temporary directory): there is "
+     "nothing to resume; a run's directory (--init_from=out) starts from its weights"),
+    (["quality", "--recipes=default", "--", "--init_from=resume"], "bench.py quality: error: default: "
+     "--init_from=resume continues the run in --out_dir"),
     (["quality", "--recipes=default", "--", "--eval_only=true", "--init_from=out"],
      "bench.py quality: error: default: --eval_only trains nothing to measure: leave it out"),
     (["quality", "--time_budget=1e300", "--recipes=default"],
