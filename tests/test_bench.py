@@ -1124,3 +1124,42 @@ def test_a_typed_dtype_or_optimizer_beside_auto_runs_as_the_auto_variant(monkeyp
         bench.main(["train", "--steps=1", "--warmup=0", "--dtypes=auto,float32", "--optimizers=auto",
                     "--", "--device=cpu", "--dtype=bfloat16", "--optimizer=adamw"])
     assert parse_args([a for a in ran[0] if not a.startswith("--out_dir")])[0].dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("reference, elsewhere, on, shape", [("--nanogpt_cpu", "--device=cuda", "CPU", []),
+                                                            ("--nanogpt_gpu", "--device=cpu", "GPU", ["--config=gpt2-124m"])])
+def test_a_row_on_another_device_than_the_reference_is_not_compared_with_it(reference, elsewhere, on, shape,
+                                                                           monkeypatch, capsys):
+    # --nanogpt_cpu -- --device=cuda on a GPU set the GPU row's tokens/s against the CPU stand-in's, "[target >= 2x]";
+    # a CPU row beside --nanogpt_gpu likewise (hunt 48-h H5). Runs faked: this machine may have no GPU.
+    import json
+
+    import torch
+
+    import gpt.runtime
+    import train
+
+    def fake_run(argv):  # what bench.py reads of a run: its config, its checkpoint's vocabulary, its records
+        cfg = parse_args([a for a in argv if not a.startswith("--out_dir=")])[0]
+        out = Path(next(a for a in argv if a.startswith("--out_dir="))[len("--out_dir="):])
+        (out / "config.json").write_text(json.dumps(cfg.to_dict()))
+        (out / "ckpt-1").mkdir()
+        vocab_size = 50304 if cfg.n_layer == 12 else 256  # (GPT-2's, padded, for the --config=gpt2-124m rows)
+        (out / "ckpt-1" / "meta.json").write_text(json.dumps({"model_config": {"vocab_size": vocab_size}}))
+        (out / "latest").write_text("ckpt-1")
+        (out / "metrics.jsonl").write_text("".join(json.dumps(
+            {"step": s, "loss": 1.0, "tokens_per_s": 1000.0, "ms_per_step": 10.0}) + "\n" for s in (2, 3)))
+        return 0
+    pick_device = gpt.runtime.pick_device
+    monkeypatch.setattr(gpt.runtime, "pick_device",
+                        lambda spec, dist: torch.device("cuda") if spec == "cuda" else pick_device(spec, dist))
+    monkeypatch.setattr(train, "main", fake_run)
+    monkeypatch.setattr(bench, "nanogpt_reference_ms", lambda *a, **k: 10.0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # (each row of the reference's shape: only its device differs)
+    bench.main(["train", "--steps=2", "--warmup=1", reference, "--dtypes=float32", f"--with={elsewhere}", "--",
+                "--device=cuda" if on == "GPU" else "--device=cpu", *shape])
+    out = capsys.readouterr().out
+    assert f"  {elsewhere}: not compared with the reference, which runs on the {on}" in out, out
+    assert not re.search(f"  {elsewhere}: .*x the reference", out), out
+    assert re.search(r"  float32 adamw: [\d.]+x the reference's tokens/s", out), out  # (the first row, compared)
