@@ -288,6 +288,9 @@ def check_decode_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--prompt_len {args.prompt_len:,} is past the model's context of {config.block_size:,}: "
                           f"generate keeps only the prompt's last {config.block_size:,} tokens, so the rows would not "
                           f"time the prompt they name; give at most {config.block_size:,}")
+    if args.break_even_tokens is not None and not args.sample_wall_out_dir:  # (ignored without a word: hunt 48-h H6)
+        raise ConfigError("--break_even_tokens is the length of --sample_wall_out_dir's sample.py runs, which this "
+                          "run does not time: give --sample_wall_out_dir=RUN with it, or leave it out")
     if args.uncached_samples and args.skip_uncached:  # (it skipped the row, saying "--uncached_samples runs it")
         raise ConfigError("--uncached_samples times an uncached row, which --skip_uncached skips: give one of them")
     positions = GPTConfig().block_size
@@ -584,7 +587,7 @@ def decode_rows(args: argparse.Namespace) -> None:
             if proc.returncode or "CUDA graph failed" in proc.stderr:
                 raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
             print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
-        sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens, str(device))
+        sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens or BREAK_EVEN_TOKENS, str(device))
 
 
 def break_even(compile_s: float, uncompiled: float, compiled: float, what: str = "eager", cuda: bool = True) -> str:
@@ -685,13 +688,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+BREAK_EVEN_TOKENS = 1000  # --break_even_tokens's default
+
+
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample_wall_out_dir", default="", help="also time `python sample.py --out_dir=THIS "
                                                             "--max_new_tokens=300` end to end (e.g. out, after the "
                                                             "default GPU run)")
-    p.add_argument("--break_even_tokens", type=positive_int, default=1000,
+    p.add_argument("--break_even_tokens", type=positive_int, default=None,
                    help="with --sample_wall_out_dir: tokens of its compile-off and compile-on sample.py runs, "
-                        "whose speeds and compile time give the compile break-even of that model (default: 1000)")
+                        f"whose speeds and compile time give the compile break-even of that model (default: "
+                        f"{BREAK_EVEN_TOKENS:,})")
     p.add_argument("--n_layer", type=positive_int, default=12)
     p.add_argument("--n_head", type=positive_int, default=12)
     p.add_argument("--n_embd", type=positive_int, default=768)

@@ -161,6 +161,10 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     # one of the two was dropped without a word, and the skipped row's line said to give the other
     (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--skip_uncached", "--uncached_samples"],
      "bench.py decode: error: --uncached_samples times an uncached row, which --skip_uncached skips: give one of them"),
+    # the length of --sample_wall_out_dir's runs without them: ignored without a word (hunt 48-h H6)
+    (["decode", "--n_layer=1", "--n_head=2", "--n_embd=32", "--break_even_tokens=500"],
+     "bench.py decode: error: --break_even_tokens is the length of --sample_wall_out_dir's sample.py runs, which this "
+     "run does not time: give --sample_wall_out_dir=RUN with it, or leave it out"),
     # a device the machine lacks, in a row: train.py refused it once the rows before it had run
     (["train", "--with=--device=cuda:99"], "bench.py train: error: train.py --device=cuda:99: "),
     # its row ran the first row again (both log every step) and gave the cost of waiting as a ratio to itself
@@ -1051,7 +1055,8 @@ def test_decode_refuses_a_shape_whose_rows_do_not_fit_though_its_weights_alone_w
     from gpt.model import GPTConfig
 
     args = argparse.Namespace(n_layer=2, n_head=2, n_embd=64, prompt_len=8, new_tokens=8, uncached_samples=False,
-                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None, batch=1)
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None, batch=1,
+                              break_even_tokens=None)
     weights = 4 * GPTConfig(n_layer=2, n_head=2, n_embd=64).num_params()
     monkeypatch.setattr(gpt.runtime, "memory_available", lambda device: 3 * weights)
     with pytest.raises(ConfigError, match=r"^the model of --n_layer=2 --n_embd=64 \(\d+M parameters\) does not fit: "
@@ -1069,7 +1074,7 @@ def test_decode_refuses_a_batch_whose_rows_do_not_fit_in_one_line(monkeypatch):
     from gpt.errors import ConfigError
 
     args = argparse.Namespace(n_layer=1, n_head=2, n_embd=32, prompt_len=8, new_tokens=8, uncached_samples=False,
-                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None,
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir=None, break_even_tokens=None,
                               batch=99999999999999999999999)
     with pytest.raises(ConfigError, match=r"^--batch=99,999,999,999,999,999,999,999 rows of model.generate at once do "
                                           r"not fit: their KV cache and logits need [\d,.]+ MiB, and cpu has "):
@@ -1094,7 +1099,8 @@ def test_sample_wall_out_dir_with_a_tilde_is_the_home_directory(tmp_path, monkey
                        "--block_size=32", "--batch_size=4", "--max_iters=1", "--eval_iters=1", f"--out_dir={run}"]) == 0
     monkeypatch.setenv("HOME", str(tmp_path))
     args = argparse.Namespace(n_layer=1, n_head=2, n_embd=32, prompt_len=8, new_tokens=8, uncached_samples=False,
-                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run", batch=1)
+                              skip_uncached=False, skip_transformers=True, sample_wall_out_dir="~/run", batch=1,
+                              break_even_tokens=None)
     bench.check_decode_args(args)
     assert args.sample_wall_out_dir == str(run)
 
