@@ -1233,9 +1233,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=non_negative_int, default=10,
                    help="untimed steps first (compile, caches); also the steps in each timed record: train.py "
                         "waits for the device only when it logs, and logs their mean (default: 10)")
-    p.add_argument("--dtypes", default="auto", help="comma-separated, e.g. float32,bfloat16 (default: auto: a "
-                                                   "--dtype after --, else the --config's dtype, else train.py's choice: bf16 on a GPU, fp32 "
-                                                   "on the CPU)")
+    p.add_argument("--dtypes", default="auto",
+                   help="comma-separated, e.g. float32,bfloat16 (default: auto: a --dtype after --, else the "
+                        "--config's dtype, else train.py's choice: bf16 on a GPU, fp32 on the CPU)")
     from gpt.config import TrainConfig
 
     p.add_argument("--optimizers", default="auto",

@@ -79,11 +79,10 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, checkpoint_holding,
                             checkpoints_left_behind, clean_leftovers, earlier_best_step, incomplete_checkpoints,
-                            is_hf_gpt2_dir, latest_note,
-                            list_checkpoints, listed_on, load_base_model, load_model, lora_base, mark_lora_base,
-                            name_of, open_resumable, passed_over, pretrained_config, pretrained_tokenizer, rebased,
-                            refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
-                            weights_without_state, without_state, write_failed)
+                            is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on, load_base_model, load_model,
+                            lora_base, mark_lora_base, name_of, open_resumable, passed_over, pretrained_config,
+                            pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best, save_checkpoint,
+                            set_aside, unmark_lora_base, weights_without_state, without_state, write_failed)
 from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
                         describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
@@ -103,8 +102,8 @@ from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSig
                          check_deterministic_cublas, check_fits, init_distributed, kernel_settings, leave_distributed,
                          maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
-                         restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart, use_deterministic,
-                         use_fp8)
+                         restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart,
+                         use_deterministic, use_fp8)
 from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir, holds_prepared_data
 

@@ -155,9 +155,9 @@ class TrainConfig:
         if self.lr_schedule in ("cosine", "wsd") and self.min_lr > self.learning_rate:
             # with the way on: a fine-tune's rate typed alone (3e-5, as the from-scratch recipe's note advises) met
             # the default min_lr 4e-4 and was refused without a word of min_lr's (hunt 48-d D2)
-            errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate}): the decay ends "
-                          f"at min_lr; give a lower --min_lr (--min_lr={self.learning_rate / 10:.3g} is a tenth of it, as "
-                          "the defaults have)")
+            errors.append(f"min_lr ({self.min_lr}) must not exceed learning_rate ({self.learning_rate}): the decay "
+                          f"ends at min_lr; give a lower --min_lr (--min_lr={self.learning_rate / 10:.3g} is a tenth "
+                          "of it, as the defaults have)")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             errors.append(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if not self.muon_learning_rate > 0:
