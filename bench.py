@@ -69,17 +69,20 @@ def remove_killed_benches_runs() -> None:
     """Remove the temporary directories (temporary_directory's) of a bench.py that was killed outright:
     its quality runs' checkpoints, a gigabyte for GPT-2 124M (hunt 30-c F4), and the others' that no one
     else removed either: prepare's copies of the text and their shards (three times its --mb: 43 MB for
-    --mb=10), decode's GPT-2 124M checkpoint, a train row's run, a compile cache (hunt 48-h H3)."""
+    --mb=10), decode's GPT-2 124M checkpoint, a train row's run, a compile cache (hunt 48-h H3). Only
+    this machine's: a process id says whether a bench.py is alive only on its own machine, and with TMPDIR
+    on a filesystem that machines share another machine's live bench lost its directories (hunt 48-i I1)."""
     import shutil
+    import socket
     from pathlib import Path
 
     if sys.platform != "linux":  # (where /proc says which processes run)
         return
-    for kind in TEMPORARY_KINDS:
-        for leftover in Path(tempfile.gettempdir()).glob(f"bench-{kind}-*-*"):
-            pid = leftover.name.split("-")[2]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                shutil.rmtree(leftover, ignore_errors=True)
+    # (the name's last part is tempfile's, without a "-": a host "a" does not take host "a-b"'s directories)
+    ours = re.compile(rf"bench-(?:{'|'.join(TEMPORARY_KINDS)})-(\d+)-{re.escape(socket.gethostname())}-[^-]+")
+    for leftover in Path(tempfile.gettempdir()).glob("bench-*"):
+        if (match := ours.fullmatch(leftover.name)) and not Path(f"/proc/{match[1]}").exists():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 # What bench.py's temporary directories hold (temporary_directory)
@@ -87,10 +90,12 @@ TEMPORARY_KINDS = ("quality", "prepare", "decode", "train", "compile")
 
 
 def temporary_directory(kind: str) -> tempfile.TemporaryDirectory:
-    """A temporary directory named bench-KIND-PID-..., this process's: the next bench.py removes it where
-    this one was killed outright (remove_killed_benches_runs)."""
+    """A temporary directory named bench-KIND-PID-HOST-..., this process's: the next bench.py on this
+    machine removes it where this one was killed outright (remove_killed_benches_runs)."""
+    import socket
+
     assert kind in TEMPORARY_KINDS
-    return tempfile.TemporaryDirectory(prefix=f"bench-{kind}-{os.getpid()}-")
+    return tempfile.TemporaryDirectory(prefix=f"bench-{kind}-{os.getpid()}-{socket.gethostname()}-")
 
 
 def run_child(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:

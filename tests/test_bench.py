@@ -813,11 +813,14 @@ def test_a_child_run_ends_when_bench_is_killed_outright(tmp_path):
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc says which processes run")
 def test_quality_removes_the_runs_a_killed_bench_left(tmp_path, monkeypatch):
     import os
+    import socket
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    killed, running = tmp_path / f"bench-quality-{int(ended.stdout)}-x1", tmp_path / f"bench-quality-{os.getpid()}-x2"
+    host = socket.gethostname()  # (its name's, since hunt 48-i I1)
+    killed = tmp_path / f"bench-quality-{int(ended.stdout)}-{host}-x1"
+    running = tmp_path / f"bench-quality-{os.getpid()}-{host}-x2"
     for run in (killed, running):
         (run / "default-0" / "ckpt-0000010").mkdir(parents=True)
     bench.remove_killed_benches_runs()
@@ -830,18 +833,43 @@ def test_every_command_removes_what_a_killed_bench_left(tmp_path, monkeypatch):
     # GPT-2 checkpoint, train a row's run, any a compile cache: only quality's runs were named by their process and
     # removed, by quality alone (hunt 48-h H3)
     import os
+    import socket
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ended = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                                text=True).stdout)
-    killed = [tmp_path / f"bench-{kind}-{ended}-x" for kind in ("prepare", "decode", "train", "compile", "quality")]
-    running = tmp_path / f"bench-prepare-{os.getpid()}-y"
+    host = socket.gethostname()  # (its name's, since hunt 48-i I1)
+    killed = [tmp_path / f"bench-{kind}-{ended}-{host}-x" for kind in ("prepare", "decode", "train", "compile",
+                                                                      "quality")]
+    running = tmp_path / f"bench-prepare-{os.getpid()}-{host}-y"
     for leftover in (*killed, running):
         (leftover / "text").mkdir(parents=True)
     with pytest.raises(SystemExit, match="--num_proc 100000"):  # (refused before it writes anything)
         bench.main(["prepare", "--num_proc=100000"])
     assert [d for d in killed if d.exists()] == [] and running.exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc says which processes run")
+def test_a_bench_on_another_machine_keeps_its_directories_in_a_shared_temporary_directory(tmp_path, monkeypatch):
+    # A process id says whether a bench.py is alive only on its own machine: with TMPDIR on a filesystem that two
+    # machines share, the other's live bench (its train row's run, its checkpoint, its shards) was removed as a
+    # killed one's, its number being no process here (hunt 48-i I1)
+    import os
+    import socket
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with bench.temporary_directory("train") as mine:
+        assert Path(mine).name.startswith(f"bench-train-{os.getpid()}-{socket.gethostname()}-")
+    no_process_here = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                         text=True).stdout)
+    elsewhere = [tmp_path / f"bench-train-{no_process_here}-{host}-x" for host in ("another-host", "another")]
+    killed_here = tmp_path / f"bench-train-{no_process_here}-{socket.gethostname()}-x"
+    for leftover in (*elsewhere, killed_here):
+        (leftover / "ckpt-0000010").mkdir(parents=True)
+    bench.remove_killed_benches_runs()
+    assert [d for d in elsewhere if d.exists()] == elsewhere and not killed_here.exists()
 
 
 def test_the_compile_break_even_by_hand():
