@@ -429,6 +429,13 @@ def check_fits(need: int, device: torch.device, what: str) -> None:
         raise MemoryError(f"{what} need {need_said}, and {device.type} has {have_said} available")
 
 
+def parent_start_ticks(proc: str = "/proc") -> int:
+    """When this process's parent started, in clock ticks since boot (/proc/PPID/stat's field 22, after the
+    parenthesised command name); OSError, ValueError or IndexError where /proc cannot say."""
+    with open(f"{proc}/{os.getppid()}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
 def launcher_started(own_start: float, environ=os.environ, proc: str = "/proc") -> float:
     """Where --time_budget counts from (time.monotonic()): `own_start`, the interpreter's start, or,
     in a process that torchrun started (its agent sets TORCHELASTIC_RUN_ID), its launcher's start where
@@ -441,9 +448,7 @@ def launcher_started(own_start: float, environ=os.environ, proc: str = "/proc") 
     try:
         with open(f"{proc}/uptime") as f:
             uptime_s = float(f.read().split()[0])
-        with open(f"{proc}/{os.getppid()}/stat") as f:  # field 22, after the parenthesised command name
-            parent_start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        parent_age_s = uptime_s - parent_start_ticks / os.sysconf("SC_CLK_TCK")
+        parent_age_s = uptime_s - parent_start_ticks(proc) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return own_start
     return min(own_start, time.monotonic() - parent_age_s)
@@ -456,11 +461,10 @@ def torchrun_job(environ=os.environ, proc: str = "/proc") -> str | None:
     if "TORCHELASTIC_RUN_ID" not in environ:
         return None
     try:
-        with open(f"{proc}/{os.getppid()}/stat") as f:  # field 22, after the parenthesised command name
-            parent_start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        started = parent_start_ticks(proc)
     except (OSError, ValueError, IndexError):
         return None
-    return f"{environ['TORCHELASTIC_RUN_ID']} {socket.gethostname()}:{os.getppid()}:{parent_start_ticks}"
+    return f"{environ['TORCHELASTIC_RUN_ID']} {socket.gethostname()}:{os.getppid()}:{started}"
 
 
 def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc") -> bool:
