@@ -181,7 +181,11 @@ class TrainConfig:
         if self.compile == "reduce-overhead" and world_size > 1:
             errors.append("compile=reduce-overhead runs in one process: under torchrun use --compile=true (CUDA "
                           "graph trees with DDP's all-reduce hooks are not supported here: pytorch/pytorch#128218)")
-        if self.gradient_accumulation_steps % world_size:
+        if self.gradient_accumulation_steps > MAX_ACCUMULATION:  # (10**23 was a traceback at the first micro-step,
+            # "int too big to convert"; 10**13 held its first step for good, deaf to one signal: hunt 49-b B1)
+            errors.append(f"gradient_accumulation_steps must be at most {MAX_ACCUMULATION:,} micro-batches a step, got "
+                          f"{self.gradient_accumulation_steps:,}: for more tokens a step, raise --batch_size")
+        elif self.gradient_accumulation_steps % world_size:
             errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
                           f"the number of processes ({world_size}): each process runs an equal share")
         if not (0 < self.lora_alpha < float("inf") and 0 <= self.lora_dropout < 1):  # else LoRAConfig refuses
@@ -264,6 +268,10 @@ MIN_BUDGET_WARMUP = 10
 # The longest --time_budget: a year, far beyond any run, and far below where the plan's float
 # arithmetic (gpt/runtime.steps_in_budget) stops telling one step from the next.
 MAX_TIME_BUDGET = 365 * 24 * 3600
+# The most micro-batches a step (hunt 49-b B1): 500x the 2,048 that a step of the largest published batch (Llama 3's
+# 16M tokens) takes in one process from micro-batches of one 8,192-token window. A million micro-steps of the tests'
+# tiny CPU model (3.3 ms each) are 54 min for one step; 10**23 was a traceback.
+MAX_ACCUMULATION = 1_000_000
 
 
 def describe_options() -> str:

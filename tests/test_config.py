@@ -71,6 +71,11 @@ def test_an_option_typed_in_another_case_gets_its_hint(typed, hint):
     ("--time_budget=31536001", "time_budget must be at most 31,536,000 s \\(a year\\), got 31,536,001$"),
     ("--time_budget=0", "max_iters 0 means 'as many steps as fit in time_budget', but time_budget is 0"),
     ("--warmup_iters=5", "warmup_iters must be >= 10"),
+    # a traceback at the first micro-step ("int too big to convert"), or a first step that never ended (hunt 49-b B1)
+    ("--gradient_accumulation_steps=" + "1" + "0" * 23, "gradient_accumulation_steps must be at most 1,000,000 "
+                                                       "micro-batches a step, got 100,000,000,000,000,000,000,000: for "
+                                                       "more tokens a step, raise --batch_size"),
+    ("--gradient_accumulation_steps=1000001", "gradient_accumulation_steps must be at most 1,000,000"),
 ])
 def test_bad_values_fail_before_any_work(arg, needle):
     with pytest.raises(ValueError, match=needle):
