@@ -808,11 +808,12 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         with stop.interruptible(f"step {step + 1}"), first_step if step == start_step else contextlib.nullcontext():
             loss_sum = torch.zeros((), device=device)
             new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
-            if data.supervised:  # each micro-batch's weight needs the count of the whole step's targets first
-                batches = [train_batches.next_batch() for _ in range(accum)]
-                shares, targets = target_shares([y for _, y in batches], dist)
-            else:  # drawn as trained on: a step held all its micro-batches at once, memory growing with accum
-                batches, shares, targets = (train_batches.next_batch() for _ in range(accum)), None, None
+            shares, targets = None, None
+            if data.supervised:  # each micro-batch's weight needs the count of the whole step's targets first,
+                # read from the loss masks without drawing the batches (their list was held whole: hunt 49-b B2)
+                shares, targets = target_shares(train_batches.step_targets(), dist)
+            # drawn as trained on: a step held all its micro-batches at once, memory growing with accum
+            batches = (train_batches.next_batch() for _ in range(accum))
             for micro, (x, y) in enumerate(batches):
                 last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
                 with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
@@ -1535,14 +1536,14 @@ def open_loaders(data: DataDir, cfg: TrainConfig, micro_batches: int, dist: Dist
     return train_batches, val_batches
 
 
-def target_shares(targets: list[torch.Tensor], dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
-    """Instruction data: each micro-batch's weight in its step, its counted targets (not -1) over the
-    step's on every rank, times the ranks (DDP averages their gradients), and that count of the
-    step's targets. The step's loss is then the mean over all its answer tokens, as validation's is
-    (`evaluate`); a mean of the micro-batches' own means gave one with few answer tokens the weight
-    of one with many, and one with none diluted the step (audit, 2026-11-26). A step without any
-    target gets weights 0, and no loss in the log (StepChecks.read)."""
-    counts = torch.stack([(y != -1).sum() for y in targets]).float()
+def target_shares(targets: torch.Tensor, dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
+    """Instruction data: each micro-batch's weight in its step, its counted targets (not -1:
+    TrainBatches.step_targets) over the step's on every rank, times the ranks (DDP averages their
+    gradients), and that count of the step's targets. The step's loss is then the mean over all its
+    answer tokens, as validation's is (`evaluate`); a mean of the micro-batches' own means gave one
+    with few answer tokens the weight of one with many, and one with none diluted the step (audit,
+    2026-11-26). A step without any target gets weights 0, and no loss in the log (StepChecks.read)."""
+    counts = targets.float()
     total = counts.sum()
     if dist.enabled:
         torch.distributed.all_reduce(total)

@@ -113,6 +113,18 @@ class _Windows:
                 y[row][self._masks[s][start + 1 : start + 1 + t] == 0] = -1
         return self._to_device(torch.from_numpy(x)), self._to_device(torch.from_numpy(y))
 
+    def targets(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> int:
+        """The targets that count in batch(ids, offsets)'s y (those not -1), read from the loss masks alone."""
+        shard = np.searchsorted(self.first, ids, side="right") - 1
+        starts = (ids - self.first[shard]) * self.window
+        if offsets is not None:
+            starts += offsets[shard]
+        t, count = self.block_size, 0
+        for s, start in zip(shard.tolist(), starts.tolist()):
+            mask = self._masks[s]
+            count += t if mask is None else int(np.count_nonzero(mask[start + 1 : start + 1 + t]))
+        return count
+
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
         if self.device.type == "cuda":  # pinned host memory lets the copy overlap with compute
             return t.pin_memory().to(self.device, non_blocking=True)
@@ -174,7 +186,9 @@ class TrainBatches:
             self._plan = (self.seed, epoch, order, offsets)
         return self._plan[2], self._plan[3]
 
-    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _next_windows(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """This rank's windows of the next batch, as (window ids, the shards' offsets) of each epoch they lie in;
+        the loader moves on past them."""
         start = self._position + self.rank * self.batch_size
         if self.streamed:  # this rank's windows may begin in a later epoch, or run on into one
             parts, epoch, count = [], self.epoch + start // self.windows_per_epoch, self.batch_size
@@ -182,17 +196,33 @@ class TrainBatches:
             while count:
                 order, offsets = self._epoch_plan(epoch)
                 ids = order[start : start + count].astype(np.int64)
-                parts.append(self._windows.batch(ids, offsets))
+                parts.append((ids, offsets))
                 epoch, start, count = epoch + 1, 0, count - len(ids)
-            batch = parts[0] if len(parts) == 1 else tuple(torch.cat(t) for t in zip(*parts))
         else:
             order, offsets = self._epoch_plan(self.epoch)
-            batch = self._windows.batch(order[start : start + self.batch_size].astype(np.int64), offsets)
+            parts = [(order[start : start + self.batch_size].astype(np.int64), offsets)]
         self._position += self.global_batch
         self._taken = (self._taken + 1) % self.micro_batches
         if self._taken == 0 or self.streamed:  # a step's end: the next one begins in this epoch only if it fits whole
             self._roll_epoch()
-        return batch
+        return parts
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        parts = [self._windows.batch(ids, offsets) for ids, offsets in self._next_windows()]
+        return parts[0] if len(parts) == 1 else tuple(torch.cat(t) for t in zip(*parts))
+
+    def step_targets(self) -> torch.Tensor:
+        """The targets that count (y not -1) in each of this rank's micro-batches of the step that the next
+        next_batch() begins, on the device as the batches are (no wait for it there), without drawing them:
+        instruction data weighs each micro-batch by its share of the step's targets, and a step that drew its
+        whole list first held them all at once (hunt 49-b B2)."""
+        saved = self.epoch, self._position, self._taken
+        try:
+            counts = [sum(self._windows.targets(ids, offsets) for ids, offsets in self._next_windows())
+                      for _ in range(self.micro_batches - self._taken)]
+        finally:
+            self.epoch, self._position, self._taken = saved
+        return self._windows._to_device(torch.tensor(counts, dtype=torch.int64))
 
     def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
         """(windows without a target, windows looked at) of instruction data (`_Windows.without_targets`)."""

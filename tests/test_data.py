@@ -193,6 +193,45 @@ def test_windows_without_targets_are_counted_by_their_targets_not_their_inputs(t
     assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4).without_targets() == (2, 3)
 
 
+@pytest.mark.parametrize("shards, batch_size, micro_batches, world_size", [
+    ([300, 250], 2, 3, 2),  # steps that end an epoch early (the partial step dropped)
+    ([90, 70], 4, 3, 2),  # a split smaller than one step: one stream of epochs
+])
+def test_a_steps_targets_are_counted_without_drawing_its_micro_batches(tmp_path, shards, batch_size, micro_batches,
+                                                                       world_size):
+    # Instruction data weighs each micro-batch by its share of the step's answer tokens; a step drew its whole list
+    # of micro-batches first to count them, so its memory grew with the accumulation (hunt 49-b B2). The counts
+    # from the masks alone are those of the batches then drawn, and counting moves nothing.
+    make_data_dir(tmp_path, {"train": [np.arange(n) for n in shards], "val": [np.arange(50)]})
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["supervised"] = True
+    rng = np.random.default_rng(0)
+    for i, n in enumerate(shards):
+        mask = (rng.random(n) < 0.3).astype(np.uint8)
+        write_shard(tmp_path / f"train_{i:06d}.bin", np.arange(n), mask, vocab_size=VOCAB, eot_token=VOCAB - 1,
+                    tokenizer_name="test")
+        meta["splits"]["train"].update(target_tokens=1, target_bytes=1)
+    meta["splits"]["val"].update(target_tokens=1, target_bytes=1)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    loaders = [TrainBatches(tmp_path, batch_size, 7, seed=5, rank=r, world_size=world_size,
+                            micro_batches=micro_batches) for r in range(world_size)]
+    never_counted = TrainBatches(tmp_path, batch_size, 7, seed=5, world_size=world_size, micro_batches=micro_batches)
+    assert loaders[0].streamed == (sum(shards) < 200)
+    counts = set()
+    for _ in range(12):  # past several epochs' ends
+        for loader in loaders:
+            targets = loader.step_targets().tolist()
+            assert loader.step_targets().tolist() == targets  # (counting moved nothing)
+            drawn = [loader.next_batch() for _ in range(micro_batches)]
+            assert targets == [int((y != -1).sum()) for _, y in drawn]
+            counts.update(targets)
+            if loader.rank == 0:
+                for x, y in drawn:
+                    x0, y0 = never_counted.next_batch()
+                    assert torch.equal(x, x0) and torch.equal(y, y0)
+    assert loaders[0].epoch >= 2 and len(counts) > 3  # micro-batches with different numbers of targets
+
+
 def test_the_writer_refuses_ids_past_the_vocabulary_and_mask_values_past_1_and_its_abort_leaves_nothing(tmp_path):
     # Each was refused only when the finished shard was opened, after a whole preparation; the mask's temp
     # file stayed behind an abort (a masked rebalance aborts the last shard) in the data directory (hunt 32-a
