@@ -65,9 +65,12 @@ class _Windows:
         shards = self.data_dir.open_shards(split)
         made_with = self.data_dir.shard_tokens
         # prepare keeps every shard of a split at >= shard_tokens / 2 but a lone one, so shards made
-        # small are what larger shards fix; a lone short shard needs more text.
+        # small are what larger shards fix; a lone short shard needs more text, or for validation a larger share of
+        # it (as ValBatches says where the windows are too few for a batch: a fine-tuning text of 10 KB, all there is,
+        # was told "prepare more text" where it had none: hunt 49-b B3)
         more = (f"prepare with a larger --shard_tokens (these were made with {made_with:,})"
-                if len(shards) > 1 and made_with is not None and made_with < 2 * self.window else "prepare more text")
+                if len(shards) > 1 and made_with is not None and made_with < 2 * self.window else
+                LARGER_VAL_SPLIT if split == "val" else "prepare more text")
         for shard in shards:
             if shard.num_tokens < self.window:
                 raise ShardError(shard.path, f"{shard.num_tokens} tokens is shorter than one window of block_size + 1"

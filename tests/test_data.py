@@ -671,11 +671,13 @@ def test_val_batches_are_fixed_spread_and_split_between_ranks(tmp_path):
     assert torch.equal(idle.example()[0], next(iter(ValBatches(tmp_path, 4, 31, max_batches=2)))[0])
 
 
-def test_val_split_too_small_for_a_batch(tmp_path):
+@pytest.mark.parametrize("block_size", [31, 120])  # windows too few for a batch; a split shorter than one window
+def test_val_split_too_small_for_a_batch(tmp_path, block_size):
     counting_dir(tmp_path, [100], split="val")
     with pytest.raises(ValueError, match="larger --val_fraction") as refused:
-        ValBatches(tmp_path, 8, 31)
-    # --val_fraction is data/prepare.py's: train.py --data=notes.txt refuses it as unknown (hunt 35-a A3)
+        ValBatches(tmp_path, 8, block_size)
+    # --val_fraction is data/prepare.py's: train.py --data=notes.txt refuses it as unknown (hunt 35-a A3); a split
+    # shorter than one window was told "prepare more text" alone (hunt 49-b B3)
     assert str(refused.value).endswith("or prepare with a larger --val_fraction (data/prepare.py's option: for raw "
                                        "text, data/prepare.py --input TEXT --val_fraction F --out_dir DIR, then "
                                        "train.py --data=DIR)")
