@@ -60,6 +60,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     PrepareWarning,
     Source,
     SourceStats,
+    _stamp,
     expand_inputs,
     is_glob,
     make_source,
@@ -845,6 +846,7 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
     """Prepare raw text files for training (train.py --data=path/to/text): the result goes to
     cache_root/<hash of the files' contents and the options> and is reused while both are unchanged."""
     files = expand_inputs(inputs)
+    stamps = _stamp(files)  # (before the read that keys the cache: see _changed_since)
     defaults = inspect.signature(prepare).parameters
     options = _options(tokenizer, *(opts.get(k, defaults[k].default)
                                     for k in ("val_fraction", "seed", "shard_tokens", "max_tokens", "text_field")))
@@ -870,9 +872,27 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
         prepared = prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
     except ShortOfMemory as e:  # (train.py's way out: it has no --num_proc)
         raise PrepareError(e.in_train) from None
+    if changed := _changed_since(files, stamps):
+        shutil.rmtree(prepared, ignore_errors=True)
+        raise PrepareError(f"{changed} changed while it was prepared for training, so the data prepared from it was "
+                           "not kept; run again once nothing writes to it (or give a copy of it)")
     if note := _earlier_preparations(out):
         _say(opts.get("quiet", False), note)
     return prepared
+
+
+def _changed_since(files: list[Path], stamps: list) -> Path | None:
+    """The first of the files whose size, inode, modification or change time is no longer its stamp (gone, too).
+    The cache is keyed by one read of the files and prepared from another: a file written to between them (an
+    editor's save, a script appending to it) left cache/<key of its old bytes> holding the new text's tokens, which a
+    later run on the old bytes (a git checkout) trained on without a word (hunt 49-b B5)."""
+    for path, stamp in zip(files, stamps):
+        try:
+            if _stamp([path]) != [stamp]:
+                return path
+        except OSError:
+            return path
+    return None
 
 
 def _earlier_preparations(out: Path) -> str | None:

@@ -611,6 +611,36 @@ def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
     assert b != a and b.parent == a.parent and "new text" in documents(b, "train") + documents(b, "val")
 
 
+def test_a_text_changed_while_train_py_prepares_it_is_not_cached_under_its_old_bytes(tmp_path, monkeypatch):
+    # The cache is keyed by one read of the text and prepared from another: an edit saved between them left
+    # cache/<key of the old bytes> holding the edit's tokens, and a run on the old bytes again (a git checkout) was
+    # served them as "the prepared data" (hunt 49-b B5)
+    import functools
+
+    notes = tmp_path / "in" / "notes.txt"
+    notes.parent.mkdir()
+    old = "the first version of the notes\n" * 50
+    notes.write_text(old)
+    real = prep.prepare
+
+    @functools.wraps(real)
+    def edited_meanwhile(**kw):
+        notes.write_text("an edit saved meanwhile\n" * 50)
+        return real(**kw)
+
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
+    monkeypatch.setattr(prep, "prepare", edited_meanwhile)
+    with pytest.raises(PrepareError, match=re.escape(f"{notes} changed while it was prepared for training, so the data "
+                                                     "prepared from it was not kept; run again once nothing writes to "
+                                                     "it (or give a copy of it)")):
+        prepare_cached([str(notes.parent)], **kw)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []
+    monkeypatch.undo()
+    notes.write_text(old)  # the old bytes again
+    data = prepare_cached([str(notes.parent)], **kw)
+    assert "".join(documents(data, "train") + documents(data, "val")) == old
+
+
 def test_a_new_preparation_in_the_cache_says_what_earlier_ones_hold(tmp_path, capsys):
     # each edit of a --data text leaves a whole preparation behind, which nothing removes: it was not said,
     # and the cache grew by a copy per edit without a word (hunt 39-b B2)
