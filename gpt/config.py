@@ -18,7 +18,7 @@ from pathlib import Path
 import tomllib
 
 from gpt.errors import ConfigError, did_you_mean, unusable_path
-from gpt.lora import scale_underflow as lora_scale_underflow
+from gpt.lora import scale_out_of_range as lora_scale_out_of_range
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS, qk_scale_underflow
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
 from gpt.tokenizer import TOKENIZER_NAMES
@@ -192,7 +192,7 @@ class TrainConfig:
             # them mid-setup, with a traceback
             errors.append(f"lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, "
                           f"{self.lora_dropout}")
-        elif self.lora_rank > 0 and (why := lora_scale_underflow(self.lora_alpha, self.lora_rank)):
+        elif self.lora_rank > 0 and (why := lora_scale_out_of_range(self.lora_alpha, self.lora_rank)):
             errors.append(f"lora_alpha / lora_rank {why}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt.model import FLOAT32_TINY, Linear, config_from_dict
+from gpt.model import FLOAT32_MAX, FLOAT32_TINY, Linear, config_from_dict
 
 # The projections LoRA may adapt, as module-name suffixes. The paper adapts attention only
 # (section 7.1); adapting the MLP too is the common choice today (QLoRA, Dettmers et al. 2023).
@@ -32,14 +32,19 @@ LORA_TARGETS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 ADAPTER_SUFFIXES = (".lora_A", ".lora_B")
 
 
-def scale_underflow(alpha: float, rank: int) -> str | None:
-    """Why (said after "alpha / rank ") a positive alpha still scales a rank's update by 0 in float32, or
-    None: below float32's smallest normal number the adapters' gradients were 0, and the run trained
-    nothing without a word, as qk_scale 1e-320 made NaN (hunt 43-e E2)."""
-    if alpha / rank >= FLOAT32_TINY:
-        return None
-    return (f"({alpha!r} / {rank}) must be at least float32's smallest normal number "
-            f"({FLOAT32_TINY:.4g}): below it the update's scale is 0 and the adapters train nothing")
+def scale_out_of_range(alpha: float, rank: int) -> str | None:
+    """Why (said after "alpha / rank ") a positive alpha scales a rank's update by 0 or by infinity in float32, or
+    None. Below float32's smallest normal number the adapters' gradients were 0, and the run trained nothing
+    without a word, as qk_scale 1e-320 made NaN (hunt 43-e E2); above its largest, the scale is inf, and the fresh
+    adapters' 0 times it made every output NaN: "the validation loss is nan at step 0 ... Try a lower
+    learning_rate", of --lora_alpha=1e300 (hunt 49-a A1, as qk_scale 1e39)."""
+    if alpha / rank < FLOAT32_TINY:
+        return (f"({alpha!r} / {rank}) must be at least float32's smallest normal number "
+                f"({FLOAT32_TINY:.4g}): below it the update's scale is 0 and the adapters train nothing")
+    if alpha / rank > FLOAT32_MAX:
+        return (f"({alpha!r} / {rank}) must be at most float32's largest number ({FLOAT32_MAX:.4g}): above it the "
+                "update's scale is infinite and every output NaN")
+    return None
 
 
 @dataclass
@@ -55,7 +60,7 @@ class LoRAConfig:
         if (not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool)
                 or not math.isfinite(self.alpha) or self.alpha <= 0):
             raise ValueError(f"LoRAConfig.alpha must be a finite number > 0, got {self.alpha!r}")
-        if why := scale_underflow(self.alpha, self.rank):
+        if why := scale_out_of_range(self.alpha, self.rank):
             raise ValueError(f"LoRAConfig.alpha / rank {why}")
         if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
                 or not 0.0 <= self.dropout < 1.0):

@@ -105,6 +105,15 @@ def test_a_lora_scale_that_is_0_in_float32_is_refused():
     parse_args(["--init_from=somewhere", "--lora_rank=4", "--lora_alpha=1e-30", "--max_iters=2"])
 
 
+def test_a_lora_scale_that_is_infinite_in_float32_is_refused():
+    # lora_alpha 1e300: the scale was inf in float32, the fresh adapters' 0 times it NaN, and the run stopped with
+    # "the validation loss is nan at step 0: the model diverged ... Try a lower learning_rate" (hunt 49-a A1)
+    with pytest.raises(ConfigError, match=r"lora_alpha / lora_rank \(1e\+300 / 4\) must be at most float32's largest "
+                                          r"number \(3.403e\+38\): above it the update's scale is infinite"):
+        parse_args(["--init_from=somewhere", "--lora_rank=4", "--lora_alpha=1e300", "--max_iters=2"])
+    parse_args(["--init_from=somewhere", "--lora_rank=4", "--lora_alpha=1e38", "--max_iters=2"])  # (1e38 / 4: finite)
+
+
 def test_accumulation_must_split_evenly_across_processes():
     cfg = TrainConfig(gradient_accumulation_steps=3)
     with pytest.raises(ValueError, match="divisible by the number of processes"):

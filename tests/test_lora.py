@@ -252,6 +252,7 @@ def test_load_lora_state_dict_is_strict(trained):
     (dict(alpha=0), "alpha"),
     (dict(alpha=float("inf")), "alpha"),
     (dict(alpha=1e-320), r"alpha / rank \(1e-320 / 4\) must be at least float32's smallest normal"),  # (hunt 43-e E2)
+    (dict(alpha=1e300), r"alpha / rank \(1e\+300 / 4\) must be at most float32's largest"),  # (hunt 49-a A1)
     (dict(dropout=1.0), "dropout"),
     (dict(dropout=-0.1), "dropout"),
     (dict(targets=("attn.c_attn", "lm_head")), "targets"),
