@@ -386,8 +386,9 @@ def _check_keys(keys, where: str, command_line: bool = False) -> None:
             raise ConfigError(f"unknown option --{key} in {where}{hint}; {LIST_OPTIONS}")
 
 
-def load_preset(name_or_path: str) -> dict:
-    """A TOML preset: a path, or a name in configs/ (e.g. 'gpt2-124m')."""
+def load_preset(name_or_path: str) -> tuple[dict, dict]:
+    """A TOML preset: a path, or a name in configs/ (e.g. 'gpt2-124m') -> (its values, its [lora] table: the
+    values it takes instead in a LoRA run, see parse_args)."""
     path = preset_path(name_or_path)
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -397,8 +398,12 @@ def load_preset(name_or_path: str) -> dict:
         raise ConfigError(f"{path}: not valid TOML: not UTF-8 ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror or e}") from None
+    lora = values.pop("lora", {})
+    if not isinstance(lora, dict):
+        raise ConfigError(f"{path}: lora must be a table of options ([lora], then key = value lines), got {lora!r}")
     _check_keys(values, str(path))
-    return values
+    _check_keys(lora, f"{path}'s [lora] table")
+    return values, lora
 
 
 def presets() -> str:
@@ -465,9 +470,15 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     # A preset's values convert naming its file, the command line's naming the option; a preset's
     # value the command line overrides is not read, as before (hunt, session 24)
     where = str(preset_path(preset)) if preset else None  # (the file, found once)
-    converted = {k: _convert(k, v, hints[k], where) for k, v in (load_preset(where) if where else {}).items()
-                 if k not in overrides}
+    preset_values, lora_values = load_preset(where) if where else ({}, {})
+    converted = {k: _convert(k, v, hints[k], where) for k, v in preset_values.items() if k not in overrides}
     converted.update({k: _convert(k, v, hints[k]) for k, v in overrides.items()})
+    # A preset's [lora] table holds its values for a LoRA run, under what is typed: adapters train at some ten times
+    # a full fine-tune's rate (the LoRA paper's GPT-2 runs: 2e-4, Hu et al. 2021, table 11), and the finetune
+    # preset's 3e-5 with --lora_rank=8, as its own comment said to add, hardly moved them (hunt 49-a)
+    if converted.get("lora_rank", 0) > 0:
+        converted.update({k: _convert(k, v, hints[k], f"{where}'s [lora] table") for k, v in lora_values.items()
+                          if k not in overrides})
     converted = home_expanded(converted)
     keys = set(converted)
     # A resume's options meet the saved run's count, not the default's 0 nor a budget preset's (which a
