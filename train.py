@@ -494,9 +494,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
+        if not resume and base and "base_step" in base:
+            # a checkpoint of a run (--init_from=RUN): its weights at the step they were trained to, as a resume's
+            # evaluation says, and its sample drawn as the run's at that step; "step 0" was said of weights trained
+            # for 6 steps, their step said nowhere (hunt 49-d D1)
+            step = base["base_step"]
         val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs, saving=False)
         if dist.is_main:
-            print(val_line(step, val_loss, data))
+            # what was evaluated, on what: --init_from=RUN takes this command's --data (the plays, where none is
+            # typed), not the run's, and the line alone said neither (hunt 49-d D1)
+            print(val_line(step, val_loss, data, scored=f"{resume.path if resume else base['base']}, on {data.path}"))
             if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
                 # taken and ignored: hunt 46-a A3); the same one, drawn from the step's own stream
                 print(sample_text(model, data, cfg.sample_tokens, device, step))
@@ -1606,9 +1613,11 @@ def evaluate(model, val_batches: ValBatches, device, dtype, dist: Dist, graphs: 
         model.train()
 
 
-def val_line(step: int, val_loss: float, data: DataDir) -> str:
+def val_line(step: int, val_loss: float, data: DataDir, scored: str | None = None) -> str:
+    """The evaluation's line; scored: what --eval_only evaluated, said after it."""
+    said = ["response tokens only"] * data.supervised + [scored] * bool(scored)
     return (f"step {step}: val loss {val_loss:.4f}, {data.bits_per_byte(val_loss, 'val'):.4f} bits per byte"
-            + (" (response tokens only)" if data.supervised else ""))
+            + (f" ({'; '.join(said)})" if said else ""))
 
 
 def sample_text(model: GPT, data: DataDir, n: int, device, step: int) -> str:

@@ -3829,7 +3829,7 @@ def test_an_evaluation_of_a_resumed_run_refused_its_options_gives_advice_that_ev
     advice = f"--init_from={out} --eval_only=true --data={byte_data}"
     assert err.endswith(f"\n(to evaluate these weights with these options, give them with {advice})\n"), err
     assert train.main([*shlex.split(advice), "--block_size=16", "--eval_iters=2", "--device=cpu"]) == 0
-    assert capsys.readouterr().out.startswith("step 0: val loss ")
+    assert capsys.readouterr().out.startswith("step 2: val loss ")  # (the checkpoint's step: hunt 49-d D1)
     assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--n_layer=3"]) == 1
     assert capsys.readouterr().err.endswith("\n(the weights keep their n_layer: leave it out)\n")
 
@@ -4256,19 +4256,24 @@ def test_label_smoothing_of_a_padded_vocabulary_leaves_the_padding_out(byte_data
 def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte_data, tmp_path, capsys):
     ref, other = tmp_path / "ref", tmp_path / "other"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=3", "--eval_interval=2", f"--out_dir={ref}"]) == 0
-    val = {r["step"]: r["val_loss"] for r in map(json.loads, (ref / "metrics.jsonl").read_text().splitlines())
-           if "val_loss" in r}
+    records = [json.loads(line) for line in (ref / "metrics.jsonl").read_text().splitlines()]
+    val = {r["step"]: r["val_loss"] for r in records if "val_loss" in r}
+    bpb = {r["step"]: r["val_bpb"] for r in records if "val_bpb" in r}
     before = {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()}
     capsys.readouterr()
     # a larger max_iters must not make it train up to the next evaluation first
     assert train.main(["--init_from=resume", f"--out_dir={ref}", "--eval_only=true", "--max_iters=10"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 3: val loss {val[3]:.4f}, ")
+    assert capsys.readouterr().out.splitlines()[-1] == (f"step 3: val loss {val[3]:.4f}, {bpb[3]:.4f} bits per byte "
+                                                        f"({ref / 'ckpt-0000003'}, on {byte_data})")
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={other}",
                        "--eval_only=true"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
+    # --init_from=RUN: the weights at the step they were trained to, named with the data they were scored on (it said
+    # "step 0", and neither which weights nor which text: hunt 49-d D1)
+    assert capsys.readouterr().out.splitlines()[-1] == (f"step 3: val loss {val[3]:.4f}, {bpb[3]:.4f} bits per byte "
+                                                        f"({(ref / 'ckpt-0000003').resolve()}, on {byte_data})")
     # in place: a new run there would be refused (it holds a run), an evaluation that writes nothing is not
     assert train.main([f"--data={byte_data}", *TINY, f"--init_from={ref}", f"--out_dir={ref}", "--eval_only=true"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 0: val loss {val[3]:.4f}, ")
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"step 3: val loss {val[3]:.4f}, ")
     assert {p.name: p.read_bytes() for p in ref.rglob("*") if p.is_file()} == before  # logs, config, plot, ckpts
     assert not other.exists()
     # a newest checkpoint that does not load is named (not passed over in silence) and left where it is
@@ -4278,6 +4283,14 @@ def test_eval_only_evaluates_the_saved_model_at_its_step_and_writes_nothing(byte
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("warning: skipped ckpt-0000003, it cannot be loaded (") and out[0].endswith(
         "; evaluating ckpt-0000002") and out[-1].startswith(f"step 2: val loss {val[2]:.4f}, ") and torn.exists()
+
+
+def test_an_evaluation_only_line_of_instruction_data_says_what_it_scored_in_the_same_parenthesis():
+    from types import SimpleNamespace
+    data = SimpleNamespace(supervised=True, bits_per_byte=lambda loss, split: 2 * loss)
+    assert train.val_line(3, 1.0, data, scored="run/ckpt-0000003, on pairs") == (
+        "step 3: val loss 1.0000, 2.0000 bits per byte (response tokens only; run/ckpt-0000003, on pairs)")
+    assert train.val_line(3, 1.0, data) == "step 3: val loss 1.0000, 2.0000 bits per byte (response tokens only)"
 
 
 def test_eval_only_prints_the_sample_its_evaluation_would_print_in_training(byte_data, tmp_path, capsys):
@@ -4291,6 +4304,10 @@ def test_eval_only_prints_the_sample_its_evaluation_would_print_in_training(byte
     sample = trained[trained.index("---- sample ----", trained.index("step 2: val loss")):]
     sample = sample[:sample.index("\n----------------\n") + 18]
     assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true"]) == 0
+    assert capsys.readouterr().out.endswith(sample)
+    # and --init_from=RUN, at the checkpoint's step (its sample was step 0's: hunt 49-d D1)
+    assert train.main([f"--data={byte_data}", *TINY, f"--init_from={out}", f"--out_dir={out}", "--eval_only=true",
+                       "--sample_tokens=12"]) == 0
     assert capsys.readouterr().out.endswith(sample)
     assert train.main(["--init_from=resume", f"--out_dir={out}", "--eval_only=true", "--sample_tokens=0"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("step 2: val loss ")
