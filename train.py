@@ -311,6 +311,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", compile_note)
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
+    if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):
+        print(note)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
@@ -574,7 +576,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
-                    "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s}
+                    "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s,
+                    # what --dtype resolved to: the config keeps "auto", the setting a resume resolves on its own
+                    # device, and no file said what a run trained in (bf16 or fp16 on a GPU: hunt 49-d D2)
+                    "dtype": dtype_name(dtype)}
             if job := torchrun_job():  # (a restart of this job resumes the run: restarted_job_note)
                 meta["job"] = job
             if device.type == "cpu":  # (its sums split across threads: another count rounds them otherwise, hunt 43-c C1)
@@ -979,6 +984,23 @@ def other_cpu_threads(meta: dict, device: torch.device) -> str | None:
         return None
     return (f"note: this run was saved with {saved} CPU thread{'s' if saved > 1 else ''} and resumes with {now}: its "
             f"losses will not match an uninterrupted run bit for bit (OMP_NUM_THREADS={saved} resumes it with {saved})")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """--dtype's name of a dtype pick_dtype resolved: float32, bfloat16 or float16."""
+    return str(dtype).removeprefix("torch.")
+
+
+def other_dtype(meta: dict, device: torch.device, dtype: torch.dtype, why: str) -> str | None:
+    """The note for a run resumed in another dtype than its checkpoint was saved in, on the same kind of device
+    (another device type has its own note): --dtype=auto saved bf16 on an Ampere GPU resolves to fp16 on a V100 or
+    a T4, and a typed --dtype may differ from the run's; the start line said the dtype, not that it changed
+    (hunt 49-d D2). None where it matches, or the checkpoint was saved before the dtype was recorded."""
+    saved = meta.get("dtype")
+    if meta.get("device") != device.type or not isinstance(saved, str) or saved == dtype_name(dtype):
+        return None
+    return (f"note: this run trained in {saved} up to its checkpoint and resumes in {dtype_name(dtype)} ({why}): its "
+            "losses will not match an uninterrupted run bit for bit")
 
 
 def close_metrics_on_error(metrics: Metrics):

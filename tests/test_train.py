@@ -148,6 +148,24 @@ def test_a_cpu_resume_with_another_number_of_threads_says_its_losses_will_not_ma
         torch.set_num_threads(threads)
 
 
+def test_a_checkpoint_records_the_dtype_its_run_trained_in_and_a_resume_in_another_says_so(byte_data, tmp_path,
+                                                                                          capsys):
+    # config.json and the checkpoints keep --dtype=auto, the setting a resume resolves on its own device; nothing said
+    # what the run trained in (bf16 on an A100, fp16 on a V100), nor that a resume changed it (hunt 49-d D2)
+    out = tmp_path / "run"
+    common = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--lr_decay_iters=4"]
+    assert train.main([*common, "--max_iters=2", f"--out_dir={out}"]) == 0
+    meta = open_checkpoint(out).meta
+    assert (meta["dtype"], meta["config"]["dtype"]) == ("float32", "auto")
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=3", "--dtype=bfloat16", f"--out_dir={out}"]) == 0
+    assert "note: this run trained in float32 up to its checkpoint and resumes in bfloat16 (bf16 autocast, as " \
+           "requested): its losses will not match an uninterrupted run bit for bit\n" in capsys.readouterr().out
+    assert open_checkpoint(out).meta["dtype"] == "bfloat16"
+    assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0  # (its saved --dtype now)
+    assert "resumes in" not in capsys.readouterr().out
+
+
 def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=100", "--max_iters=4",
               "--deterministic=true"]
