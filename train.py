@@ -386,31 +386,35 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                           f"token: there is nothing to evaluate; {LARGER_VAL_SPLIT}")
 
     # ---------------------------------------------------------------- optimizer, resume
-    optimizer = make_optimizer(model, cfg.learning_rate, cfg.weight_decay, (cfg.beta1, cfg.beta2), device.type,
-                               cfg.optimizer, cfg.muon_learning_rate)
+    optimizer = None if cfg.eval_only else make_optimizer(model, cfg.learning_rate, cfg.weight_decay,
+                                                          (cfg.beta1, cfg.beta2), device.type, cfg.optimizer,
+                                                          cfg.muon_learning_rate)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
     step, tokens_seen, best_val, bad_total, bad_in_a_row = 0, 0, math.inf, 0, 0
     reseeded_note = None
-    if resume:
+    # --eval_only uses nothing of state.pt (open_resumable has read it, to check it): an evaluation reads no batches
+    # from the loader (it evaluates whatever the data now is), draws nothing at random and steps no optimizer, which
+    # it made and loaded the saved state into for nothing (twice the weights under AdamW: hunt 49-d D3)
+    if resume and not cfg.eval_only:
         state = resume.state()
         load_state_under_these_settings(optimizer, state["optimizer"])
         if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
             scaler.load_state_dict(state["scaler"])
-        try:  # (an evaluation reads no batches from it: --eval_only evaluates whatever the data now is)
-            if not cfg.eval_only:
-                train_batches.load_state_dict(state["loader"])
+        try:
+            train_batches.load_state_dict(state["loader"])
         except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
             raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
                               f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
         if len(state["rng"]) == dist.world_size:
             set_rng_state(state["rng"][dist.rank], device)
-        elif dist.is_main and not cfg.eval_only and (cfg.dropout or cfg.lora_dropout):
+        elif dist.is_main and (cfg.dropout or cfg.lora_dropout):
             # (validation is the same set of windows whatever the number of processes). Dropout is all that
             # draws from these streams in training (the loader and --sample_tokens have their own): without
             # it the run continues bit for bit, which the note denied, also of a finished run (hunt 35-b B2)
             reseeded_note = (f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
                              f"instead of {len(state['rng'])}: random streams are reseeded, so dropout differs from "
                              "an uninterrupted run")
+    if resume:
         saved = resume.meta["config"]
         changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
         if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
