@@ -704,13 +704,16 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
                    help="with --sample_wall_out_dir: tokens of its compile-off and compile-on sample.py runs, "
                         f"whose speeds and compile time give the compile break-even of that model (default: "
                         f"{BREAK_EVEN_TOKENS:,})")
-    p.add_argument("--n_layer", type=positive_int, default=12)
-    p.add_argument("--n_head", type=positive_int, default=12)
-    p.add_argument("--n_embd", type=positive_int, default=768)
+    # (the shape's defaults are GPT-2 124M's, which the README's decode figures are for: --help showed no value)
+    p.add_argument("--n_layer", type=positive_int, default=12,
+                   help="blocks of the model, random weights of GPT-2's vocabulary (default: 12, GPT-2 124M's)")
+    p.add_argument("--n_head", type=positive_int, default=12, help="attention heads (default: 12)")
+    p.add_argument("--n_embd", type=positive_int, default=768, help="embedding width (default: 768)")
     p.add_argument("--batch", type=positive_int, default=1, help="batch of the model.generate rows (default: 1)")
     p.add_argument("--num_samples", type=positive_int, default=8, help="the command line's batched rows (default: 8)")
-    p.add_argument("--prompt_len", type=positive_int, default=64)
-    p.add_argument("--new_tokens", type=positive_int, default=256)
+    p.add_argument("--prompt_len", type=positive_int, default=64, help="prompt tokens (default: 64)")
+    p.add_argument("--new_tokens", type=positive_int, default=256,
+                   help="tokens generated in each timed row (default: 256)")
     p.add_argument("--cold_tokens", type=positive_int, default=200,
                    help="tokens of the cold and warm generate calls in a fresh process (default: 200, issue 9's)")
     p.add_argument("--repeat", type=positive_int, default=3,

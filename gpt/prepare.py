@@ -958,7 +958,9 @@ def main(argv: list[str] | None = None) -> int:
     sources.add_argument("--text_field", metavar="FIELD", default="text", help="the records' text field (text)")
     sources.add_argument("--max_tokens", metavar="N", type=int, help="stop after the document that brings the "
                          "tokens (train + val) to N (the second one at the earliest: one for each split)")
-    p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")
+    p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES,
+                   help="gpt2 (GPT-2's BPE), byte (UTF-8 bytes) or shakespeare-bpe (1,024 ids, train.py's default "
+                        "from scratch) (default: gpt2)")
     p.add_argument("--out_dir", metavar="DIR", help="where the shards go (default: data/<source>-<tokenizer> in this checkout, whatever the working directory)")
     p.add_argument("--val_fraction", metavar="F", type=float, default=DEFAULT_VAL_FRACTION, help="share of the "
                    f"documents for validation: one in round(1/F) (default: {DEFAULT_VAL_FRACTION}); 2+ documents "

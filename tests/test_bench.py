@@ -1197,3 +1197,19 @@ def test_a_row_on_another_device_than_the_reference_is_not_compared_with_it(refe
     assert f"  {elsewhere}: not compared with the reference, which runs on the {on}" in out, out
     assert not re.search(f"  {elsewhere}: .*x the reference", out), out
     assert re.search(r"  float32 adamw: [\d.]+x the reference's tokens/s", out), out  # (the first row, compared)
+
+
+@pytest.mark.parametrize("command", sorted(bench.COMMANDS))
+def test_every_option_of_a_command_says_what_it_is_and_its_number_default(command):
+    # bench.py decode --help listed --n_layer, --n_head, --n_embd, --prompt_len and --new_tokens bare, with neither
+    # a meaning nor a value: the README's "GPT-2 124M shape" was nowhere in it (hunt 49-e E3)
+    import argparse
+    parser = argparse.ArgumentParser()
+    bench.COMMANDS[command][1](parser)
+    options = [action for action in parser._actions if action.option_strings and action.dest != "help"]
+    assert [action.dest for action in options if not action.help] == []
+    numbers = [action for action in options if isinstance(action.default, (int, float))
+               and not isinstance(action.default, bool)]
+    said = {action.dest: [float(number.replace(",", "")) for number in re.findall(r"default: (\d(?:[\d,.]*\d)?)",
+                                                                                 action.help)] for action in numbers}
+    assert [action.dest for action in numbers if action.default not in said[action.dest]] == []
