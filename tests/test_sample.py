@@ -1549,3 +1549,27 @@ def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_
     rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", "--max_new_tokens=1",
                        "--start=Once\nupon", r"--stop=\n")  # a real new line, and escapes where they are read
     assert rc == 0 and json.loads(out)["prompt"] == "Once\nupon" and "note: --start" not in err
+
+
+def test_the_readme_flag_table_names_sample_py_options_with_their_defaults():
+    # The README's table of sample.py's flags is what a newcomer reads before --help: each flag it names must exist,
+    # with the default it gives (hunt 49-e: a README walk; kept in step as the options change)
+    import re
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| flag | default | meaning |\n| --- | --- | --- |\n", 1)[1].split("\n\n", 1)[0]
+    parser = sample.make_parser()
+    options = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+    rows = 0
+    for line in table.splitlines():
+        flags = re.findall(r"`(--\w+)`", line.split("|")[1])
+        defaults = line.split("|")[2].replace("`", "").strip().split(" / ")
+        assert len(defaults) == len(flags), line
+        for flag, said in zip(flags, defaults):
+            assert flag in options, flag
+            default = options[flag].default
+            if default is None:  # (resolved later: its help says the value)
+                default = next(iter(re.findall(r"\(default: (\w+)\)", options[flag].help or "")), "")
+            typed = {"": "", "empty": ""}.get(said, said)
+            assert str(default if default != [] else "").lower() == typed.lower(), (flag, default, said)
+            rows += 1
+    assert rows >= 15
