@@ -14,8 +14,8 @@ whole); otherwise each sample is printed whole (its prompt, then the continuatio
 line of dashes. With --json, stdout holds one JSON object per line and sample:
 {"index", "prompt", "text" (the continuation, without the prompt), "tokens" (new tokens, the
 end-of-text or stop-string tokens included), "finish_reason" ("stop": a stop string, cut before
-it; "eot": end-of-text; "length": max_new_tokens), "tokens_per_s", "seconds"}. Information and
-warnings go to stderr.
+it; "eot": end-of-text, or the eos_token_id a Hugging Face model names; "length": max_new_tokens),
+"tokens_per_s", "seconds"}. Information and warnings go to stderr.
 
 The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
 warning says how many were dropped). Generation may run past block_size: the model then sees a
@@ -231,8 +231,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def load(args: argparse.Namespace, device: torch.device):
-    """(model on device, tokenizer, where it came from) from --init_from, --ckpt or
-    --out_dir; a model and tokenizer that do not belong together are refused."""
+    """(model on device, tokenizer, where it came from, the ids that end a sample beside the end-of-text) from
+    --init_from, --ckpt or --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
                                 load_base_model, load_model, lost_files, refuse_a_pointer,
                                 refuse_another_hf_tokenizer, weights_dir, without_state)
@@ -255,7 +255,16 @@ def load(args: argparse.Namespace, device: torch.device):
             refuse_a_pointer(args.init_from)
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
-    else:  # one of our runs or checkpoints
+        # Where transformers' generate ends this model's samples (its eos_token_id): a fine-tune that names another
+        # id than GPT-2's end-of-text, "\n" say, was sampled on past it to --max_new_tokens (hunt 49-c C1)
+        end_tokens = tuple(t for t in model.end_tokens if t != tokenizer.eot_token and t < tokenizer.n_vocab)
+        if end_tokens:
+            ids = ", ".join(map(str, end_tokens))
+            print(f"note: {source} names {'id' if len(end_tokens) == 1 else 'ids'} {ids} as its end of sequence "
+                  f"(eos_token_id), where transformers' generate stops: samples end there too, and at GPT-2's "
+                  f"end-of-text", file=sys.stderr)
+    else:  # one of our runs or checkpoints: they end at their tokenizer's end-of-text
+        end_tokens = ()
         if args.init_from:
             path, which = Path(args.init_from), args.ckpt
         elif args.ckpt in ("latest", "best"):
@@ -336,7 +345,7 @@ def load(args: argparse.Namespace, device: torch.device):
                   "only (and on any plain text beside them): sampled from end-of-text, as here, it writes what it "
                   "never learned to but for such text; ask it with --instruction=TEXT or --chat", file=sys.stderr)
     check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
-    return model.to(device), tokenizer, source
+    return model.to(device), tokenizer, source, end_tokens
 
 
 def run_checkpoints(out_dir: str, newest: int = 5) -> str:
@@ -436,7 +445,7 @@ def sample(args: argparse.Namespace) -> int:
     instruction = read_prompt(args.instruction, "--instruction").rstrip("\r\n") if asked else ""
     if asked and not instruction.strip():  # as --chat --json refuses an empty prompt (audit, 2026-11-26)
         raise UsageError(f"--instruction={args.instruction}: the instruction is empty")
-    model, tok, source = load(args, device)
+    model, tok, source, end_tokens = load(args, device)
     dtype, dtype_why = pick_inference_dtype(args.dtype, device, model.num_params(non_embedding=False))
     model = model.to(dtype).eval()
     if device.type == "cuda":
@@ -480,7 +489,7 @@ def sample(args: argparse.Namespace) -> int:
           f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)
     if asked or args.chat:
         with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
-            return answer(args, instruction, model, tok, decode_step, device)
+            return answer(args, instruction, model, tok, decode_step, device, end_tokens)
 
     stream = streamed(args)
     out = sys.stdout
@@ -500,7 +509,7 @@ def sample(args: argparse.Namespace) -> int:
                                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                                        repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
                                        generator=generator, use_cache=args.use_cache, decode_step=decode_step,
-                                       on_text=on_text if stream else None)
+                                       end_tokens=end_tokens, on_text=on_text if stream else None)
     finally:
         if stream:
             out.write("\n")
@@ -548,14 +557,16 @@ def check_batch_fits(model, num_samples: int, use_cache: bool, device: torch.dev
         check_fits(need, device, "their KV cache and logits")
 
 
-def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, device: torch.device) -> int:
+def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, device: torch.device,
+           end_tokens: tuple[int, ...] = ()) -> int:
     """--instruction and --chat (gpt/chat.py), in the template the model was fine-tuned with."""
     from gpt.chat import Answerer, answer_instruction, chat
 
     answerer = Answerer(model, tok, args.max_new_tokens, generator=torch.Generator(device=device).manual_seed(args.seed),
                         decode_step=decode_step, warn=lambda message: print(f"warning: {message}", file=sys.stderr),
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                        repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache)
+                        repetition_penalty=args.repetition_penalty, stop=tuple(args.stop), use_cache=args.use_cache,
+                        end_tokens=end_tokens)
     stream = streamed(args)
     if args.instruction is not None:
         answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)

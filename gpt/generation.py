@@ -44,14 +44,16 @@ class SampleText:
     that can never form valid UTF-8 become U+FFFD. Text that might be the start of a stop string
     is held back too, so what `feed` hands out is final: a stop string is never half printed.
     The text is cut before the first occurrence of any stop string (searched in the generated
-    text only, not in the prompt); the end-of-text token ends the sample and is not part of it."""
+    text only, not in the prompt); the end-of-text token ends the sample and is not part of it, as do
+    `end_tokens` (a Hugging Face export's own, see GPT.end_tokens)."""
 
     JOINED_PIECES = 1024  # pieces of the text handed out joined into one string at a time
 
-    def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = ()):
+    def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = (), end_tokens: tuple[int, ...] = ()):
         if any(not s for s in stop):
             raise ConfigError("stop strings must not be empty")
         self._tok = tokenizer
+        self._ends = {tokenizer.eot_token, *end_tokens}
         self._stop = tuple(stop)
         self._longest = max((len(s) for s in self._stop), default=0)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -81,7 +83,7 @@ class SampleText:
         if self.done:
             return ""
         self.tokens += 1
-        if token == self._tok.eot_token:
+        if token in self._ends:
             return self.finish("eot")
         self._rest += self._decoder.decode(self._tok.decode_bytes([token]))
         if self._cut_at_stop():
@@ -152,17 +154,18 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
                      *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                      repetition_penalty: float = 1.0, stop: tuple[str, ...] = (),
                      generator: torch.Generator | None = None, use_cache: bool = True,
-                     decode_step: Callable | str | None = "auto",
+                     decode_step: Callable | str | None = "auto", end_tokens: tuple[int, ...] = (),
                      on_text: Callable[[int, str], None] | None = None) -> list[Sample]:
     """Draw num_samples continuations of one prompt (token ids, at most block_size of them).
 
     The prompt is prefilled once for all samples. Each sample ends on its own (a stop string,
     end-of-text, or max_new_tokens); generation stops as soon as every sample has ended.
     on_text(i, piece) receives the final text of sample i as it is produced (for streaming).
-    Sample.seconds runs from the start (prefill included) to the end of that sample."""
+    Sample.seconds runs from the start (prefill included) to the end of that sample. end_tokens: ids that end a
+    sample as the end-of-text does (finish_reason "eot"), a Hugging Face export's (GPT.end_tokens)."""
     device = model.transformer.wte.weight.device
     idx = torch.tensor([prompt], dtype=torch.long, device=device)
-    rows = [SampleText(tokenizer, stop) for _ in range(num_samples)]
+    rows = [SampleText(tokenizer, stop, end_tokens) for _ in range(num_samples)]
     emit = on_text or (lambda i, piece: None)
     start = time.perf_counter()
     steps = model.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p,

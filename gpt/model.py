@@ -430,6 +430,9 @@ class GPT(nn.Module):
         # The end-of-text id of the Hugging Face export the model was loaded from (its config.json's eos_token_id,
         # from_pretrained sets it): save_pretrained writes it back where the tokenizer is not known (hunt 44-a A2)
         self.export_eot_token: int | None = None
+        # The ids where transformers' generate ends this export's samples (`hf_end_tokens`; from_pretrained sets
+        # them): sample.py ends a sample of a Hugging Face directory there too
+        self.end_tokens: tuple[int, ...] = ()
         self.apply(self._init_weights)
         # GPT-2 scales the init of the layers that write into the residual stream by
         # 1/sqrt(2 * n_layer): each block adds two of them (GPT-2 paper, section 2.3).
@@ -896,6 +899,7 @@ class GPT(nn.Module):
         eos = _json_object(path / "config.json").get("eos_token_id")
         if isinstance(eos, int) and not isinstance(eos, bool) and 0 <= eos < config.vocab_size:
             model.export_eot_token = eos
+        model.end_tokens = hf_end_tokens(path, config.vocab_size)
         return model
 
     def save_pretrained(self, out_dir: str | Path, eot_token: int | None = None) -> None:
@@ -1004,6 +1008,20 @@ def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
     # The caller's dropout, checked as the caller's: inside the try, from_pretrained(dir, dropout=2.0) was
     # "config.json: not a usable GPT-2 config (GPTConfig.dropout must be in [0, 1), got 2.0)" (hunt 48-b B4)
     return replace(config, dropout=dropout)
+
+
+def hf_end_tokens(path: Path, vocab_size: int) -> tuple[int, ...]:
+    """The ids where transformers' generate ends a sample of the Hugging Face directory `path`: the eos_token_id
+    of its generation_config.json, which transformers prefers, else of its config.json; an id or a list of them
+    (values that are no id of the vocabulary left out). OpenAI's GPT-2 says 50256 in both, GPT-2's end-of-text;
+    a fine-tune may name another, "\\n" (198) say, where sample.py ran on past the end transformers keeps."""
+    for name in ("generation_config.json", "config.json"):
+        config = _json_object(path / name)
+        if "eos_token_id" in config:
+            eos = config["eos_token_id"]
+            return tuple(dict.fromkeys(i for i in (eos if isinstance(eos, list) else [eos])
+                                       if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size))
+    return ()
 
 
 def _json_object(path: Path) -> dict:

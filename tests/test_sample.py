@@ -1063,6 +1063,36 @@ def test_lora_checkpoint_samples_with_its_base_and_hugging_face_dirs_load(capsys
     assert rc == 0 and json.loads(out)["text"] != tuned["text"]  # the base alone: the adapters mattered
 
 
+@pytest.mark.parametrize("where", ["config.json", "generation_config.json"])
+def test_a_hugging_face_directory_ends_its_samples_at_its_own_eos_token(capsys, hf_dir, tmp_path, where):
+    # transformers' generate ends a sample at the directory's eos_token_id (generation_config.json's, which it
+    # prefers, else config.json's); one that named another id than GPT-2's 50256 ("\n", say) was sampled on to
+    # --max_new_tokens (hunt 49-c C1)
+    import shutil
+
+    gpt2 = get_tokenizer("gpt2")
+    args = ("--start=Hello world", "--temperature=0", "--max_new_tokens=12", "--json", "--device=cpu")
+    rc, out, err = cli(capsys, f"--init_from={hf_dir}", *args)
+    assert rc == 0 and json.loads(out)["finish_reason"] == "length" and "eos_token_id" not in err  # 50256: GPT-2's
+    prompt = torch.tensor([gpt2.encode("Hello world")])
+    ids = GPT.from_pretrained(str(hf_dir)).eval().generate(prompt, 12, temperature=0)[0, prompt.size(1):].tolist()
+    eos = ids[1]  # the second greedy token (the first, where they are the same)
+    assert eos != gpt2.eot_token
+    own = shutil.copytree(hf_dir, tmp_path / "hf")
+    if where == "config.json":
+        (own / "generation_config.json").unlink()
+        config = json.loads((own / "config.json").read_text())
+        (own / "config.json").write_text(json.dumps({**config, "eos_token_id": eos}))
+    else:  # (config.json keeps 50256: generation_config.json's list is the one transformers reads)
+        (own / "generation_config.json").write_text(json.dumps({"eos_token_id": [gpt2.eot_token, eos]}))
+    rc, out, err = cli(capsys, f"--init_from={own}", *args)
+    sample = json.loads(out)
+    end = ids.index(eos)
+    assert rc == 0 and (sample["finish_reason"], sample["tokens"], sample["text"]) == ("eot", end + 1,
+                                                                                        gpt2.decode(ids[:end]))
+    assert f"names id {eos} as its end of sequence (eos_token_id)" in err
+
+
 @pytest.mark.slow
 def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
     from gpt.prepare import prepare
