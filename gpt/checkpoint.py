@@ -48,8 +48,8 @@ from gpt.config import another_versions_values, saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
                         sizes_apart)
 from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
-from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig, hub_gpt2,
-                       missing_hf_weights, read_hf_config)
+from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig,
+                       computable_weights, hub_gpt2, missing_hf_weights, read_hf_config)
 from gpt.tokenizer import TOKENIZER_NAMES
 
 CKPT_PREFIX = "ckpt-"
@@ -986,7 +986,11 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
             merge(model)
     else:
         model = GPT.empty(ckpt.model_config)
-        weights = ckpt.weights()
+        # (integer weights were torch's RuntimeError traceback from load_state_dict, in sample.py and a resume too;
+        # complex, float8 or mixed ones loaded as they were, for a forward that failed or, after sample.py's cast,
+        # complex ones' imaginary parts dropped with a mere warning: from_pretrained refused or converted them
+        # already, hunt 49-g G2)
+        weights = computable_weights(ckpt.weights(), ckpt.path / WEIGHTS)
         try:
             model.load_weights(weights, assign=True)
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit

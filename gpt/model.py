@@ -885,13 +885,6 @@ class GPT(nn.Module):
             path = hub_gpt2(name_or_path)
         config = read_hf_config(path, dropout=dropout)
         state_dict = _read_hf_weights(path)
-        dtypes = {v.dtype for v in state_dict.values()}
-        if len(dtypes) > 1 or not dtypes <= COMPUTE_DTYPES:  # (LayerNorms kept in float32 beside float16 weights,
-            # as some tools save them): adopted as they were, the model's forward failed with "mixed dtype (CPU)";
-            # float32 holds every one of them exactly (hunt 46-c C2). So it does float8's, a dtype no layer computes
-            # in: a float8 file loaded as it was, and its first forward was "add_stub not implemented" (hunt 48-b B3)
-            for k in list(state_dict):  # one at a time, each original let go as its copy is made (hunt 49-g G1)
-                state_dict[k] = state_dict[k].float()
         model = cls.empty(config)  # the weights are loaded next
         try:
             model.load_weights(state_dict, assign=True)
@@ -1109,16 +1102,32 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
         v = raw.pop(k)
         if k.endswith(IGNORED_HF_SUFFIXES):
             continue
-        # (complex weights loaded as they were, and the first forward was "LayerNormKernelImpl not implemented for
-        # 'ComplexFloat'"; beside real ones, float32 dropped their imaginary parts with a mere warning: hunt 48-b B3)
-        if not v.is_floating_point():
-            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point weights"
-                                       f"{'' if v.is_complex() else ' (a quantized model?)'}")
         if not k.startswith(("transformer.", "lm_head.")):
             k = "transformer." + k  # GPT2Model (no LM head) saves without the prefix
         # (a Conv1D weight of another rank is left as it is, for load_weights' shape check: t() raised)
         out[k] = v.t().contiguous() if k.endswith(CONV1D_SUFFIXES) and v.dim() == 2 else v
-    return out
+    return computable_weights(out, file)
+
+
+def computable_weights(state_dict: dict[str, torch.Tensor], file: Path) -> dict[str, torch.Tensor]:
+    """The weights read from `file` (GPT.from_pretrained's, gpt.checkpoint.load_model's), in dtypes the model
+    computes in: one dtype of COMPUTE_DTYPES is kept; several dtypes, or float8, become float32 (which holds each of
+    their values exactly), converted in place. Weights that are not floating-point (integers: a quantized model's;
+    booleans; complex numbers) are refused in one line naming `file`."""
+    for k, v in state_dict.items():
+        # (complex weights loaded as they were, and the first forward was "LayerNormKernelImpl not implemented for
+        # 'ComplexFloat'"; beside real ones, float32 dropped their imaginary parts with a mere warning: hunt 48-b B3)
+        if not v.is_floating_point():
+            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point "
+                                       f"weights{'' if v.is_complex() else ' (a quantized model?)'}")
+    dtypes = {v.dtype for v in state_dict.values()}
+    if len(dtypes) > 1 or not dtypes <= COMPUTE_DTYPES:  # (LayerNorms kept in float32 beside float16 weights,
+        # as some tools save them): adopted as they were, the model's forward failed with "mixed dtype (CPU)"
+        # (hunt 46-c C2). So it does float8's, a dtype no layer computes in: a float8 file loaded as it was, and
+        # its first forward was "add_stub not implemented" (hunt 48-b B3)
+        for k in list(state_dict):  # one at a time, each original let go as its copy is made (hunt 49-g G1)
+            state_dict[k] = state_dict[k].float()
+    return state_dict
 
 
 # Seconds the hub may go without sending anything (an answer, or bytes of the weights arriving in

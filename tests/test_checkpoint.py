@@ -720,6 +720,35 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
         load_model(tmp_path)
 
 
+def test_weights_a_model_cannot_compute_in_are_refused_or_loaded_in_float32_as_from_pretrained_does(tmp_path):
+    # integer weights were load_state_dict's RuntimeError traceback (in sample.py and a resume too); complex ones
+    # loaded as they were (the first forward failed in torch; sample.py's cast dropped their imaginary parts), and so
+    # did float8 ones or float16 beside float32, for a forward that failed: GPT.from_pretrained refused or converted
+    # them already (hunt 49-g G2)
+    from safetensors.torch import load_file, save_file
+
+    model = make_model(7)
+    x = torch.randint(0, CFG.vocab_size, (1, 8), generator=torch.Generator().manual_seed(0))
+    cases = {"int": lambda k, v: v.to(torch.int32) if k == "transformer.ln_f.bias" else v,
+             "complex": lambda k, v: v.to(torch.complex64) if k == "transformer.ln_f.bias" else v,
+             "float8": lambda k, v: v.to(torch.float8_e4m3fn),
+             "several": lambda k, v: v if ".ln_" in k else v.half()}
+    for case, change in cases.items():
+        weights = save(tmp_path / case, 1, model) / "model.safetensors"
+        save_file({k: change(k, v) for k, v in load_file(str(weights)).items()}, str(weights))
+        if case in ("int", "complex"):
+            with pytest.raises(UnreadableFile, match=re.escape(f"{weights}: transformer.ln_f.bias holds "
+                                                               f"{'int32' if case == 'int' else 'complex64'}, not "
+                                                               "floating-point weights")):
+                load_model(tmp_path / case)
+            continue
+        loaded, _ = load_model(tmp_path / case)
+        assert {p.dtype for p in loaded.parameters()} == {torch.float32}, case
+        expected = {k: change(k, v).float() for k, v in model.state_dict().items()}
+        assert all(torch.equal(v, expected[k]) for k, v in loaded.state_dict().items()), case
+        assert torch.isfinite(loaded(x)[0]).all()
+
+
 def test_which_is_latest_or_best_and_nothing_else(tmp_path):
     # "ckpt-0000002", a typo or "config.json" returned the newest checkpoint without a word (hunt 31-a F3)
     save(tmp_path, 2, make_model(), best=True)
