@@ -1507,8 +1507,10 @@ def build_model(cfg: TrainConfig, data: DataDir, resume, device: torch.device) -
             from gpt.lora import set_lora_dropout
             set_lora_dropout(model, cfg.lora_dropout)
         # where the base was found, which the next checkpoint records (and the run pins): moved with the run, or
-        # given with --lora_base, it was "missing" at every load until then (hunt 36-c A6)
-        return model.train(), rebased(lora, loaded.base_found) if lora else None
+        # given with --lora_base, it was "missing" at every load until then (hunt 36-c A6). In float32, as below:
+        # weights converted to bfloat16 to save room resumed in it, under "fp32 on cpu", and were saved in it
+        # from then on (hunt 49-g G3)
+        return model.to(dtype=torch.float32).train(), rebased(lora, loaded.base_found) if lora else None
     if cfg.init_from == "scratch":
         vocab = data.vocab_size
         if device.type == "cuda" or cfg.fp8_head:  # (float8 matmuls need multiples of 16)

@@ -106,6 +106,20 @@ def signal_self(signum: signal.Signals):
     return lambda: os.kill(os.getpid(), signum)
 
 
+def test_a_checkpoint_whose_weights_were_put_in_half_precision_resumes_in_float32(byte_data, tmp_path):
+    # weights converted to bfloat16 (to save room) resumed in it under "fp32 on cpu", and every checkpoint after was
+    # bfloat16; a run started from such weights trains in float32 (hunt 28-a), and so does a resume now (hunt 49-g G3)
+    from safetensors.torch import save_file
+
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=1", "--eval_interval=1", f"--out_dir={out}"]) == 0
+    weights = find_checkpoint(out) / "model.safetensors"
+    save_file({k: v.to(torch.bfloat16) for k, v in load_file(str(weights)).items()}, str(weights))
+    assert train.main(["--init_from=resume", "--max_iters=2", f"--out_dir={out}"]) == 0
+    assert find_checkpoint(out).name == "ckpt-0000002"
+    assert {v.dtype for v in final_weights(out).values()} == {torch.float32}
+
+
 def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=4", "--lr_decay_iters=8"]
     straight, split = tmp_path / "straight", tmp_path / "split"
