@@ -854,10 +854,17 @@ class GPT(nn.Module):
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], assign: bool = False) -> None:
         """Load weights with strict keys: anything missing or unexpected is an error listing the
-        keys. The tied LM head may be present or absent; if present it must equal the embedding.
+        keys. The tied LM head may be present or absent; if present it must equal the embedding (or
+        stand for it, where the embedding is absent).
         assign=True adopts the given tensors (for a model built on the meta device)."""
         expected = {k for k in self.state_dict() if k != TIED_KEY}
         given = dict(state_dict)
+        if "transformer.wte.weight" not in given and TIED_KEY in given:
+            # The tied tensor under the head's name alone: safetensors' save_model, its way to save a model whose
+            # tensors share memory (save_file refuses them), keeps one name of each, for this model and transformers'
+            # GPT2LMHeadModel "lm_head.weight". Such a file (which transformers loads) was "missing keys
+            # ['transformer.wte.weight']" (hunt 49-g G4)
+            given["transformer.wte.weight"] = given.pop(TIED_KEY)
         head = given.pop(TIED_KEY, None)
         missing, unexpected = sorted(expected - set(given)), sorted(set(given) - expected)
         if missing or unexpected:

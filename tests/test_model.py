@@ -758,6 +758,30 @@ def test_from_pretrained_reads_the_gpt2model_layout_without_the_transformer_pref
         assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
 
 
+def test_a_tied_embedding_stored_under_the_heads_name_loads(hf_gpt2, tmp_path):
+    # safetensors' save_model (save_file refuses tensors that share memory) keeps one name of each, and for
+    # GPT2LMHeadModel that is lm_head.weight: transformers loads the file, from_pretrained said "missing keys
+    # ['transformer.wte.weight']", and so was load_weights of this model's own weights saved by save_model (hunt 49-g G4)
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_model
+
+    _, hf, _ = hf_gpt2
+    (tmp_path / "config.json").write_text(hf.config.to_json_string())
+    save_model(hf, str(tmp_path / "model.safetensors"))
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" in f.keys() and "transformer.wte.weight" not in f.keys()
+    model = GPT.from_pretrained(str(tmp_path)).eval()
+    idx = torch.randint(0, 211, (1, 16))
+    with torch.no_grad():
+        assert (model(idx)[0] - hf(idx).logits).abs().max().item() <= 1e-4
+    # and this model's own weights, saved so
+    save_model(model, str(tmp_path / "ours.safetensors"))
+    again = tiny_model(seed=1, vocab_size=211, block_size=48, n_layer=3, n_head=4, n_embd=48).eval()
+    again.load_weights(load_file(str(tmp_path / "ours.safetensors")))
+    assert again.lm_head.weight is again.transformer.wte.weight
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))
+
+
 def test_a_head_that_is_not_the_embedding_is_refused_by_a_tied_model():
     # the head may be given, and then must equal the embedding it is tied to (hunt 31-b M9)
     source = tiny_model(seed=1).state_dict()
