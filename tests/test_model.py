@@ -664,11 +664,12 @@ def test_from_pretrained_matches_transformers_logits(hf_gpt2):
     _, hf, path = hf_gpt2
     model = GPT.from_pretrained(str(path)).eval()
     assert model.config.n_layer == 3 and model.config.block_size == 48 and model.config.vocab_size == 211
-    idx = torch.randint(0, 211, (2, 48))
-    with torch.no_grad():
-        ours, _ = model(idx)
-        theirs = hf(idx).logits
-    assert (ours - theirs).abs().max().item() <= 1e-4
+    for length in (1, 47, 48):  # one position, and the context but one and whole (hunt 49-g)
+        idx = torch.randint(0, 211, (2, length))
+        with torch.no_grad():
+            ours, _ = model(idx)
+            theirs = hf(idx).logits
+        assert (ours - theirs).abs().max().item() <= 1e-4
 
 
 def test_save_pretrained_round_trips_into_transformers(hf_gpt2, tmp_path, umask_mode):
