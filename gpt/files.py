@@ -58,13 +58,29 @@ def decode_utf8(data: bytes, where: str, start_of_text: bool = False) -> str:
     return text
 
 
+LFS_POINTER = b"version https://git-lfs"  # how a Git LFS pointer file begins
+
+
+def refuse_an_lfs_pointer(path: Path, head: bytes) -> None:
+    """UnreadableFile where a file begins (`head`) as a Git LFS pointer: the file of a repository cloned without LFS
+    (Hugging Face's model repositories without git-lfs installed, a run kept in LFS). Not damage: fetched, the file
+    is there, so a resume sets nothing aside for it."""
+    if head.startswith(LFS_POINTER):
+        raise UnreadableFile(path, "a Git LFS pointer, not the file itself: fetch it with `git lfs pull` where it was "
+                                   "cloned", damaged=False)
+
+
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    """A safetensors file's tensors, or UnreadableFile (truncated, corrupt)."""
+    """A safetensors file's tensors, or UnreadableFile (truncated, corrupt, a Git LFS pointer)."""
     from safetensors.torch import load, load_file
 
     try:
         with open(path, "rb") as f:  # safetensors says "No such file or directory" for any failed open (a
             # permission, an I/O error, too many open files): the real reason first (hunt 33-a F6)
+            # (a pointer was "truncated or corrupt safetensors file (Error while deserializing header: header too
+            # large)": hunt 49-g G5)
+            refuse_an_lfs_pointer(path, f.read(len(LFS_POINTER)))
+            f.seek(0)
             try:
                 os.fsencode(path).decode("utf-8")
             except UnicodeDecodeError:
@@ -96,9 +112,7 @@ def read_torch_file(path: Path) -> dict:
             head = f.read(64)
     except OSError as e:
         raise UnreadableFile(path, describe_error(e), damaged=False) from None
-    if head.startswith(b"version https://git-lfs"):
-        raise UnreadableFile(path, "a Git LFS pointer, not the file itself: fetch it with `git lfs pull` "
-                                   "where it was cloned")
+    refuse_an_lfs_pointer(path, head)
     try:
         with warnings.catch_warnings():  # torch warns about the pickle protocol of files it then refuses
             warnings.simplefilter("ignore", UserWarning)

@@ -628,6 +628,32 @@ def test_text_where_a_torch_file_should_be_is_one_line_naming_it(tmp_path):
         read_torch_file(tmp_path / "lfs.bin")
 
 
+@pytest.mark.parametrize("file", ["model.safetensors", "state.pt"])
+def test_a_git_lfs_pointer_for_a_checkpoints_file_is_said_to_be_one_and_sets_nothing_aside(tmp_path, file):
+    # a model.safetensors pointer (a Hugging Face repository or a run cloned without git-lfs) was "truncated or corrupt
+    # safetensors file (Error while deserializing header: header too large)"; and a resume set a checkpoint whose file
+    # was a pointer aside as broken, out of `git lfs pull`'s reach (hunt 49-g G5)
+    from gpt.checkpoint import open_resumable
+    from gpt.model import GPT
+
+    save(tmp_path, 2, make_model(2))
+    newest = save(tmp_path, 3, make_model(3))
+    pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 548105171\n"
+    (newest / file).write_text(pointer)
+    said = f"{newest / file}: a Git LFS pointer, not the file itself: fetch it with `git lfs pull` where it was cloned"
+    with pytest.raises(UnreadableFile, match=re.escape(said)):
+        open_resumable(tmp_path)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002", "ckpt-0000003"]
+    if file == "model.safetensors":
+        with pytest.raises(UnreadableFile, match=re.escape(said)):
+            load_model(tmp_path)
+        hf = tmp_path / "hf"
+        make_model(4).save_pretrained(hf)
+        (hf / file).write_text(pointer)
+        with pytest.raises(UnreadableFile, match=re.escape(f"{hf / file}: a Git LFS pointer, not the file itself")):
+            GPT.from_pretrained(str(hf))
+
+
 def corrupt(ckpt, how):
     """Break one file of a checkpoint the ways issue 10 found: torn weights, a pickle payload, bad JSON."""
     if how == "truncated weights":
