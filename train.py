@@ -1156,29 +1156,39 @@ def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
     (A rate typed anew, --learning_rate or --min_lr, is the user's own: both rates are at the one typed.)"""
     decays = cfg.lr_schedule in ("cosine", "wsd")
     decay = cfg.lr_decay_iters or cfg.max_iters
+    # The run's own schedule, not the one typed now: a cosine run resumed with --lr_schedule=constant went from its
+    # decay to the peak without a word, and with --warmup_iters too the note gave constant's rate as the run's
+    # (hunt 49-f F1)
+    was_schedule = saved.get("lr_schedule", cfg.lr_schedule)
+    was_decays = was_schedule in ("cosine", "wsd")
     was_count = saved.get("max_iters") or 0
     was_decay = saved.get("lr_decay_iters") or was_count
     was_warmup = saved.get("warmup_iters", cfg.warmup_iters)
     was_fraction = saved.get("decay_fraction", cfg.decay_fraction)
     # Past a warmup the rate depends on the decay, which a count not fixed yet does not give (a budgeted run
     # stopped before its plan): not said then. Within it the decay plays no part (the loop's own stand-in).
-    if decays and ((step >= was_warmup and not was_decay) or (step >= cfg.warmup_iters and not decay)):
+    if (was_decays and step >= was_warmup and not was_decay) or (decays and step >= cfg.warmup_iters and not decay):
         return None
-    had = lr_at(step, cfg.learning_rate, cfg.min_lr, was_warmup, was_decay or was_warmup, cfg.lr_schedule,
+    had = lr_at(step, cfg.learning_rate, cfg.min_lr, was_warmup, was_decay or was_warmup, was_schedule,
                 was_fraction)
     now = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay or cfg.warmup_iters, cfg.lr_schedule,
                 cfg.decay_fraction)
     if math.isclose(had, now, rel_tol=1e-6):
         return None
     moved, keep = [], []
+    if was_schedule != cfg.lr_schedule:
+        moved.append(f"the schedule is now {cfg.lr_schedule} (it was {was_schedule})")
+        keep.append(f"--lr_schedule={was_schedule}")
     if was_warmup != cfg.warmup_iters:
-        moved.append(f"the warmup now ends at step {cfg.warmup_iters:,} (it ended at {was_warmup:,})")
+        moved.append(f"the warmup {'now ' if not moved else ''}ends at step {cfg.warmup_iters:,} (it ended at "
+                     f"{was_warmup:,})")
         keep.append(f"--warmup_iters={was_warmup}")
-    if decays and was_decay != decay:
-        moved.append(f"the {cfg.lr_schedule} decay {'now ends ' if not moved else ''}at step {decay:,} "
-                     f"(it ended at {was_decay:,})")
-        keep.append(f"--lr_decay_iters={was_decay}")
-    if cfg.lr_schedule == "wsd" and was_fraction != cfg.decay_fraction:
+    if was_decays and was_decay != decay:
+        if decays:
+            moved.append(f"the {cfg.lr_schedule} decay {'now ends ' if not moved else ''}at step {decay:,} "
+                         f"(it ended at {was_decay:,})")
+        keep.append(f"--lr_decay_iters={was_decay}")  # (with --lr_schedule back to one that decays)
+    if cfg.lr_schedule == "wsd" and was_schedule == "wsd" and was_fraction != cfg.decay_fraction:
         moved.append(f"the decay {'now ' if not moved else ''}takes the last {cfg.decay_fraction:g} of the steps "
                      f"(it took {was_fraction:g})")
         keep.append(f"--decay_fraction={was_fraction!r}")

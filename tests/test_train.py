@@ -251,6 +251,28 @@ def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsy
         "where the run's schedule had 0.001; give --decay_fraction=0.1 to keep the schedule it had")
 
 
+def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rate():
+    # A cosine run resumed with --lr_schedule=constant went from its decay back to the peak without a word; with
+    # --warmup_iters too, the note gave constant's rate as the run's, and --warmup_iters=2 alone as the way to keep
+    # "the schedule it had" (hunt 49-f F1)
+    from gpt.config import TrainConfig
+    recipe = dict(max_iters=8, warmup_iters=2, learning_rate=3e-3, min_lr=3e-4)
+    saved = TrainConfig(**recipe).to_dict()  # cosine: 0.00232 at step 4
+    assert train.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), saved, 4) == (
+        "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
+        "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
+    assert train.schedule_moved(TrainConfig(**{**recipe, "warmup_iters": 6}, lr_schedule="constant"), saved, 4) == (
+        "note: the schedule is now constant (it was cosine), and the warmup ends at step 6 (it ended at 2): the "
+        "learning rate at step 4 is 0.00214 where the run's schedule had 0.00232; give --lr_schedule=cosine "
+        "--warmup_iters=2 to keep the schedule it had")
+    # a finished run continued without its decay: the way back keeps the decay's end too
+    assert train.schedule_moved(TrainConfig(**{**recipe, "max_iters": 12}, lr_schedule="wsd"), saved, 8) == (
+        "note: the schedule is now wsd (it was cosine), and the wsd decay at step 12 (it ended at 8): the learning "
+        "rate at step 8 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
+        "keep the schedule it had")
+    assert train.schedule_moved(TrainConfig(**recipe), saved, 4) is None
+
+
 def test_a_resume_of_a_run_trained_with_options_of_another_version_says_it_goes_on_without_them(byte_data, tmp_path,
                                                                                                   capsys):
     # A newer version's option in the checkpoint's train config (none has ever been removed) was left out without a
