@@ -83,8 +83,8 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, c
                             lora_base, mark_lora_base, name_of, open_resumable, passed_over, pretrained_config,
                             pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best, save_checkpoint,
                             set_aside, unmark_lora_base, weights_without_state, without_state, write_failed)
-from gpt.config import (MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply, command_line_keys,
-                        describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
+from gpt.config import (BEFORE_OPTION, MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply,
+                        command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
                         options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
                         without_options)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
@@ -258,7 +258,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
         print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
               "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
-    if not resume and not cfg.eval_only and dist.is_main and cfg.max_iters:
+    # A resume says them too where its count or schedule is not the run's: a run whose decay ends at step 8, resumed
+    # with --max_iters=6, ended at 0.00165, not min_lr, without a word (hunt 49-f F2). Unchanged (a plain resume, a
+    # torchrun restart), they were said when the run started; nor where it trains no more steps.
+    reshaped = not resume or (any({**BEFORE_OPTION, **resume.meta["config"]}.get(k) != getattr(cfg, k)
+                                  for k in SCHEDULE_SHAPE)
+                              and resume.meta["step"] < cfg.max_iters)
+    if reshaped and not cfg.eval_only and dist.is_main and cfg.max_iters:
         for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg)):
             if note:
                 print(note)
@@ -1115,6 +1121,8 @@ def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: f
 
 
 WARMUP_CHECK_WITHIN = 100  # steps
+# The options that place the learning rate's decay and the run's end in it
+SCHEDULE_SHAPE = ("max_iters", "lr_decay_iters", "warmup_iters", "decay_fraction", "lr_schedule")
 
 
 def decay_too_short(cfg: TrainConfig) -> str | None:

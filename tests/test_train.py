@@ -978,6 +978,13 @@ def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_end
                        f"--out_dir={tmp_path}"]) == 0
     assert ("note: --lr_decay_iters=6 is past --max_iters=4: the run ends at learning rate 0.0026, not min_lr 0.0003; "
             "a resume with --max_iters=6 finishes the decay") in capsys.readouterr().out
+    # and a resume whose count moves the end, as the run's own start said it: --max_iters=5 ended at 0.00165 without a
+    # word (hunt 49-f F2)
+    assert train.main(["--init_from=resume", f"--out_dir={tmp_path}", "--max_iters=5"]) == 0
+    assert ("note: --lr_decay_iters=6 is past --max_iters=5: the run ends at learning rate 0.00165, not min_lr 0.0003; "
+            "a resume with --max_iters=6 finishes the decay") in capsys.readouterr().out
+    assert train.main(["--init_from=resume", f"--out_dir={tmp_path}", "--max_iters=4"]) == 0  # (nothing to train)
+    assert "lr_decay_iters" not in capsys.readouterr().out
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=4",
                        f"--out_dir={tmp_path / 'whole'}"]) == 0
     assert "lr_decay_iters" not in capsys.readouterr().out
