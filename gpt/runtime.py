@@ -752,7 +752,9 @@ class StepChecks:
         self._unread: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm, targets counted])
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, targets: torch.Tensor | None = None) -> None:
-        """targets: instruction data's answer tokens in the step (all ranks'); a step without any has no loss."""
+        """step: the step's index from 0 (the step from `step` to `step + 1`), which what is said names as the log
+        does, by the steps done with it: step + 1. targets: instruction data's answer tokens in the step (all
+        ranks'); a step without any has no loss."""
         counted = loss.new_ones(()) if targets is None else targets
         self._unread.append((step, torch.stack((loss.float(), grad_norm.float(), counted.float()))))
 
@@ -778,7 +780,9 @@ class StepChecks:
                 self.in_a_row = 0
                 continue
             self.in_a_row, self.total = self.in_a_row + 1, self.total + 1
-            self._say(f"step {step}: non-finite loss ({loss}) or gradient norm ({grad_norm}): "
+            # (named as metrics.jsonl records it and as the other messages do: a NaN logged at step 2 was said as
+            # "step 1: non-finite loss", and a signal's stop right after it as "stopped ... at step 2": hunt 49-f F3)
+            self._say(f"step {step + 1}: non-finite loss ({loss}) or gradient norm ({grad_norm}): "
                       f"update skipped ({self.in_a_row} in a row)")
             if self.too_many:
                 break

@@ -290,7 +290,7 @@ def test_a_nan_step_is_skipped_on_the_gpu_without_waiting_for_it(byte_data, tmp_
     assert train_py.main([f"--data={byte_data}", *TINY, "--compile=false", f"--optimizer={optimizer}",
                           "--max_iters=6", "--log_interval=3", f"--out_dir={out}"]) == 0
     assert decided == [True] * 6
-    assert "step 2: non-finite loss (nan)" in capsys.readouterr().out
+    assert "step 3: non-finite loss (nan)" in capsys.readouterr().out
     ckpt = open_checkpoint(out)
     assert ckpt.meta["bad_steps_total"] == 1 and all(torch.isfinite(t).all() for t in ckpt.weights().values())
 

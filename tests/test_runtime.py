@@ -342,7 +342,7 @@ def test_bad_steps_stop_a_run_only_in_a_row():
     for step in range(12, 15):
         checks.add(step, one, torch.tensor(math.inf))  # a gradient alone counts too
     checks.read()
-    assert checks.too_many and checks.total == 6 and said[-1].startswith("step 14: ") and said[-1].endswith("(3 in a row)")
+    assert checks.too_many and checks.total == 6 and said[-1].startswith("step 15: ") and said[-1].endswith("(3 in a row)")
 
 
 def fake_proc(tmp_path, uptime_s: float, parent_started_s: float):

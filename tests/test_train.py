@@ -1584,7 +1584,7 @@ def test_a_nan_step_is_skipped(byte_data, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     status = train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={out}"])
     assert status == 0
-    assert "step 2: non-finite loss (nan)" in capsys.readouterr().out
+    assert "step 3: non-finite loss (nan)" in capsys.readouterr().out  # the step logged as 3 (hunt 49-f F3)
     assert math.isnan(losses(out)[3]) and all(math.isfinite(v) for k, v in losses(out).items() if k != 3)
     ckpt = open_checkpoint(out)
     assert ckpt.meta["step"] == 6 and ckpt.meta["bad_steps_total"] == 1
@@ -1622,7 +1622,7 @@ def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data
     out = tmp_path / "run"
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=7", "--log_interval=50", "--eval_interval=100",
                        f"--out_dir={out}"]) == 0
-    assert "step 2: non-finite loss (nan) or gradient norm (nan): update skipped (1 in a row)" in capsys.readouterr().out
+    assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (1 in a row)" in capsys.readouterr().out
     assert list(losses(out)) == [7] and math.isfinite(losses(out)[7])  # one record: the last step
     ckpt = open_checkpoint(out)
     assert ckpt.meta["bad_steps_total"] == 1 and all(torch.isfinite(t).all() for t in ckpt.weights().values())
@@ -1631,8 +1631,8 @@ def test_bad_steps_are_counted_alike_when_read_only_every_log_interval(byte_data
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--max_bad_steps=3", "--log_interval=50",
                        "--eval_interval=100", f"--out_dir={tmp_path / 'bad'}"]) == 2
     said = capsys.readouterr()  # the steps skipped in the log, the stop with the errors (hunt 33-e E2)
-    assert "step 3: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said.out
-    assert "step 4: non-finite" not in said.out and "3 consecutive steps had a non-finite loss" in said.err
+    assert "step 4: non-finite loss (nan) or gradient norm (nan): update skipped (3 in a row)" in said.out
+    assert "step 5: non-finite" not in said.out and "3 consecutive steps had a non-finite loss" in said.err
 
 
 def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(byte_data, tmp_path, monkeypatch,
@@ -1642,7 +1642,7 @@ def test_a_signal_between_reads_counts_the_unread_bad_steps_in_the_checkpoint(by
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=100", "--log_interval=50", "--eval_interval=100",
                        f"--out_dir={out}"]) == 143
     said = capsys.readouterr()
-    assert "step 1: non-finite loss (nan)" in said.out and "stopped by signal 15 at step 2;" in said.err
+    assert "step 2: non-finite loss (nan)" in said.out and "stopped by signal 15 at step 2;" in said.err
     assert open_checkpoint(out).meta["step"] == 2 and open_checkpoint(out).meta["bad_steps_total"] == 1
     # a resume goes on counting from the saved total (it could start again from 0: hunt 32-b TR21)
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0
@@ -4264,7 +4264,7 @@ def test_a_non_finite_gradient_under_a_finite_loss_skips_the_update(byte_data, t
         return real_clip(parameters, max_norm, *args, **kwargs)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=5", f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert "step 2: non-finite loss" in capsys.readouterr().out
+    assert "step 3: non-finite loss" in capsys.readouterr().out  # (logged as step 3)
     assert all(torch.equal(a, b) for a, b in zip(weights[2], weights[3]))  # step 2 changed nothing
     assert not all(torch.equal(a, b) for a, b in zip(weights[3], weights[4]))  # step 3 trained
     assert all(torch.isfinite(w).all() for w in final_weights(tmp_path / "run").values())
