@@ -872,27 +872,38 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
         prepared = prepare(source="input", inputs=list(map(str, inputs)), tokenizer=tokenizer, out_dir=out, **opts)
     except ShortOfMemory as e:  # (train.py's way out: it has no --num_proc)
         raise PrepareError(e.in_train) from None
-    if changed := _changed_since(files, stamps):
+    if changed := _changed_since(inputs, files, stamps):
         shutil.rmtree(prepared, ignore_errors=True)
-        raise PrepareError(f"{changed} changed while it was prepared for training, so the data prepared from it was "
-                           "not kept; run again once nothing writes to it (or give a copy of it)")
+        raise PrepareError(f"{changed} for training, so the data prepared from it was not kept; run again once nothing "
+                           "writes to it (or give a copy of it)")
     if note := _earlier_preparations(out):
         _say(opts.get("quiet", False), note)
     return prepared
 
 
-def _changed_since(files: list[Path], stamps: list) -> Path | None:
-    """The first of the files whose size, inode, modification or change time is no longer its stamp (gone, too).
-    The cache is keyed by one read of the files and prepared from another: a file written to between them (an
-    editor's save, a script appending to it) left cache/<key of its old bytes> holding the new text's tokens, which a
-    later run on the old bytes (a git checkout) trained on without a word (hunt 49-b B5)."""
+def _changed_since(inputs: list[str], files: list[Path], stamps: list) -> str | None:
+    """What moved under the preparation, said as "PATH changed while it was prepared" (the first of the files whose
+    size, inode, modification or change time is no longer its stamp; gone, too) or "PATH was added while --data was
+    prepared" (a file the inputs list now and did not), else None. The cache is keyed by one read of the files and
+    prepared from another: a file written to between them (an editor's save, a script appending to it) left
+    cache/<key of its old bytes> holding the new text's tokens, which a later run on the old bytes (a git checkout)
+    trained on without a word (hunt 49-b B5); and the preparation lists a directory again, so a file saved into it
+    meanwhile was prepared under the key of the directory without it (hunt 49-h H1)."""
     for path, stamp in zip(files, stamps):
         try:
             if _stamp([path]) != [stamp]:
-                return path
+                return f"{path} changed while it was prepared"
         except OSError:
-            return path
-    return None
+            return f"{path} changed while it was prepared"
+    try:
+        with warnings.catch_warnings():  # (said of the listing that was prepared)
+            warnings.simplefilter("ignore", PrepareWarning)
+            now = expand_inputs(inputs)
+    except (PrepareError, OSError):  # (a directory or a glob's matches gone, its files' stamps still found)
+        return f"--data {' '.join(map(str, inputs))} changed while it was prepared"
+    listed = set(files)
+    added = [path for path in now if path not in listed]
+    return f"{added[0]} was added while --data was prepared" if added else None
 
 
 def _earlier_preparations(out: Path) -> str | None:

@@ -641,6 +641,38 @@ def test_a_text_changed_while_train_py_prepares_it_is_not_cached_under_its_old_b
     assert "".join(documents(data, "train") + documents(data, "val")) == old
 
 
+def test_a_file_added_to_a_data_directory_while_train_py_prepares_it_is_not_cached_under_the_old_list(tmp_path,
+                                                                                                      monkeypatch):
+    # The cache is keyed by the files listed before the preparation, which lists the directory again: a file saved
+    # into it between the two (a scraper's next page, a note copied in) was prepared too, under the key of the
+    # directory without it, and a later run on the directory without it was served its text (hunt 49-h H1)
+    import functools
+
+    notes = tmp_path / "in" / "notes.txt"
+    notes.parent.mkdir()
+    old = "the first version of the notes\n" * 50
+    notes.write_text(old)
+    added = notes.parent / "added.txt"
+    real = prep.prepare
+
+    @functools.wraps(real)
+    def added_meanwhile(**kw):
+        added.write_text("a file saved meanwhile\n" * 50)
+        return real(**kw)
+
+    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
+    monkeypatch.setattr(prep, "prepare", added_meanwhile)
+    with pytest.raises(PrepareError, match=re.escape(f"{added} was added while --data was prepared for training, so "
+                                                     "the data prepared from it was not kept; run again once nothing "
+                                                     "writes to it (or give a copy of it)")):
+        prepare_cached([str(notes.parent)], **kw)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []
+    monkeypatch.undo()
+    added.unlink()  # the directory as it was
+    data = prepare_cached([str(notes.parent)], **kw)
+    assert "".join(documents(data, "train") + documents(data, "val")) == old
+
+
 def test_a_new_preparation_in_the_cache_says_what_earlier_ones_hold(tmp_path, capsys):
     # each edit of a --data text leaves a whole preparation behind, which nothing removes: it was not said,
     # and the cache grew by a copy per edit without a word (hunt 39-b B2)
