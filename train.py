@@ -85,8 +85,8 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, c
                             set_aside, unmark_lora_base, weights_without_state, without_state, write_failed)
 from gpt.config import (BEFORE_OPTION, MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply,
                         command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
-                        options_unknown_here, parse_args, preset_not_applied, resume_config, scratch_recipe_note,
-                        without_options)
+                        options_unknown_here, parse_args, preset_as_resumed, preset_not_applied, resume_config,
+                        scratch_recipe_note, without_options)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, StoppedAtOnce, Terminated,
                         UnreadableFile, UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer,
@@ -216,7 +216,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         if resume:  # the saved run's config, its device included, unless the command line says otherwise
             parsed = cfg
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
-            preset_note = preset_not_applied(parsed, cfg, user_keys - typed)
+            parsed, preset_keys = preset_as_resumed(argv, parsed, user_keys, cfg)  # (a LoRA run's: its [lora] table)
+            preset_note = preset_not_applied(parsed, cfg, preset_keys - typed)
         elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
             # the weights to start from, read as the checkpoint to resume is: a node without them said so
             # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)

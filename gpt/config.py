@@ -671,6 +671,21 @@ def preset_not_applied(parsed: TrainConfig, resumed: TrainConfig, preset_keys: s
     return "a --config preset is not applied to a resumed run, which keeps its own values: " + "; and ".join(ways)
 
 
+def preset_as_resumed(argv: list[str], parsed: TrainConfig, keys: set[str],
+                      resumed: TrainConfig) -> tuple[TrainConfig, set[str]]:
+    """parse_args(argv)'s (config, keys) as its preset applies to the resumed run: for a LoRA run resumed without
+    --lora_rank (the run's own), with the preset's [lora] table, whose rates started it. preset_not_applied compared
+    such a run's 2e-4 with the finetune preset's full fine-tune 3e-5 as "the preset's", and said to give it (hunt 49-h
+    H2). Where that parse is refused (a [lora] value of a preset not applied), the parse as it was."""
+    if not resumed.lora_rank or parsed.lora_rank:
+        return parsed, keys
+    try:
+        with_lora, lora_keys = parse_args([*argv, f"--lora_rank={resumed.lora_rank}"])
+    except ConfigError:
+        return parsed, keys
+    return with_lora, lora_keys - {"lora_rank"}  # (the run's, not the preset's)
+
+
 # What moves the weights, which a new run from a run's weights takes from the defaults unless given: its
 # optimizer, learning rates and their schedule's shape, regularisation, and LoRA (the adapters' rates are not
 # for every weight). Not the schedule's length (max_iters, lr_decay_iters, decay_fraction): a new run's own.

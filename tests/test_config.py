@@ -303,6 +303,32 @@ def test_a_preset_given_to_a_resume_is_not_applied_and_that_is_said(tmp_path):
     assert resumed.eval_only and resumed.max_iters == 10
 
 
+
+def test_a_preset_given_to_a_lora_runs_resume_is_compared_with_its_lora_table():
+    # A LoRA run started with --config=finetune --lora_rank=8 trains at the preset's [lora] 2e-4; resumed with
+    # --config=finetune --init_from=resume (the rank is the run's), the note said "learning_rate 0.0002 (the preset's
+    # 3e-05), min_lr 2e-05 (the preset's 3e-06); give an option on the command line to change it": the full
+    # fine-tune's rates as the preset's, which for this run are its [lora] table's (hunt 49-h H2)
+    from gpt.config import preset_as_resumed, preset_not_applied
+
+    argv = ["--config=finetune", "--init_from=resume"]
+    for started, said in ((["--lora_rank=8"], None),
+                          (["--lora_rank=8", "--learning_rate=1e-4"], "learning_rate 0.0001 (the preset's 0.0002)")):
+        saved = parse_args(["--config=finetune", *started])[0].to_dict()
+        parsed, keys = parse_args(argv)
+        resumed = resume_config(saved, parsed, keys, typed=command_line_keys(argv))
+        assert resumed.lora_rank == 8 and parsed.lora_rank == 0
+        parsed, keys = preset_as_resumed(argv, parsed, keys, resumed)
+        note = preset_not_applied(parsed, resumed, keys - command_line_keys(argv))
+        assert note == (said and "a --config preset is not applied to a resumed run, which keeps its own values: "
+                        f"{said}; give an option on the command line to change it")
+    saved = parse_args(["--config=finetune"])[0].to_dict()  # a full fine-tune's resume: the preset's own rates
+    parsed, keys = parse_args(argv)
+    resumed = resume_config({**saved, "learning_rate": 1e-4}, parsed, keys, typed=command_line_keys(argv))
+    assert preset_as_resumed(argv, parsed, keys, resumed) == (parsed, keys)
+    assert "learning_rate 0.0001 (the preset's 3e-05)" in preset_not_applied(parsed, resumed, keys - command_line_keys(argv))
+
+
 def test_a_resume_checks_the_options_given_against_the_saved_count_not_the_default_budget():
     # --warmup_iters=2 alone was refused: "max_iters 0 fixes the step count ... warmup_iters must be >= 10"
     cfg, keys = parse_args(["--init_from=resume", "--warmup_iters=2"])
