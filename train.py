@@ -318,8 +318,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print("note:", compile_note)
     cfg.validate(dist.world_size)
     dtype, dtype_why = pick_dtype(cfg.dtype, device)
-    if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):
-        print(note)
     seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
@@ -459,6 +457,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         print(reseeded_note)
     if resume and dist.is_main and not cfg.eval_only and (note := other_cpu_threads(resume.meta, device)):
         print(note)
+    if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):
+        print(note)  # (said of a run that will train, as the notes above: hunt 49-h H4)
     if resume and dist.is_main and not cfg.eval_only and (moved := schedule_moved(cfg, resume.meta["config"], step)):
         print(moved)
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps

@@ -178,6 +178,11 @@ def test_a_checkpoint_records_the_dtype_its_run_trained_in_and_a_resume_in_anoth
     assert open_checkpoint(out).meta["dtype"] == "bfloat16"
     assert train.main(["--init_from=resume", "--max_iters=4", f"--out_dir={out}"]) == 0  # (its saved --dtype now)
     assert "resumes in" not in capsys.readouterr().out
+    # a finished run resumed in another dtype resumes nothing: the note was said before "already finished; nothing to
+    # do", as the other resume notes are not (hunt 49-h H4)
+    assert train.main(["--init_from=resume", "--dtype=float32", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert f"{out} is already finished" in said and "resumes in" not in said
 
 
 def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
