@@ -474,6 +474,14 @@ def test_a_learning_rate_below_the_default_min_lr_is_refused_with_the_way_on_tha
     from gpt.config import scratch_recipe_note
     note = scratch_recipe_note(parse_args(["--init_from=out"])[0], {"init_from"}, preset_given=False)
     assert note.endswith("or your own --optimizer, --learning_rate and --min_lr")
+    # A LoRA run's weights stay as they are: "rates that can undo what they learned" was said of its frozen weights,
+    # and the finetune preset's way to adapters' rates is its [lora] table (hunt 49-h H8)
+    cfg, typed = parse_args(["--init_from=out", "--lora_rank=8"])
+    note = scratch_recipe_note(cfg, typed, preset_given=False)
+    assert note == ("--init_from=out trains LoRA adapters at the from-scratch recipe (AdamW at 0.004, weight decay 0.1), "
+                    "not at a fine-tune's rates; for those give --config=finetune (its [lora] table's), or your own "
+                    "--learning_rate and --min_lr")
+    assert parse_args(["--config=finetune", "--init_from=out", "--lora_rank=8"])[0].learning_rate == 2e-4
     with pytest.raises(ConfigError, match=re.escape("min_lr (0.0004) must not exceed learning_rate (3e-05): the decay "
                                                     "ends at min_lr; give a lower --min_lr (--min_lr=3e-06 is a tenth "
                                                     "of it, as the defaults have)")):
