@@ -61,11 +61,12 @@ class TrainConfig:
     time_budget: float = opt(300.0, "with max_iters 0: seconds of wall-clock for the whole run, start-up included; "
                                     "the step count is fixed at the end of warmup, from the speed of its steps, and "
                                     "moved earlier if the run falls behind")
-    learning_rate: float = opt(4e-3, "peak learning rate")
+    learning_rate: float = opt(4e-3, "peak learning rate (AdamW's; Muon's is muon_learning_rate)")
     min_lr: float = opt(4e-4, "learning rate at the end of the cosine or wsd decay")
     warmup_iters: int = opt(50, "linear warmup steps")
     lr_decay_iters: int = opt(0, "step where the cosine or wsd decay reaches min_lr (0 = max_iters)")
-    weight_decay: float = opt(0.1, "AdamW weight decay, applied to matrices only")
+    weight_decay: float = opt(0.1, "weight decay of the weight matrices only (by AdamW, and by Muon with "
+                                            "optimizer muon), decoupled")
     beta1: float = opt(0.9, "AdamW beta1")
     beta2: float = opt(0.99, "AdamW beta2")
     grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)")
