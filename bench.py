@@ -989,7 +989,7 @@ def bench_train(args: argparse.Namespace) -> None:
     from gpt.checkpoint import unmark_removed_lora_run
     from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError, UsageError
-    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, check_fp8, pick_device, pick_dtype
+    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, check_fp8, dtype_name, pick_device, pick_dtype
     from gpt.tokenizer import get_tokenizer
 
     overrides = list(args.overrides)
@@ -1095,7 +1095,7 @@ def bench_train(args: argparse.Namespace) -> None:
     def ran_as(config: dict) -> str:
         """"bfloat16 adamw": the dtype and optimizer a run's config resolves to, as train.py resolves them."""
         device = pick_device(config["device"], Dist())
-        return f"{str(pick_dtype(config['dtype'], device)[0]).removeprefix('torch.')} {config['optimizer']}"
+        return f"{dtype_name(pick_dtype(config['dtype'], device)[0])} {config['optimizer']}"
 
     ran_with, config_of = {}, {}  # each variant's dtype and optimizer as train.py took them, and its config
     # Two variants can run alike only through an "auto" beside another value of its list (a named dtype or

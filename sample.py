@@ -433,7 +433,7 @@ def argv_text(value: str, option: str) -> str:
 def sample(args: argparse.Namespace) -> int:
     from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, crop_prompt,
                                 generate_samples, past_context_note, pick_inference_dtype)
-    from gpt.runtime import Dist, pick_device
+    from gpt.runtime import Dist, dtype_name, pick_device
 
     check_args(args)
     if (processes := world_size()) > 1:  # torchrun's: every process printed the same samples (hunt, session 26)
@@ -484,7 +484,7 @@ def sample(args: argparse.Namespace) -> int:
         print(f"note: --cuda_graph applies to the eager cached decode step on CUDA; ignored {why}", file=sys.stderr)
     cfg = model.config
     print(f"sample.py: {source}: {model.num_params(False) / 1e6:.2f}M parameters, {cfg.n_layer} layer{'s' if cfg.n_layer != 1 else ''}, "
-          f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {str(dtype).replace('torch.', '')} "
+          f"context {cfg.block_size}, {tok.name} tokenizer | {device}, {dtype_name(dtype)} "
           f"weights ({dtype_why}), {'KV cache' if args.use_cache else 'no cache'}, "
           f"compile {'on' if compiled else 'off'}{', CUDA graph' if graphed else ''}", file=sys.stderr)
     if asked or args.chat:

@@ -84,9 +84,9 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, c
                             pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best, save_checkpoint,
                             set_aside, unmark_lora_base, weights_without_state, without_state, write_failed)
 from gpt.config import (BEFORE_OPTION, MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply,
-                        command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile, new_run_from,
-                        options_unknown_here, parse_args, preset_as_resumed, preset_not_applied, resume_config,
-                        scratch_recipe_note, without_options)
+                        command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile,
+                        new_run_from, options_unknown_here, parse_args, preset_as_resumed, preset_not_applied,
+                        resume_config, scratch_recipe_note, without_options)
 from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable, LostPeer, MissingFile, MissingPackage,
                         PreparationInterrupted, ReportedByRank0, RunDirBusy, StdoutFailed, StoppedAtOnce, Terminated,
                         UnreadableFile, UsageError, exit_status_of, first_of_its_machine, first_of_the_job, lost_peer,
@@ -99,8 +99,8 @@ from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSignal, autocast,
-                         check_deterministic_cublas, check_fits, init_distributed, kernel_settings, leave_distributed,
-                         maybe_compile, new_graph_step, peak_flops,
+                         check_deterministic_cublas, check_fits, dtype_name, init_distributed, kernel_settings,
+                         leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
                          restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart,
                          use_deterministic, use_fp8)
@@ -995,11 +995,6 @@ def other_cpu_threads(meta: dict, device: torch.device) -> str | None:
         return None
     return (f"note: this run was saved with {saved} CPU thread{'s' if saved > 1 else ''} and resumes with {now}: its "
             f"losses will not match an uninterrupted run bit for bit (OMP_NUM_THREADS={saved} resumes it with {saved})")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """--dtype's name of a dtype pick_dtype resolved: float32, bfloat16 or float16."""
-    return str(dtype).removeprefix("torch.")
 
 
 def other_dtype(meta: dict, device: torch.device, dtype: torch.dtype, why: str) -> str | None:

@@ -718,8 +718,8 @@ def scratch_recipe_note(cfg: TrainConfig, typed: set[str], preset_given: bool) -
         return None
     if cfg.lora_rank:  # (the weights stay as they are: the adapters' rate is the question, hunt 49-h H8)
         return (f"--init_from={cfg.init_from} trains LoRA adapters at the from-scratch recipe (AdamW at "
-                f"{cfg.learning_rate:g}, weight decay {cfg.weight_decay:g}), not at a fine-tune's rates; for those give "
-                "--config=finetune (its [lora] table's), or your own --learning_rate and --min_lr")
+                f"{cfg.learning_rate:g}, weight decay {cfg.weight_decay:g}), not at a fine-tune's rates; for those "
+                "give --config=finetune (its [lora] table's), or your own --learning_rate and --min_lr")
     rates = f"AdamW at {cfg.learning_rate:g}"
     if cfg.optimizer == "muon":
         rates = f"Muon at {cfg.muon_learning_rate:g} and {rates}"

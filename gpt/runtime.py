@@ -187,6 +187,11 @@ def pick_device(requested: str, dist_info: Dist) -> torch.device:
     return device
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """--dtype's name of a dtype pick_dtype resolved: float32, bfloat16 or float16 (as a checkpoint records it)."""
+    return str(dtype).removeprefix("torch.")
+
+
 def pick_dtype(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
     """(dtype, why). auto: bf16 autocast on GPUs that support it, else fp16 with a GradScaler;
     fp32 on the CPU (bf16 autocast measured slower for training there: see bench.py train)."""

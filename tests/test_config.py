@@ -164,12 +164,14 @@ def test_a_presets_lora_table_gives_a_lora_run_its_rates_under_what_is_typed(nam
     typed, _ = parse_args([f"--config={name}", "--lora_rank=8", "--learning_rate=1e-4"])
     assert (typed.learning_rate, typed.min_lr) == (1e-4, lora.min_lr)
     preset = tmp_path / "p.toml"
-    preset.write_text('learning_rate = 1e-5\nmin_lr = 1e-6\ndropout = 0.1\n[lora]\nlearning_rate = 1e-3\ndropout = 0.0\n')
+    preset.write_text('learning_rate = 1e-5\nmin_lr = 1e-6\ndropout = 0.1\n'
+                      '[lora]\nlearning_rate = 1e-3\ndropout = 0.0\n')
     assert parse_args([f"--config={preset}"])[0].learning_rate == 1e-5
     cfg, keys = parse_args([f"--config={preset}", "--init_from=out", "--lora_rank=2"])
     assert (cfg.learning_rate, cfg.dropout) == (1e-3, 0.0) and {"learning_rate", "dropout"} <= keys
     preset.write_text('[lora]\nlearning_rte = 1e-3\n')
-    with pytest.raises(ConfigError, match=r"unknown option --learning_rte in .*p\.toml's \[lora\] table.*learning_rate"):
+    with pytest.raises(ConfigError,
+                       match=r"unknown option --learning_rte in .*p\.toml's \[lora\] table.*learning_rate"):
         parse_args([f"--config={preset}"])
     preset.write_text('lora = 3\n')
     with pytest.raises(ConfigError, match="lora must be a table"):
@@ -478,9 +480,9 @@ def test_a_learning_rate_below_the_default_min_lr_is_refused_with_the_way_on_tha
     # and the finetune preset's way to adapters' rates is its [lora] table (hunt 49-h H8)
     cfg, typed = parse_args(["--init_from=out", "--lora_rank=8"])
     note = scratch_recipe_note(cfg, typed, preset_given=False)
-    assert note == ("--init_from=out trains LoRA adapters at the from-scratch recipe (AdamW at 0.004, weight decay 0.1), "
-                    "not at a fine-tune's rates; for those give --config=finetune (its [lora] table's), or your own "
-                    "--learning_rate and --min_lr")
+    assert note == ("--init_from=out trains LoRA adapters at the from-scratch recipe (AdamW at 0.004, weight decay "
+                    "0.1), not at a fine-tune's rates; for those give --config=finetune (its [lora] table's), or your "
+                    "own --learning_rate and --min_lr")
     assert parse_args(["--config=finetune", "--init_from=out", "--lora_rank=8"])[0].learning_rate == 2e-4
     with pytest.raises(ConfigError, match=re.escape("min_lr (0.0004) must not exceed learning_rate (3e-05): the decay "
                                                     "ends at min_lr; give a lower --min_lr (--min_lr=3e-06 is a tenth "
