@@ -469,7 +469,7 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
                           bar)
             bar.close()
             pieces.close()  # (stopped by --max_tokens: the file being read counts, and says, what it repaired so far)
-            _check_enough(writers, stats)
+            _check_enough(writers, stats, source.description)
             splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
                           "target_tokens": w.target_tokens, "target_bytes": w.target_bytes, "shards": w.close()}
                       for s, w in writers.items()}
@@ -531,12 +531,23 @@ def _write_splits(encoded, writers: dict[str, _SplitWriter], max_tokens: int | N
             return
 
 
-def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats) -> None:
+def _what_was_read(description: dict) -> str:
+    """The input as the command named it: train.py --data=empty.txt said "no text found in the input", with no word
+    of which file that was (hunt 49-l L1)."""
+    if description["kind"] == "input":
+        inputs = description["inputs"]
+        return " ".join(inputs[:3]) + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else "")
+    if description["kind"] == "hf":
+        return f"--hf {description['name']}"
+    return "the input"
+
+
+def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats, description: dict) -> None:
     documents = sum(w.documents for w in writers.values())
     if documents == 0:
         skipped = "".join(f" ({n} {what} skipped)" for n, what in ((stats.empty_documents, "empty document(s)"),
                                                                     (len(stats.binary_files), "binary file(s)")) if n)
-        raise PrepareError(f"no text found in the input{skipped}")
+        raise PrepareError(f"no text found in {_what_was_read(description)}{skipped}")
     if writers["train"].documents == 0 or writers["val"].documents == 0:
         raise PrepareError(f"too little text for a train/val split: {documents} document(s); the split is by "
                            "document (a file or record is one; a lone text file is cut in two at a line break, or a space), "

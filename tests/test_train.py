@@ -3907,7 +3907,7 @@ def test_raw_text_the_preparation_warns_about_is_a_warning_line_not_a_python_war
                        f"--out_dir={tmp_path / 'run'}"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"warning: {tmp_path / 'bin.txt'}: skipped, looks binary (contains NUL bytes)\n"), err
-    assert err.endswith("\ntrain.py: error: no text found in the input (1 binary file(s) skipped)\n")
+    assert err.endswith(f"\ntrain.py: error: no text found in {tmp_path / 'bin.txt'} (1 binary file(s) skipped)\n")
     assert "PrepareWarning" not in err and "sources.py" not in err
 
 
