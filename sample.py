@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from gpt.config import parse_auto_bool, parse_bool, parse_int
+from gpt.config import parse_auto_bool, parse_bool, parse_int, preset_training
 from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, first_of_its_machine,
                         reported_oom, under_torchrun, wait_while_another_says_it, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
@@ -309,7 +309,8 @@ def load(args: argparse.Namespace, device: torch.device):
                                  f"python train.py --data={shlex.quote(str(path))} --out_dir=RUN, then sample "
                                  "--out_dir=RUN") from None
             # quoted, as train.py's "Sample with: ..." is: a name with a space was two words when pasted
-            how = "python train.py" + ("" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={shlex.quote(args.out_dir)}")
+            how = preset_training(args.out_dir) or ("python train.py" + (
+                "" if args.out_dir == DEFAULT_OUT_DIR else f" --out_dir={shlex.quote(args.out_dir)}"))
             raise UsageError(f"no checkpoint in {path}/ yet; train one with: {how}") from None
         except UnreadableFile as e:  # e.g. truncated weights: name the file, offer the others
             own = e.path.parent

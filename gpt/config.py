@@ -412,6 +412,21 @@ def presets() -> str:
     return ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
 
 
+def preset_training(out_dir: str) -> str | None:
+    """The command that trains the run a preset writes to out_dir, as the preset's opening comment gives it (else
+    `python train.py --config=NAME`); None for the default's out/ and a directory no preset writes to. sample.py
+    --out_dir=out-instruct with nothing there said "train one with: python train.py --out_dir=out-instruct", a run
+    from scratch on Shakespeare, not the instruction tuning the directory is named for (hunt 49-l L2)."""
+    for path in sorted(CONFIG_DIR.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        preset_out = tomllib.loads(text).get("out_dir")
+        if preset_out and preset_out != TrainConfig.out_dir and Path(preset_out) == Path(out_dir):
+            command = f"python train.py --config={path.stem}"
+            said = [line.strip("# ") for line in text.splitlines() if line.strip("# ").startswith(command + " ")]
+            return said[0] if said else command
+    return None
+
+
 def preset_path(name_or_path: str) -> Path:
     """The file of a preset: the path given, or configs/NAME.toml; ConfigError listing the presets."""
     path = Path(name_or_path)

@@ -803,6 +803,14 @@ def test_no_checkpoint_names_the_command_that_makes_one(capsys, tmp_path, monkey
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir=elsewhere\n")
     rc, _, err = cli(capsys, "--out_dir=my run")  # pasted, it was --out_dir=my and a stray "run"
     assert rc == 1 and err.endswith("train one with: python train.py --out_dir='my run'\n"), err
+    # a preset's directory: its preset's command, where "python train.py --out_dir=out-instruct" trained a model from
+    # scratch on Shakespeare there (hunt 49-l L2)
+    rc, _, err = cli(capsys, "--out_dir=out-instruct")
+    assert rc == 1 and err.endswith("train one with: python train.py --config=instruct --init_from=gpt2 "
+                                    "--data=pairs.jsonl\n"), err
+    for preset in ("finetune", "gpt2-124m"):
+        rc, _, err = cli(capsys, f"--out_dir=./out-{preset}/")
+        assert rc == 1 and f"train one with: python train.py --config={preset}" in err, err
     # prepared data is no run: "train one with: python train.py --out_dir=shards" wrote a run into the data
     # directory (hunt 47-d, left); its way on trains on it
     from gpt.prepare import prepare
