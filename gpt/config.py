@@ -565,11 +565,17 @@ def check_options_apply(cfg: TrainConfig, typed: set[str]) -> None:
             return f"leave it out (a resumed run keeps its --{on})"
         return f"leave it out, or give {give}"
 
-    errors = [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}: "
-              + way(on, f"--{on}={' or '.join(values)}") for k, (on, values) in APPLIES_ONLY.items()
-              if k in typed and getattr(cfg, on) not in values]
-    errors += [f"--{k} applies to LoRA runs, and this run trains every weight: " + way("lora_rank", "--lora_rank")
-               for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
+    errors = [f"--{k} applies to LoRA runs, and this run trains every weight: " + way("lora_rank", "--lora_rank")
+              for k in ("lora_alpha", "lora_dropout") if k in typed and not cfg.lora_rank]
+    if cfg.eval_only:  # an evaluation has no optimizer nor schedule: their options are taken and not used, so that
+        # --eval_only=true may be added to a command (README), where `--min_lr` beside a constant schedule was refused
+        # (hunt 49-l L3)
+        if errors:
+            raise ConfigError("; ".join(errors))
+        return
+    errors += [f"--{k} applies to --{on}={' or '.join(values)}, and this run's --{on} is {getattr(cfg, on)}: "
+               + way(on, f"--{on}={' or '.join(values)}") for k, (on, values) in APPLIES_ONLY.items()
+               if k in typed and getattr(cfg, on) not in values]
     if "muon_learning_rate" in typed and cfg.lora_rank and cfg.optimizer == "muon":  # (ignored: hunt 34-b B13)
         errors.append("--muon_learning_rate applies to Muon, and this LoRA run trains only its adapters, which AdamW "
                       "trains at --learning_rate: " + way("lora_rank", "--lora_rank=0"))
@@ -815,7 +821,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         user_keys = user_keys & (typed | {"eval_only"})
     saved = {**BEFORE_OPTION, **saved, **{k: model_config[k] for k in MODEL_KEYS if k in (model_config or {})}}
     changed = [k for k in RESUME_FIXED if k in user_keys and k in saved and saved[k] != getattr(cfg, k)
-               and not (k == "seed" and cfg.eval_only)  # (an evaluation draws nothing at random: review 29)
+               # (an evaluation draws nothing at random, review 29, and steps no optimizer: hunt 49-l L3)
+               and not (k in ("seed", "optimizer") and cfg.eval_only)
                and not (k == "data" and data_moved(saved[k], cfg.data))]
     if changed:
         # Weights keep their shape and tokenizer (and a context up to theirs): with another, the

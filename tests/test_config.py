@@ -546,6 +546,24 @@ def test_resume_with_another_seed_is_refused_and_with_the_same_seed_runs():
     assert resume_config(saved, cfg, keys).eval_only
 
 
+def test_an_evaluation_takes_the_optimizer_and_schedule_options_and_does_not_use_them():
+    # --eval_only steps no optimizer and follows no schedule: "--optimizer=adamw" on a Muon run was refused as a
+    # different optimizer, and --min_lr beside the run's constant schedule as not applying, where the README says
+    # such options are taken and not used (hunt 49-l L3)
+    saved = TrainConfig(optimizer="muon", lr_schedule="constant").to_dict()
+    for argv in (["--optimizer=adamw"], ["--optimizer=adamw", "--muon_learning_rate=0.02"], ["--min_lr=1e-5"],
+                 ["--lr_schedule=cosine", "--lr_decay_iters=1", "--warmup_iters=5"]):
+        argv = ["--init_from=resume", "--eval_only=true", *argv]
+        cfg = resume_config(saved, *parse_args(argv))
+        check_options_apply(cfg, command_line_keys(argv))
+    # what the weights are is still checked (their LoRA options), and a training run is refused as before
+    argv = ["--init_from=resume", "--eval_only=true", "--lora_alpha=4"]
+    with pytest.raises(ConfigError, match=r"^--lora_alpha applies to LoRA runs"):
+        check_options_apply(parse_args(argv)[0], command_line_keys(argv))
+    with pytest.raises(ValueError, match="optimizer: checkpoint 'muon', now 'adamw'"):
+        resume_config(saved, *parse_args(["--init_from=resume", "--optimizer=adamw"]))
+
+
 def test_a_resume_checks_its_min_lr_learning_rate_and_fp8_head_against_the_runs_own_values():
     # parse_args checked them against the defaults before the saved config was read: a run at learning_rate 1e-2
     # resumed with --min_lr=5e-3 was refused, "min_lr (0.005) must not exceed learning_rate (0.004)" (the default's);
