@@ -248,8 +248,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     if device.type != "cpu" and not resume and not preset_given:
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     check_options_apply(cfg, typed)
+    # Said once the setup has passed its checks, with the run's first lines: before a refusal (the out_dir holds a run,
+    # the data has no text) they made it two lines, a note on a run that never started (hunt 49-l L4)
+    recipe_notes = []
     if not resume and dist.is_main and (note := scratch_recipe_note(cfg, typed, preset_given)):
-        print("note:", note)
+        recipe_notes.append(f"note: {note}")
     if "time_budget" in typed and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
         raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
                           + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
@@ -257,8 +260,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                              else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
     if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
         # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
-        print(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the learning rate "
-              "never reaches its peak nor decays; give fewer --warmup_iters for a run of the whole schedule")
+        recipe_notes.append(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the "
+                            "learning rate never reaches its peak nor decays; give fewer --warmup_iters for a run of "
+                            "the whole schedule")
     # A resume says them too where its count or schedule is not the run's: a run whose decay ends at step 8, resumed
     # with --max_iters=6, ended at 0.00165, not min_lr, without a word (hunt 49-f F2). Unchanged (a plain resume, a
     # torchrun restart), they were said when the run started; nor where it trains no more steps.
@@ -266,9 +270,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                   for k in SCHEDULE_SHAPE)
                               and resume.meta["step"] < cfg.max_iters)
     if reshaped and not cfg.eval_only and dist.is_main and cfg.max_iters:
-        for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg)):
-            if note:
-                print(note)
+        recipe_notes += [note for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg))
+                         if note]
     out_dir = Path(cfg.out_dir)
 
     def refuse_an_out_dir_of_another_kind() -> None:
@@ -533,6 +536,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
+        for note in recipe_notes:
+            print(note)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile "
               f"{compile_description(cfg.compile, did_compile, device)}"
