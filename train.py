@@ -1400,7 +1400,7 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     cache_typed: --data_cache was typed, which only raw text uses: refused beside other data."""
     from gpt.prepare import PrepareError, default_out_dir, prepare, prepare_cached, warnings_as_lines
     from gpt.shards import is_shard
-    from gpt.sources import is_glob, training_output
+    from gpt.sources import SAVE_IT_FIRST, is_glob, training_output
 
     def not_cached(what: str) -> PrepareError:  # (it was ignored without a word: hunt 48-e E3)
         return PrepareError(f"--data_cache applies to raw text given as --data, and {what}: leave --data_cache out")
@@ -1435,6 +1435,8 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
         if Path(data).is_dir() and any(map(is_shard, Path(data).glob("*.bin"))):  # not raw text to prepare
             raise PrepareError(f"{data}: shards without meta.json (an incomplete preparation or copy); prepare it "
                                "again with data/prepare.py")
+        if data == "-" and not Path(data).exists():
+            raise PrepareError(f"--data=-: stdin is not read; {SAVE_IT_FIRST}")
         if not is_glob(data) and not Path(data).exists():  # (a glob is matched by the preparation)
             # the way on, where a preset's data not prepared yet (--config=gpt2-124m) said only "no
             # such file or directory" (hunt, session 24)

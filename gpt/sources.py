@@ -597,6 +597,11 @@ def _refuse_a_shard(item: str, path: Path) -> None:
                            f"that holds it and its meta.json, train.py --data={path.parent}")
 
 
+# The way on for text that comes through a pipe: stdin (`-`, /dev/stdin) and bash's <(...) were refused with no word of
+# it, "not a regular file or a directory", or "-: no such file or directory" (hunt 49-l L5)
+SAVE_IT_FIRST = "save it to a file first (... > text.txt) and give that"
+
+
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     """Files, directories (recursive, skipping hidden names) and globs (a matched directory counts
     as a directory) -> a de-duplicated list, each directory's and glob's files sorted by path."""
@@ -629,7 +634,9 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
                 if not found:
                     raise PrepareError(f"{item}: no file matches")
             elif path.exists():  # a device, a FIFO: said to be missing before (hunt, session 26)
-                raise PrepareError(f"{item}: not a regular file or a directory")
+                raise PrepareError(f"{item}: not a regular file or a directory (a pipe or a device); {SAVE_IT_FIRST}")
+            elif item == "-":
+                raise PrepareError(f"-: stdin is not read; {SAVE_IT_FIRST}")
             else:
                 raise PrepareError(f"{item}: no such file or directory")
         except PermissionError as e:

@@ -1633,8 +1633,14 @@ def test_the_same_file_under_two_spellings_or_a_symlink_is_one_document(tmp_path
 def test_an_input_that_is_there_but_not_a_file_is_not_said_to_be_missing(tmp_path):
     os.mkfifo(tmp_path / "pipe")  # (--data=/dev/null said '/dev/null: no such file or directory': hunt, session 26)
     for item in (tmp_path / "pipe", "/dev/null"):
-        with pytest.raises(sources.PrepareError, match=f"^{item}: not a regular file or a directory$"):
+        # with the way on, where stdin and bash's <(...) met this alone (hunt 49-l L5)
+        with pytest.raises(sources.PrepareError, match=f"^{item}: not a regular file or a directory \\(a pipe or a "
+                                                       r"device\); save it to a file first \(\.\.\. > text\.txt\) and "
+                                                       "give that$"):
             sources.expand_inputs([str(item)])
+    # "-" is no stdin here: it was "-: no such file or directory" (train.py --data=-: a command that made it as data)
+    with pytest.raises(sources.PrepareError, match=r"^-: stdin is not read; save it to a file first"):
+        sources.expand_inputs(["-"])
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX: FIFOs")

@@ -3927,6 +3927,10 @@ def test_data_that_is_not_there_says_how_to_make_it(tmp_path, capsys):
     assert train.main([f"--data={tmp_path / 'notes.txt'}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
     assert capsys.readouterr().err.endswith("no such file or directory; give text (a file, a folder, a glob) or a "
                                             "directory that data/prepare.py made\n")  # (a file's name: no prepare hint)
+    # stdin: its advice was to prepare data "--out_dir -" (hunt 49-l L5)
+    assert train.main(["--data=-", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == ("train.py: error: --data=-: stdin is not read; save it to a file first "
+                                       "(... > text.txt) and give that\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
