@@ -426,8 +426,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         saved = resume.meta["config"]
         changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
         if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
+            # (an evaluation keeps no `best`, which its note named: hunt 49-l L6)
             print(f"note: {', '.join(f'--{k}' for k in changed)} changed from the saved run's: validation averages "
-                  "another set of windows, so its losses (and `best`) compare only roughly with the saved run's")
+                  "another set of windows, so " + ("its loss compares" if cfg.eval_only else "its losses (and `best`) "
+                                                   "compare") + " only roughly with the saved run's")
         step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
         if not cfg.max_iters and step >= cfg.warmup_iters and not cfg.eval_only:  # (hunt 34-b B11)
             raise ConfigError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "

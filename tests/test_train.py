@@ -959,8 +959,13 @@ def test_a_resume_that_changes_the_validation_set_says_so(byte_data, tmp_path, c
     assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={tmp_path}"]) == 0
     assert "validation averages another set" not in capsys.readouterr().out
     assert train.main(["--init_from=resume", "--max_iters=4", "--eval_iters=1", f"--out_dir={tmp_path}"]) == 0
-    assert ("note: --eval_iters changed from the saved run's: validation averages another set of windows"
-            in capsys.readouterr().out)
+    assert ("note: --eval_iters changed from the saved run's: validation averages another set of windows, so its "
+            "losses (and `best`) compare only roughly with the saved run's\n" in capsys.readouterr().out)
+    # an evaluation keeps no `best`: its note named it (hunt 49-l L6)
+    assert train.main(["--init_from=resume", "--eval_only=true", "--eval_iters=2", f"--out_dir={tmp_path}"]) == 0
+    assert capsys.readouterr().out.startswith("note: --eval_iters changed from the saved run's: validation averages "
+                                              "another set of windows, so its loss compares only roughly with the "
+                                              "saved run's\nstep 4: val loss ")
 
 
 def test_an_option_this_run_would_ignore_is_refused_before_anything_is_written(byte_data, tmp_path, capsys):
