@@ -270,8 +270,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                   for k in SCHEDULE_SHAPE)
                               and resume.meta["step"] < cfg.max_iters)
     if reshaped and not cfg.eval_only and dist.is_main and cfg.max_iters:
-        recipe_notes += [note for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg))
-                         if note]
+        recipe_notes += [note for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg),
+                                           steps_at_rate_zero(cfg, f"--max_iters={cfg.max_iters}")) if note]
     out_dir = Path(cfg.out_dir)
 
     def refuse_an_out_dir_of_another_kind() -> None:
@@ -754,7 +754,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
                     f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
                     f"--max_iters={steps} repeats this run (unless it is shortened later)")
-                for note in (decay_cut_short(cfg, f"the budget's {steps:,} steps"), decay_too_short(cfg)):  # (review 33)
+                count = f"the budget's {steps:,} steps"
+                # (review 33)
+                for note in (decay_cut_short(cfg, count), decay_too_short(cfg), steps_at_rate_zero(cfg, count)):
                     if note:
                         say(note)
             elif dist.is_main:  # (steps_in_budget's least: one step, however late)
@@ -1156,6 +1158,18 @@ def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:
     return (f"note: --lr_decay_iters={cfg.lr_decay_iters} is past {count}: the run ends at learning rate "
             f"{last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters={cfg.lr_decay_iters} finishes "
             "the decay")
+
+
+def steps_at_rate_zero(cfg: TrainConfig, count: str) -> str | None:
+    """The note for a cosine or wsd decay that reaches a min_lr of 0 before the run's last step: the steps past it
+    train at rate 0 and change no weight (weight decay is scaled by the rate too), time spent for nothing, unsaid
+    (hunt 49-f L3). `count` names the run's length."""
+    if cfg.lr_schedule not in ("cosine", "wsd") or cfg.min_lr != 0 or not 0 < cfg.lr_decay_iters < cfg.max_iters:
+        return None
+    idle = cfg.max_iters - cfg.lr_decay_iters
+    return (f"note: --lr_decay_iters={cfg.lr_decay_iters} ends the decay at min_lr 0 before {count}: the last "
+            f"{idle:,} step{'s' if idle > 1 else ''} train at rate 0 and change no weight; give "
+            f"--max_iters={cfg.lr_decay_iters} or a --min_lr above 0")
 
 
 def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:

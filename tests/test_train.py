@@ -1008,6 +1008,28 @@ def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_end
     assert train.decay_cut_short(replace(cfg, lr_schedule="constant"), "x") is None
 
 
+def test_steps_past_a_decay_to_a_min_lr_of_0_are_noted_as_changing_nothing(byte_data, tmp_path, capsys):
+    # --lr_decay_iters below --max_iters with --min_lr=0 trained the rest at rate 0, every step past the decay's end a
+    # step that moves no weight (AdamW's and Muon's decay are scaled by the rate too), without a word (hunt 49-f L3)
+    import torch
+
+    from gpt.checkpoint import open_checkpoint
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--lr_decay_iters=4", "--min_lr=0",
+                       "--warmup_iters=1", "--eval_interval=4", f"--out_dir={out}"]) == 0
+    assert ("note: --lr_decay_iters=4 ends the decay at min_lr 0 before --max_iters=6: the last 2 steps train at "
+            "rate 0 and change no weight; give --max_iters=4 or a --min_lr above 0") in capsys.readouterr().out
+    at_4, at_6 = (open_checkpoint(out / f"ckpt-{step:07d}").weights() for step in (4, 6))
+    assert all(torch.equal(at_4[k], at_6[k]) for k in at_6)  # (what the note says: the steps changed nothing)
+    from gpt.config import TrainConfig
+    cfg = TrainConfig(max_iters=1274, warmup_iters=10, min_lr=0, lr_decay_iters=1000)
+    assert train.steps_at_rate_zero(cfg, "the budget's 1,274 steps").startswith(
+        "note: --lr_decay_iters=1000 ends the decay at min_lr 0 before the budget's 1,274 steps: the last 274 steps")
+    for other in (replace(cfg, min_lr=1e-5), replace(cfg, lr_decay_iters=0), replace(cfg, lr_decay_iters=1274),
+                  replace(cfg, lr_schedule="constant")):
+        assert train.steps_at_rate_zero(other, "x") is None
+
+
 def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, capsys):
     # Hunt 35-e E3: 0.05 of 20 steps is one decay step, at progress 0: the rate never left its peak, in silence
     from gpt.config import TrainConfig
