@@ -861,7 +861,11 @@ def _open_resumable(out_dir: Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
             way = (f"; its weights can start a new run: --init_from={shlex.quote(str(newest))} "
                    "--out_dir=<another directory>" if _has_weights(newest) else "")
             raise NoCheckpoint(f"no checkpoint in {out_dir} can be resumed: {lost[-1][1]}{way}")
-        raise NoCheckpoint(f"no complete checkpoint in {out_dir}")
+        # (the way on: a typo in --out_dir, or a first run given --init_from=resume, heard only "no complete
+        # checkpoint in out-instruct", hunt 49-l)
+        there = "there is no such directory" if not out_dir.exists() else "nothing to resume"
+        raise NoCheckpoint(f"no complete checkpoint in {out_dir}: {there}; a new run there is started without "
+                           "--init_from=resume")
     skipped = incomplete_checkpoints(out_dir)  # said and set aside like an unreadable one
     for path in candidates:
         try:

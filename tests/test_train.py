@@ -1447,7 +1447,8 @@ def test_a_rank_left_in_the_environment_of_a_lone_process_silences_no_bad_option
     assert capsys.readouterr().err == "train.py: error: --max_iters expects int, got 'abc'\n"
     # nor what is a machine's (a file that is not there): exit 1 with no word (hunt 37-d D4)
     assert train.main([*TINY, "--max_iters=2", "--init_from=resume", "--out_dir=/nonexistent/run"]) == 1
-    assert capsys.readouterr().err == "train.py: error: no complete checkpoint in /nonexistent/run\n"
+    assert capsys.readouterr().err == ("train.py: error: no complete checkpoint in /nonexistent/run: there is no such "
+                                       "directory; a new run there is started without --init_from=resume\n")
 
 
 def test_a_compile_that_fails_in_every_process_alike_is_said_once(byte_data, tmp_path):
@@ -1484,7 +1485,8 @@ def test_what_every_rank_meets_alike_is_said_once(byte_data, tmp_path, run_dir_h
     (tmp_path / "empty").mkdir()
     common = [f"--data={byte_data}", *TINY, "--max_iters=2"]
     proc = torchrun(ROOT / "train.py", *common, "--init_from=resume", f"--out_dir={tmp_path / 'empty'}")
-    assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
+    assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}: nothing to resume; a "
+                            "new run there is started without --init_from=resume"]
     proc = torchrun(ROOT / "train.py", *common, f"--init_from={tmp_path / 'empty'}", f"--out_dir={tmp_path / 'new'}")
     assert errors(proc) == [f"train.py: error: no complete checkpoint in {tmp_path / 'empty'}"]
     # a run there that has saved nothing yet, which each process's probe finds before they meet: said by each
