@@ -68,7 +68,7 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     shakespeare_files,
     shakespeare_plays,
 )
-from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer, valid_utf8 as _utf8
+from gpt.tokenizer import ENDOFTEXT, TOKENIZER_NAMES, get_tokenizer, valid_utf8 as _utf8
 
 # Bump when the text of every source changes: it rebuilds all prepared data. A change to one
 # source's text goes in that source's description instead (the Shakespeare conversion: sources.py).
@@ -125,12 +125,18 @@ def _empty_document(text) -> bool:
     return isinstance(text, str) and (not text or text.isspace())
 
 
+def _holds_end_of_text_marker(text) -> bool:
+    """Whether a piece (text, or an instruction record's segments) holds the text "<|endoftext|>"."""
+    return ENDOFTEXT in text if isinstance(text, str) else any(ENDOFTEXT in t for t, _ in text)
+
+
 def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: SourceStats, may_stop: bool = False):
     """Group pieces into worker tasks of about CHUNK_CHARS characters, each piece tagged with its
     document's split and whether it ends the document. Empty documents are skipped here. Where the
     writer may stop before the end (may_stop: --max_tokens), a bad record's PrepareError comes after
-    the pieces before it (see _encoded)."""
+    the pieces before it (see _encoded). Documents that hold the text "<|endoftext|>" are counted."""
     texts, ends, val, size, doc, doc_started = [], [], [], 0, 0, False
+    marker = False  # the document so far holds "<|endoftext|>" (a big file is cut in pieces before a space)
     # A document's first pieces while they are blank: a text file over PIECE_BYTES of whitespace alone
     # was trained on as a document (a 3 MB file of newlines, 3M tokens), where a smaller one was skipped
     # (hunt 34-c C3). Held up to BLANK_HELD_CHARS, then taken as the document's start.
@@ -149,6 +155,10 @@ def _chunks(pieces: Iterator[tuple[str, bool]], picker: _SplitPicker, stats: Sou
             texts.append(text)
             ends.append(end)
             val.append(picker.is_val(doc))
+            marker = marker or _holds_end_of_text_marker(text)
+            if end and marker:
+                stats.end_of_text_marker_documents += 1
+                marker = False
             size += len(text) if isinstance(text, str) else sum(len(t) for t, _ in text)
             doc, doc_started = (doc + 1, False) if end else (doc, True)
             if size >= CHUNK_CHARS:
@@ -470,6 +480,7 @@ def _tokenize(source: Source, directory: Path, tok, *, val_fraction: float, seed
             bar.close()
             pieces.close()  # (stopped by --max_tokens: the file being read counts, and says, what it repaired so far)
             _check_enough(writers, stats, source.description)
+            _warn_of_end_of_text_markers(stats.end_of_text_marker_documents, tok)
             splits = {s: {"documents": w.documents, "tokens": w.tokens, "bytes": w.bytes,
                           "target_tokens": w.target_tokens, "target_bytes": w.target_bytes, "shards": w.close()}
                       for s, w in writers.items()}
@@ -540,6 +551,20 @@ def _what_was_read(description: dict) -> str:
     if description["kind"] == "hf":
         return f"--hf {description['name']}"
     return "the input"
+
+
+def _warn_of_end_of_text_markers(documents: int, tok) -> None:
+    """A text dump that separates its documents by "<|endoftext|>" lines was prepared without a word as documents
+    of that text (hunt 49-o O1): the marker is text here, as in nanoGPT's encode_ordinary (README, "Tokenizers"), so
+    a model trained on it learns to write it as text, and a sample, which ends at the end-of-text token only, goes
+    on past it. The choice stays; the user is told, with the way to split such a dump."""
+    if documents:
+        holds = "holds" if documents == 1 else "hold"
+        warnings.warn(f"{counted(documents, 'document')} of the input {holds} the text {ENDOFTEXT!r}, which is "
+                      f"tokenized as ordinary text ({counted(len(tok.encode(ENDOFTEXT)), 'token')}), not as the "
+                      f"end-of-text token: it does not end a document (a file or record is one), and samples will "
+                      f"not end where a model trained on it writes it; to split there, make each part its own file "
+                      f"or .jsonl record", PrepareWarning, stacklevel=2)
 
 
 def _check_enough(writers: dict[str, _SplitWriter], stats: SourceStats, description: dict) -> None:

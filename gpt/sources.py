@@ -65,6 +65,7 @@ class SourceStats:
 
     invalid_utf8_documents: int = 0
     empty_documents: int = 0
+    end_of_text_marker_documents: int = 0  # documents holding the text "<|endoftext|>": said in a warning only
     binary_files: list[str] = field(default_factory=list)
 
     def replaced(self, path, count: int, first: tuple[int, str] | None = None) -> None:

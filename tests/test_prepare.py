@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -572,6 +573,38 @@ def test_csv_rows_short_of_the_header_and_text_cut_in_a_character_are_said(tmp_p
     with pytest.warns(PrepareWarning, match=r"c\.csv: invalid UTF-8 in 1 document\(s\), replaced by U\+FFFD"):
         out = run_prepare([tmp_path / "cut"], tmp_path / "out")
     assert json.loads((out / "meta.json").read_text())["invalid_utf8_documents"] == 1
+
+
+def test_the_end_of_text_marker_written_in_the_input_is_said(tmp_path):
+    # A dump whose documents are separated by "<|endoftext|>" lines was prepared without a word as documents
+    # holding that text: the marker is text (README, "Tokenizers"), so nothing split there and samples of a model
+    # trained on it do not end where it writes it (hunt 49-o O1). Said once, with the documents counted.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "dump.txt").write_text("Once upon a time.\n<|endoftext|>\nAnother story.\n<|endoftext|>\n")
+    (tmp_path / "in" / "plain.txt").write_text("No marker in this one.\n")
+    (tmp_path / "in" / "records.jsonl").write_text(
+        "".join(json.dumps({"text": t}) + "\n" for t in ("a <|endoftext|> b", "a <|endoftext| > b", "c")))
+    with pytest.warns(PrepareWarning) as said:
+        out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert [str(w.message) for w in said if w.category is PrepareWarning] == [
+        "2 documents of the input hold the text '<|endoftext|>', which is tokenized as ordinary text (13 tokens), "
+        "not as the end-of-text token: it does not end a document (a file or record is one), and samples will not "
+        "end where a model trained on it writes it; to split there, make each part its own file or .jsonl record"]
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(
+        ["Once upon a time.\n<|endoftext|>\nAnother story.\n<|endoftext|>\n", "No marker in this one.\n",
+         "a <|endoftext|> b", "a <|endoftext| > b", "c"])  # the marker still text, as before
+    # an instruction record's, in its prompt or its answer, is counted too (the small BPE: 11 tokens)
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"prompt": "Why <|endoftext|>?", "response": "So."}, {"prompt": "Q", "response": "A<|endoftext|>"},
+        {"prompt": "Q2", "response": "A2"})))
+    with pytest.warns(PrepareWarning, match=r"^2 documents of the input hold .*ordinary text \(11 tokens\)"):
+        run_prepare([tmp_path / "pairs.jsonl"], tmp_path / "pairs", tokenizer="shakespeare-bpe")
+    (tmp_path / "dump.txt").write_text("One.\n<|endoftext|>\nTwo.\n" * 3)  # a lone file: cut in two, one holds it
+    with pytest.warns(PrepareWarning, match=r"^1 document of the input holds the text '<\|endoftext\|>', which"):
+        run_prepare([tmp_path / "dump.txt"], tmp_path / "dump")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrepareWarning)  # none without the marker
+        run_prepare([tmp_path / "in" / "plain.txt"], tmp_path / "plain")
 
 
 def test_records_whose_text_is_not_text_and_a_validation_share_past_half_are_refused(tmp_path):
