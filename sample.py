@@ -59,6 +59,7 @@ from gpt.config import parse_auto_bool, parse_bool, parse_int, preset_training
 from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, first_of_its_machine,
                         reported_oom, under_torchrun, wait_while_another_says_it, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
+from gpt.tokenizer import ENDOFTEXT
 
 DEFAULT_OUT_DIR = "out"
 SEPARATOR = "---------------"  # nanoGPT's, between samples
@@ -455,6 +456,12 @@ def sample(args: argparse.Namespace) -> int:
     check_batch_fits(model, args.num_samples, args.use_cache, device)
 
     prompt = tok.encode(prompt_text) if prompt_text else [tok.eot_token]
+    if ENDOFTEXT in prompt_text:  # Hugging Face's GPT-2 tokenizer reads it as the token 50256, a usual prompt there:
+        # here it is text, as in training data, and --start="<|endoftext|>" conditioned the model on that text without a
+        # word (hunt 49-o O2)
+        print(f"note: --start holds the text {ENDOFTEXT!r}, which is tokenized as ordinary text "
+              f"({len(tok.encode(ENDOFTEXT))} tokens), not as the end-of-text token; leave --start out to sample from "
+              f"end-of-text", file=sys.stderr)
     prompt, dropped = crop_prompt(prompt, model.config.block_size)
     if dropped:
         first = f"its first {dropped} tokens were" if dropped > 1 else "its first token was"  # (hunt 44-b B5)

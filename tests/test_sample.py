@@ -1589,6 +1589,18 @@ def test_a_backslash_n_in_a_typed_prompt_is_taken_as_typed_and_said(capsys, run_
     assert rc == 0 and json.loads(out)["prompt"] == "Once\nupon" and "note: --start" not in err
 
 
+def test_the_end_of_text_marker_typed_in_a_prompt_is_text_and_said(capsys, run_dir):
+    # Hugging Face's GPT-2 tokenizer reads "<|endoftext|>" as the token 50256, a usual prompt there: here it is text,
+    # as in training data, and the model was conditioned on those 13 bytes without a word (hunt 49-o O2)
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", "--max_new_tokens=1",
+                       "--start=<|endoftext|>Once")
+    assert rc == 0 and json.loads(out)["prompt"] == "<|endoftext|>Once"
+    assert ("note: --start holds the text '<|endoftext|>', which is tokenized as ordinary text (13 tokens), not as "
+            "the end-of-text token; leave --start out to sample from end-of-text\n") in err
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", "--device=cpu", "--json", "--max_new_tokens=1", "--start=Once")
+    assert rc == 0 and "note: --start holds" not in err
+
+
 def test_the_readme_flag_table_names_sample_py_options_with_their_defaults():
     # The README's table of sample.py's flags is what a newcomer reads before --help: each flag it names must exist,
     # with the default it gives (hunt 49-e: a README walk; kept in step as the options change)
