@@ -761,6 +761,16 @@ def new_run_from(out_dir, cfg: TrainConfig) -> str:
                      "--out_dir=<another directory>"])
 
 
+def _prepared_tokenizer(data: str) -> str | None:
+    """The tokenizer named by the meta.json of prepared data at `data`; None for raw text (prepared with the
+    run's own tokenizer) or data that cannot be read (said where the data is read, not in advice)."""
+    from gpt.shards import DataDir, holds_prepared_data
+    try:
+        return DataDir(data).tokenizer_name if data != "shakespeare" and holds_prepared_data(data) else None
+    except (OSError, ValueError):  # (ShardError is a ValueError)
+        return None
+
+
 def data_options(cfg: TrainConfig) -> str:
     """--data, and --data_cache where not the default, quoted for a shell: a run's data in advice. Not beside
     data it does not prepare (the embedded plays, prepared data), where train.py refuses it (hunt 48-e E3)."""
@@ -836,7 +846,13 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         for k in RECIPE_KEYS:  # the run's recipe, but for what was typed (new_run_from; hunt 47-c C4)
             if k not in user_keys and k in saved:
                 setattr(on, k, saved[k])
-        if reshaped and cfg.eval_only:
+        # (with a shape or tokenizer that the weights keep, the way on is a new model, which takes the data's tokenizer)
+        data_tokenizer = _prepared_tokenizer(cfg.data) if "data" in changed and not reshaped else None
+        if data_tokenizer not in (None, saved.get("tokenizer")):  # the way on below was refused in turn, for its
+            # tokens: "does not match the model: tokenizer: model 'byte', data 'gpt2'" (hunt 49-o O3)
+            way = (f"{cfg.data} holds tokens of the {data_tokenizer} tokenizer, and these weights read "
+                   f"{saved.get('tokenizer')} tokens: prepare the data with --tokenizer {saved.get('tokenizer')}")
+        elif reshaped and cfg.eval_only:
             way = f"the weights keep their {', '.join(reshaped)}: leave {'them' if len(reshaped) > 1 else 'it'} out"
         elif cfg.eval_only:
             # an evaluation trains nothing: the way on was to train ("start a new run from these weights ...

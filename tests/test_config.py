@@ -218,6 +218,33 @@ def test_resume_refuses_a_different_architecture_and_keeps_the_saved_config():
         resume_config(saved, cfg, keys)
 
 
+def test_a_resume_on_prepared_data_of_another_tokenizer_is_told_to_prepare_it_with_the_weights_tokenizer(tmp_path):
+    # The refusal's way on, "--init_from=RUN --data=DIR --out_dir=<another directory>" (or --eval_only=true), was
+    # refused in turn: "does not match the model: tokenizer: model 'byte', data 'shakespeare-bpe'" (hunt 49-o O3)
+    from gpt.prepare import prepare
+    (tmp_path / "a.txt").write_text("The first document.\n")
+    (tmp_path / "b.txt").write_text("The second one.\n")
+    texts = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    data = {tok: str(prepare(source="input", inputs=texts, tokenizer=tok, out_dir=tmp_path / tok, num_proc=1,
+                             quiet=True)) for tok in ("byte", "shakespeare-bpe")}
+    other_bytes = str(prepare(source="input", inputs=texts[::-1], tokenizer="byte", out_dir=tmp_path / "other",
+                              num_proc=1, quiet=True))
+    saved = TrainConfig(tokenizer="byte", data=data["byte"], max_iters=10).to_dict()
+    for evaluate in ([], ["--eval_only=true"]):
+        cfg, keys = parse_args(["--init_from=resume", f"--data={data['shakespeare-bpe']}", *evaluate])
+        with pytest.raises(ConfigError) as err:
+            resume_config(saved, cfg, keys)
+        assert str(err.value).endswith(f"\n({data['shakespeare-bpe']} holds tokens of the shakespeare-bpe tokenizer, "
+                                       "and these weights read byte tokens: prepare the data with --tokenizer byte)")
+    cfg, keys = parse_args(["--init_from=resume", f"--data={other_bytes}"])  # data of the same tokenizer: as before
+    with pytest.raises(ConfigError, match=r"\(to start a new run from these weights with these options, give them"):
+        resume_config(saved, cfg, keys)
+    # another tokenizer typed too: a new model, which takes the data's tokenizer, as before
+    cfg, keys = parse_args(["--init_from=resume", f"--data={data['shakespeare-bpe']}", "--tokenizer=shakespeare-bpe"])
+    with pytest.raises(ConfigError, match=r"\(the weights keep their tokenizer: to train with these options, start a new"):
+        resume_config(saved, cfg, keys)
+
+
 def test_a_fine_tune_trains_at_the_weights_context_unless_a_preset_or_the_command_line_says():
     # Without either it trained at the default 128 tokens, not GPT-2's 1,024, without a note (hunt 32-b CF9)
     from dataclasses import replace
