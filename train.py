@@ -1183,8 +1183,10 @@ def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
     decay = cfg.lr_decay_iters or cfg.max_iters
     # The run's own schedule, not the one typed now: a cosine run resumed with --lr_schedule=constant went from its
     # decay to the peak without a word, and with --warmup_iters too the note gave constant's rate as the run's
-    # (hunt 49-f F1)
-    was_schedule = saved.get("lr_schedule", cfg.lr_schedule)
+    # (hunt 49-f F1). A run saved before the option existed trained with cosine, as resume_config reads it (the one
+    # typed was taken for its own: hunt 49-m M1)
+    saved = {**BEFORE_OPTION, **saved}
+    was_schedule = saved["lr_schedule"]
     was_decays = was_schedule in ("cosine", "wsd")
     was_count = saved.get("max_iters") or 0
     was_decay = saved.get("lr_decay_iters") or was_count

@@ -251,7 +251,8 @@ def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsy
     # to keep it, which kept nothing
     wsd = TrainConfig(lr_schedule="wsd", max_iters=100, warmup_iters=10, decay_fraction=0.2, learning_rate=1e-3,
                       min_lr=1e-4)
-    assert train.schedule_moved(wsd, {"max_iters": 100, "warmup_iters": 10, "decay_fraction": 0.1}, 85) == (
+    assert train.schedule_moved(wsd, {"lr_schedule": "wsd", "max_iters": 100, "warmup_iters": 10, "decay_fraction": 0.1},
+                                85) == (
         "note: the decay now takes the last 0.2 of the steps (it took 0.1): the learning rate at step 85 is 0.000775 "
         "where the run's schedule had 0.001; give --decay_fraction=0.1 to keep the schedule it had")
 
@@ -276,6 +277,13 @@ def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rat
         "rate at step 8 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
         "keep the schedule it had")
     assert train.schedule_moved(TrainConfig(**recipe), saved, 4) is None
+    # a run saved before --lr_schedule existed trained with cosine (BEFORE_OPTION, as resume_config reads it): resumed
+    # with --lr_schedule=constant, its schedule was taken for the one typed, and the jump to the peak went unsaid
+    # (hunt 49-m M1)
+    older = {k: v for k, v in saved.items() if k not in ("lr_schedule", "decay_fraction")}
+    assert train.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), older, 4) == (
+        "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
+        "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
 
 
 def test_a_resume_of_a_run_trained_with_options_of_another_version_says_it_goes_on_without_them(byte_data, tmp_path,
