@@ -47,7 +47,7 @@ from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its
 from gpt.config import another_versions_values, saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
                         sizes_apart)
-from gpt.files import describe_error, read_safetensors, read_torch_file, safetensors_error
+from gpt.files import describe_error, read_safetensors, read_torch_file, refuse_an_lfs_pointer, safetensors_error
 from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig,
                        computable_weights, hub_gpt2, missing_hf_weights, read_hf_config)
 from gpt.tokenizer import TOKENIZER_NAMES
@@ -713,7 +713,11 @@ MODEL_OPTIONS = {f.name for f in fields(GPTConfig)}
 def read_meta(ckpt: Path) -> dict:
     """meta.json of a checkpoint, checked for what loading it needs."""
     try:
-        meta = json.loads((ckpt / META).read_text())
+        text = (ckpt / META).read_text()
+        # (a run kept in Git LFS whole, cloned without it: "unreadable checkpoint metadata (Expecting value ...)", and a
+        # resume set the checkpoint aside as broken, out of `git lfs pull`'s reach: hunt 49-m M2)
+        refuse_an_lfs_pointer(ckpt / META, text[:64].encode())
+        meta = json.loads(text)
         # (True is an int to isinstance, and a step below 0 resumed into more steps than asked: hunt 28-a F6)
         if not isinstance(meta, dict) or type(meta.get("step")) is not int or meta["step"] < 0:
             raise ValueError("no 'step' that is an integer >= 0")
@@ -726,6 +730,8 @@ def read_meta(ckpt: Path) -> dict:
             GPTConfig.from_dict(meta["model_config"])
             if meta.get("lora"):
                 check_lora_block(meta["lora"])
+    except UnreadableFile:  # (the pointer's own line)
+        raise
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError, KeyError, TypeError) as e:
         # KeyError, TypeError: meta["model_config"] or meta["lora"]["config"] missing or not a dict;
         # ValueError: GPTConfig's or LoRAConfig's checks
