@@ -898,7 +898,7 @@ class GPT(nn.Module):
         except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
             raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
         eos = _json_object(path / "config.json").get("eos_token_id")
-        if isinstance(eos, int) and not isinstance(eos, bool) and 0 <= eos < config.vocab_size:
+        if is_token_id(eos, config.vocab_size):
             model.export_eot_token = eos
         model.end_tokens = hf_end_tokens(path, config.vocab_size)
         return model
@@ -937,8 +937,7 @@ class GPT(nn.Module):
             # hunt 44-a A2)
             eot_token = (get_tokenizer(self.tokenizer_name).eot_token if self.tokenizer_name is not None
                          else self.export_eot_token)
-        if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, int)
-                                      or not 0 <= eot_token < cfg.vocab_size):
+        if eot_token is not None and not is_token_id(eot_token, cfg.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
                              f"{cfg.vocab_size - 1})")
         if is_lora(self):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
@@ -1020,9 +1019,15 @@ def hf_end_tokens(path: Path, vocab_size: int) -> tuple[int, ...]:
         config = _json_object(path / name)
         if "eos_token_id" in config:
             eos = config["eos_token_id"]
-            return tuple(dict.fromkeys(i for i in (eos if isinstance(eos, list) else [eos])
-                                       if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size))
+            ids = eos if isinstance(eos, list) else [eos]
+            return tuple(dict.fromkeys(i for i in ids if is_token_id(i, vocab_size)))
     return ()
+
+
+def is_token_id(value, vocab_size: int) -> bool:
+    """Whether `value` (an eos_token_id read from JSON, an eot_token given) is an id of a vocabulary of vocab_size: an
+    int (not a bool, which is one to isinstance) from 0 to vocab_size - 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab_size
 
 
 def _json_object(path: Path) -> dict:
