@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from gpt.atomic import TMP_PREFIX, refuse_special, remove_dead_writers_parts, replace_files, same_mode_as
 from gpt.errors import ConfigError, HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import describe_error, read_safetensors, read_torch_file
+from gpt.runtime import dtype_name
 from gpt.sampling import check_sampling_args, check_tokens, draw_next_token, sampling_noise, seen_tokens
 
 # -----------------------------------------------------------------------------
@@ -1130,7 +1131,7 @@ def computable_weights(state_dict: dict[str, torch.Tensor], file: Path) -> dict[
         # (complex weights loaded as they were, and the first forward was "LayerNormKernelImpl not implemented for
         # 'ComplexFloat'"; beside real ones, float32 dropped their imaginary parts with a mere warning: hunt 48-b B3)
         if not v.is_floating_point():
-            raise UnreadableFile(file, f"{k} holds {str(v.dtype).removeprefix('torch.')}, not floating-point "
+            raise UnreadableFile(file, f"{k} holds {dtype_name(v.dtype)}, not floating-point "
                                        f"weights{'' if v.is_complex() else ' (a quantized model?)'}")
     dtypes = {v.dtype for v in state_dict.values()}
     if len(dtypes) > 1 or not dtypes <= COMPUTE_DTYPES:  # (LayerNorms kept in float32 beside float16 weights,
