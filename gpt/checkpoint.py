@@ -47,7 +47,8 @@ from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its
 from gpt.config import another_versions_values, saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
                         sizes_apart)
-from gpt.files import describe_error, read_safetensors, read_torch_file, refuse_an_lfs_pointer, safetensors_error
+from gpt.files import (LFS_POINTER, describe_error, read_safetensors, read_torch_file, refuse_an_lfs_pointer,
+                       safetensors_error)
 from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig,
                        computable_weights, hub_gpt2, missing_hf_weights, read_hf_config)
 from gpt.tokenizer import TOKENIZER_NAMES
@@ -1198,9 +1199,12 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         return base
     ours = step is not None
 
-    def found_at(place: Path) -> tuple[Path, str | None]:  # (the directory to load, else why not)
+    def weights_at(place: Path) -> tuple[Path, Path]:  # (the directory to load, its weights file)
         where = copy_of(place) if ours else place
-        weights = where / WEIGHTS if ours else _hf_weights(where)
+        return where, where / WEIGHTS if ours else _hf_weights(where)
+
+    def found_at(place: Path) -> tuple[Path, str | None]:  # (the directory to load, else why not)
+        where, weights = weights_at(place)
         if not weights.is_file():
             return where, "missing"
         return where, None if base_unchanged(weights, lora) else "other weights"
@@ -1227,6 +1231,12 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
             where, looked_since = found_at(place)
             if looked_since is None:
                 return str(where)
+    if looked[Path(base)] == "other weights":
+        # A Git LFS pointer where the base's weights are (a run kept in LFS, cloned without it) is not other weights
+        # but these, not fetched: "which has changed since" sent the user to --lora_base (hunt 49-m M5)
+        weights = weights_at(Path(base))[1]
+        with contextlib.suppress(OSError), open(weights, "rb") as f:
+            refuse_an_lfs_pointer(weights, f.read(len(LFS_POINTER)))
     said = {"missing": "which is missing", "other weights": "which has changed since"}[looked[Path(base)]]
     given_place = override.place(base, ours) if override is not None else None
     others = [f"{place} (where it lay relative to this run) " + ("is missing too" if why == "missing" else

@@ -336,6 +336,27 @@ ELSEWHERE = ("if it is elsewhere now (moved or copied), point to it with --lora_
              "ckpt-* directory)")
 
 
+def test_a_base_whose_weights_are_a_git_lfs_pointer_is_said_to_be_one_not_changed(trained, tmp_path):
+    # A run kept in Git LFS and cloned without it has pointers for weights: a LoRA checkpoint's base was "which has
+    # changed since; if it is elsewhere now (moved or copied), point to it with --lora_base", where `git lfs pull`
+    # brings the very weights back (hunt 49-m M5)
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase, UnreadableFile
+
+    base, model, _ = trained
+    save_run(tmp_path / "base", 5, base)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "base")))
+    weights = tmp_path / "base" / "ckpt-0000005" / "model.safetensors"
+    weights.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 8000\n")
+    with pytest.raises(UnreadableFile) as e:
+        load_model(tmp_path / "lora")
+    assert str(e.value) == (f"{weights}: a Git LFS pointer, not the file itself: fetch it with `git lfs pull` where it "
+                            "was cloned")
+    weights.write_text("other weights, not a pointer")  # (changed, it is said to have changed)
+    with pytest.raises(ChangedBase, match="which has changed since"):
+        load_model(tmp_path / "lora")
+
+
 def test_adapters_that_do_not_fit_an_unchanged_base_name_their_own_file(trained, tmp_path):
     # A rank-2 checkpoint holding rank-4 adapters (a mixed-up copy) blamed its base, "which must have
     # changed", though the base was just found unchanged, and never named the file (hunt 33-b B3)
