@@ -311,9 +311,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         was = resume.meta["config"]["data"]  # (a relative path is not gone: it is not here, review 35 R6)
         where = "which is gone" if Path(was).is_absolute() else f"which is not found from {Path.cwd()}"
         print(f"note: the run's data was {was}, {where}; resuming on --data={cfg.data}, checked to hold the same tokens")
-    if resume and resume.meta.get("device", device.type) != device.type and dist.is_main:
-        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
-              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
     cfg, accumulation_was = fit_accumulation(cfg, dist.world_size,
                                              "gradient_accumulation_steps" in typed)
     cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in typed)
@@ -460,6 +457,11 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         return 0
     if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
         print(reseeded_note)
+    if resume and dist.is_main and not cfg.eval_only and resume.meta.get("device", device.type) != device.type:
+        # (said of a run that will train: a finished run resumed, or --eval_only, was told it "resumes on cpu" and
+        # its losses will not match, before "nothing to do": hunt 49-m M6)
+        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
+              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
     if resume and dist.is_main and not cfg.eval_only and (note := other_cpu_threads(resume.meta, device)):
         print(note)
     if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):

@@ -185,6 +185,27 @@ def test_a_checkpoint_records_the_dtype_its_run_trained_in_and_a_resume_in_anoth
     assert f"{out} is already finished" in said and "resumes in" not in said
 
 
+def test_a_finished_run_or_an_evaluation_saved_on_another_device_is_not_told_it_resumes_there(byte_data, tmp_path,
+                                                                                              capsys):
+    # A run saved on a GPU and looked at on a CPU: a finished one resumed was told "note: this run was saved on cuda and
+    # resumes on cpu (--device=cpu); its losses will not match an uninterrupted run bit for bit", then "is already
+    # finished ...; nothing to do", and so was --eval_only, which resumes nothing; the dtype's note is said only of a
+    # run that will train (hunt 49-h H4), and now so is the device's (hunt 49-m M6)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--eval_interval=2", f"--out_dir={out}"]) == 0
+    meta_path = find_checkpoint(out) / "meta.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "device": "cuda"}))  # (as a GPU saves it)
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", f"--out_dir={out}"]) == 0
+    said = capsys.readouterr().out
+    assert f"{out} is already finished" in said and "saved on cuda" not in said
+    assert train.main(["--init_from=resume", "--eval_only=true", f"--out_dir={out}"]) == 0
+    assert "saved on cuda" not in capsys.readouterr().out
+    assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={out}"]) == 0  # (a run that trains: said)
+    assert ("note: this run was saved on cuda and resumes on cpu (--device=cpu); its losses will not match an "
+            "uninterrupted run bit for bit\n") in capsys.readouterr().out
+
+
 def test_deterministic_runs_are_identical_and_the_setting_is_undone_in_process(byte_data, tmp_path, capsys):
     common = [f"--data={byte_data}", *TINY, "--dropout=0.1", "--eval_interval=100", "--max_iters=4",
               "--deterministic=true"]
