@@ -14,8 +14,10 @@ whole); otherwise each sample is printed whole (its prompt, then the continuatio
 line of dashes. With --json, stdout holds one JSON object per line and sample:
 {"index", "prompt", "text" (the continuation, without the prompt), "tokens" (new tokens, the
 end-of-text or stop-string tokens included), "finish_reason" ("stop": a stop string, cut before
-it; "eot": end-of-text, or the eos_token_id a Hugging Face model names; "length": max_new_tokens),
-"tokens_per_s", "seconds"}. Information and warnings go to stderr.
+it; "eot": end-of-text, or the eos_token_id a Hugging Face model names; "length": max_new_tokens;
+"interrupted": Ctrl-C or SIGTERM, the text until then), "tokens_per_s", "seconds"}. Information and
+warnings go to stderr. Ctrl-C or SIGTERM while generating ends every sample at its next token: they
+are printed as far as they got, then the process ends as interrupted; a second signal stops at once.
 
 The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
 warning says how many were dropped). Generation may run past block_size: the model then sees a
@@ -33,7 +35,8 @@ outgrows the context; with --json each line is one JSON request and gets one JSO
 
 Exit status: 0 done; 1 bad option or value, missing or mismatched checkpoint, a hub model out of
 reach, non-finite logits, a stdout that cannot be written (one line on stderr, no traceback), or,
-at the end, --chat lines that were not requests; 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
+at the end, --chat lines that were not requests; 130 interrupted (Ctrl-C), 143 stopped by SIGTERM
+(the samples so far printed first).
 """
 
 from __future__ import annotations
@@ -47,17 +50,20 @@ if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): th
     one_line_on_ctrl_c(INTERRUPTED)
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
+import threading
 from pathlib import Path
 
 import torch
 
 from gpt.config import parse_auto_bool, parse_bool, parse_int, preset_training
-from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, first_of_its_machine,
-                        reported_oom, under_torchrun, wait_while_another_says_it, world_size)
+from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, exit_status_of,
+                        first_of_its_machine, reported_oom, under_torchrun, wait_while_another_says_it, world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 from gpt.tokenizer import ENDOFTEXT
 
@@ -434,7 +440,7 @@ def argv_text(value: str, option: str) -> str:
 
 def sample(args: argparse.Namespace) -> int:
     from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, crop_prompt,
-                                generate_samples, past_context_note, pick_inference_dtype)
+                                generate_samples, pick_inference_dtype)
     from gpt.runtime import Dist, dtype_name, pick_device
 
     check_args(args)
@@ -511,20 +517,30 @@ def sample(args: argparse.Namespace) -> int:
         out.write(prompt_text)
         out.flush()
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    try:
-        with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
-            samples = generate_samples(model, tok, prompt, args.num_samples, args.max_new_tokens,
-                                       temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                                       repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
-                                       generator=generator, use_cache=args.use_cache, decode_step=decode_step,
-                                       end_tokens=end_tokens, on_text=on_text if stream else None)
-    finally:
-        if stream:
-            out.write("\n")
-            out.flush()
+    with kept_when_interrupted(stream) as stopped:
+        try:
+            with reported_oom(f"generating {args.num_samples:,} samples at once", "give a smaller --num_samples"):
+                samples = generate_samples(model, tok, prompt, args.num_samples, args.max_new_tokens,
+                                           temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                                           repetition_penalty=args.repetition_penalty, stop=tuple(args.stop),
+                                           generator=generator, use_cache=args.use_cache, decode_step=decode_step,
+                                           end_tokens=end_tokens, on_text=on_text if stream else None,
+                                           stopped=stopped)
+        finally:
+            if stream:
+                out.write("\n")
+                out.flush()
+        print_samples(samples, prompt_text, args.json, stream, dropped, model.config.block_size)
+    return 0
 
+
+def print_samples(samples: list, prompt_text: str, as_json: bool, stream: bool, dropped: int, block_size: int) -> None:
+    """The samples on stdout (the first one's text already there, streamed), then their notes and closing line."""
+    from gpt.generation import past_context_note
+
+    out = sys.stdout
     for s in samples:
-        if args.json:
+        if as_json:
             out.write(json.dumps({"index": s.index, "prompt": prompt_text, "text": s.text, "tokens": s.tokens,
                                   "finish_reason": s.finish_reason, "tokens_per_s": round(s.tokens_per_s, 2),
                                   "seconds": round(s.seconds, 4)}, ensure_ascii=False) + "\n")
@@ -537,17 +553,53 @@ def sample(args: argparse.Namespace) -> int:
     # 500 tokens run past a small model's context at every plain `python sample.py` (review 44-g G6). Nor for a prompt
     # cut to the context: its warning said its beginning was dropped, which no --max_new_tokens brings back, where the
     # note's "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
-    if prompt_text and not dropped and (note := past_context_note(samples, model.config.block_size)):
+    if prompt_text and not dropped and (note := past_context_note(samples, block_size)):
         print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)
     # how they ended, in words ("1 length" was --json's finish_reason, not a sentence)
     reasons = ", ".join(f"{n} {said}" for r, said in (("eot", "at end-of-text"), ("stop", "at a stop string"),
-                                                      ("length", "at --max_new_tokens"))
+                                                      ("length", "at --max_new_tokens"),
+                                                      ("interrupted", "interrupted"))
                         if (n := sum(s.finish_reason == r for s in samples)))
     print(f"sample.py: {len(samples)} sample{'s' if len(samples) != 1 else ''} ({reasons}), {tokens} token{'s' if tokens != 1 else ''} in "
           f"{seconds:.2f} s: {tokens / seconds if seconds else 0:.1f} tokens/s", file=sys.stderr)
-    return 0
+
+
+@contextlib.contextmanager
+def kept_when_interrupted(streamed: bool):
+    """Generation and the output of its samples, inside the block (`streamed`: the first sample's text printed
+    as it comes); yields the `stopped` of generate_samples. Ctrl-C or SIGTERM there only sets a flag: the
+    samples end at the next token, finish_reason "interrupted", are printed as far as they got, in their
+    format (--json: whole records), and the process then ends as interrupted (main: its one line, status
+    130 / 143). Every sample was lost but a streamed one's text (hunt 49-n N1). A second signal stops at
+    once (StopSignal's at_once), printing nothing more. A reader gone with the same Ctrl-C (`sample.py | head`:
+    the terminal's reaches the whole pipeline) still ends it as interrupted. Only the main thread takes
+    signals: elsewhere (sample.main run in a thread) nothing changes."""
+    from gpt.runtime import StopSignal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    stop = StopSignal(announce=False, at_once=lambda signum, where: INTERRUPTED)
+
+    def stopped() -> bool:  # asked once after the signal: generation ends there
+        if stop.signum == signal.SIGINT and not streamed and sys.stderr.isatty():
+            print(file=sys.stderr)  # the terminal echoed "^C" where the samples or their closing line would begin
+        return stop.signum is not None
+
+    try:
+        with stop.interruptible("sampling"):
+            yield stopped
+    except BrokenPipeError:
+        if stop.signum is None:
+            raise
+    finally:
+        stop.restore()
+    if stop.signum is not None:
+        interrupted = Terminated() if stop.signum == signal.SIGTERM else KeyboardInterrupt()
+        interrupted.line_ended = True  # main's line follows the samples' output, on a line of its own
+        raise interrupted
 
 
 def check_batch_fits(model, num_samples: int, use_cache: bool, device: torch.device) -> None:
@@ -577,7 +629,9 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
                         end_tokens=end_tokens)
     stream = streamed(args)
     if args.instruction is not None:
-        answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
+        with kept_when_interrupted(stream) as stopped:  # (--chat keeps its own: Ctrl-C at a terminal stops one answer)
+            answerer.sampling["stopped"] = stopped
+            answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
         return 0
     interactive = sys.stdin.isatty()
     errors, _ = chat(answerer, sys.stdin.buffer, sys.stdout, as_json=args.json, stream=stream,  # bytes: see chat()
@@ -639,8 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_status
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated, set up with the imports: gpt/errors.py)
         # (a new line first only on a terminal, after its ^C; elsewhere it was an empty line: hunt, session 27)
-        print(("\n" if sys.stderr.isatty() else "") + INTERRUPTED, file=sys.stderr)
-        return Terminated.exit_status if isinstance(e, Terminated) else 130
+        print(("\n" if sys.stderr.isatty() and not getattr(e, "line_ended", False) else "") + INTERRUPTED,
+              file=sys.stderr)
+        return exit_status_of(e)  # (130, 143, or the second signal's that stopped at once: StoppedAtOnce)
     finally:
         sys.stdout = stdout
         set_kernel_settings(saved_kernel_settings)

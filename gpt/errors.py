@@ -542,10 +542,10 @@ class CheckedStdout:
         try:
             return call(*args)
         except OSError as e:
+            if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
+                _to_devnull(self._stream)  # (or, for a reader gone, "Exception ignored" and status 120)
             if self._stop and isinstance(e, BrokenPipeError):
                 raise
-            if self._stream is sys.__stdout__:  # what it still buffers would fail again at exit, a second report
-                _to_devnull(self._stream)
             if self._stop:
                 raise StdoutFailed(f"writing {self._stop} to stdout failed: {e.strerror or e}") from None
             self.failed = e

@@ -155,19 +155,24 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
                      repetition_penalty: float = 1.0, stop: tuple[str, ...] = (),
                      generator: torch.Generator | None = None, use_cache: bool = True,
                      decode_step: Callable | str | None = "auto", end_tokens: tuple[int, ...] = (),
-                     on_text: Callable[[int, str], None] | None = None) -> list[Sample]:
+                     on_text: Callable[[int, str], None] | None = None,
+                     stopped: Callable[[], bool] | None = None) -> list[Sample]:
     """Draw num_samples continuations of one prompt (token ids, at most block_size of them).
 
     The prompt is prefilled once for all samples. Each sample ends on its own (a stop string,
     end-of-text, or max_new_tokens); generation stops as soon as every sample has ended.
     on_text(i, piece) receives the final text of sample i as it is produced (for streaming).
     Sample.seconds runs from the start (prefill included) to the end of that sample. end_tokens: ids that end a
-    sample as the end-of-text does (finish_reason "eot"), a Hugging Face export's (GPT.end_tokens)."""
+    sample as the end-of-text does (finish_reason "eot"), a Hugging Face export's (GPT.end_tokens).
+    stopped(): asked after each token; once it says True, the samples still going end there, finish_reason
+    "interrupted", with the text they have (sample.py's Ctrl-C or SIGTERM: it lost every sample but a streamed
+    one's text, hunt 49-n N1)."""
     device = model.transformer.wte.weight.device
     idx = torch.tensor([prompt], dtype=torch.long, device=device)
     rows = [SampleText(tokenizer, stop, end_tokens) for _ in range(num_samples)]
     emit = on_text or (lambda i, piece: None)
     start = time.perf_counter()
+    reason = "length"  # of the samples still going when the loop ends
     steps = model.generate_tokens(idx, max_new_tokens, temperature, top_k, top_p,
                                   repetition_penalty=repetition_penalty, use_cache=use_cache, generator=generator,
                                   vocab_limit=tokenizer.n_vocab, num_samples=num_samples, decode_step=decode_step,
@@ -189,12 +194,15 @@ def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_sa
                     emit(i, piece)
             if all(row.done for row in rows):
                 break
+            if stopped is not None and stopped():  # between tokens: each row's text is whole, none half fed
+                reason = "interrupted"
+                break
     finally:
         steps.close()  # leave the model as it was (training mode, no prepacked weights)
     end = time.perf_counter()
     for i, row in enumerate(rows):
         if not row.done:
-            piece = row.finish("length")
+            piece = row.finish(reason)
             row.seconds = end - start
             if piece:
                 emit(i, piece)

@@ -15,6 +15,7 @@ import torch
 
 import sample
 from gpt.checkpoint import load_model, save_checkpoint
+from gpt.errors import sigterm_raises
 from gpt.generation import SampleText, crop_prompt, generate_samples, native_cpu_bf16, pick_inference_dtype
 from gpt.model import GPT, GPTConfig
 from gpt.tokenizer import get_tokenizer
@@ -34,10 +35,16 @@ def one_thread():
 
 
 def make_run(out_dir: Path, seed: int = 0, tokenizer: str = "byte", vocab_size: int = 257, config=None,
-             meta_vocab: int | None = 257, scale_weights: float | None = None, **meta_keys) -> Path:
+             meta_vocab: int | None = 257, scale_weights: float | None = None, endless: bool = False,
+             **meta_keys) -> Path:
     torch.manual_seed(seed)
     cfg = GPTConfig(**{**TINY, "vocab_size": vocab_size, **(config or {})})
     model = GPT(cfg)
+    if endless:  # the end-of-text never drawn: every position's logits are ln_f's bias against the embeddings,
+        with torch.no_grad():  # the end-of-text's -20, the others' from -4 to 4 (samples as long as asked)
+            eot = model.transformer.wte.weight[get_tokenizer(tokenizer).eot_token]
+            model.transformer.ln_f.weight.zero_()
+            model.transformer.ln_f.bias.copy_(eot * (-20 / (eot @ eot)))
     if scale_weights is not None:  # finite weights, logits beyond fp32's range (3.4e38) on any device:
         with torch.no_grad():  # every product ln_f(x)_c * wte_vc is ~1e35 * 1e4; the final LayerNorm's
             model.transformer.ln_f.weight.fill_(scale_weights)  # input (~1e4) stays far from overflowing,
@@ -624,6 +631,115 @@ def test_sigterm_while_sampling_is_one_line_and_status_143(run_dir, monkeypatch,
     assert sample.main([f"--out_dir={run_dir}", "--device=cpu", "--compile=false"]) == 143
     err = capsys.readouterr().err
     assert err.endswith("\nsample.py: interrupted\n") and "\n\n" not in err  # (no empty line: hunt, session 27)
+
+
+def signals_at_token(monkeypatch, token: int, *signums: int) -> None:
+    """Sends the signals to this process while the sample's `token`-th token is checked (as a user's Ctrl-C or
+    a scheduler's SIGTERM while generating), then lets generation go on."""
+    import gpt.generation
+
+    check, calls = gpt.generation.check_tokens, []
+
+    def check_and_signal(tokens):
+        calls.append(1)
+        if len(calls) == token:
+            for signum in signums:
+                os.kill(os.getpid(), signum)
+        return check(tokens)
+    monkeypatch.setattr(gpt.generation, "check_tokens", check_and_signal)
+
+
+@pytest.fixture(scope="module")
+def endless_run(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("endless") / "out", endless=True)
+
+
+@pytest.mark.parametrize("signum, status", [(2, 130), (15, 143)])  # SIGINT (Ctrl-C), SIGTERM
+@pytest.mark.parametrize("mode", [["--json"], [], ["--stream=true"], ["--instruction=Who?", "--json"]])
+def test_a_signal_while_sampling_keeps_the_samples_so_far(capsys, monkeypatch, endless_run, signum, status, mode):
+    # Without streaming every sample was lost: 0 bytes on stdout after 5 s of generating with --json, plain to a
+    # pipe, or --num_samples=2; a streamed one kept only its first sample's text (hunt 49-c, hunt 49-n N1). They
+    # end at the token the signal came in, printed as far as they got (--json: whole records, "interrupted"),
+    # and the process still ends as interrupted, its one line last.
+    run = [f"--out_dir={endless_run}", "--device=cpu", "--num_samples=2", "--start=To be", *mode]
+    if "--instruction=Who?" in mode:
+        run.remove("--start=To be")
+    as_json = "--json" in mode
+    rc, whole, err = cli(capsys, *[o for o in run if o not in ("--json", "--stream=true")], "--json",
+                         "--max_new_tokens=5")
+    assert rc == 0, err
+    five = [json.loads(line) for line in whole.splitlines()]  # the same seed, uninterrupted at 5 tokens
+    signals_at_token(monkeypatch, 5, signum)
+    with sigterm_raises():  # as the script's imports set it up (one_line_on_ctrl_c): never pytest's end
+        rc, out, err = cli(capsys, *run, "--max_new_tokens=1000")
+    assert rc == status and err.endswith("sample.py: interrupted\n") and "Traceback" not in err
+    if as_json:
+        records = [json.loads(line) for line in out.splitlines()]
+        assert [(r["text"], r["tokens"], r["finish_reason"]) for r in records] == [
+            (r["text"], 5, "interrupted") for r in five]
+    else:  # streamed or not, each sample once, whole, with its separator (the streamed one's text not repeated)
+        assert out == "".join(f"To be{r['text']}\n{sample.SEPARATOR}\n" for r in five)
+        assert "sample.py: 2 samples (2 interrupted), 10 tokens in " in err
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_ctrl_c_at_a_terminal_leaves_the_echoed_line_before_the_samples_and_no_empty_line(
+        capsys, monkeypatch, endless_run, streamed):
+    # The terminal echoes "^C" where the cursor is: not streamed, at the start of the line that the samples (or,
+    # stdout elsewhere, their closing line) would begin; streamed, inside the streamed text, whose line ends after it
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    signals_at_token(monkeypatch, 5, 2)
+    rc, out, err = cli(capsys, f"--out_dir={endless_run}", "--device=cpu", "--max_new_tokens=1000",
+                       f"--stream={str(streamed).lower()}")
+    after_info = err.split(" compile off\n")[1].split("\n")
+    summary = next(line for line in after_info if line.startswith("sample.py: 1 sample (1 interrupted), "))
+    assert rc == 130 and after_info == [*([] if streamed else [""]), summary, "sample.py: interrupted", ""]
+
+
+@pytest.mark.parametrize("mode", [["--json"], ["--stream=true"]])
+def test_a_second_signal_while_sampling_stops_at_once(capsys, monkeypatch, endless_run, mode):
+    signals_at_token(monkeypatch, 5, 2, 15)  # Ctrl-C, then SIGTERM before the next token: nothing more printed
+    with sigterm_raises():
+        rc, out, err = cli(capsys, f"--out_dir={endless_run}", "--device=cpu", "--num_samples=2",
+                           "--max_new_tokens=1000", *mode)
+    assert rc == 143 and err.endswith("sample.py: interrupted\n") and "Traceback" not in err and "samples (" not in err
+    assert out == "" if mode == ["--json"] else out.endswith("\n") and sample.SEPARATOR not in out
+
+
+def test_a_reader_gone_with_the_signal_still_ends_sampling_as_interrupted(capsys, monkeypatch, endless_run):
+    # `sample.py | head` and Ctrl-C: the terminal's reaches both, and the samples kept met a closed pipe. They
+    # still end as interrupted (130, the line); a reader gone alone still ends it quietly, for __main__'s status 0
+    import errno
+
+    from tests.test_errors import FailingStream
+
+    run = [f"--out_dir={endless_run}", "--device=cpu", "--max_new_tokens=100", "--json"]
+    monkeypatch.setattr(sys, "stdout", FailingStream(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    with pytest.raises(BrokenPipeError):
+        sample.main(run)
+    assert "interrupted" not in capsys.readouterr().err
+    signals_at_token(monkeypatch, 5, 2)
+    assert sample.main(run) == 130 and capsys.readouterr().err.endswith("\nsample.py: interrupted\n")
+
+
+def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
+    # The signal a user sends, once the first text is out (the streamed sample's): the samples so far follow it
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "sample.py", f"--out_dir={endless_run}", "--device=cpu", "--num_samples=2",
+                             "--stream=true", "--max_new_tokens=100000", "--start=To be"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        first = proc.stdout.read(6)  # the prompt, then the first streamed byte: generating
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    out = (first + rest).decode()
+    samples = out.split(f"\n{sample.SEPARATOR}\n")
+    assert proc.returncode == 130 and err.decode().endswith("\nsample.py: interrupted\n"), err.decode()
+    assert len(samples) == 3 and samples[-1] == "" and all(s.startswith("To be") and len(s) > 5 for s in samples[:2])
+    assert "sample.py: 2 samples (2 interrupted)" in err.decode()
 
 
 # -- bad values ----------------------------------------------------------------------------------
