@@ -629,14 +629,16 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
                         end_tokens=end_tokens)
     stream = streamed(args)
     if args.instruction is not None:
-        with kept_when_interrupted(stream) as stopped:  # (--chat keeps its own: Ctrl-C at a terminal stops one answer)
-            answerer.sampling["stopped"] = stopped
+        with kept_when_interrupted(stream) as answerer.stopped:
             answer_instruction(answerer, instruction, args.num_samples, sys.stdout, as_json=args.json, stream=stream)
         return 0
     interactive = sys.stdin.isatty()
+    # A signal during an answer keeps it, as --instruction's, but at a terminal in plain mode, where Ctrl-C stops one
+    # answer (chat's own way); one while chat waits for the next line ends the session at once, as before
     errors, _ = chat(answerer, sys.stdin.buffer, sys.stdout, as_json=args.json, stream=stream,  # bytes: see chat()
                      prompt=(lambda: print("> ", end="", file=sys.stderr, flush=True)) if interactive else None,
-                     end_echoed_line=(lambda: print(file=sys.stderr)) if sys.stderr.isatty() else None)
+                     end_echoed_line=(lambda: print(file=sys.stderr)) if sys.stderr.isatty() else None,
+                     answering=(lambda: kept_when_interrupted(stream)) if args.json or not interactive else None)
     if interactive:  # Ctrl-D at the "> " prompt ends the line, where the shell's prompt came on it (hunt 42-e E4)
         print(file=sys.stderr, flush=True)
     return 1 if errors else 0

@@ -24,9 +24,10 @@ that error record, or in plain mode a warning on stderr; it too makes the exit s
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import json
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO, Callable, ContextManager, Iterable, Iterator
 
 import torch
 
@@ -108,6 +109,7 @@ class Answerer:
         self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
         self.generator, self.decode_step, self.sampling = generator, decode_step, sampling
         self.warn = warn or (lambda message: None)
+        self.stopped: Callable[[], bool] | None = None  # generate_samples' (sample.py's Ctrl-C: see kept_when_interrupted)
 
     @property
     def room(self) -> int:
@@ -154,7 +156,7 @@ class Answerer:
                       f"model's context of {block_size}: {first} dropped")
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,
-                                   **self.sampling)
+                                   stopped=self.stopped, **self.sampling)
         if cropped:  # the warning above said the beginning went, which no --max_new_tokens brings back: no past-context
             for s in samples:  # note, whose "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
                 s.in_view = None
@@ -216,7 +218,8 @@ def _read_or_say(lines: Iterable[str | bytes]) -> Iterator[str | bytes]:
 
 def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_json: bool = False,
          stream: bool = False, prompt: Callable[[], None] | None = None,
-         end_echoed_line: Callable[[], None] | None = None) -> tuple[int, list[Sample]]:
+         end_echoed_line: Callable[[], None] | None = None,
+         answering: Callable[[], ContextManager[Callable[[], bool] | None]] | None = None) -> tuple[int, list[Sample]]:
     """sample.py --chat over lines of input (see the module docstring): text, or bytes decoded
     line by line, so that a line of invalid UTF-8 is refused on its own; prompt() is called before
     each line is read (an interactive "> "). There, in plain mode, Ctrl-C during an answer stops that answer,
@@ -227,6 +230,10 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
     stopped was not streamed, end_echoed_line() is called before its warning: the terminal echoed "^C" at the
     start of the line the warning would take (sample.py: a new line on stderr where stderr is a terminal).
     A stream in UTF-16 or UTF-32, told by its first line, ends it (WideText): not one line of it is UTF-8.
+    answering(): the context of each answer and its output, yielding the answerer's `stopped` (sample.py's
+    kept_when_interrupted, for --json and for plain --chat without a prompt: a signal there ends the answer,
+    which is written, --json's record "interrupted", and the session ends; the answer under way was lost:
+    hunt 49-n N2). Not with a prompt in plain mode, whose Ctrl-C stops one answer (KeyboardInterrupt, above).
     Returns (lines that were not valid requests, answers)."""
     history: list[dict] = []
     errors, answers = 0, []
@@ -264,8 +271,10 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             else:
                 if seed is not None:
                     answerer.generator.manual_seed(seed)
-                [s], _, dropped = answerer.answer(messages)
-                out.write(_record(s, line=lineno, dropped_turns=dropped))
+                with (answering or contextlib.nullcontext)() as answerer.stopped:
+                    [s], _, dropped = answerer.answer(messages)
+                    out.write(_record(s, line=lineno, dropped_turns=dropped))
+                answerer.stopped = None
                 answers.append(s)
                 if not said_past_context and (note := answerer.past_context_warning([s])):
                     out.flush()
@@ -274,41 +283,43 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         elif text.strip() == "/reset":
             history = []
         else:
-            line_ended = not stream
-            try:
-                [s], history, dropped = answerer.answer(history + [{"role": "user", "content": text}],
-                                                        on_text=_streamer(out) if stream else None)
-            except KeyboardInterrupt as e:
-                if prompt is None or isinstance(e, Terminated):
-                    raise
-                if not line_ended:  # (the warning on a line of its own, not after the answer's last word)
-                    out.write("\n")
-                    line_ended = True
-                elif end_echoed_line:  # (nor after the terminal's "^C": hunt 42-f, hunt 43-a A4)
-                    end_echoed_line()
-                out.flush()
-                answerer.warn("answer stopped (Ctrl-C): the question is left out of the conversation; Ctrl-C at "
-                              "the prompt, or Ctrl-D, ends it")
-                prompt()
-                continue
-            finally:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line (hunt 30-e F3)
-                if not line_ended:
-                    out.write("\n")
-            if not stream:
-                out.write(s.text + "\n")
-            history.append({"role": "assistant", "content": s.text})
-            answers.append(s)
-            said = [answerer.cut_warning(1)] if s.finish_reason == "length" else []
-            if dropped and not said_dropped:
-                said.append(answerer.dropped_warning(dropped))
-                said_dropped = True
-            if not said_past_context and (note := answerer.past_context_warning([s])):
-                said.append(note)
-                said_past_context = True
-            if said:  # after the answer: on a terminal, under it
-                out.flush()
-                for message in said:
-                    answerer.warn(message)
+            with (answering or contextlib.nullcontext)() as answerer.stopped:
+                line_ended = not stream
+                try:
+                    [s], history, dropped = answerer.answer(history + [{"role": "user", "content": text}],
+                                                            on_text=_streamer(out) if stream else None)
+                except KeyboardInterrupt as e:
+                    if prompt is None or isinstance(e, Terminated):
+                        raise
+                    if not line_ended:  # (the warning on a line of its own, not after the answer's last word)
+                        out.write("\n")
+                        line_ended = True
+                    elif end_echoed_line:  # (nor after the terminal's "^C": hunt 42-f, hunt 43-a A4)
+                        end_echoed_line()
+                    out.flush()
+                    answerer.warn("answer stopped (Ctrl-C): the question is left out of the conversation; Ctrl-C at "
+                                  "the prompt, or Ctrl-D, ends it")
+                    prompt()
+                    continue
+                finally:  # a streamed answer stopped by Ctrl-C or SIGTERM still ends its line (hunt 30-e F3)
+                    if not line_ended:
+                        out.write("\n")
+                if not stream:
+                    out.write(s.text + "\n")
+                history.append({"role": "assistant", "content": s.text})
+                answers.append(s)
+                said = [answerer.cut_warning(1)] if s.finish_reason == "length" else []
+                if dropped and not said_dropped:
+                    said.append(answerer.dropped_warning(dropped))
+                    said_dropped = True
+                if not said_past_context and (note := answerer.past_context_warning([s])):
+                    said.append(note)
+                    said_past_context = True
+                if said:  # after the answer: on a terminal, under it
+                    out.flush()
+                    for message in said:
+                        answerer.warn(message)
+            answerer.stopped = None
         out.flush()
         if prompt:
             prompt()

@@ -706,6 +706,33 @@ def test_a_second_signal_while_sampling_stops_at_once(capsys, monkeypatch, endle
     assert out == "" if mode == ["--json"] else out.endswith("\n") and sample.SEPARATOR not in out
 
 
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_signal_during_a_chat_answer_from_a_pipe_keeps_it_and_ends_the_session(capsys, monkeypatch, endless_run,
+                                                                                   as_json):
+    # The answer under way was lost, as every plain sample was (hunt 49-n N2); the lines after it are not answered.
+    # (At a terminal, plain --chat's Ctrl-C stops one answer and the session goes on: tests/test_chat.py.)
+    import io
+
+    def chat(first_line_only: bool = False) -> tuple[int, str, str]:
+        lines = b'{"prompt": "Who?"}\n{"prompt": "Where?"}\n' if as_json else b"Who?\nWhere?\n"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.split(b"\n")[0] if first_line_only
+                                                                       else lines)))
+        with sigterm_raises():
+            return cli(capsys, f"--out_dir={endless_run}", "--device=cpu", "--chat", f"--json={as_json}",
+                       f"--max_new_tokens={5 if first_line_only else 8}")
+    rc, five, err = chat(first_line_only=True)  # uninterrupted, 5 tokens
+    assert rc == 0, err
+    signals_at_token(monkeypatch, 5, 15)
+    rc, out, err = chat()
+    assert rc == 143 and err.endswith("\nsample.py: interrupted\n") and "Traceback" not in err
+    if as_json:
+        [record], [whole] = [json.loads(line) for line in out.splitlines()], [json.loads(five)]
+        assert record == {**whole, "finish_reason": "interrupted", "tokens_per_s": record["tokens_per_s"],
+                          "seconds": record["seconds"]} and record["tokens"] == 5
+    else:
+        assert out == five and out.count("\n") == 1
+
+
 def test_a_reader_gone_with_the_signal_still_ends_sampling_as_interrupted(capsys, monkeypatch, endless_run):
     # `sample.py | head` and Ctrl-C: the terminal's reaches both, and the samples kept met a closed pipe. They
     # still end as interrupted (130, the line); a reader gone alone still ends it quietly, for __main__'s status 0
