@@ -60,8 +60,8 @@ from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of
     PrepareWarning,
     Source,
     SourceStats,
-    _stamp,
     expand_inputs,
+    file_stamps,
     is_glob,
     make_source,
     open_input,
@@ -882,7 +882,7 @@ def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path,
     """Prepare raw text files for training (train.py --data=path/to/text): the result goes to
     cache_root/<hash of the files' contents and the options> and is reused while both are unchanged."""
     files = expand_inputs(inputs)
-    stamps = _stamp(files)  # (before the read that keys the cache: see _changed_since)
+    stamps = file_stamps(files)  # (before the read that keys the cache: see _changed_since)
     defaults = inspect.signature(prepare).parameters
     options = _options(tokenizer, *(opts.get(k, defaults[k].default)
                                     for k in ("val_fraction", "seed", "shard_tokens", "max_tokens", "text_field")))
@@ -927,7 +927,7 @@ def _changed_since(inputs: list[str], files: list[Path], stamps: list) -> str | 
     meanwhile was prepared under the key of the directory without it (hunt 49-h H1)."""
     for path, stamp in zip(files, stamps):
         try:
-            if _stamp([path]) != [stamp]:
+            if file_stamps([path]) != [stamp]:
                 return f"{path} changed while it was prepared"
         except OSError:
             return f"{path} changed while it was prepared"

