@@ -78,6 +78,30 @@ def fail_writes(monkeypatch):
 
 
 @pytest.fixture
+def draws_and_forwards(monkeypatch) -> list[str]:
+    """From then on, the order in which training draws its micro-batches ("draw": TrainBatches.next_batch) and runs
+    training forward passes ("train"), as a list that grows as they come: drawn as trained on, a step's memory does not
+    grow with its accumulation (hunt 48-g G1, 49-b B2)."""
+    from gpt.data import TrainBatches
+    from gpt.model import GPT
+
+    events, real_next, real_forward = [], TrainBatches.next_batch, GPT.forward
+
+    def next_batch(self):
+        events.append("draw")
+        return real_next(self)
+
+    def forward(self, *args, **kwargs):
+        if self.training:
+            events.append("train")
+        return real_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrainBatches, "next_batch", next_batch)
+    monkeypatch.setattr(GPT, "forward", forward)
+    return events
+
+
+@pytest.fixture
 def run_dir_held_elsewhere():
     """run_dir_held_elsewhere(out_dir) -> the process (Popen) that holds out_dir's run lock from then on, as
     a training run that has saved nothing yet does; it is ended when the test ends, or by the test."""

@@ -525,28 +525,14 @@ def test_a_steps_loss_is_the_mean_over_its_answer_tokens_however_it_is_accumulat
     assert len(one) == 4 and one == pytest.approx(step_losses(tmp_path / "two"), rel=1e-5)
 
 
-def test_instruction_datas_micro_batches_are_drawn_as_they_are_trained_on(tmp_path, monkeypatch):
+def test_instruction_datas_micro_batches_are_drawn_as_they_are_trained_on(tmp_path, draws_and_forwards):
     # Each micro-batch's weight needs the step's count of answer tokens, and a step drew its whole list of
     # micro-batches first to count them, its memory growing with --gradient_accumulation_steps (hunt 49-b B2;
     # plain data draws them as trained on since hunt 48-g G1). The counts now come from the masks alone.
-    from gpt.model import GPT
-
     common = answers_of_many_lengths(tmp_path)
-    events, real_next, real_forward = [], TrainBatches.next_batch, GPT.forward
-
-    def next_batch(self):
-        events.append("draw")
-        return real_next(self)
-
-    def forward(self, *args, **kwargs):
-        if self.training:
-            events.append("train")
-        return real_forward(self, *args, **kwargs)
-
-    monkeypatch.setattr(TrainBatches, "next_batch", next_batch)
-    monkeypatch.setattr(GPT, "forward", forward)
+    draws_and_forwards.clear()  # (what preparing the data drew)
     assert train.main([*common, "--batch_size=2", "--gradient_accumulation_steps=3", f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert events == ["draw", "train"] * 12
+    assert draws_and_forwards == ["draw", "train"] * 12
 
 
 def test_the_validation_loss_is_the_mean_over_all_answer_tokens_of_its_batches(tmp_path):

@@ -644,41 +644,13 @@ def test_prepare_cached_reuses_until_the_text_changes(tmp_path):
     assert b != a and b.parent == a.parent and "new text" in documents(b, "train") + documents(b, "val")
 
 
-def test_a_text_changed_while_train_py_prepares_it_is_not_cached_under_its_old_bytes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("meanwhile", ["edited", "added"])
+def test_data_that_moves_while_train_py_prepares_it_is_not_cached_under_the_old_key(tmp_path, monkeypatch, meanwhile):
     # The cache is keyed by one read of the text and prepared from another: an edit saved between them left
     # cache/<key of the old bytes> holding the edit's tokens, and a run on the old bytes again (a git checkout) was
-    # served them as "the prepared data" (hunt 49-b B5)
-    import functools
-
-    notes = tmp_path / "in" / "notes.txt"
-    notes.parent.mkdir()
-    old = "the first version of the notes\n" * 50
-    notes.write_text(old)
-    real = prep.prepare
-
-    @functools.wraps(real)
-    def edited_meanwhile(**kw):
-        notes.write_text("an edit saved meanwhile\n" * 50)
-        return real(**kw)
-
-    kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
-    monkeypatch.setattr(prep, "prepare", edited_meanwhile)
-    with pytest.raises(PrepareError, match=re.escape(f"{notes} changed while it was prepared for training, so the data "
-                                                     "prepared from it was not kept; run again once nothing writes to "
-                                                     "it (or give a copy of it)")):
-        prepare_cached([str(notes.parent)], **kw)
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == []
-    monkeypatch.undo()
-    notes.write_text(old)  # the old bytes again
-    data = prepare_cached([str(notes.parent)], **kw)
-    assert "".join(documents(data, "train") + documents(data, "val")) == old
-
-
-def test_a_file_added_to_a_data_directory_while_train_py_prepares_it_is_not_cached_under_the_old_list(tmp_path,
-                                                                                                      monkeypatch):
-    # The cache is keyed by the files listed before the preparation, which lists the directory again: a file saved
-    # into it between the two (a scraper's next page, a note copied in) was prepared too, under the key of the
-    # directory without it, and a later run on the directory without it was served its text (hunt 49-h H1)
+    # served them as "the prepared data" (hunt 49-b B5). The preparation lists a directory again, too: a file saved
+    # into it between the two (a scraper's next page, a note copied in) was prepared under the key of the directory
+    # without it, and a later run on the directory without it was served its text (hunt 49-h H1)
     import functools
 
     notes = tmp_path / "in" / "notes.txt"
@@ -686,22 +658,24 @@ def test_a_file_added_to_a_data_directory_while_train_py_prepares_it_is_not_cach
     old = "the first version of the notes\n" * 50
     notes.write_text(old)
     added = notes.parent / "added.txt"
+    moved, said = {"edited": (notes, f"{notes} changed while it was prepared"),
+                   "added": (added, f"{added} was added while --data was prepared")}[meanwhile]
     real = prep.prepare
 
     @functools.wraps(real)
-    def added_meanwhile(**kw):
-        added.write_text("a file saved meanwhile\n" * 50)
+    def moved_meanwhile(**kw):
+        moved.write_text(f"a file {meanwhile} meanwhile\n" * 50)
         return real(**kw)
 
     kw = dict(tokenizer="byte", cache_root=tmp_path / "cache", num_proc=1, quiet=True)
-    monkeypatch.setattr(prep, "prepare", added_meanwhile)
-    with pytest.raises(PrepareError, match=re.escape(f"{added} was added while --data was prepared for training, so "
-                                                     "the data prepared from it was not kept; run again once nothing "
-                                                     "writes to it (or give a copy of it)")):
+    monkeypatch.setattr(prep, "prepare", moved_meanwhile)
+    with pytest.raises(PrepareError, match=re.escape(f"{said} for training, so the data prepared from it was not kept; "
+                                                     "run again once nothing writes to it (or give a copy of it)")):
         prepare_cached([str(notes.parent)], **kw)
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []
     monkeypatch.undo()
-    added.unlink()  # the directory as it was
+    notes.write_text(old)  # the directory as it was
+    added.unlink(missing_ok=True)
     data = prepare_cached([str(notes.parent)], **kw)
     assert "".join(documents(data, "train") + documents(data, "val")) == old
 

@@ -4267,26 +4267,12 @@ def test_the_logged_speed_counts_every_micro_batch_and_fp16_clips_unscaled_gradi
     assert norms["float16"] == pytest.approx(norms["float32"], rel=0.05) and 0.1 < norms["float32"][0] < 100
 
 
-def test_a_steps_micro_batches_are_drawn_as_they_are_trained_on(byte_data, tmp_path, monkeypatch):
+def test_a_steps_micro_batches_are_drawn_as_they_are_trained_on(byte_data, tmp_path, draws_and_forwards):
     # A step drew its whole list of micro-batches before its first forward pass, so its memory grew with
     # --gradient_accumulation_steps: 20,000 micro-batches of 4 x 32 bytes held 61 MB more at once (hunt 48-g G1)
-    from gpt.data import TrainBatches
-    events, real_next, real_forward = [], TrainBatches.next_batch, GPT.forward
-
-    def next_batch(self):
-        events.append("draw")
-        return real_next(self)
-
-    def forward(self, *args, **kwargs):
-        if self.training:
-            events.append("train")
-        return real_forward(self, *args, **kwargs)
-
-    monkeypatch.setattr(TrainBatches, "next_batch", next_batch)
-    monkeypatch.setattr(GPT, "forward", forward)
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=2", "--gradient_accumulation_steps=4",
                        "--eval_interval=100", f"--out_dir={tmp_path / 'run'}"]) == 0
-    assert events == ["draw", "train"] * 8
+    assert draws_and_forwards == ["draw", "train"] * 8
 
 
 def test_an_fp16_resume_goes_on_with_the_saved_loss_scale(byte_data, tmp_path, monkeypatch):
