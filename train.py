@@ -1793,8 +1793,10 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist, cfg: T
             raise ReportedByRank0(1)
         if 0 in failed:  # said as any refusal every rank meets alike: by rank 0, or each node's first
             raise unread
-        raise UsageError(f"{unread} (on {socket.gethostname()}, rank {dist.rank}; rank 0 read it: every node "
-                         "needs the same files)") from None
+        # (without the way on of one process alone: "a new run there is started without --init_from=resume" was said
+        # where rank 0 resumes)
+        raise UsageError(f"{getattr(unread, 'fact', unread)} (on {socket.gethostname()}, rank {dist.rank}; rank 0 read "
+                         "it: every node needs the same files)") from None
     if len({checkpoint for _, checkpoint, *_ in seen}) > 1:
         which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c, *_) in enumerate(seen))
         # A run in out_dir that saved between the processes' reads (seconds each for a large checkpoint) was

@@ -62,7 +62,12 @@ SPACE_MARGIN = 1.02, 1 << 20  # needed = 2% + 1 MiB over the tensors' bytes: hea
 
 
 class NoCheckpoint(MissingFile):
-    """No complete checkpoint where one was asked for."""
+    """No complete checkpoint where one was asked for; `way`: the way on, said after it where the fact is this
+    process's alone (`fact`: without it, as a node that lacks what rank 0 read says it: train.py)."""
+
+    def __init__(self, message: str, way: str = ""):
+        super().__init__(f"{message}; {way}" if way else message)
+        self.fact = message
 
 
 class NoBestCheckpoint(NoCheckpoint):
@@ -871,8 +876,8 @@ def _open_resumable(out_dir: Path) -> tuple[Checkpoint, list[tuple[Path, str]]]:
         # (the way on: a typo in --out_dir, or a first run given --init_from=resume, heard only "no complete
         # checkpoint in out-instruct", hunt 49-l)
         there = "there is no such directory" if not out_dir.exists() else "nothing to resume"
-        raise NoCheckpoint(f"no complete checkpoint in {out_dir}: {there}; a new run there is started without "
-                           "--init_from=resume")
+        raise NoCheckpoint(f"no complete checkpoint in {out_dir}: {there}",
+                           way="a new run there is started without --init_from=resume")
     skipped = incomplete_checkpoints(out_dir)  # said and set aside like an unreadable one
     for path in candidates:
         try:

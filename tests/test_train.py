@@ -4836,8 +4836,9 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert proc.returncode != 0
     said = [line for line in proc.stderr.splitlines() if line.startswith("train.py: error:")]
     if node1_has == "no checkpoint":
-        assert said == [f"train.py: error: no complete checkpoint in run (on {socket.gethostname()}, rank 1; rank 0 "
-                        "read it: every node needs the same files)"], proc.stderr[-3000:]
+        assert said == [f"train.py: error: no complete checkpoint in run: there is no such directory (on "
+                        f"{socket.gethostname()}, rank 1; rank 0 read it: every node needs the same files)"], \
+            proc.stderr[-3000:]
     else:
         assert said == ["train.py: error: the processes resume different checkpoints (rank 0: ckpt-0000004, rank 1: "
                         "ckpt-0000002): out_dir must be on a filesystem every node shares, or hold the same "
