@@ -763,7 +763,11 @@ def test_weights_a_model_cannot_compute_in_are_refused_or_loaded_in_float32_as_f
              "several": lambda k, v: v if ".ln_" in k else v.half()}
     for case, change in cases.items():
         weights = save(tmp_path / case, 1, model) / "model.safetensors"
-        save_file({k: change(k, v) for k, v in load_file(str(weights)).items()}, str(weights))
+        try:
+            save_file({k: change(k, v) for k, v in load_file(str(weights)).items()}, str(weights))
+        except KeyError:  # safetensors 0.6.2, requirements.txt's lower bound, writes no complex tensors (KeyError:
+            assert case == "complex"  # torch.complex64), so no checkpoint can hold them there
+            continue
         if case in ("int", "complex"):
             with pytest.raises(UnreadableFile, match=re.escape(f"{weights}: transformer.ln_f.bias holds "
                                                                f"{'int32' if case == 'int' else 'complex64'}, not "
