@@ -100,15 +100,19 @@ class _Windows:
             none, seen = none + int((~targets.any(axis=1)).sum()), seen + n
         return none, seen
 
-    def batch(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _places(self, ids: np.ndarray, offsets: np.ndarray | None) -> zip:
+        """(shard, start token) of each window id, the shards' offsets added."""
         shard = np.searchsorted(self.first, ids, side="right") - 1
         starts = (ids - self.first[shard]) * self.window
         if offsets is not None:
             starts += offsets[shard]
+        return zip(shard.tolist(), starts.tolist())
+
+    def batch(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.block_size
         x = np.empty((len(ids), t), dtype=np.int64)
         y = np.empty((len(ids), t), dtype=np.int64)
-        for row, (s, start) in enumerate(zip(shard.tolist(), starts.tolist())):  # one slice per window
+        for row, (s, start) in enumerate(self._places(ids, offsets)):  # one slice per window
             tokens = self._tokens[s]
             x[row] = tokens[start : start + t]
             y[row] = tokens[start + 1 : start + 1 + t]
@@ -118,12 +122,8 @@ class _Windows:
 
     def targets(self, ids: np.ndarray, offsets: np.ndarray | None = None) -> int:
         """The targets that count in batch(ids, offsets)'s y (those not -1), read from the loss masks alone."""
-        shard = np.searchsorted(self.first, ids, side="right") - 1
-        starts = (ids - self.first[shard]) * self.window
-        if offsets is not None:
-            starts += offsets[shard]
         t, count = self.block_size, 0
-        for s, start in zip(shard.tolist(), starts.tolist()):
+        for s, start in self._places(ids, offsets):
             mask = self._masks[s]
             count += t if mask is None else int(np.count_nonzero(mask[start + 1 : start + 1 + t]))
         return count
