@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import glob
 import hashlib
 import json
 import math
@@ -1231,7 +1232,7 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
             where, looked[place] = found_at(place)
             if looked[place] is None:
                 return str(where)
-    for place in dict.fromkeys(recorded_since(ckpt, lora)):
+    for place in dict.fromkeys([*recorded_since(ckpt, lora), *(set_aside_copies(recorded) if ours else [])]):
         if place not in looked:
             where, looked_since = found_at(place)
             if looked_since is None:
@@ -1276,6 +1277,17 @@ def rebased(lora: dict, found: str) -> dict:
         if time.time_ns() - max(stat[-2:]) > RACY_NS:
             record["base_weights_stat"] = stat
     return record
+
+
+def set_aside_copies(places: list[Path]) -> list[Path]:
+    """The broken-ckpt-* names (`set_aside`'s) that checkpoints recorded at `places` may have now. A resume renames
+    a newer checkpoint it passes over, one that lost only its state.pt too, whose weights are whole: a LoRA run
+    trained on it was "trained on base RUN/ckpt-N, which is missing" (or "has changed since", once the resumed run
+    saved step N again), though its very weights lay beside it (hunt 50-c C1). checked_base takes one only where
+    the fingerprint matches."""
+    return [p for place in places
+            for p in [place.with_name(BROKEN_PREFIX + place.name),
+                      *sorted(place.parent.glob(f"{glob.escape(BROKEN_PREFIX + place.name)}.*"))]]
 
 
 def recorded_since(ckpt: Path, lora: dict) -> list[Path]:

@@ -1033,6 +1033,28 @@ def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path
     assert list_checkpoints(tmp_path) == []
 
 
+def test_a_lora_run_finds_its_base_where_a_resume_set_it_aside(tmp_path):
+    # A resume renames a newer checkpoint it passes over (here one that lost only its state.pt, its weights whole) to
+    # broken-ckpt-*, and the resumed run saves that step again with other weights: a LoRA run trained on the first
+    # was "trained on base RUN/ckpt-0000004, which has changed since", its very weights beside it (hunt 50-c C1)
+    from gpt.checkpoint import ChangedBase, checked_base, set_aside, weights_fingerprint
+
+    run = tmp_path / "run"
+    base = save(run, 4, make_model())
+    lora = {"base": str(base), "base_step": 4, **weights_fingerprint(base / "model.safetensors")}
+    adapters = tmp_path / "lora" / "ckpt-0000002"  # (the LoRA checkpoint: only its run's place is read here)
+    (base / "state.pt").unlink()
+    moved = set_aside(base)
+    save(run, 4, make_model(1))  # the resumed run's save of step 4
+    assert checked_base(adapters, lora) == str(moved) == str(run / "broken-ckpt-0000004")
+    shutil.move(moved, moved.with_name("broken-ckpt-0000004.1"))  # (the step set aside before: set_aside's suffix)
+    save(run, 4, make_model(3)).rename(moved)
+    assert checked_base(adapters, lora) == str(run / "broken-ckpt-0000004.1")
+    shutil.rmtree(run / "broken-ckpt-0000004.1")  # gone: none where it was recorded, other weights set aside
+    with pytest.raises(ChangedBase, match=r"trained on base .*/run/ckpt-0000004 \(step 4\), which is missing; if it"):
+        checked_base(adapters, lora)
+
+
 @pytest.mark.parametrize("file, key", [("meta.json", "config"), ("meta.json", "tokens_seen"), ("meta.json", "tokenizer"),
                                        ("state.pt", "optimizer"), ("state.pt", "scaler"), ("state.pt", "rng"),
                                        ("state.pt", "loader"), ("state.pt", None)])
