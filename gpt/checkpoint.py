@@ -46,8 +46,8 @@ import torch
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its calls)
 from gpt.config import another_versions_values, saved_config
-from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, out_of_memory,
-                        sizes_apart)
+from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, is_dir_strictly,
+                        is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
 from gpt.files import (LFS_POINTER, describe_error, read_safetensors, read_torch_file, refuse_an_lfs_pointer,
                        safetensors_error)
 from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig,
@@ -227,7 +227,25 @@ def check_free_space(out_dir: Path, name: str, payload_bytes: int) -> None:
 
 
 def _is_complete(path: Path) -> bool:
-    return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, STATE, META))
+    return _holds_files(path, (WEIGHTS, STATE, META))
+
+
+def _holds_files(path: Path, names: tuple[str, ...]) -> bool:
+    """Whether `path` is a directory holding each of `names` as a file. UnreadableFile (not damaged) where it cannot
+    be searched (no x permission: a checkpoint another user saved under umask 077 in a shared run directory, a
+    `chmod -R go-rwx` of it): each look at the run, a resume, sample.py, a new run there, was a PermissionError
+    traceback (hunt 50-c C2)."""
+    try:  # (strictly: Python 3.14's is_file is False there, and the checkpoint was passed over as one that lost its
+        # files, and set aside as broken)
+        return is_dir_strictly(path) and all(is_file_strictly(path / f) for f in names)
+    except PermissionError as e:
+        found = unsearchable_directory(Path(e.filename)) if e.filename else None
+        where = found[0] if found else path  # (the directory to chmod: `path`, or one on its way)
+        # (a run's checkpoint can be moved out of the way; a run's or --data's directory is only to chmod)
+        ours = where.name.startswith((CKPT_PREFIX, SET_ASIDE_PREFIX))
+        raise UnreadableFile(where, f"cannot be searched ({e.strerror or e})" + (
+            f", so whether it is a whole checkpoint cannot be seen; give it search permission (chmod +x), or move it "
+            f"out of {where.parent}" if ours else "; give it search permission (chmod +x)"), damaged=False) from None
 
 
 def _has_weights(path: Path) -> bool:
@@ -235,7 +253,7 @@ def _has_weights(path: Path) -> bool:
     state.pt there or not. Only a resume reads state.pt (the optimizer's state, about twice the weights with AdamW),
     which one removes to share or archive the weights: such a checkpoint could not be sampled or fine-tuned from
     at all (hunt 47-c, left; hunt 48-c C1)."""
-    return path.is_dir() and all((path / f).is_file() for f in (WEIGHTS, META))
+    return _holds_files(path, (WEIGHTS, META))
 
 
 def without_state(ckpt: Path) -> str | None:

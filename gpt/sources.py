@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gpt.errors import install_hint, unsearchable_directory, unusable_path
+from gpt.errors import is_dir_strictly as _is_dir, is_file_strictly as _is_file
 from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
 from gpt.shards import is_shard
 
@@ -284,29 +285,6 @@ def unsearchable(e: PermissionError) -> PrepareError:
     found = unsearchable_directory(Path(e.filename))
     where = found[0] if found else Path(e.filename).parent  # (gone since, or no directory: the parent)
     return PrepareError(f"{where}: cannot read it ({e.strerror or e})")
-
-
-def _is_file(path: Path) -> bool:
-    """Path.is_file(), which raised PermissionError for a name in a directory listed but not searchable
-    (no x permission) before Python 3.14; 3.14 returns False there, and such files were left out of the
-    data without a word. The other errors are pathlib's False, as before."""
-    return _is(path, stat.S_ISREG)
-
-
-def _is_dir(path: Path) -> bool:
-    """Path.is_dir(), raising PermissionError as on Python 3.13 and before (see _is_file)."""
-    return _is(path, stat.S_ISDIR)
-
-
-def _is(path: Path, kind) -> bool:
-    try:
-        return kind(os.stat(path).st_mode)
-    except ValueError:  # (a NUL in the name)
-        return False
-    except OSError as e:
-        if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):  # (pathlib's False)
-            return False
-        raise
 
 
 def editor_backup(name: str) -> bool:

@@ -1033,6 +1033,36 @@ def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path
     assert list_checkpoints(tmp_path) == []
 
 
+def test_a_checkpoint_directory_that_cannot_be_searched_is_one_line_naming_it(tmp_path, monkeypatch):
+    # A checkpoint without search (x) permission in the run (another user's, saved under umask 077 in a shared run
+    # directory): a resume, sample.py and a new run's check of out_dir met a PermissionError traceback (hunt 50-c C2).
+    # EACCES simulated (the suite may run as root): os.stat refuses every name inside the checkpoint.
+    from gpt.checkpoint import incomplete_checkpoints
+
+    save(tmp_path, 2, make_model())
+    locked = save(tmp_path, 4, make_model(1))
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if Path(os.path.abspath(os.fspath(path))).parent == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", stat)
+    said = (f"{locked}: cannot be searched (Permission denied), so whether it is a whole checkpoint cannot be seen; "
+            f"give it search permission (chmod +x), or move it out of {tmp_path}")
+    for python_3_14 in (False, True):
+        if python_3_14:  # (whose Path.is_file is False there: the checkpoint was taken for one that lost its files)
+            monkeypatch.setattr(Path, "is_file", lambda path: os.path.isfile(path))
+            monkeypatch.setattr(Path, "is_dir", lambda path: os.path.isdir(path))
+        for look in (open_resumable, find_checkpoint, list_checkpoints, incomplete_checkpoints,
+                     lambda run: load_model(locked)):
+            with pytest.raises(UnreadableFile) as e:
+                look(tmp_path)
+            assert str(e.value) == said and not e.value.damaged
+    monkeypatch.setattr(os, "stat", real)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000002", "ckpt-0000004"]  # nothing set aside
+
+
 def test_a_lora_run_finds_its_base_where_a_resume_set_it_aside(tmp_path):
     # A resume renames a newer checkpoint it passes over (here one that lost only its state.pt, its weights whole) to
     # broken-ckpt-*, and the resumed run saves that step again with other weights: a LoRA run trained on the first
