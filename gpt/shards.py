@@ -259,8 +259,11 @@ def holds_prepared_data(directory) -> bool:
     name, was taken for prepared data by train.py: "meta.json: format version None ... rebuild with data/prepare.py
     --force", where data/prepare.py --input reads that folder as text (hunt 47-a A2)."""
     directory = Path(directory)
-    if not (directory / META_NAME).is_file():
-        return False
+    try:
+        if not (directory / META_NAME).is_file():
+            return False
+    except PermissionError:  # a directory that cannot be searched (no x permission): not known to be prepared data;
+        return False  # read as text, it is said in one line, naming the directory (it was a traceback: hunt 50-c C3)
     if any(map(is_shard, directory.glob("*.bin"))):
         return True
     try:

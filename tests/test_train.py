@@ -5394,6 +5394,25 @@ def test_the_embedded_plays_in_a_checkout_that_cannot_be_written_give_the_way_on
         train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
 
 
+def test_data_that_cannot_be_searched_is_one_line(tmp_path, monkeypatch, capsys):
+    # --data naming a directory without search (x) permission: the look for its meta.json (prepared data, or text to
+    # prepare?) was a PermissionError traceback (hunt 50-c C3). EACCES simulated (the suite may run as root): os.stat
+    # refuses every name inside `locked`, in this process (the refusal comes before anything is prepared or trained).
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if Path(os.path.abspath(os.fspath(path))).parent == locked:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", stat)
+    assert train.main([f"--data={locked}", *TINY, "--max_iters=2", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"train.py: error: {locked}: cannot be searched (Permission denied); give it search permission (chmod +x)")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("how", [[], ["--init_from=resume"], ["--init_from=resume", "--eval_only=true"]])
 def test_an_out_dir_that_cannot_be_searched_is_one_line(byte_data, tmp_path, how):
     # An out_dir in a directory without search (x) permission, or one itself without it: each look at it (is it
