@@ -20,7 +20,8 @@ warnings go to stderr. Ctrl-C or SIGTERM while generating ends every sample at i
 are printed as far as they got, then the process ends as interrupted; a second signal stops at once.
 
 The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
-warning says how many were dropped). Generation may run past block_size: the model then sees a
+warning says how many were dropped; a prompt of over 100,000 characters is tokenized from a line start near
+its end, the same tokens, not counted). Generation may run past block_size: the model then sees a
 sliding window; when it is full it keeps its last block_size // 2 tokens, prefills them again and
 continues through the KV cache (the cached and uncached paths produce the same tokens in float32).
 Samples of a prompt that ran past it, whose last tokens were drawn without the prompt's beginning, get a
@@ -439,8 +440,8 @@ def argv_text(value: str, option: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> int:
-    from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, crop_prompt,
-                                generate_samples, pick_inference_dtype)
+    from gpt.generation import (GraphedDecodeStep, compile_pays_off, compiled_decode_step, generate_samples,
+                                pick_inference_dtype)
     from gpt.runtime import Dist, dtype_name, pick_device
 
     check_args(args)
@@ -461,15 +462,19 @@ def sample(args: argparse.Namespace) -> int:
 
     check_batch_fits(model, args.num_samples, args.use_cache, device)
 
-    prompt = tok.encode(prompt_text) if prompt_text else [tok.eot_token]
+    # the prompt's last block_size tokens (a long prompt is tokenized from near its end: tok.encode_last)
+    prompt, dropped = tok.encode_last(prompt_text, model.config.block_size) if prompt_text else ([tok.eot_token], 0)
     if ENDOFTEXT in prompt_text:  # Hugging Face's GPT-2 tokenizer reads it as the token 50256, a usual prompt there:
         # here it is text, as in training data, and --start="<|endoftext|>" conditioned the model on that text without a
         # word (hunt 49-o O2)
         print(f"note: --start holds the text {ENDOFTEXT!r}, which is tokenized as ordinary text "
               f"({len(tok.encode(ENDOFTEXT))} tokens), not as the end-of-text token; leave --start out to sample from "
               f"end-of-text", file=sys.stderr)
-    prompt, dropped = crop_prompt(prompt, model.config.block_size)
-    if dropped:
+    if dropped is None:  # (not counted: hunt 50-a A1)
+        print(f"warning: the prompt ({len(prompt_text):,} characters) is longer than the model's context of "
+              f"{model.config.block_size}: all but its last {model.config.block_size} tokens were dropped",
+              file=sys.stderr)
+    elif dropped:
         first = f"its first {dropped} tokens were" if dropped > 1 else "its first token was"  # (hunt 44-b B5)
         print(f"warning: the prompt is {len(prompt) + dropped} tokens, longer than the model's context of "
               f"{model.config.block_size}: {first} dropped", file=sys.stderr)
@@ -530,11 +535,11 @@ def sample(args: argparse.Namespace) -> int:
             if stream:
                 out.write("\n")
                 out.flush()
-        print_samples(samples, prompt_text, args.json, stream, dropped, model.config.block_size)
+        print_samples(samples, prompt_text, args.json, stream, dropped != 0, model.config.block_size)
     return 0
 
 
-def print_samples(samples: list, prompt_text: str, as_json: bool, stream: bool, dropped: int, block_size: int) -> None:
+def print_samples(samples: list, prompt_text: str, as_json: bool, stream: bool, cut: bool, block_size: int) -> None:
     """The samples on stdout (the first one's text already there, streamed), then their notes and closing line."""
     from gpt.generation import past_context_note
 
@@ -553,7 +558,7 @@ def print_samples(samples: list, prompt_text: str, as_json: bool, stream: bool, 
     # 500 tokens run past a small model's context at every plain `python sample.py` (review 44-g G6). Nor for a prompt
     # cut to the context: its warning said its beginning was dropped, which no --max_new_tokens brings back, where the
     # note's "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
-    if prompt_text and not dropped and (note := past_context_note(samples, block_size)):
+    if prompt_text and not cut and (note := past_context_note(samples, block_size)):
         print(f"note: {note}", file=sys.stderr)
     tokens = sum(s.tokens for s in samples)
     seconds = max((s.seconds for s in samples), default=0.0)

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,9 @@ GPT2_FILE_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
 }
 ENDOFTEXT = "<|endoftext|>"
+# Tokenizer.encode_last: a text longer than this is tokenized from near its end, not whole (GPT-2's BPE took
+# 0.03-0.09 s for such a tail on a loaded 2-core machine; a 50 MB prompt file took 22 s and 1.4 GB whole: hunt 49-c)
+LONG_TEXT_CHARS = 100_000
 
 
 def valid_utf8(text: str) -> str:
@@ -82,6 +86,14 @@ class Tokenizer:
     def encode_numpy(self, text: str) -> np.ndarray:
         """encode() as a numpy array of unsigned ids (data preparation writes these to shards)."""
         return np.asarray(self.encode(text), dtype=np.uint32)
+
+    def encode_last(self, text: str, n: int, long_text: int = LONG_TEXT_CHARS) -> tuple[list[int], int | None]:
+        """The last n ids of encode(text), and how many ids come before them: None where a text of more than
+        long_text characters was not tokenized whole, so they were not counted (there are some).
+        sample.py keeps only a prompt's last block_size tokens."""
+        ids = self.encode(text)
+        dropped = max(0, len(ids) - n)
+        return ids[dropped:], dropped
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, n_vocab={self.n_vocab}, eot_token={self.eot_token})"
@@ -128,6 +140,25 @@ class BPETokenizer(Tokenizer):
                 raise
             return np.asarray(self._split_in_python(text), dtype=np.uint32)
 
+    def encode_last(self, text: str, n: int, long_text: int = LONG_TEXT_CHARS) -> tuple[list[int], int | None]:
+        # A long text is tokenized from the start of a line near its end, which gives the same ids as the whole:
+        # GPT2_PATTERN's pieces that hold a newline are whitespace alone (only ` ?\p{L}+` and its kind take a
+        # leading space, and only a plain space), so a newline followed by a character that is not whitespace
+        # ends a piece and that character begins one. A match found from there depends only on the text after it
+        # (the pattern looks ahead, never behind), so the pieces from there on are those of the whole text, and
+        # BPE merges only within a piece. (str.isspace is true for all that \s matches, in tiktoken's Rust regex
+        # and the `regex` module, and for 4 more: U+001C-U+001F, before which no line is cut: hunt 50-a A1.)
+        length = max(long_text, 16 * n)  # (a tail of fewer than n ids is doubled)
+        while length < len(text):
+            start = _line_start_before(text, len(text) - length)
+            if start is None:
+                break
+            ids = self.encode(text[start:])
+            if len(ids) >= n:
+                return ids[len(ids) - n:], None  # (text[:start] is not empty: it has ids of its own)
+            length *= 2
+        return super().encode_last(text, n)
+
     def _split_in_python(self, text: str) -> list[int]:
         """The same ids, for text that tiktoken's regex engine cannot split: fancy-regex runs out of its
         backtracking stack on a run of about a million whitespace characters (1 MB of spaces, newlines or
@@ -159,12 +190,32 @@ class ByteTokenizer(Tokenizer):
     def encode_numpy(self, text: str) -> np.ndarray:
         return np.frombuffer(_utf8_bytes(text), dtype=np.uint8)
 
+    def encode_last(self, text: str, n: int, long_text: int = LONG_TEXT_CHARS) -> tuple[list[int], int | None]:
+        data = _utf8_bytes(text)  # (exact and counted: the list of every byte's id was the cost)
+        dropped = max(0, len(data) - n)
+        return list(data[dropped:]), dropped
+
     def decode_bytes(self, ids) -> bytes:
         return bytes(int(i) for i in ids if int(i) < 256)
 
     def decode(self, ids) -> str:
         # Any id sequence decodes: invalid UTF-8 becomes U+FFFD, end-of-text is dropped.
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+_LINE_START = re.compile(r"\n(?=\S)")  # (re's \S for str is `not str.isspace()`)
+
+
+def _line_start_before(text: str, end: int) -> int | None:
+    """The last position p <= end, p > 0, where a line begins with a character that is not whitespace (None: none)."""
+    high, window = end, 4096
+    while high > 0:  # windows backwards, each twice the last (many lines that begin with a space or are empty)
+        low = max(0, high - window)
+        starts = [m.end() for m in _LINE_START.finditer(text, low, high + 1)]  # (+ 1: the look-ahead's character)
+        if starts:
+            return starts[-1]
+        high, window = low, window * 2
+    return None
 
 
 def _gpt2_data_dir() -> Path:

@@ -540,6 +540,28 @@ def test_stream_output_equals_whole_output(capsys, run_dir):
     assert whole.count(sample.SEPARATOR + "\n") == 2 and whole.startswith("Hi")
 
 
+def test_a_long_prompt_is_tokenized_from_near_its_end_into_the_same_last_tokens(capsys, monkeypatch, tmp_path):
+    # Only the last block_size tokens are kept; the whole text was tokenized for them (a 50 MB prompt file: 22 s and
+    # 1.4 GB on a GPT-2 run, hunt 49-c). Now from a line start near its end: the same ids, not counted (hunt 50-a A1)
+    import gpt.generation
+    import gpt.tokenizer
+
+    bpe = get_tokenizer("shakespeare-bpe")
+    run = make_run(tmp_path / "out", tokenizer="shakespeare-bpe", vocab_size=bpe.n_vocab, meta_vocab=bpe.n_vocab)
+    text = "".join(f"{i} To be, or not to be:\n  that is the question.\n\n" for i in range(4000))
+    (tmp_path / "prompt.txt").write_text(text, encoding="utf-8")
+    encoded, prompts = [], []
+    encode, generate = gpt.tokenizer.BPETokenizer.encode, gpt.generation.generate_samples
+    monkeypatch.setattr(gpt.tokenizer.BPETokenizer, "encode", lambda tok, t: encoded.append(len(t)) or encode(tok, t))
+    monkeypatch.setattr(gpt.generation, "generate_samples",
+                        lambda model, tok, prompt, *a, **k: prompts.append(prompt) or generate(model, tok, prompt, *a, **k))
+    rc, out, err = cli(capsys, f"--out_dir={run}", f"--start=FILE:{tmp_path / 'prompt.txt'}", "--max_new_tokens=3",
+                       "--json", "--device=cpu")
+    assert rc == 0 and json.loads(out)["prompt"] == text and max(encoded) < len(text) // 2 and len(text) == 202_890
+    assert prompts == [encode(bpe, text)[-32:]]
+    assert ("warning: the prompt (202,890 characters) is longer than the model's context of 32: all but its last 32 "
+            "tokens were dropped\n") in err and "note:" not in err
+
 def test_json_output_parses_with_every_field(capsys, run_dir):
     samples = cli_json(capsys, run_dir, "--start=Hi", "--num_samples=2", "--max_new_tokens=16", "--stop=\\n")
     assert [s["index"] for s in samples] == [0, 1]

@@ -122,3 +122,34 @@ def test_a_million_whitespace_characters_encode_in_every_encode_method(name):
     short = "a" + "\n" * 1000 + "b c"
     assert tok._split_in_python(short) == tok.encode(short)
     assert regex.findall(tok._enc._pat_str, text)[1] == "\n" * (1_100_000 - 1)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "byte", "shakespeare-bpe"])
+def test_encode_last_gives_the_last_ids_of_the_whole_text(name):
+    # sample.py keeps a prompt's last block_size tokens: a long prompt is tokenized from a line start near its end,
+    # not whole (a 50 MB file took 22 s and 1.4 GB: hunt 49-c), which must give the whole text's last ids. Texts of
+    # the characters where GPT-2's pieces join or split (spaces before letters, runs of whitespace before a newline,
+    # \r\n, Unicode spaces, U+001C that str.isspace calls a space and the regex does not, contractions, digits,
+    # a lone surrogate), cut from many places (hunt 50-a A1)
+    tok = get_tokenizer(name)
+    parts = ["\n", "\n", "\n\n", " \n", "\r\n", "\t", " ", "   ", "\u00a0", "\u2028", "\u3000", "\x85", "\x1c", "'s",
+             "'ll", "'", "ab", "Hello", " world", "12", "3", "!!", ".", "é", "日本", "🙂", "\ud800", "<|endoftext|>"]
+    rng = random.Random(0)
+    tails = 0
+    for trial in range(300):
+        text = "".join(rng.choice(parts) for _ in range(rng.randrange(1, 120)))
+        whole = tok.encode(text)
+        for start in (m.end() for m in gpt.tokenizer._LINE_START.finditer(text)):  # where a tail may begin
+            tail = tok.encode(text[start:])  # (not the head's own ids: "\n\n" alone is one GPT-2 token, before "<" two)
+            assert len(tail) < len(whole) and whole[len(whole) - len(tail):] == tail, (text, start)
+        for n in (1, 2, 5, 17, 64):
+            dropped = max(0, len(whole) - n)
+            for long_text in (0, 3, 20, 10**6):
+                ids, counted = tok.encode_last(text, n, long_text=long_text)
+                assert ids == whole[dropped:], (text, n, long_text)
+                assert counted == dropped or (counted is None and dropped > 0 and name != "byte")
+                tails += counted is None
+    assert name == "byte" or tails > 1000  # the tail was taken, not only the whole text
+    # a text with no line to start from is tokenized whole, and counted
+    assert tok.encode_last("x" * 50 + " y" * 50, 3, long_text=10) == (tok.encode("x" * 50 + " y" * 50)[-3:],
+                                                                       len(tok.encode("x" * 50 + " y" * 50)) - 3)
