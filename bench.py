@@ -753,6 +753,18 @@ def bench_prepare(args: argparse.Namespace) -> None:
     plays = [(p.stem, shakespeare_play_text(p.read_text(encoding="utf-8"))) for p in shakespeare_files()]
     corpus_bytes = sum(len(text.encode()) for _, text in plays)
     copies = math.ceil(args.mb * 1e6 / corpus_bytes)
+    # The loader's batch of windows must fit in the train split: TrainBatches refused it only once the text was
+    # prepared (hunt 50-a A2). Each play is a document, ended by an end-of-text; a batch past all the copies' tokens
+    # can never fit (one within them may still be refused after preparing: the train split is known only then).
+    from gpt.tokenizer import get_tokenizer
+
+    tok = get_tokenizer(args.tokenizer)
+    prepared = copies * sum(len(tok.encode(text)) + 1 for _, text in plays)
+    if (one_batch := args.batch_size * (args.block_size + 1)) > prepared:
+        raise UsageError(f"the loader's batch of --batch_size {args.batch_size:,} windows of --block_size + 1 = "
+                         f"{args.block_size + 1:,} tokens is {one_batch:,} tokens, more than the {prepared:,} that "
+                         f"--mb {args.mb:g} prepares (both splits): give a smaller --batch_size or --block_size, or a "
+                         f"larger --mb")
     with temporary_directory("prepare") as tmp:
         text_dir, out_dir = Path(tmp) / "text", Path(tmp) / "shards"
         # the copies and their shards (2 bytes a token: twice the text with the byte tokenizer): a --mb
@@ -794,9 +806,6 @@ def bench_prepare(args: argparse.Namespace) -> None:
         inner = re.search(r"in ([\d.]+)s \(([\d.]+) MB/s of text", run.stdout)
 
         # The reference: one process encoding the same text (gpt2: tok.encode is tiktoken's encode_ordinary).
-        from gpt.tokenizer import get_tokenizer
-
-        tok = get_tokenizer(args.tokenizer)
         encoded, start = 0, time.perf_counter()
         while not encoded or time.perf_counter() - start < args.seconds:  # one pass at least, however short
             for _, text in plays:
@@ -821,8 +830,15 @@ def bench_prepare(args: argparse.Namespace) -> None:
 
         # The loader: assembling CPU batches from the memmapped shards just written.
         from gpt.data import TrainBatches
+        from gpt.shards import ShardError
 
-        loader = TrainBatches(out_dir, args.batch_size, args.block_size)
+        try:
+            loader = TrainBatches(out_dir, args.batch_size, args.block_size)
+        except ShardError as e:  # it named a shard of the temporary directory, gone by then, and said "prepare more
+            # text", which is --mb here (hunt 50-a A2)
+            reason = str(e).removeprefix(f"{e.path}: ").split("; ")[0]
+            raise UsageError(f"the loader's batch does not fit in the prepared train split ({e.path.name}: {reason}): "
+                             f"give a smaller --batch_size or --block_size, or a larger --mb") from None
         for _ in range(3):
             loader.next_batch()
         batches, start = 0, time.perf_counter()

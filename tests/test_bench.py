@@ -128,6 +128,29 @@ def test_prepare_refuses_text_past_the_free_disk_and_a_failed_write_is_one_line(
     assert list(tmp_path.iterdir()) == []  # the temporary directory removed
 
 
+def test_prepare_refuses_a_loader_batch_larger_than_its_text_before_preparing(monkeypatch, tmp_path):
+    # The loader's shape was refused by TrainBatches only after the text was prepared, naming a shard in a temporary
+    # directory already gone (hunt 50-a A2). One copy of the plays is 4,956,559 byte tokens with their end-of-texts
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(bench, "run_child", lambda *a, **k: pytest.fail("prepare ran"))
+    with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: the loader's batch of --batch_size 2 windows of "
+                                         r"--block_size \+ 1 = 2,500,001 tokens is 5,000,002 tokens, more than the "
+                                         r"4,956,559 that --mb 1 prepares \(both splits\): give a smaller --batch_size "
+                                         r"or --block_size, or a larger --mb$"):
+        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=2", "--block_size=2500000"])
+    assert list(tmp_path.iterdir()) == []
+    # within the bound, the train split (4,314,102 tokens of the 4,956,559) is known only once prepared: refused then,
+    # in bench.py's words, where it named a shard of the temporary directory, gone by then, and said "prepare more text"
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: the loader's batch does not fit in the prepared "
+                                         r"train split \(train_000000\.bin: 4314102 tokens is shorter than one window "
+                                         r"of block_size \+ 1 = 4500001 tokens\): give a smaller --batch_size or "
+                                         r"--block_size, or a larger --mb$"):
+        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=1", "--block_size=4500000",
+                    "--seconds=0.01"])
+    assert list(tmp_path.iterdir()) == []
+
 @pytest.mark.parametrize("argv, message", [
     # audit, 2026-11-26: the same row twice pooled both runs' records under one name; the same recipe
     # twice shared its run directories, and train.py refused the second
