@@ -48,10 +48,10 @@ from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its
 from gpt.config import another_versions_values, saved_config
 from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, is_dir_strictly,
                         is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
-from gpt.files import (LFS_POINTER, describe_error, read_safetensors, read_torch_file, refuse_an_lfs_pointer,
-                       safetensors_error)
-from gpt.model import (GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig,
-                       computable_weights, hub_gpt2, missing_hf_weights, read_hf_config)
+from gpt.files import (LFS_POINTER, computable_weights, describe_error, read_safetensors, read_torch_file,
+                       refuse_an_lfs_pointer, safetensors_error)
+from gpt.huggingface import hub_gpt2, missing_hf_weights, read_hf_config
+from gpt.model import GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig
 from gpt.tokenizer import TOKENIZER_NAMES
 
 CKPT_PREFIX = "ckpt-"

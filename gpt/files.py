@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from gpt.errors import UnreadableFile, UsageError, WideText
+from gpt.runtime import dtype_name
 
 
 def safetensors_error() -> type:
@@ -130,3 +131,26 @@ def read_torch_file(path: Path) -> dict:
         raise UnreadableFile(path, f"truncated or corrupt ({describe_error(e) if str(e) else 'ends early'})") from None
     except (KeyError, IndexError, struct.error) as e:  # the weights-only unpickler on bytes that are no torch file
         raise UnreadableFile(path, f"not a torch.save file, or a corrupt one ({type(e).__name__} reading it)") from None
+
+
+# The dtypes GPT.from_pretrained keeps a one-dtype weights file in; any other (float8) loads in float32
+COMPUTE_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
+def computable_weights(state_dict: dict[str, torch.Tensor], file: Path) -> dict[str, torch.Tensor]:
+    """The weights read from `file` (GPT.from_pretrained's, gpt.checkpoint.load_model's), in dtypes the model
+    computes in: one dtype of COMPUTE_DTYPES is kept; several dtypes, or float8, become float32 (which holds each of
+    their values exactly), converted in place. Weights that are not floating-point (integers: a quantized model's;
+    booleans; complex numbers) are refused in one line naming `file`."""
+    for k, v in state_dict.items():
+        # (complex weights loaded as they were, and the first forward was "LayerNormKernelImpl not implemented for
+        # 'ComplexFloat'"; beside real ones, float32 dropped their imaginary parts with a mere warning: hunt 48-b B3)
+        if not v.is_floating_point():
+            raise UnreadableFile(file, f"{k} holds {dtype_name(v.dtype)}, not floating-point "
+                                       f"weights{'' if v.is_complex() else ' (a quantized model?)'}")
+    dtypes = {v.dtype for v in state_dict.values()}
+    if len(dtypes) > 1 or not dtypes <= COMPUTE_DTYPES:  # (LayerNorms kept in float32 beside float16 weights,
+        # as some tools save them): adopted as they were, the model's forward failed with "mixed dtype (CPU)"
+        # (hunt 46-c C2). So it does float8's, a dtype no layer computes in: a float8 file loaded as it was, and
+        # its first forward was "add_stub not implemented" (hunt 48-b B3)
+        for k in list(state_dict):  # one at a time, each original let go as its copy is made (hunt 49-g G1)
+            state_dict[k] = state_dict[k].float()
+    return state_dict

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from gpt.errors import UnreadableFile
-from gpt.model import CONV1D_SUFFIXES, GPT, GPTConfig, rotary_angles, rotate
+from gpt.huggingface import CONV1D_SUFFIXES
+from gpt.model import GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
 
@@ -717,14 +718,14 @@ def test_from_pretrained_lets_each_tensor_of_a_pytorch_model_bin_go_once_it_is_t
     # at 486 MiB once each original goes as it is taken (measured with getrusage; hunt 49-g G1)
     import weakref
 
-    import gpt.model
+    import gpt.huggingface
     from safetensors.torch import load_file
 
     model = tiny_model(seed=6)
     model.save_pretrained(tmp_path)
     torch.save(load_file(str(tmp_path / "model.safetensors")), tmp_path / "pytorch_model.bin")
     (tmp_path / "model.safetensors").unlink()
-    read, originals, alive = gpt.model.read_torch_file, [], []  # alive: how many originals live at each copy
+    read, originals, alive = gpt.huggingface.read_torch_file, [], []  # alive: how many originals live at each copy
 
     def read_and_watch(path):
         raw = read(path)
@@ -737,7 +738,7 @@ def test_from_pretrained_lets_each_tensor_of_a_pytorch_model_bin_go_once_it_is_t
         alive.append(sum(r() is not None for r in originals))
         return contiguous(self, *args, **kwargs)
 
-    monkeypatch.setattr(gpt.model, "read_torch_file", read_and_watch)
+    monkeypatch.setattr(gpt.huggingface, "read_torch_file", read_and_watch)
     monkeypatch.setattr(torch.Tensor, "contiguous", watched)
     loaded = GPT.from_pretrained(str(tmp_path))
     monkeypatch.undo()
@@ -817,7 +818,7 @@ def test_the_config_counts_the_parameters_of_the_model_it_builds(bias, pos_encod
 
 def test_a_hugging_face_config_with_another_mlp_width_is_refused():
     # this model's MLP is 4 * n_embd wide; another n_inner was refused only later, by the weights' shapes (hunt 31-b M8)
-    from gpt.model import config_from_hf
+    from gpt.huggingface import config_from_hf
 
     hf = {"vocab_size": 64, "n_positions": 16, "n_layer": 1, "n_head": 2, "n_embd": 16}
     assert config_from_hf({**hf, "n_inner": 64}) == config_from_hf({**hf, "n_inner": None}) == config_from_hf(hf)
@@ -1113,7 +1114,7 @@ def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited
 
     import huggingface_hub.constants
 
-    import gpt.model
+    import gpt.huggingface
     from gpt.errors import HubUnreachable
 
     server = socket.socket()
@@ -1129,7 +1130,7 @@ def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(gpt.model, "HUB_STALL_S", 1.0)
+    monkeypatch.setattr(gpt.huggingface, "HUB_STALL_S", 1.0)
     started = time.monotonic()
     try:
         with pytest.raises(HubUnreachable, match=r"^no answer from the hub in 1 s for 'gpt2' \(a proxy"):

@@ -1169,15 +1169,15 @@ def test_a_checkpoint_with_torn_meta_names_the_file(capsys, tmp_path):
 
 
 def test_hub_model_out_of_reach_fails_fast_with_one_line(capsys, monkeypatch):
-    import gpt.model
+    import gpt.huggingface
 
-    def offline(name):  # what gpt.model._download_gpt2 raises without a network
+    def offline(name):  # what gpt.huggingface._download_gpt2 raises without a network
         from gpt.errors import HubUnreachable
 
         raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network).\n"
                            "Without a network, pass a local directory holding config.json and model.safetensors.")
 
-    monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
+    monkeypatch.setattr(gpt.huggingface, "_download_gpt2", offline)
     rc, out, err = cli(capsys, "--init_from=gpt2-medium")
     assert rc == 1 and out == "" and err.count("\n") == 1 and "could not download 'gpt2-medium'" in err
 

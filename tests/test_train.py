@@ -4016,7 +4016,7 @@ def test_data_under_the_home_directory_and_a_local_folder_named_like_the_plays(t
 
 def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # the whole --data was tokenized and cached first (minutes on large data), then the one-line error came
-    import gpt.model
+    import gpt.huggingface
     from gpt.errors import HubUnreachable
 
     text = write_corpus(tmp_path / "text", docs=4, words=50)
@@ -4031,7 +4031,7 @@ def test_a_typo_or_unreachable_init_from_is_said_before_the_data_is_prepared(tmp
 
     def offline(name):
         raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub (ConnectError: no network)")
-    monkeypatch.setattr(gpt.model, "_download_gpt2", offline)
+    monkeypatch.setattr(gpt.huggingface, "_download_gpt2", offline)
     assert train.main(["--init_from=gpt2", *args]) == 1
     assert "could not download 'gpt2'" in capsys.readouterr().err
     assert not (tmp_path / "cache").exists()

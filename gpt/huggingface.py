@@ -1,0 +1,336 @@
+"""OpenAI's GPT-2 in the Hugging Face layout: a transformers GPT-2 directory (config.json, and
+model.safetensors or pytorch_model.bin) or a hub name (gpt2, ...) read into a `GPT`, and a `GPT` written
+as a directory that transformers.GPT2LMHeadModel loads. `GPT.from_pretrained` and `GPT.save_pretrained`
+are these functions; gpt.checkpoint reads the same directories as the base of a fine-tuning run.
+
+The layout's differences from the model's: Conv1D weights, stored (in, out), the transpose of
+nn.Linear's; the LM head stored once, tied; the config's own names (n_positions, activation_function).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from gpt.atomic import TMP_PREFIX, refuse_special, remove_dead_writers_parts, replace_files, same_mode_as
+from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
+from gpt.files import computable_weights, describe_error, read_safetensors, read_torch_file
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig
+
+
+# Hugging Face's activation_function names of GPTConfig's activations.
+HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+
+# Hugging Face's GPT-2 uses Conv1D, whose weight is (in, out): the transpose of nn.Linear's.
+CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
+IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+
+
+def from_pretrained(name_or_path: str, dropout: float = 0.0, model_class: type[GPT] = GPT) -> GPT:
+    """OpenAI GPT-2 in the Hugging Face layout: a hub name (gpt2, gpt2-medium, gpt2-large,
+    gpt2-xl; needs the network or the hub cache) or a local directory with config.json and
+    model.safetensors (or pytorch_model.bin). The weights keep their dtype; a file of several dtypes, or of
+    float8, loads in float32."""
+    path = Path(name_or_path)
+    if not path.is_dir():
+        path = hub_gpt2(name_or_path)
+    config = read_hf_config(path, dropout=dropout)
+    state_dict = _read_hf_weights(path)
+    model = model_class.empty(config)  # the weights are loaded next
+    try:
+        model.load_weights(state_dict, assign=True)
+    except (KeyError, ValueError) as e:  # load_weights' own reports: keys or shapes that do not fit
+        raise UnreadableFile(path, str(e.args[0]) if isinstance(e, KeyError) else str(e)) from None
+    eos = _json_object(path / "config.json").get("eos_token_id")
+    if is_token_id(eos, config.vocab_size):
+        model.export_eot_token = eos
+    model.end_tokens = hf_end_tokens(path, config.vocab_size)
+    return model
+
+
+def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = None) -> None:
+    """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Both are written
+    beside their names, then replaced as a pair (gpt.atomic.replace_files): an export interrupted over an
+    earlier one (Ctrl-C, a full disk) left that one's weights cut short, or new weights beside the old
+    config, a directory that loaded nowhere. Refuses a directory that LoRA runs were
+    trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint.
+    `eot_token`: the tokenizer's end-of-text id, written as the config's eos_token_id (and bos_token_id,
+    as GPT-2's), where transformers' generate stops, as sample.py does. Without it, the end-of-text of the
+    tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
+    gpt.checkpoint.load_model), else that of the export it was loaded from (`export_eot_token`: from_pretrained),
+    else GPT-2's 50256 where the vocabulary has it, else none: a byte or
+    shakespeare-bpe model's generate ran on past its end-of-text (hunt 37-h h5, hunt 42-c C5), and
+    `load_model(run)[0].save_pretrained(dir)` still did so without eot_token= (hunt 43-a A3).
+    A vocabulary padded past the data's (`data_vocab_size`: a run trained on a GPU, bytes' 257 ids to 320,
+    GPT-2's 50,257 to 50,304) is written without the padding, whose ids no tokenizer knows: an export of it
+    drew them again in transformers' generate and in from_pretrained's (49 of 200 tokens of an untrained
+    byte model: hunt 43-f F7)."""
+    from safetensors.torch import save_file
+
+    from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
+    from gpt.lora import is_lora
+    from gpt.sources import training_output
+    from gpt.tokenizer import get_tokenizer
+
+    cfg = model.config
+    rows = model.data_vocab_size if model.data_vocab_size and model.data_vocab_size < cfg.vocab_size else None
+    if rows:
+        cfg = replace(cfg, vocab_size=rows)
+    if eot_token is None:
+        # the tokenizer's, where known; else that of the export the model was loaded from (loaded and saved
+        # again, a byte model's export lost its 256, and one given another id had it made GPT-2's 50256:
+        # hunt 44-a A2)
+        eot_token = (get_tokenizer(model.tokenizer_name).eot_token if model.tokenizer_name is not None
+                     else model.export_eot_token)
+    if eot_token is not None and not is_token_id(eot_token, cfg.vocab_size):
+        raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
+                         f"{cfg.vocab_size - 1})")
+    if is_lora(model):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
+        raise ValueError("this model has LoRA adapters: merge them into its weights first "
+                         "(gpt.lora.merge_lora(model)), then save it in the GPT-2 layout")
+    if cfg.pos_encoding != "learned" or not cfg.bias or cfg.qk_norm or cfg.qk_scale != 1.0:
+        raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
+                         "can be saved in the GPT-2 layout")
+    out_dir = Path(out_dir)
+    for name in ("model.safetensors", "config.json"):  # (before the reads below: a pipe's waits for a writer)
+        refuse_special(out_dir / name)
+    if "model_config" in _json_keys(out_dir / "meta.json"):  # a checkpoint: its model.safetensors, in our
+        # layout, was overwritten in GPT-2's (Conv1D weights transposed), and the run could no longer
+        # resume or sample from it (hunt 34-e E2)
+        raise ValueError(f"{out_dir} is a checkpoint of train.py: save the model in the GPT-2 layout to another "
+                         "directory")
+    # (its config.json, the run's record of its options, was overwritten, and the run was then taken for an HF
+    # directory: hunt 30-e F7; also a run that has saved no checkpoint yet, training there or stopped before its
+    # first save, which gpt.sources.training_output knows by its config.json or lock: hunt 47-d D8)
+    if (out_dir / "latest").is_file() or any(out_dir.glob("ckpt-*/meta.json")) or training_output(out_dir):
+        raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
+                         "directory")
+    if runs := live_lora_runs(out_dir):  # their adapters load onto these very weights (by their fingerprint):
+        # written over, the runs could neither sample nor resume any more, and nothing said so (hunt 37-h h1)
+        raise ValueError(f"{out_dir} is the base of the LoRA run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, "
+                         "whose adapters load onto these very weights: save the model to another directory (or "
+                         f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_dead_writers_parts(out_dir, ("model.safetensors", "config.json"))
+    tensors = {}
+    for k, v in model.state_dict().items():
+        if k == TIED_KEY:
+            continue  # tied: stored once, as transformers does
+        v = v.detach().cpu()
+        if k == "transformer.wte.weight" and rows:
+            v = v[:rows]  # (the data's ids only)
+        tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
+    weights, config = out_dir / "model.safetensors", out_dir / "config.json"
+    weights_tmp, config_tmp = (out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in (weights, config))
+    try:
+        save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
+        config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
+        # before the renames: a Ctrl-C held through them is raised as they end, and the weights were left
+        # as save_file makes them, 0600, beside a 0644 config.json (hunt 42-d D3)
+        same_mode_as(weights_tmp, config_tmp)
+        replace_files([(weights_tmp, weights), (config_tmp, config)])
+    finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
+        weights_tmp.unlink(missing_ok=True)
+        config_tmp.unlink(missing_ok=True)
+
+
+def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
+    """The GPTConfig of a Hugging Face GPT-2 directory, from its config.json."""
+    try:
+        hf = json.loads((path / "config.json").read_text())
+        if not isinstance(hf, dict):
+            raise ValueError(f"a JSON {type(hf).__name__}, not an object")
+        config = config_from_hf(hf)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        # ValueError: bad JSON or config_from_hf's refusals; KeyError ...: fields missing or mistyped
+        if any(_json_keys(m) >= {"model_config"} for m in (path / "meta.json", *path.glob("ckpt-*/meta.json"))):
+            # (it said "no 'vocab_size'", or "No such file or directory": hunt 28-a F11; prepared data has a
+            # meta.json too, without a model: review 29)
+            raise UnreadableFile(path, "a run or checkpoint of train.py, not a Hugging Face GPT-2 directory: "
+                                       "load it with gpt.checkpoint.load_model") from None
+        raise UnreadableFile(path / "config.json", f"not a usable GPT-2 config "
+                             f"({'no ' + str(e) if isinstance(e, KeyError) else describe_error(e)})") from None
+    # The caller's dropout, checked as the caller's: inside the try, from_pretrained(dir, dropout=2.0) was
+    # "config.json: not a usable GPT-2 config (GPTConfig.dropout must be in [0, 1), got 2.0)" (hunt 48-b B4)
+    return replace(config, dropout=dropout)
+
+
+def hf_end_tokens(path: Path, vocab_size: int) -> tuple[int, ...]:
+    """The ids where transformers' generate ends a sample of the Hugging Face directory `path`: the eos_token_id
+    of its generation_config.json, which transformers prefers, else of its config.json; an id or a list of them
+    (values that are no id of the vocabulary left out). OpenAI's GPT-2 says 50256 in both, GPT-2's end-of-text;
+    a fine-tune may name another, "\\n" (198) say, where sample.py ran on past the end transformers keeps."""
+    for name in ("generation_config.json", "config.json"):
+        config = _json_object(path / name)
+        if "eos_token_id" in config:
+            eos = config["eos_token_id"]
+            ids = eos if isinstance(eos, list) else [eos]
+            return tuple(dict.fromkeys(i for i in ids if is_token_id(i, vocab_size)))
+    return ()
+
+
+def is_token_id(value, vocab_size: int) -> bool:
+    """Whether `value` (an eos_token_id read from JSON, an eot_token given) is an id of a vocabulary of vocab_size: an
+    int (not a bool, which is one to isinstance) from 0 to vocab_size - 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab_size
+
+
+def _json_object(path: Path) -> dict:
+    """A JSON object in a file; empty where it is not one (or not there)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _json_keys(path: Path) -> set:
+    """The keys of a JSON object in a file; empty where it is not one (or not there)."""
+    return set(_json_object(path))
+
+
+def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
+    """GPTConfig from a Hugging Face GPT-2 config.json, refusing what this model cannot represent."""
+    if hf.get("model_type", "gpt2") != "gpt2":
+        raise ValueError(f"model_type {hf.get('model_type')!r} is not gpt2")
+    act = hf.get("activation_function", "gelu_new")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"activation_function {act!r} is not a GELU this model has ({', '.join(HF_ACTIVATIONS)})")
+    if hf.get("n_inner") not in (None, 4 * hf["n_embd"]):
+        raise ValueError(f"n_inner {hf['n_inner']} is not 4 * n_embd")
+    eps = hf.get("layer_norm_epsilon", 1e-5)  # (a string was "unsupported operand type(s) for -": hunt 28-a F11)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or abs(eps - 1e-5) > 1e-12:
+        raise ValueError(f"layer_norm_epsilon {eps!r} is not 1e-5")
+    # Two switches of transformers' GPT-2 attention that this model's attention does not have: read
+    # without them, such a model gave other logits than transformers' in silence
+    if hf.get("scale_attn_weights", True) is not True:
+        raise ValueError("scale_attn_weights false (attention logits not divided by sqrt(head size)) is not "
+                         "this model's attention")
+    if hf.get("scale_attn_by_inverse_layer_idx", False) is not False:
+        raise ValueError("scale_attn_by_inverse_layer_idx true (Stanford CRFM's Mistral GPT-2s) is not this "
+                         "model's attention")
+    return GPTConfig(vocab_size=hf["vocab_size"], block_size=hf["n_positions"], n_layer=hf["n_layer"],
+                     n_head=hf["n_head"], n_embd=hf["n_embd"], dropout=dropout, bias=True,
+                     activation=HF_ACTIVATIONS[act])
+
+
+def config_to_hf(cfg: GPTConfig, eot_token: int | None = None) -> dict:
+    """A Hugging Face GPT-2 config.json of `cfg`; `eot_token`: as GPT.save_pretrained's."""
+    eot = eot_token if eot_token is not None else 50256 if cfg.vocab_size > 50256 else None  # (GPT-2's <|endoftext|>)
+    return {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,
+        "n_embd": cfg.n_embd, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_inner": None,
+        "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else "gelu",
+        "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+        "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
+        "bos_token_id": eot, "eos_token_id": eot, "tie_word_embeddings": True,
+    }
+
+
+def missing_hf_weights(path: Path) -> str:
+    """What to say of a Hugging Face directory without model.safetensors or pytorch_model.bin:
+    sharded weights (transformers shards files over its max_shard_size, e.g. a fine-tuned gpt2-xl
+    in float32) are there, but not read here (hunt 28-a F11: they were said to be missing)."""
+    index = next((n for n in ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+                  if (path / n).is_file()), None)
+    if index:
+        return (f"{path} holds sharded weights ({index}), which are not read here: save the model as one file, "
+                "e.g. transformers' model.save_pretrained(DIR, max_shard_size=\"100GB\")")
+    return f"{path} has neither model.safetensors nor pytorch_model.bin"
+
+
+def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
+    """Hugging Face GPT-2 weights -> our keys: Conv1D weights transposed, buffers dropped."""
+    if (file := path / "model.safetensors").exists():
+        raw = read_safetensors(file)
+    elif (file := path / "pytorch_model.bin").exists():
+        raw = read_torch_file(file)  # weights_only: never runs pickled code
+    else:
+        raise MissingFile(missing_hf_weights(path))
+    # (a list, a 3-D Conv1D weight or integer weights were tracebacks: hunt 34-e E1)
+    if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
+        raise UnreadableFile(file, "not a dict of tensors (a state dict)")
+    out = {}
+    for k in list(raw):
+        # each tensor leaves `raw` as it is taken, so an original goes once its transposed copy is made: all of them
+        # kept to the end, a pytorch_model.bin (read into memory whole) of GPT-2 124M's 475 MiB peaked at 801 MiB
+        # above the process's start, 486 MiB this way (hunt 49-g G1)
+        v = raw.pop(k)
+        if k.endswith(IGNORED_HF_SUFFIXES):
+            continue
+        if not k.startswith(("transformer.", "lm_head.")):
+            k = "transformer." + k  # GPT2Model (no LM head) saves without the prefix
+        # (a Conv1D weight of another rank is left as it is, for load_weights' shape check: t() raised)
+        out[k] = v.t().contiguous() if k.endswith(CONV1D_SUFFIXES) and v.dim() == 2 else v
+    return computable_weights(out, file)
+
+
+# Seconds the hub may go without sending anything (an answer, or bytes of the weights arriving in
+# the hub cache) before it is taken as out of reach. The hub client waits for answers without a
+# timeout, so a proxy or captive portal that accepts connections and never answers hung the run
+# without a word; a slow download of gpt2-xl's 6 GB goes on as long as bytes keep arriving.
+HUB_STALL_S = 30.0
+
+
+def hub_gpt2(name: str) -> Path:
+    """The local directory of a hub model (gpt2, ...): from the hub cache, or downloaded into it."""
+    if name not in GPT2_HUB_CONFIGS:
+        raise MissingFile(f"{name!r} is neither a directory nor one of {', '.join(GPT2_HUB_CONFIGS)}")
+    return _download_gpt2(name)
+
+
+def _download_gpt2(name: str) -> Path:
+    """Fetch config.json + model.safetensors from the hub cache, or the hub itself."""
+    try:
+        from huggingface_hub import constants, snapshot_download
+    except ImportError:
+        raise HubUnreachable("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from None
+    patterns = ["config.json", "model.safetensors"]
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
+    except Exception:
+        pass  # not cached yet
+    outcome = []
+
+    def download():
+        try:
+            outcome.append(Path(snapshot_download(name, allow_patterns=patterns, etag_timeout=10)))
+        except Exception as e:  # the hub client's many error types; whatever it is, the model is out of reach
+            outcome.append(e)
+
+    thread = threading.Thread(target=download, daemon=True)  # left behind if it stalls: it ends with the process
+    cache = Path(constants.HF_HUB_CACHE) / f"models--{name}"
+    received = _bytes_in(cache)
+    thread.start()
+    thread.join(HUB_STALL_S)
+    while thread.is_alive():
+        now = _bytes_in(cache)
+        if now == received:
+            raise HubUnreachable(f"no answer from the hub in {HUB_STALL_S:g} s for {name!r} (a proxy or network that "
+                                 "accepts connections but does not answer?). Without a network, pass a local "
+                                 "directory holding config.json and model.safetensors.")
+        received = now
+        thread.join(HUB_STALL_S)
+    if isinstance(outcome[0], Exception):
+        e = outcome[0]
+        raise HubUnreachable(
+            f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
+            "Without a network, pass a local directory holding config.json and model.safetensors.")
+    return outcome[0]
+
+
+def _bytes_in(folder: Path) -> int:
+    """The bytes of the files under `folder` (0 if absent): how far a download into it has come."""
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):  # renamed or removed meanwhile (a finished .incomplete)
+            total += path.lstat().st_size
+    return total
