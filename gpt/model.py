@@ -1,12 +1,13 @@
-"""The GPT model in one file: config, attention (with a static KV cache), MLP, block, model.
+"""The GPT model in one file: config, positions, attention (with a static KV cache), MLP, block,
+model, and the model's decoding loop (`GPT.generate_tokens`; gpt/generation.py builds text on it).
 
 A pre-norm decoder-only Transformer that is exactly GPT-2 (Radford et al. 2019) with the
 default config: learned positions, tanh-approximated GELU, LayerNorm eps 1e-5, LM head tied
 to the token embedding. `GPT.from_pretrained` loads OpenAI's weights in the Hugging Face
 layout and `save_pretrained` writes that layout back (both in gpt/huggingface.py).
 
-Shapes in comments: B batch, T sequence (query) length, S key length, C n_embd,
-H n_head, D head size (C // H), V vocab_size.
+Shapes in comments: B batch, T sequence (query) length, S key length, L the KV cache's length,
+C n_embd, H n_head, D head size (C // H), V vocab_size.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if self.pos_encoding not in POS_ENCODINGS:
-            raise ConfigError(f"GPTConfig.pos_encoding must be one of {', '.join(POS_ENCODINGS)}, got {self.pos_encoding!r}")
+            raise ConfigError(f"GPTConfig.pos_encoding must be one of {', '.join(POS_ENCODINGS)}, "
+                              f"got {self.pos_encoding!r}")
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2 != 0:
             raise ConfigError(f"GPTConfig: rotary positions need an even head size, got "
                              f"n_embd / n_head = {self.n_embd // self.n_head}")
@@ -152,6 +154,40 @@ TIED_KEY = "lm_head.weight"  # the same tensor as transformer.wte.weight; stored
 
 
 # -----------------------------------------------------------------------------
+# Positions
+# GPTConfig.pos_encoding: "learned" is GPT's table (transformer.wpe); "sinusoidal" and "rope" are
+# computed here from the positions alone: they hold no weights.
+
+
+Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, D/2)
+
+
+def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> Rotary:
+    """cos and sin of RoPE's angles (Su et al. 2021, RoFormer): position p turns the i-th pair of
+    a head's dimensions by p · base^(-2i/D). (T,) -> two (T, D/2) float32 tensors."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, rotary: Rotary) -> torch.Tensor:
+    """Queries or keys (B, H, T, D) turned by their positions' angles; pairs are (i, i + D/2), the
+    "rotate half" layout of GPT-NeoX and Llama. A query at p and a key at s then score by p - s only."""
+    cos, sin = (t.to(x.dtype) for t in rotary)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """Fixed sin/cos position embedding (Vaswani et al. 2017, section 3.5): (T,) -> (T, dim).
+    Computed on the fly, so it holds no state and needs no weights."""
+    inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)
+                         * (-math.log(10000.0) / dim))
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, dim/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # interleaved sin, cos
+
+
+# -----------------------------------------------------------------------------
 # KV cache
 
 
@@ -181,24 +217,6 @@ class KVCache:
 
 # -----------------------------------------------------------------------------
 # Layers
-
-
-@contextlib.contextmanager
-def no_cudnn_attention():
-    """scaled_dot_product_attention without its cuDNN backend while inside, for eager decoding on
-    CUDA (see `GPT.generate_tokens`). Only that flag changes, and only where a backend that takes
-    a mask (memory-efficient or math) stays on: other backend settings of the caller's are kept. The
-    flags are global: where cuDNN is off already (another thread inside), it does nothing, so
-    overlapping uses can never leave it off."""
-    cuda = torch.backends.cuda
-    turn_off = cuda.cudnn_sdp_enabled() and (cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled())
-    if turn_off:
-        cuda.enable_cudnn_sdp(False)
-    try:
-        yield
-    finally:
-        if turn_off:
-            cuda.enable_cudnn_sdp(True)
 
 
 def one_row_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -253,8 +271,8 @@ class CausalSelfAttention(nn.Module):
         """x (B, T, C) -> queries, keys, values, each (B, H, T, D), normalised and rotated as the
         config says. Keys are cached in this form: their positions never change."""
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.c_attn(x).split(C, dim=2)  # each (B, T, C)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))  # C split in H heads
         if self.qk_norm:
             q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
         if rotary is not None:
@@ -280,7 +298,7 @@ class CausalSelfAttention(nn.Module):
         # Flash / memory-efficient attention where available (CUDA), a fused kernel on CPU.
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
                                            dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> the heads side by side again
         return self.resid_dropout(self.c_proj(y))
 
     def decode_step(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
@@ -292,7 +310,8 @@ class CausalSelfAttention(nn.Module):
         cache = self.kv_cache
         cache.k.index_copy_(2, pos, k)  # in place, at a tensor position: no Python-int slicing
         cache.v.index_copy_(2, pos, v)
-        y = F.scaled_dot_product_attention(q, cache.k, cache.v, attn_mask=mask, scale=self.scale)  # the whole cache, masked
+        # over the whole cache, masked: (B, H, 1, D)
+        y = F.scaled_dot_product_attention(q, cache.k, cache.v, attn_mask=mask, scale=self.scale)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -305,6 +324,7 @@ class MLP(nn.Module):
         self.approximate = GELU_APPROXIMATE[config.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, C) -> (B, T, 4C) -> (B, T, C): GPT-2's hidden layer is 4 times the embedding's width
         return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
 
 
@@ -322,34 +342,6 @@ class Block(nn.Module):
         return x
 
 
-Rotary = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, D/2)
-
-
-def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> Rotary:
-    """cos and sin of RoPE's angles (Su et al. 2021, RoFormer): position p turns the i-th pair of
-    a head's dimensions by p · base^(-2i/D). (T,) -> two (T, D/2) float32 tensors."""
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
-    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
-    return angles.cos(), angles.sin()
-
-
-def rotate(x: torch.Tensor, rotary: Rotary) -> torch.Tensor:
-    """Queries or keys (B, H, T, D) turned by their positions' angles; pairs are (i, i + D/2), the
-    "rotate half" layout of GPT-NeoX and Llama. A query at p and a key at s then score by p - s only."""
-    cos, sin = (t.to(x.dtype) for t in rotary)
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-
-
-def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """Fixed sin/cos position embedding (Vaswani et al. 2017, section 3.5): (T,) -> (T, dim).
-    Computed on the fly, so it holds no state and needs no weights."""
-    inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)
-                         * (-math.log(10000.0) / dim))
-    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, dim/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # interleaved sin, cos
-
-
 # -----------------------------------------------------------------------------
 # The model
 
@@ -360,25 +352,6 @@ def _run_block(block: Block, x: torch.Tensor, pos: int | None, rotary: Rotary | 
 
 def _head_and_loss(model: GPT, x: torch.Tensor, targets: torch.Tensor, label_smoothing: float):
     return model.head_and_loss(x, targets, label_smoothing)  # compiled by GPT.compile_regions
-
-
-# The models inside a generate_tokens call (started, not yet finished or closed). Their KV caches, decode
-# inputs, mode and prepacked weights belong to that call: a second generation on the same model, interleaved
-# (a stream held open while another call runs) or from another thread, overwrote the first's caches, and
-# one of the two went on from another sequence's keys in silence (hunt 35-c C7). Weak: a model that is
-# freed leaves; a set rather than an attribute: copy.deepcopy and torch.save of the model stay as they were.
-_GENERATING: "weakref.WeakSet[GPT]" = weakref.WeakSet()
-_GENERATING_LOCK = threading.Lock()  # makes the check and the claim one step between threads
-
-
-def _start_generating(model: GPT) -> None:
-    with _GENERATING_LOCK:
-        if model in _GENERATING:
-            raise RuntimeError(
-                "this model is generating already (a generate_tokens that has not finished, or another thread's "
-                "generate): its KV caches hold that sequence. Finish or close() the first, or generate with a "
-                "copy of the model (copy.deepcopy) or one thread at a time")
-        _GENERATING.add(model)
 
 
 class _SkipInit(torch.overrides.TorchFunctionMode):
@@ -529,10 +502,10 @@ class GPT(nn.Module):
             # ε · 63/320 of its probability there (1.9% at ε 0.1, measured): the validation loss was
             # 0.019 nats higher than over the data's ids (hunt 37-a A1). The ε goes to the data's ids;
             # the padded ones stay in the softmax, so they are still pushed down.
-            logp = logits.view(-1, vocab).float().log_softmax(-1)
-            flat = targets.reshape(-1)
-            nll = -logp.gather(1, flat.clamp(min=0)[:, None]).squeeze(1)
-            smooth = -logp[:, :used].mean(-1)
+            logp = logits.view(-1, vocab).float().log_softmax(-1)  # (B*T, V)
+            flat = targets.reshape(-1)  # (B*T,)
+            nll = -logp.gather(1, flat.clamp(min=0)[:, None]).squeeze(1)  # (B*T,); -1's rows are masked below
+            smooth = -logp[:, :used].mean(-1)  # (B*T,)
             per_token = (1 - label_smoothing) * nll + label_smoothing * smooth
             return logits, per_token.masked_fill(flat == -1, 0.0).sum() / counted
         loss = F.cross_entropy(logits.view(-1, vocab).float(), targets.reshape(-1), ignore_index=-1,
@@ -570,6 +543,7 @@ class GPT(nn.Module):
         `self(idx, pos=int(pos), last_only=True)` does; `generate_tokens(decode_step=...)` uses it."""
         cache_len = self.transformer.h[0].attn.kv_cache.k.size(2)
         x, rotary = self.embed(idx, pos)  # (B, 1, C)
+        # (1, 1, 1, L): the cache positions <= pos, the same for every row and head
         mask = (torch.arange(cache_len, device=idx.device) <= pos).view(1, 1, 1, cache_len)
         for block in self.transformer.h:
             x = x + block.attn.decode_step(block.ln_1(x), pos, mask, rotary)
@@ -745,7 +719,7 @@ class GPT(nn.Module):
         seq = (idx[:, -block:] if idx.size(1) > block else idx).clone()
         if seq.size(0) != batch:
             seq = seq.expand(batch, -1)  # one row per sample; the shared prompt is prefilled once, below
-        seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None
+        seen = seen_tokens(idx.expand(batch, -1), vocab) if repetition_penalty != 1.0 else None  # (batch, vocab)
         # the end-of-text's column of `seen`, kept False (see eot_token)
         unseen_eot = seen[:, eot_token] if seen is not None and eot_token is not None and eot_token < vocab else None
         if unseen_eot is not None:
@@ -780,7 +754,7 @@ class GPT(nn.Module):
                         if tail:
                             seq, tail = torch.cat((seq, *tail), dim=1).clamp_min(0), []
                         rows = seq[:1] if shared_prompt else seq  # the shared prompt: computed once for all rows
-                        with own_pass():
+                        with own_pass():  # the logits of the window's last position, (1 or batch, V)
                             if use_cache:
                                 logits = self(rows[:, cached_upto:], pos=cached_upto, last_only=True)[0][:, -1]
                             else:
@@ -884,3 +858,44 @@ class GPT(nn.Module):
         from gpt.huggingface import save_pretrained  # (here: gpt.huggingface imports this module)
 
         save_pretrained(self, out_dir, eot_token)
+
+
+# -----------------------------------------------------------------------------
+# Generation's helpers (see GPT.generate_tokens)
+
+
+# The models inside a generate_tokens call (started, not yet finished or closed). Their KV caches, decode
+# inputs, mode and prepacked weights belong to that call: a second generation on the same model, interleaved
+# (a stream held open while another call runs) or from another thread, overwrote the first's caches, and
+# one of the two went on from another sequence's keys in silence (hunt 35-c C7). Weak: a model that is
+# freed leaves; a set rather than an attribute: copy.deepcopy and torch.save of the model stay as they were.
+_GENERATING: "weakref.WeakSet[GPT]" = weakref.WeakSet()
+_GENERATING_LOCK = threading.Lock()  # makes the check and the claim one step between threads
+
+
+def _start_generating(model: GPT) -> None:
+    with _GENERATING_LOCK:
+        if model in _GENERATING:
+            raise RuntimeError(
+                "this model is generating already (a generate_tokens that has not finished, or another thread's "
+                "generate): its KV caches hold that sequence. Finish or close() the first, or generate with a "
+                "copy of the model (copy.deepcopy) or one thread at a time")
+        _GENERATING.add(model)
+
+
+@contextlib.contextmanager
+def no_cudnn_attention():
+    """scaled_dot_product_attention without its cuDNN backend while inside, for eager decoding on
+    CUDA (see `GPT.generate_tokens`). Only that flag changes, and only where a backend that takes
+    a mask (memory-efficient or math) stays on: other backend settings of the caller's are kept. The
+    flags are global: where cuDNN is off already (another thread inside), it does nothing, so
+    overlapping uses can never leave it off."""
+    cuda = torch.backends.cuda
+    turn_off = cuda.cudnn_sdp_enabled() and (cuda.mem_efficient_sdp_enabled() or cuda.math_sdp_enabled())
+    if turn_off:
+        cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        if turn_off:
+            cuda.enable_cudnn_sdp(True)
