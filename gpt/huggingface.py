@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 import os
 import threading
 from dataclasses import replace
@@ -89,9 +90,11 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         # hunt 44-a A2)
         eot_token = (get_tokenizer(model.tokenizer_name).eot_token if model.tokenizer_name is not None
                      else model.export_eot_token)
-    if eot_token is not None and not is_token_id(eot_token, cfg.vocab_size):
-        raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
-                         f"{cfg.vocab_size - 1})")
+    if eot_token is not None:
+        if not is_token_id(eot_token, cfg.vocab_size):
+            raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
+                             f"{cfg.vocab_size - 1})")
+        eot_token = int(eot_token)  # (a numpy integer: json writes Python's alone)
     if is_lora(model):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
         raise ValueError("this model has LoRA adapters: merge them into its weights first "
                          "(gpt.lora.merge_lora(model)), then save it in the GPT-2 layout")
@@ -178,8 +181,9 @@ def hf_end_tokens(path: Path, vocab_size: int) -> tuple[int, ...]:
 
 def is_token_id(value, vocab_size: int) -> bool:
     """Whether `value` (an eos_token_id read from JSON, an eot_token given) is an id of a vocabulary of vocab_size: an
-    int (not a bool, which is one to isinstance) from 0 to vocab_size - 1."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab_size
+    integer, Python's or numpy's as generate takes (not a bool, which is one to isinstance), from 0 to
+    vocab_size - 1."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value < vocab_size
 
 
 def _json_object(path: Path) -> dict:

@@ -908,6 +908,22 @@ def test_save_pretrained_writes_the_end_of_text_where_transformers_generate_stop
     assert not (tmp_path / "bad").exists()
 
 
+def test_save_pretrained_takes_a_numpy_integer_end_of_text_as_generate_does(tmp_path):
+    # eot_token=np.int64(5) (an id read from an array of tokens) was "eot_token np.int64(5) is not an id of this
+    # model's vocabulary (0 to 63)", of an id in that range, where generate takes it (hunt 50-m M3)
+    import json
+
+    import numpy as np
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    model.save_pretrained(tmp_path, eot_token=np.int64(5))
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"]) == (5, 5)
+    with pytest.raises(ValueError, match=r"^eot_token np\.int64\(64\) is not an id of this model's vocabulary "
+                                         r"\(0 to 63\)$"):
+        model.save_pretrained(tmp_path / "bad", eot_token=np.int64(64))
+
+
 def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_path):
     # `load_model(RUN)[0].save_pretrained(dir)` wrote no eos_token_id for a byte model unless given eot_token=,
     # and transformers' generate ran on past its end-of-text (hunt 42-c C5, hunt 43-a A3). The model of C5's
