@@ -99,7 +99,8 @@ from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSignal, autocast,
-                         check_deterministic_cublas, check_fits, dtype_name, init_distributed, kernel_settings,
+                         check_deterministic_cublas, check_fits, collective_device, dtype_name, gather,
+                         init_distributed, kernel_settings, largest,
                          leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
                          restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart,
@@ -1823,28 +1824,6 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist, cfg: T
             f"--{k}={shown(ours[k])} on rank 0, --{k}={shown(seen[r][3].get(k))} on rank {r}"
             for k, r in differ.items())
             + ": start every node's processes with the same options (and the same --config file)")
-
-
-def gather(obj, dist: Dist) -> list:
-    if not dist.enabled:
-        return [obj]
-    out = [None] * dist.world_size
-    torch.distributed.all_gather_object(out, obj)
-    return out
-
-
-def collective_device() -> str:
-    """Where a tensor for a collective must live: NCCL reduces CUDA tensors, gloo CPU ones."""
-    return "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
-
-
-def largest(value: int, dist: Dist) -> int:
-    """The largest of every rank's value (waits for the device): ranks must stop at the same step."""
-    if not dist.enabled:
-        return value
-    t = torch.tensor([value], device=collective_device())
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return int(t.item())
 
 
 PROGRESS_OPTIONS = {"unit": "step", "dynamic_ncols": True, "mininterval": 1.0}  # (checked at the start: train())

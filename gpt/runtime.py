@@ -151,6 +151,29 @@ def leave_distributed() -> None:
         torch.distributed.destroy_process_group()
 
 
+def gather(obj, dist: Dist) -> list:
+    """Every rank's `obj`, in rank order (this process's alone without torchrun)."""
+    if not dist.enabled:
+        return [obj]
+    out = [None] * dist.world_size
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def collective_device() -> str:
+    """Where a tensor for a collective must live: NCCL reduces CUDA tensors, gloo CPU ones."""
+    return "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+
+
+def largest(value: int, dist: Dist) -> int:
+    """The largest of every rank's value (waits for the device): ranks must stop at the same step."""
+    if not dist.enabled:
+        return value
+    t = torch.tensor([value], device=collective_device())
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
+
+
 def pick_device(requested: str, dist_info: Dist) -> torch.device:
     if requested == "auto":
         if torch.cuda.is_available():
