@@ -77,6 +77,8 @@ from pathlib import Path
 import torch
 
 from gpt.atomic import write_text_atomic
+from gpt.budget import (WARMUP_CHECK_WITHIN, budget_reserve_s, budget_spent, fit_time_budget, shorten_to_budget,
+                        warn_if_warmup_overruns)
 from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir, checkpoint_holding,
                             checkpoints_left_behind, clean_leftovers, earlier_best_step, incomplete_checkpoints,
                             is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on, load_base_model, load_model,
@@ -99,12 +101,14 @@ from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
 from gpt.optim import load_state_under_these_settings, lr_at, make_optimizer, set_lr, step_unless
 from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSignal, autocast,
-                         check_deterministic_cublas, check_fits, collective_device, dtype_name, gather,
+                         check_deterministic_cublas, check_fits, dtype_name, gather,
                          init_distributed, kernel_settings, largest,
                          leave_distributed, maybe_compile, new_graph_step, peak_flops,
                          launcher_started, pick_device, pick_dtype, rng_state, seed_everything, set_kernel_settings,
-                         restart_of_job, set_rng_state, steps_in_budget, torchrun_job, torchrun_restart,
+                         restart_of_job, set_rng_state, torchrun_job, torchrun_restart,
                          use_deterministic, use_fp8)
+from gpt.schedule import (SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved,
+                          steps_at_rate_zero)
 from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
 from gpt.shards import DataDir, holds_prepared_data
 
@@ -1063,241 +1067,6 @@ def write_config(out_dir: Path, config: dict) -> None:
         write_text_atomic(out_dir / "config.json", json.dumps(config, indent=2) + "\n")
     except OSError as e:
         raise write_failed(out_dir / "config.json", e) from None
-
-
-# What --max_iters=0 keeps of its time budget for the end of the run, past the last evaluation
-# and its checkpoint (which the plan counts as an evaluation): the closing loss plot and the
-# interpreter's exit. On the 2-core VM 1.9 s with the last checkpoint, 1.5 s of it torch's exit.
-# With CUDA, on an H100, the process's start and exit alone took 2.3-2.9 s beyond the run's own
-# account in four 90 s runs (issue 9's sixth GPU session), and three of them ended 3-5 s late; MPS,
-# not measured, gets CUDA's.
-BUDGET_RESERVE_S = {"cpu": 2.0, "cuda": 3.5}
-# How far past its budget a run may be projected to end before its count is cut (shorten_to_budget).
-# It was 5%: three of those four H100 runs kept their counts under it, closed their accounts
-# 0.4-1.9% past their 90 s, and their processes ended 3-5 s past it.
-BUDGET_SLACK = 0.01
-# The same between evaluations, where the run looks at every --log_interval. The speed since the
-# plan lags a slowdown, so each look cuts too little and the next cuts again. In a model of the
-# loop (not a run) on the CPU default's plan (about 1,800 steps of 163 ms in 300 s, an evaluation
-# every 500 steps), steps slowed 1.2-8x from step 60, 600 or 1,500 ended 299-312 s in after at
-# most 11 cuts with 5%, 299-303 s after up to 32 cuts with 1%, and 299-639 s looked at evaluations only.
-BUDGET_SLACK_BETWEEN = 0.05
-
-
-def budget_reserve_s(device: torch.device) -> float:
-    return BUDGET_RESERVE_S["cpu" if device.type == "cpu" else "cuda"]
-
-
-def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                    accum: int, dist: Dist, reserve_s: float, at_least: int = 1,
-                    evaluation_next: bool = False) -> tuple[int, float]:
-    """(steps, seconds per step) of a --max_iters=0 run: fixed at the end of warmup from the mean time of the
-    warmup's timed steps, `step_s` (the mean, not the median: slow outliers take their share of
-    the budget too). Every rank gets the same count, from the slowest rank's times. Without a timed
-    evaluation (a run resumed during warmup), one is taken to cost a micro-step for each of the
-    rank's share of the eval_iters batches (a forward pass costs less; the checkpoint and loss plot
-    after it are left out).
-    at_least: the fewest steps past `step` it returns; evaluation_next: an evaluation at `step` is
-    still to come, and counted (`shorten_to_budget`)."""
-    eval_s = eval_s if eval_s is not None else step_s * math.ceil(cfg.eval_iters / dist.world_size) / accum
-    elapsed = time.monotonic() - started + (eval_s if evaluation_next else 0.0)  # (one at `step` itself, to come)
-    if dist.enabled:
-        t = torch.tensor([step_s, eval_s, elapsed], dtype=torch.float64, device=collective_device())
-        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-        step_s, eval_s, elapsed = t.tolist()
-    return steps_in_budget(cfg.time_budget, elapsed, step, step_s, eval_s, cfg.eval_interval, reserve_s,
-                           at_least), step_s
-
-
-def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float,
-                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0, before_loop_s: float | None = None) -> str:
-    """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
-    exit) in compiling (with the steps that compile, before the loop; compile_evaluation_s of it
-    the evaluation's graph), in the loop's training steps, in its evaluations with their
-    checkpoints, in writing --profile's files (where it recorded: the plan cannot count them, and
-    they took 30 s and more on the CPU), and in the rest: before_loop_s of it before the first
-    step (imports, device, data, model; on an H100 the rest was 8.4-11.7 s of 90 in issue 9's
-    seventh GPU session, where it went not said), the rest after the last."""
-    rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
-    rest_note = f", {before_loop_s:.1f} s of it before the first step" if before_loop_s is not None else ""
-    profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
-    of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" \
-        if compile_evaluation_s else ""
-    return (f"time budget {budget_s:g} s: {elapsed_s:.1f} s spent: {compile_s:.1f} s compiling, {steps_s:.1f} s in "
-            f"training steps, {evaluations_s:.1f} s in evaluations with their checkpoints{profile} and {rest:.1f} s "
-            f"in the rest (start-up, data, the loss plot){rest_note}{of_it}")
-
-
-WARMUP_CHECK_WITHIN = 100  # steps
-# The options that place the learning rate's decay and the run's end in it
-SCHEDULE_SHAPE = ("max_iters", "lr_decay_iters", "warmup_iters", "decay_fraction", "lr_schedule")
-
-
-def decay_too_short(cfg: TrainConfig) -> str | None:
-    """The note for a wsd decay over fewer than 2 steps: its first decayed step is at the peak, so the
-    rate never left learning_rate, without a word (hunt 35-e E3; decay_fraction 0.05 of 20 steps)."""
-    decay_iters = cfg.lr_decay_iters or cfg.max_iters
-    if cfg.lr_schedule != "wsd" or not decay_iters > cfg.warmup_iters:
-        return None
-    steps = decay_iters - max(cfg.warmup_iters, decay_iters - round(cfg.decay_fraction * decay_iters))
-    if steps >= 2:
-        return None
-    remedy = (f"--decay_fraction={2 / decay_iters:.2g} or more" if decay_iters - cfg.warmup_iters >= 2
-              else "fewer --warmup_iters")
-    # (past an --lr_decay_iters below the run's count the rate is min_lr: a cliff there, not the end: review 36 R2)
-    stays = (f"stays at {cfg.learning_rate:g} to the end" if decay_iters >= cfg.max_iters else
-             f"stays at {cfg.learning_rate:g} to step {decay_iters:,}, then drops to min_lr {cfg.min_lr:g} at once")
-    return (f"note: --decay_fraction={cfg.decay_fraction:g} of {decay_iters:,} steps is a decay over {steps} step(s), "
-            f"whose first is at the peak: the learning rate {stays}; give {remedy} for a decay")
-
-
-def decay_cut_short(cfg: TrainConfig, count: str) -> str | None:
-    """The note for a cosine or wsd decay that ends past the run's last step: it left the rate near
-    its peak without a word (hunt 32-c F15). `count` names the run's length."""
-    if cfg.lr_schedule not in ("cosine", "wsd") or not cfg.lr_decay_iters > cfg.max_iters > cfg.warmup_iters:
-        return None
-    last_lr = lr_at(cfg.max_iters - 1, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters,
-                    cfg.lr_schedule, cfg.decay_fraction)
-    return (f"note: --lr_decay_iters={cfg.lr_decay_iters} is past {count}: the run ends at learning rate "
-            f"{last_lr:.3g}, not min_lr {cfg.min_lr:.3g}; a resume with --max_iters={cfg.lr_decay_iters} finishes "
-            "the decay")
-
-
-def steps_at_rate_zero(cfg: TrainConfig, count: str) -> str | None:
-    """The note for a cosine or wsd decay that reaches a min_lr of 0 before the run's last step: the steps past it
-    train at rate 0 and change no weight (weight decay is scaled by the rate too), time spent for nothing, unsaid
-    (hunt 49-f L3). `count` names the run's length."""
-    if cfg.lr_schedule not in ("cosine", "wsd") or cfg.min_lr != 0 or not 0 < cfg.lr_decay_iters < cfg.max_iters:
-        return None
-    idle = cfg.max_iters - cfg.lr_decay_iters
-    return (f"note: --lr_decay_iters={cfg.lr_decay_iters} ends the decay at min_lr 0 before {count}: the last "
-            f"{idle:,} step{'s' if idle > 1 else ''} train at rate 0 and change no weight; give "
-            f"--max_iters={cfg.lr_decay_iters} or a --min_lr above 0")
-
-
-def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
-    """The note for a resume whose options move its schedule at this step: cosine and wsd decay to the run's
-    count, so a finished run continued with a larger --max_iters (the way on that train.py itself gives) jumped
-    from min_lr back up the decay in silence: a 1,000-step default run continued to 2,000 steps went from 4e-4
-    to 2.27e-3 at once (hunt 37-a A2). So did a --warmup_iters typed past the step, back down a warmup: a run
-    that ended at 4e-4 went on at 1.98e-4 (hunt 48-e E2). Said where this step's rate differs from the run's.
-    (A rate typed anew, --learning_rate or --min_lr, is the user's own: both rates are at the one typed.)"""
-    decays = cfg.lr_schedule in ("cosine", "wsd")
-    decay = cfg.lr_decay_iters or cfg.max_iters
-    # The run's own schedule, not the one typed now: a cosine run resumed with --lr_schedule=constant went from its
-    # decay to the peak without a word, and with --warmup_iters too the note gave constant's rate as the run's
-    # (hunt 49-f F1). A run saved before the option existed trained with cosine, as resume_config reads it (the one
-    # typed was taken for its own: hunt 49-m M1)
-    saved = {**BEFORE_OPTION, **saved}
-    was_schedule = saved["lr_schedule"]
-    was_decays = was_schedule in ("cosine", "wsd")
-    was_count = saved.get("max_iters") or 0
-    was_decay = saved.get("lr_decay_iters") or was_count
-    was_warmup = saved.get("warmup_iters", cfg.warmup_iters)
-    was_fraction = saved.get("decay_fraction", cfg.decay_fraction)
-    # Past a warmup the rate depends on the decay, which a count not fixed yet does not give (a budgeted run
-    # stopped before its plan): not said then. Within it the decay plays no part (the loop's own stand-in).
-    if (was_decays and step >= was_warmup and not was_decay) or (decays and step >= cfg.warmup_iters and not decay):
-        return None
-    had = lr_at(step, cfg.learning_rate, cfg.min_lr, was_warmup, was_decay or was_warmup, was_schedule,
-                was_fraction)
-    now = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay or cfg.warmup_iters, cfg.lr_schedule,
-                cfg.decay_fraction)
-    if math.isclose(had, now, rel_tol=1e-6):
-        return None
-    moved, keep = [], []
-    if was_schedule != cfg.lr_schedule:
-        moved.append(f"the schedule is now {cfg.lr_schedule} (it was {was_schedule})")
-        keep.append(f"--lr_schedule={was_schedule}")
-    if was_warmup != cfg.warmup_iters:
-        moved.append(f"the warmup {'now ' if not moved else ''}ends at step {cfg.warmup_iters:,} (it ended at "
-                     f"{was_warmup:,})")
-        keep.append(f"--warmup_iters={was_warmup}")
-    if was_decays and was_decay != decay:
-        if decays:
-            moved.append(f"the {cfg.lr_schedule} decay {'now ends ' if not moved else ''}at step {decay:,} "
-                         f"(it ended at {was_decay:,})")
-        keep.append(f"--lr_decay_iters={was_decay}")  # (with --lr_schedule back to one that decays)
-    if cfg.lr_schedule == "wsd" and was_schedule == "wsd" and was_fraction != cfg.decay_fraction:
-        moved.append(f"the decay {'now ' if not moved else ''}takes the last {cfg.decay_fraction:g} of the steps "
-                     f"(it took {was_fraction:g})")
-        keep.append(f"--decay_fraction={was_fraction!r}")
-    if not moved:  # (nothing else of the schedule is kept from the run)
-        return None
-    kept = ("the decay it had (min_lr after it)" if keep == [f"--lr_decay_iters={was_decay}"]
-            else "the schedule it had")
-    return (f"note: {', and '.join(moved)}: the learning rate at step {step:,} is {now:.3g} where the run's "
-            f"schedule had {had:.3g}; give {' '.join(keep)} to keep {kept}")
-
-
-def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s: float, reserve_s: float,
-                            say) -> None:
-    """A budgeted run whose warmup alone will not fit its budget is told so early (it will run its
-    warmup to the end, past the budget, and stop without the learning rate's decay), rather than
-    after the time is gone (audit, 2026-11-26: a 5 s budget with 3,000 warmup steps ran 19 s)."""
-    warmup_ends = time.monotonic() - started + (cfg.warmup_iters - step) * step_s
-    if warmup_ends + reserve_s > cfg.time_budget:
-        say(f"warning: time budget {cfg.time_budget:g} s: the warmup alone ({cfg.warmup_iters:,} steps of "
-            f"{1000 * step_s:.0f} ms) ends about {warmup_ends:.0f} s into the run: the run will stop after it, without "
-            "the learning rate's decay; give fewer --warmup_iters or a longer --time_budget")
-
-
-def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                      accum: int, dist: Dist, reserve_s: float, say, evaluation_next: bool = True) -> TrainConfig:
-    """A budgeted run at the end of a step that an evaluation follows (`evaluation_next`), or of
-    one whose losses were read: where the run no longer fits its budget at the speed of its steps
-    since the count was fixed (`step_s`), a count that does, else cfg itself. The plan made at the
-    end of warmup can be far off: on an H100 one run of the GPU default's 90 s recipe took 124 s,
-    another 77 s (README "On a GPU"). eval_s: the median evaluation so far, so that one slow one
-    does not cut the run for good. The stop moves only earlier (a later one would train on at
-    min_lr), and the learning rate keeps the steps already taken (`refit_schedule`). An
-    evaluation to come is counted; where not even one more step fits, the run ends at this one.
-    A run projected to end within BUDGET_SLACK of its budget is
-    left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
-    their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300);
-    between evaluations, where it looks at every log_interval, within BUDGET_SLACK_BETWEEN.
-    A run resumed past its warmup has a count and no plan: it takes no second look."""
-    slack = BUDGET_SLACK if evaluation_next else BUDGET_SLACK_BETWEEN
-    late = replace(cfg, time_budget=cfg.time_budget * (1 + slack))
-    if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
-                       evaluation_next=evaluation_next)[0] >= cfg.max_iters:
-        return cfg
-    steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
-                                    evaluation_next=evaluation_next)
-    shorter = refit_schedule(cfg, step, steps)
-    repeat = f"--max_iters={steps}" + (f" --lr_decay_iters={shorter.lr_decay_iters}" if shorter.lr_decay_iters else "")
-    if cfg.lr_schedule == "wsd":  # an earlier look may have changed it
-        repeat += f" --decay_fraction={shorter.decay_fraction!r}"
-    lr = (f"the learning rate on its schedule to step {shorter.lr_decay_iters:,}" if shorter.lr_decay_iters
-          else "the learning rate decaying from here" if shorter.decay_fraction != cfg.decay_fraction
-          else "the learning rate's schedule with it")
-    # (the evaluations' time too: a cut made by evaluations slower than the step-0 one the plan timed, such as
-    # --sample_tokens' samples, blamed the steps alone, at the speed the plan had: "steps take 3 ms since the count
-    # was fixed: stopping at step 320 instead of 815", hunt 35-e E5)
-    evals = f"; its evaluations take {eval_s:.3g} s (the median)" if eval_s is not None else ""
-    say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
-        f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run){evals}")
-    return shorter
-
-
-def refit_schedule(cfg: TrainConfig, step: int, steps: int) -> TrainConfig:
-    """cfg with `steps` steps instead of cfg.max_iters, after `step` steps were taken, and a
-    learning rate that leaves the rates of the steps taken as they were: the first of
-      - the schedule ending at the new count (wsd while still flat at the new count's decay start;
-        constant and noam, which have no end);
-      - wsd still flat: its decay from this step to the new count (decay_fraction);
-      - the schedule it had (lr_decay_iters; cosine, whose rates depend on the count from the
-        second step after warmup, and wsd already decaying): it then ends above min_lr.
-    Either way the returned config's --max_iters, --lr_decay_iters and --decay_fraction repeat the run."""
-    def rates(c: TrainConfig) -> list[float]:
-        return [lr_at(s, c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters or c.max_iters, c.lr_schedule,
-                      c.decay_fraction) for s in range(step)]
-    taken = rates(cfg)
-    candidates = [] if cfg.lr_decay_iters else [replace(cfg, max_iters=steps)]
-    if cfg.lr_schedule == "wsd" and not cfg.lr_decay_iters and steps > step:
-        candidates.append(replace(cfg, max_iters=steps, decay_fraction=(steps - step) / steps))
-    return next((c for c in candidates if rates(c) == taken),
-                replace(cfg, max_iters=steps, lr_decay_iters=cfg.lr_decay_iters or cfg.max_iters))
 
 
 def tokenizer_of(cfg: TrainConfig, resume, asked: bool) -> str | None:

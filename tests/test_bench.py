@@ -601,14 +601,14 @@ def test_quality_finds_the_line_of_a_runs_shortened_count():
     # bench.py quality prints why a budgeted run stopped before its plan: train.py's own line
     import time
 
-    import train
+    import gpt.budget
     from gpt.config import TrainConfig
     from gpt.runtime import Dist
 
     said = []
     cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
-    shorter = train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, 0.0, 1, Dist(),
-                                      train.BUDGET_RESERVE_S["cpu"], said.append)
+    shorter = gpt.budget.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, 0.0, 1, Dist(),
+                                           gpt.budget.BUDGET_RESERVE_S["cpu"], said.append)
     assert shorter.max_iters < 1000 and len(said) == 1
     assert bench.SECOND_LOOK.findall(said[0]) == [f"steps take 100 ms since the count was fixed: stopping at step "
                                                   f"{shorter.max_iters:,} instead of 1,000"]
@@ -616,9 +616,9 @@ def test_quality_finds_the_line_of_a_runs_shortened_count():
 
 
 def test_quality_finds_a_budgeted_runs_closing_account():
-    import train
+    import gpt.budget
 
-    line = train.budget_spent(90, 88.31, 20.0, 50.5, 12.0)
+    line = gpt.budget.budget_spent(90, 88.31, 20.0, 50.5, 12.0)
     found = bench.BUDGET_SPENT.search(f"step 9,046: val loss 1.27\n{line}\ndone: step 9,046\n")
     assert found[0] == line and float(found[1]) == 88.3 and line.endswith("5.8 s in the rest (start-up, data, the loss plot)")
 

@@ -19,6 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import gpt.budget
+import gpt.schedule
 import train
 from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
 from gpt.config import MODEL_KEYS, parse_args
@@ -272,8 +274,8 @@ def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsy
     # to keep it, which kept nothing
     wsd = TrainConfig(lr_schedule="wsd", max_iters=100, warmup_iters=10, decay_fraction=0.2, learning_rate=1e-3,
                       min_lr=1e-4)
-    assert train.schedule_moved(wsd, {"lr_schedule": "wsd", "max_iters": 100, "warmup_iters": 10, "decay_fraction": 0.1},
-                                85) == (
+    assert gpt.schedule.schedule_moved(wsd, {"lr_schedule": "wsd", "max_iters": 100, "warmup_iters": 10,
+                                             "decay_fraction": 0.1}, 85) == (
         "note: the decay now takes the last 0.2 of the steps (it took 0.1): the learning rate at step 85 is 0.000775 "
         "where the run's schedule had 0.001; give --decay_fraction=0.1 to keep the schedule it had")
 
@@ -285,24 +287,25 @@ def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rat
     from gpt.config import TrainConfig
     recipe = dict(max_iters=8, warmup_iters=2, learning_rate=3e-3, min_lr=3e-4)
     saved = TrainConfig(**recipe).to_dict()  # cosine: 0.00232 at step 4
-    assert train.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), saved, 4) == (
+    assert gpt.schedule.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), saved, 4) == (
         "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
         "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
-    assert train.schedule_moved(TrainConfig(**{**recipe, "warmup_iters": 6}, lr_schedule="constant"), saved, 4) == (
+    assert gpt.schedule.schedule_moved(TrainConfig(**{**recipe, "warmup_iters": 6}, lr_schedule="constant"), saved,
+                                       4) == (
         "note: the schedule is now constant (it was cosine), and the warmup ends at step 6 (it ended at 2): the "
         "learning rate at step 4 is 0.00214 where the run's schedule had 0.00232; give --lr_schedule=cosine "
         "--warmup_iters=2 to keep the schedule it had")
     # a finished run continued without its decay: the way back keeps the decay's end too
-    assert train.schedule_moved(TrainConfig(**{**recipe, "max_iters": 12}, lr_schedule="wsd"), saved, 8) == (
+    assert gpt.schedule.schedule_moved(TrainConfig(**{**recipe, "max_iters": 12}, lr_schedule="wsd"), saved, 8) == (
         "note: the schedule is now wsd (it was cosine), and the wsd decay at step 12 (it ended at 8): the learning "
         "rate at step 8 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
         "keep the schedule it had")
-    assert train.schedule_moved(TrainConfig(**recipe), saved, 4) is None
+    assert gpt.schedule.schedule_moved(TrainConfig(**recipe), saved, 4) is None
     # a run saved before --lr_schedule existed trained with cosine (BEFORE_OPTION, as resume_config reads it): resumed
     # with --lr_schedule=constant, its schedule was taken for the one typed, and the jump to the peak went unsaid
     # (hunt 49-m M1)
     older = {k: v for k, v in saved.items() if k not in ("lr_schedule", "decay_fraction")}
-    assert train.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), older, 4) == (
+    assert gpt.schedule.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), older, 4) == (
         "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
         "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
 
@@ -402,7 +405,7 @@ def test_a_time_budget_fixes_the_step_count_at_the_end_of_warmup(byte_data, tmp_
     # The plan alone: no evaluation before the end, and no cut between evaluations (on a busy
     # machine these 3 ms steps slow down by more than 5% after the plan, and were cut). A run slower
     # than its plan is cut, which tests of their own cover.
-    monkeypatch.setattr(train, "BUDGET_SLACK_BETWEEN", 1000.0)  # (3 s x 1,001: under the year a budget may be)
+    monkeypatch.setattr(gpt.budget, "BUDGET_SLACK_BETWEEN", 1000.0)  # (3 s x 1,001: under the year a budget may be)
     # Half a second kept for the end, not the CPU's 2 s: on a busy machine (two pytest-xdist workers on 2
     # cores) the warmup took 1 s, and 3 s less 2 left no room for a step past it
     monkeypatch.setattr(train, "budget_reserve_s", lambda device: 0.5)
@@ -473,7 +476,7 @@ def test_a_time_budget_plans_for_the_checkpoint_after_each_evaluation(byte_data,
 
     from gpt.runtime import steps_in_budget
     monkeypatch.setattr(train, "save_checkpoint", slow_save)
-    monkeypatch.setattr(train, "steps_in_budget", spy)
+    monkeypatch.setattr(gpt.budget, "steps_in_budget", spy)
     out = tmp_path / "budget"
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=50", "--max_iters=0",
                        "--time_budget=4", "--keep_last=100", f"--out_dir={out}"]) == 0
@@ -648,8 +651,8 @@ def test_a_run_projected_within_one_percent_of_its_budget_is_not_cut():
     cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
 
     def look(elapsed):  # 500 steps left of 0.1 s, evaluations free, 2 s kept for the end (the CPU's)
-        return train.shorten_to_budget(cfg, time.monotonic() - elapsed, 500, 0.1, 0.0, 1, Dist(),
-                                       train.BUDGET_RESERVE_S["cpu"], print)
+        return gpt.budget.shorten_to_budget(cfg, time.monotonic() - elapsed, 500, 0.1, 0.0, 1, Dist(),
+                                            gpt.budget.BUDGET_RESERVE_S["cpu"], print)
     assert look(48.5) is cfg  # projected 100.5 s: within 1%
     assert 968 <= look(51.0).max_iters <= 970  # projected 103 s: cut to fit 100 s
     assert 898 <= look(58.0).max_iters <= 900  # projected 110 s
@@ -663,14 +666,15 @@ def test_a_cut_says_what_the_evaluations_take_beside_the_steps():
 
     said = []
     cfg = TrainConfig(max_iters=1000, time_budget=100, warmup_iters=10, eval_interval=100)
-    shorter = train.shorten_to_budget(cfg, time.monotonic() - 60.0, 500, 0.05, 4.0, 1, Dist(),
-                                      train.BUDGET_RESERVE_S["cpu"], said.append)
+    shorter = gpt.budget.shorten_to_budget(cfg, time.monotonic() - 60.0, 500, 0.05, 4.0, 1, Dist(),
+                                           gpt.budget.BUDGET_RESERVE_S["cpu"], said.append)
     assert shorter.max_iters < 1000 and len(said) == 1
     assert said[0].startswith("time budget 100 s: steps take 50 ms since the count was fixed: stopping at step ")
     assert said[0].endswith("repeats this run); its evaluations take 4 s (the median)")
     said.clear()
-    train.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, None, 1, Dist(), train.BUDGET_RESERVE_S["cpu"],
-                            said.append)  # (none timed yet: a run resumed during its warmup)
+    gpt.budget.shorten_to_budget(cfg, time.monotonic() - 58.0, 500, 0.1, None, 1, Dist(),
+                                 gpt.budget.BUDGET_RESERVE_S["cpu"],
+                                 said.append)  # (none timed yet: a run resumed during its warmup)
     assert said[0].endswith("repeats this run)")
 
 
@@ -679,7 +683,7 @@ def test_a_budget_keeps_more_for_the_end_of_a_run_on_a_gpu():
     # alone took 2.3-2.9 s beyond the run's account (issue 9's sixth GPU session)
     from gpt.runtime import steps_in_budget
 
-    reserve = {kind: train.budget_reserve_s(torch.device(kind)) for kind in ("cpu", "cuda", "mps")}
+    reserve = {kind: gpt.budget.budget_reserve_s(torch.device(kind)) for kind in ("cpu", "cuda", "mps")}
     assert reserve == {"cpu": 2.0, "cuda": 3.5, "mps": 3.5}  # (MPS, not measured, gets CUDA's)
     # 80 s of 0.01 s steps left after 10 s: the GPU's reserve is 150 steps of them
     assert steps_in_budget(100, 10, 0, 0.01, 0.0, 10**6, reserve["cpu"]) - \
@@ -687,7 +691,7 @@ def test_a_budget_keeps_more_for_the_end_of_a_run_on_a_gpu():
 
 
 def test_a_budgeted_run_plans_with_its_devices_reserve(byte_data, tmp_path, monkeypatch):
-    # the reserve reaches the plan from the device the run is on (train.budget_reserve_s)
+    # the reserve reaches the plan from the device the run is on (gpt.budget.budget_reserve_s)
     from gpt.runtime import steps_in_budget
 
     asked, planned = [], []
@@ -701,7 +705,7 @@ def test_a_budgeted_run_plans_with_its_devices_reserve(byte_data, tmp_path, monk
         return steps_in_budget(budget_s, elapsed_s, step, step_s, eval_s, eval_interval, reserve_s, *rest)
 
     monkeypatch.setattr(train, "budget_reserve_s", reserve)
-    monkeypatch.setattr(train, "steps_in_budget", spy)
+    monkeypatch.setattr(gpt.budget, "steps_in_budget", spy)
     assert train.main([f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000", "--max_iters=0",
                        "--time_budget=3", f"--out_dir={tmp_path}"]) == 0
     assert asked == ["cpu"] and planned and set(planned) == {0.25}
@@ -720,7 +724,7 @@ def test_a_shortened_schedule_keeps_the_rates_of_the_steps_taken(schedule, step,
     from gpt.optim import lr_at
 
     cfg = TrainConfig(max_iters=100, time_budget=10, warmup_iters=10, lr_schedule=schedule, decay_fraction=0.2)
-    shorter = train.refit_schedule(cfg, step, steps)
+    shorter = gpt.schedule.refit_schedule(cfg, step, steps)
     assert (shorter.max_iters, shorter.lr_decay_iters) == (steps, decay)
     assert shorter.decay_fraction == pytest.approx(fraction)
     shorter.validate()  # a config train.py accepts: what the printed flags give
@@ -732,7 +736,7 @@ def test_a_shortened_schedule_keeps_the_rates_of_the_steps_taken(schedule, step,
     if decay == 0 and schedule in ("cosine", "wsd"):  # where it moved, the run decays to min_lr by its new end
         assert rates(shorter)[-1] < rates(cfg)[steps - 1]
         assert rates(shorter)[-1] <= cfg.min_lr + 0.1 * (cfg.learning_rate - cfg.min_lr) + 1e-12
-    user_set = train.refit_schedule(replace(cfg, lr_decay_iters=80), step, steps)
+    user_set = gpt.schedule.refit_schedule(replace(cfg, lr_decay_iters=80), step, steps)
     assert user_set.lr_decay_iters == 80  # the user's is kept
 
 
@@ -1031,10 +1035,10 @@ def test_a_decay_that_ends_past_the_last_step_is_noted_with_the_rate_the_run_end
     # once: too slow, and too load-sensitive, to repeat here)
     from gpt.config import TrainConfig
     cfg = TrainConfig(max_iters=1274, warmup_iters=10, learning_rate=3e-3, min_lr=3e-4, lr_decay_iters=10**9)
-    assert train.decay_cut_short(cfg, "the budget's 1,274 steps") == (
+    assert gpt.schedule.decay_cut_short(cfg, "the budget's 1,274 steps") == (
         "note: --lr_decay_iters=1000000000 is past the budget's 1,274 steps: the run ends at learning rate 0.003, not "
         "min_lr 0.0003; a resume with --max_iters=1000000000 finishes the decay")
-    assert train.decay_cut_short(replace(cfg, lr_schedule="constant"), "x") is None
+    assert gpt.schedule.decay_cut_short(replace(cfg, lr_schedule="constant"), "x") is None
 
 
 def test_steps_past_a_decay_to_a_min_lr_of_0_are_noted_as_changing_nothing(byte_data, tmp_path, capsys):
@@ -1052,11 +1056,11 @@ def test_steps_past_a_decay_to_a_min_lr_of_0_are_noted_as_changing_nothing(byte_
     assert all(torch.equal(at_4[k], at_6[k]) for k in at_6)  # (what the note says: the steps changed nothing)
     from gpt.config import TrainConfig
     cfg = TrainConfig(max_iters=1274, warmup_iters=10, min_lr=0, lr_decay_iters=1000)
-    assert train.steps_at_rate_zero(cfg, "the budget's 1,274 steps").startswith(
+    assert gpt.schedule.steps_at_rate_zero(cfg, "the budget's 1,274 steps").startswith(
         "note: --lr_decay_iters=1000 ends the decay at min_lr 0 before the budget's 1,274 steps: the last 274 steps")
     for other in (replace(cfg, min_lr=1e-5), replace(cfg, lr_decay_iters=0), replace(cfg, lr_decay_iters=1274),
                   replace(cfg, lr_schedule="constant")):
-        assert train.steps_at_rate_zero(other, "x") is None
+        assert gpt.schedule.steps_at_rate_zero(other, "x") is None
 
 
 def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, capsys):
@@ -1073,15 +1077,15 @@ def test_a_wsd_decay_over_fewer_than_two_steps_is_noted(byte_data, tmp_path, cap
     cfg = TrainConfig(max_iters=20, warmup_iters=3, learning_rate=1e-2, lr_schedule="wsd", decay_fraction=0.05)
     assert {lr_at(s, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.05) for s in range(3, 20)} == {1e-2}  # (what it notes)
     assert lr_at(19, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.1) < 1e-2
-    assert train.decay_too_short(replace(cfg, decay_fraction=0.1)) is None
-    assert train.decay_too_short(replace(cfg, decay_fraction=0.01)).startswith(
+    assert gpt.schedule.decay_too_short(replace(cfg, decay_fraction=0.1)) is None
+    assert gpt.schedule.decay_too_short(replace(cfg, decay_fraction=0.01)).startswith(
         "note: --decay_fraction=0.01 of 20 steps is a decay over 0 step(s)")
-    assert train.decay_too_short(replace(cfg, warmup_iters=19, decay_fraction=0.5)).endswith(
+    assert gpt.schedule.decay_too_short(replace(cfg, warmup_iters=19, decay_fraction=0.5)).endswith(
         "give fewer --warmup_iters for a decay")  # (the warmup leaves one step: more decay_fraction would not do)
-    assert train.decay_too_short(replace(cfg, lr_schedule="cosine")) is None
+    assert gpt.schedule.decay_too_short(replace(cfg, lr_schedule="cosine")) is None
     # an --lr_decay_iters below the count: min_lr from there on, at once (review 36 R2)
     assert lr_at(20, 1e-2, cfg.min_lr, 3, 20, "wsd", 0.05) == cfg.min_lr
-    assert train.decay_too_short(replace(cfg, max_iters=100, lr_decay_iters=20)) == (
+    assert gpt.schedule.decay_too_short(replace(cfg, max_iters=100, lr_decay_iters=20)) == (
         "note: --decay_fraction=0.05 of 20 steps is a decay over 1 step(s), whose first is at the peak: the learning "
         f"rate stays at 0.01 to step 20, then drops to min_lr {cfg.min_lr:g} at once; give --decay_fraction=0.1 or more "
         "for a decay")
@@ -1376,7 +1380,7 @@ def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fix
     # past its warmup (step N): give --max_iters", at every restart (session 48, after hunt 48-a A2)
     from gpt.runtime import torchrun_job
     monkeypatch.setattr(train, "budget_reserve_s", lambda device: 0.5)
-    monkeypatch.setattr(train, "BUDGET_SLACK_BETWEEN", 1000.0)  # (no second look: the count stays the plan's)
+    monkeypatch.setattr(gpt.budget, "BUDGET_SLACK_BETWEEN", 1000.0)  # (no second look: the count stays the plan's)
     out = tmp_path / "run"
     command = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=1000", "--max_iters=0",
                "--time_budget=3", f"--out_dir={out}"]
