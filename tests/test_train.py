@@ -1431,8 +1431,11 @@ def test_a_lost_peer_names_the_checkpoint_only_where_rank_0s_disk_is_known(tmp_p
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(train.LostPeer) as lost:
-        train.report_lost_peer(None, RuntimeError("[gloo] Connection reset by peer"), None, out_dir=tmp_path / "out")
+    from gpt.errors import LostPeer
+    from gpt.torchrun import report_lost_peer
+
+    with pytest.raises(LostPeer) as lost:
+        report_lost_peer(None, RuntimeError("[gloo] Connection reset by peer"), None, out_dir=tmp_path / "out")
     assert str(lost.value).endswith(f"; no checkpoint has been saved in {tmp_path / 'out'}") == names_it
     assert str(lost.value).startswith("lost contact with another process of this run (")
 
