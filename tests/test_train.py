@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 import gpt.budget
+import gpt.rundata
 import gpt.schedule
 import train
 from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
@@ -1187,6 +1188,7 @@ def test_a_signal_to_one_rank_stops_every_rank_where_they_read_their_step_checks
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
+import gpt.rundata
 import train
 from gpt.runtime import StepChecks
 calls, largest, add = [], train.largest, StepChecks.add
@@ -1198,7 +1200,7 @@ def add_then_signal(self, step, *values):
     add(self, step, *values)
     if step == 2 and os.environ["RANK"] == "1":
         os.kill(os.getpid(), signal.SIGTERM)  # to this rank alone, between two reads
-train.largest, StepChecks.add = counted, add_then_signal
+train.largest, gpt.rundata.largest, StepChecks.add = counted, counted, add_then_signal
 import gpt.metrics, time
 plot = gpt.metrics.plot_losses
 def slow_plot(*args):  # rank 0 slow in its closing plot: rank 1 leaves first, torchrun sends rank 0 SIGTERM
@@ -3826,13 +3828,13 @@ def test_data_prepared_again_while_a_run_starts_is_refused_not_trained_under_the
 
     data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", docs=6, words=120))],
                    tokenizer="byte", out_dir=tmp_path / "data", quiet=True)
-    real = train.TrainBatches
+    real = gpt.rundata.TrainBatches
 
     def prepared_again_first(*args, **kwargs):  # (another user's data/prepare.py, at this moment)
         prepare(source="input", inputs=[str(write_corpus(tmp_path / "text2", docs=7, words=150, seed=1))],
                 tokenizer="byte", out_dir=data, force=True, quiet=True)
         return real(*args, **kwargs)
-    monkeypatch.setattr(train, "TrainBatches", prepared_again_first)
+    monkeypatch.setattr(gpt.rundata, "TrainBatches", prepared_again_first)
     out = tmp_path / "run"
     assert train.main([f"--data={data}", *TINY, "--max_iters=2", "--eval_interval=100", f"--out_dir={out}"]) == 1
     assert f"train.py: error: {data}: was prepared again (replaced by data/prepare.py) while it was being opened: " \
@@ -3853,9 +3855,10 @@ def test_data_prepared_again_between_the_processes_opens_is_said_once_under_torc
     probe = tmp_path / "probe.py"
     probe.write_text(f"""import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
+import gpt.rundata
 import train
 from gpt.prepare import prepare
-real_train, real_val = train.TrainBatches, train.ValBatches
+real_train, real_val = gpt.rundata.TrainBatches, gpt.rundata.ValBatches
 def train_batches(*args, **kwargs):  # rank 1 opens after rank 0, and after another data/prepare.py --force
     if os.environ["RANK"] == "1":
         deadline = time.monotonic() + 120
@@ -3868,7 +3871,7 @@ def val_batches(*args, **kwargs):
     if os.environ["RANK"] == "0":
         open({str(opened)!r}, "w").close()
     return batches
-train.TrainBatches, train.ValBatches = train_batches, val_batches
+gpt.rundata.TrainBatches, gpt.rundata.ValBatches = train_batches, val_batches
 sys.exit(train.main(sys.argv[1:]))
 """)
     out = tmp_path / "run"
