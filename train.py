@@ -69,7 +69,7 @@ import signal
 import statistics
 import threading
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -77,7 +77,7 @@ import torch
 from gpt.atomic import write_text_atomic
 from gpt.budget import (WARMUP_CHECK_WITHIN, budget_reserve_s, budget_spent, fit_time_budget, shorten_to_budget,
                         warn_if_warmup_overruns)
-from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, NoCheckpoint, base_dir,
+from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, Checkpoint, NoCheckpoint, base_dir,
                             checkpoints_left_behind, clean_leftovers, earlier_best_step,
                             is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on, load_base_model, load_model,
                             lora_base, mark_lora_base, name_of, open_resumable, passed_over, pretrained_config,
@@ -93,7 +93,7 @@ from gpt.errors import (ConfigError, DataRefused, ExitCallbacks, HubUnreachable,
                         on_one_machine, on_rank_0s_machine, out_of_memory, reported_oom, sigterm_raises, stdout_checked,
                         wait_while_another_says_it, world_size)
 from gpt.files import describe_error
-from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, ValBatches
+from gpt.data import LARGER_VAL_SPLIT, DataChanged, ShardError, TrainBatches, ValBatches
 from gpt.lora import is_lora
 from gpt.metrics import Metrics, draw_if_stale
 from gpt.model import GPT2_HUB_CONFIGS, GPT, GPTConfig
@@ -188,185 +188,23 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
 
 
 def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resuming: list[Path]) -> int:
+    """The run: setup, data, model, optimizer, the loop, the end. Its exit status (see the docstring above)."""
     # ---------------------------------------------------------------- setup
     # Entered first, so left last: the loop's signal handling stays until every other exit callback
     # has run (the last loss.png, the lock, the process group). torchrun's SIGTERM, after another
     # process died, raised in them and was reported as a stop "before training started; nothing
     # was saved", over the real failure and the checkpoints on disk (hunt, session 26).
     signals_at_exit = on_exit.enter_context(contextlib.ExitStack())
-    # Under torchrun, what this process could not read is said once the processes have met (see
-    # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
-    unread, cfg, resume, torchrun = None, None, None, world_size() > 1
-    preset_note = restart_note = None
-    typed = command_line_keys(argv)  # the options typed, not a preset's or defaults
-    try:
-        cfg, user_keys = parse_args(argv)
-        refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
-        restart_note, resumes = restarted_job_note(cfg)  # torchrun --max_restarts: the same command goes on
-        if resumes:
-            # as --init_from=resume; a budgeted run's own (--max_iters=0, the CPU default's, and --time_budget)
-            # left to its checkpoint, where its plan fixed the count: past the warmup they were refused, "give
-            # --max_iters", at every restart
-            budget = {"max_iters", "time_budget"} if not cfg.max_iters else set()
-            argv = [*without_options(argv, budget), "--init_from=resume"]
-            typed = command_line_keys(argv)
-            cfg, user_keys = parse_args(argv)
-        # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
-        if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
-            resuming.append(Path(cfg.out_dir))
-        try:
-            resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
-        except NoCheckpoint:  # (a run there that has saved nothing yet: it is said, not "no checkpoint")
-            refuse_if_busy(cfg.out_dir)
-            raise
-        if resume:  # the saved run's config, its device included, unless the command line says otherwise
-            parsed = cfg
-            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
-            parsed, preset_keys = preset_as_resumed(argv, parsed, user_keys, cfg)  # (a LoRA run's: its [lora] table)
-            preset_note = preset_not_applied(parsed, cfg, preset_keys - typed)
-        elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
-            # the weights to start from, read as the checkpoint to resume is: a node without them said so
-            # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
-            pretrained_tokenizer(cfg.init_from)
-        use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
-        if not cfg.eval_only:  # (a TQDM_* setting its bar cannot draw with: before the setup, once a job, hunt 42-d D1)
-            from gpt.progress import check_settings
-            check_settings(PROGRESS_OPTIONS)
-    except UsageError as e:
-        if not torchrun:
-            raise
-        unread, resume = e, None
-    dist = init_distributed(cfg.device if cfg else typed_device(argv))
-    if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
-        on_exit.callback(leave_distributed)
-        agree_on_what_was_read(unread, resume, dist, cfg)
-    device = pick_device(cfg.device, dist)
-    check_deterministic_cublas(device)
-    if restart_note and dist.is_main:
-        print("note:", restart_note)
-    if preset_note and dist.is_main:
-        print("note:", preset_note)
-    if resume and not cfg.eval_only and dist.is_main and (unknown := options_unknown_here(resume.meta["config"])):
-        # (a newer version's: left out without a word, the run went on under another recipe: hunt 48-d D3)
-        print(f"note: the run was trained with options this version of the project does not have ({', '.join(unknown)}): "
-              "saved by another version, which resumes it; resumed here without them, under another recipe")
-    preset_given = any(a.startswith("--config") for a in argv)
-    if device.type != "cpu" and not resume and not preset_given:
-        cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
-    check_options_apply(cfg, typed)
-    # Said once the setup has passed its checks, with the run's first lines: before a refusal (the out_dir holds a run,
-    # the data has no text) they made it two lines, a note on a run that never started (hunt 49-l L4)
-    recipe_notes = []
-    if not resume and dist.is_main and (note := scratch_recipe_note(cfg, typed, preset_given)):
-        recipe_notes.append(f"note: {note}")
-    if "time_budget" in typed and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
-        raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
-                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
-                             if resume and "max_iters" not in typed
-                             else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
-    if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
-        # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
-        recipe_notes.append(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the "
-                            "learning rate never reaches its peak nor decays; give fewer --warmup_iters for a run of "
-                            "the whole schedule")
-    # A resume says them too where its count or schedule is not the run's: a run whose decay ends at step 8, resumed
-    # with --max_iters=6, ended at 0.00165, not min_lr, without a word (hunt 49-f F2). Unchanged (a plain resume, a
-    # torchrun restart), they were said when the run started; nor where it trains no more steps.
-    reshaped = not resume or (any({**BEFORE_OPTION, **resume.meta["config"]}.get(k) != getattr(cfg, k)
-                                  for k in SCHEDULE_SHAPE)
-                              and resume.meta["step"] < cfg.max_iters)
-    if reshaped and not cfg.eval_only and dist.is_main and cfg.max_iters:
-        recipe_notes += [note for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg),
-                                           steps_at_rate_zero(cfg, f"--max_iters={cfg.max_iters}")) if note]
-    out_dir = Path(cfg.out_dir)
-
-    def refuse_an_out_dir_of_another_kind() -> None:
-        if cfg.data != "shakespeare" and Path(cfg.data).resolve() == out_dir.resolve():
-            # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
-            raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl "
-                              "and config.json go into a directory of their own; choose another --out_dir")
-        if is_hf_gpt2_dir(out_dir):
-            # a Hugging Face model (the one fine-tuned from, or any): the run's config.json replaced the model's own,
-            # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
-            raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its "
-                              "weights): the run's config.json would replace the model's; choose another --out_dir")
-        if foreign := not_a_runs_files(out_dir):
-            # (a project's own config.json and metrics.jsonl were replaced without a word: hunt 43-e E1)
-            raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, "
-                              "which a new run there would replace; choose another --out_dir (or move "
-                              f"{'them' if len(foreign) > 1 else 'it'})")
-    if not resume and not cfg.eval_only:
-        # by rank 0, which writes the run, the others told of its refusal: an out_dir on each node's own disk
-        # that held another project's config.json on a node but rank 0's was refused there alone, and said by
-        # none ("lost contact with another process" from rank 0 alone: hunt 47-b B6)
-        on_rank0(dist, refuse_an_out_dir_of_another_kind)
-    if dist.enabled:
-        on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir))
-    run_lock = None  # (rank 0's)
-    if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
-        run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None,  # one run per out_dir: a second
-                                read=resume.path if resume else None, skipped=[p for p, _ in skipped])  # one stops here
-    if skipped and dist.is_main:
-        set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
-    if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
-        print("note:", best_note)
-    # (rank 0's; what its saves replace leaves the set: prune_checkpoints counts the rest among no newest, hunt 48-c C2)
-    left_behind = checkpoints_left_behind(out_dir, resume) if resume and dist.is_main and not cfg.eval_only else set()
-    if resume and dist.is_main and not cfg.eval_only and cfg.data != resume.meta["config"].get("data", cfg.data):
-        # (gpt.config.data_moved; --eval_only loads no loader state, and checks nothing)
-        was = resume.meta["config"]["data"]  # (a relative path is not gone: it is not here, review 35 R6)
-        where = "which is gone" if Path(was).is_absolute() else f"which is not found from {Path.cwd()}"
-        print(f"note: the run's data was {was}, {where}; resuming on --data={cfg.data}, checked to hold the same tokens")
-    cfg, accumulation_was = fit_accumulation(cfg, dist.world_size,
-                                             "gradient_accumulation_steps" in typed)
-    cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in typed)
-    if compile_note and dist.is_main:
-        print("note:", compile_note)
-    cfg.validate(dist.world_size)
-    dtype, dtype_why = pick_dtype(cfg.dtype, device)
-    seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
-        torch.backends.cudnn.allow_tf32 = True
+    run = read_options(argv, on_exit, resuming)
+    cfg, typed, resume, dist, device = run.cfg, run.typed, run.resume, run.dist, run.device
+    recipe_notes = notes_on_the_recipe(run)
+    out_dir, run_lock, left_behind = take_out_dir(run, on_exit)
+    cfg, accumulation_was, dtype, dtype_why = fit_the_recipe(run)
     if dist.is_main and not cfg.eval_only:
-        for leftover, why_not in clean_leftovers(out_dir):
-            if why_not is None:
-                print(f"removed {leftover.name}, left by a save that was interrupted")
-            else:
-                print(f"warning: {leftover.name}, left by a save that was interrupted, cannot be removed "
-                      f"({why_not}); it is never loaded", file=sys.stderr)
+        remove_leftovers(out_dir)
 
     # ---------------------------------------------------------------- data
-    tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
-    if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
-        weights = pretrained_config(cfg.init_from)
-        refuse_other_weights_on_a_node(weights, cfg.init_from, dist)
-        refuse_another_architecture(cfg, weights, typed)
-        refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
-        for why in passed_over(cfg.init_from) if dist.is_main else ():  # (hunt 47-c C1)
-            print(f"warning: {why}", file=sys.stderr)
-        if dist.is_main and (note := weights_without_state(cfg.init_from)):  # (hunt 48-c C1)
-            print(f"note: {note}", file=sys.stderr)
-    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None,
-                                cache_typed="data_cache" in typed))
-    if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
-        # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
-        raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
-                          f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
-    # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
-    # new text without a word, or failed on the loader's state (audit, 2026-11-26)
-    saved_data = resume.meta.get("data") if resume else None
-    # (--eval_only scores the checkpoint on the text as it is now, as it does a prepared directory's: hunt 29-c)
-    if (saved_data and not cfg.eval_only and cfg.data != "shakespeare" and data.path != Path(cfg.data)
-            and Path(saved_data).name != data.path.name):
-        # (relative paths are the run's as typed: from another directory they name other text, which was
-        # called an edit, hunt 31-a F2)
-        # (not --data_cache: the prepared data's name is the text's hash, whatever the cache's place: review 31)
-        where = (f" (--data={cfg.data} is read from the current directory, {Path.cwd()}: if the run was started in "
-                 "another one, resume from there)") if not Path(cfg.data).is_absolute() else ""
-        raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
-                          f"now {data.path}{where}; resume with the text it trained on, or start a new run from these "
-                          f"weights with {new_run_from(out_dir, cfg)}")
+    data, tokenizer = open_the_data(cfg, run, out_dir)
 
     # ---------------------------------------------------------------- model
     model, base = build_model(cfg, data, resume, device)
@@ -380,7 +218,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                       **({k: getattr(model.config, k) for k in MODEL_KEYS} if cfg.init_from != "scratch" else {}))
     fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
     data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
-    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in user_keys,
+    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in run.user_keys,
                                      "block_size" in typed)
     if block_note and dist.is_main:
         print("note:", block_note)
@@ -401,45 +239,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                                           (cfg.beta1, cfg.beta2), device.type, cfg.optimizer,
                                                           cfg.muon_learning_rate)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
-    step, tokens_seen, best_val, bad_total, bad_in_a_row = 0, 0, math.inf, 0, 0
-    reseeded_note = None
-    # --eval_only uses nothing of state.pt (open_resumable has read it, to check it): an evaluation reads no batches
-    # from the loader (it evaluates whatever the data now is), draws nothing at random and steps no optimizer, which
-    # it made and loaded the saved state into for nothing (twice the weights under AdamW: hunt 49-d D3)
-    if resume and not cfg.eval_only:
-        state = resume.state()
-        load_state_under_these_settings(optimizer, state["optimizer"])
-        if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
-            scaler.load_state_dict(state["scaler"])
-        try:
-            train_batches.load_state_dict(state["loader"])
-        except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
-            raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
-                              f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
-        if len(state["rng"]) == dist.world_size:
-            set_rng_state(state["rng"][dist.rank], device)
-        elif dist.is_main and (cfg.dropout or cfg.lora_dropout):
-            # (validation is the same set of windows whatever the number of processes). Dropout is all that
-            # draws from these streams in training (the loader and --sample_tokens have their own): without
-            # it the run continues bit for bit, which the note denied, also of a finished run (hunt 35-b B2)
-            reseeded_note = (f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
-                             f"instead of {len(state['rng'])}: random streams are reseeded, so dropout differs from "
-                             "an uninterrupted run")
-    if resume:
-        saved = resume.meta["config"]
-        changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
-        if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
-            # (an evaluation keeps no `best`, which its note named: hunt 49-l L6)
-            print(f"note: {', '.join(f'--{k}' for k in changed)} changed from the saved run's: validation averages "
-                  "another set of windows, so " + ("its loss compares" if cfg.eval_only else "its losses (and `best`) "
-                                                   "compare") + " only roughly with the saved run's")
-        step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
-        if not cfg.max_iters and step >= cfg.warmup_iters and not cfg.eval_only:  # (hunt 34-b B11)
-            raise ConfigError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
-                              f"its warmup (step {step}): give --max_iters")
-        best_val = resume.meta.get("best_val_loss") or math.inf
-        bad_total = resume.meta.get("bad_steps_total", 0)
-        bad_in_a_row = resume.meta.get("bad_steps_in_a_row", 0)  # (0: saved before it was kept)
+    step, tokens_seen, best_val, bad_total, bad_in_a_row, reseeded_note = resumed_state(
+        cfg, resume, optimizer, scaler, train_batches, out_dir, dist, device)
     start_step = step
     # The time budget (s) that fixed this run's count (its plan, or a resume of such a run, its count not
     # typed), else 0: a resume runs that count whatever the time, which it did without a word (40 s budget:
@@ -984,6 +785,280 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                                    "--instruction=TEXT)" if data.supervised else f"Sample with: {command}")
                   + (f"; --ckpt=best for step {best_step:,}'s checkpoint" if best_step is not None else ""))
     return exit_status
+
+
+# -------------------------------------------------------------------- the phases of the recipe
+
+
+@dataclass
+class Options:
+    """The run as its command line, preset and checkpoint say (read_options): what the setup starts from."""
+    argv: list[str]  # as run (a torchrun restart that resumes its run adds --init_from=resume)
+    typed: set[str]  # the options typed, not a preset's or defaults
+    user_keys: set[str]  # the options typed or set by a preset (parse_args)
+    cfg: TrainConfig
+    resume: Checkpoint | None  # the newest checkpoint that loads, where the run resumes
+    skipped: list[tuple[Path, str]]  # newer checkpoints that do not load, and why (open_resumable)
+    dist: Dist
+    device: torch.device
+    preset_given: bool  # a --config was typed
+
+
+def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[Path]) -> Options:
+    """The options, the checkpoint a resume continues, the processes met and the device: read before out_dir's
+    lock (the checkpoint read-only), and agreed on by every process of a torchrun job. `resuming` gets the run
+    directory a resume reads, for main's message on a Ctrl-C."""
+    # Under torchrun, what this process could not read is said once the processes have met (see
+    # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
+    unread, cfg, resume, torchrun = None, None, None, world_size() > 1
+    preset_note = restart_note = None
+    typed = command_line_keys(argv)  # the options typed, not a preset's or defaults
+    try:
+        cfg, user_keys = parse_args(argv)
+        refuse_an_unsearchable_out_dir(cfg.out_dir)  # (each look at it was a traceback: review 37 R3)
+        restart_note, resumes = restarted_job_note(cfg)  # torchrun --max_restarts: the same command goes on
+        if resumes:
+            # as --init_from=resume; a budgeted run's own (--max_iters=0, the CPU default's, and --time_budget)
+            # left to its checkpoint, where its plan fixed the count: past the warmup they were refused, "give
+            # --max_iters", at every restart
+            budget = {"max_iters", "time_budget"} if not cfg.max_iters else set()
+            argv = [*without_options(argv, budget), "--init_from=resume"]
+            typed = command_line_keys(argv)
+            cfg, user_keys = parse_args(argv)
+        # The newest checkpoint that loads (read-only, so before the lock: the saved device picks ours).
+        if cfg.init_from == "resume":  # (Ctrl-C while its checkpoints are read: hunt 34-b B12)
+            resuming.append(Path(cfg.out_dir))
+        try:
+            resume, skipped = open_resumable(cfg.out_dir) if cfg.init_from == "resume" else (None, [])
+        except NoCheckpoint:  # (a run there that has saved nothing yet: it is said, not "no checkpoint")
+            refuse_if_busy(cfg.out_dir)
+            raise
+        if resume:  # the saved run's config, its device included, unless the command line says otherwise
+            parsed = cfg
+            cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
+            parsed, preset_keys = preset_as_resumed(argv, parsed, user_keys, cfg)  # (a LoRA run's: its [lora] table)
+            preset_note = preset_not_applied(parsed, cfg, preset_keys - typed)
+        elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
+            # the weights to start from, read as the checkpoint to resume is: a node without them said so
+            # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
+            pretrained_tokenizer(cfg.init_from)
+        use_deterministic(cfg.deterministic)  # before any CUDA work: cuBLAS reads its workspace setting at start
+        if not cfg.eval_only:  # (a TQDM_* setting its bar cannot draw with: before the setup, once a job, hunt 42-d D1)
+            from gpt.progress import check_settings
+            check_settings(PROGRESS_OPTIONS)
+    except UsageError as e:
+        if not torchrun:
+            raise
+        unread, resume = e, None
+    dist = init_distributed(cfg.device if cfg else typed_device(argv))
+    if dist.enabled:  # however train() ends (done, --eval_only, already finished, an error), once its frame is gone
+        on_exit.callback(leave_distributed)
+        agree_on_what_was_read(unread, resume, dist, cfg)
+    device = pick_device(cfg.device, dist)
+    check_deterministic_cublas(device)
+    if restart_note and dist.is_main:
+        print("note:", restart_note)
+    if preset_note and dist.is_main:
+        print("note:", preset_note)
+    if resume and not cfg.eval_only and dist.is_main and (unknown := options_unknown_here(resume.meta["config"])):
+        # (a newer version's: left out without a word, the run went on under another recipe: hunt 48-d D3)
+        print(f"note: the run was trained with options this version of the project does not have ({', '.join(unknown)}): "
+              "saved by another version, which resumes it; resumed here without them, under another recipe")
+    preset_given = any(a.startswith("--config") for a in argv)
+    if device.type != "cpu" and not resume and not preset_given:
+        cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
+    check_options_apply(cfg, typed)
+    return Options(argv, typed, user_keys, cfg, resume, skipped, dist, device, preset_given)
+
+
+def notes_on_the_recipe(run: Options) -> list[str]:
+    """The notes on the run's recipe that its first lines say (train() prints them with its header); a
+    --time_budget beside a step count is refused here."""
+    cfg, typed, resume, dist, preset_given = run.cfg, run.typed, run.resume, run.dist, run.preset_given
+    # Said once the setup has passed its checks, with the run's first lines: before a refusal (the out_dir holds a run,
+    # the data has no text) they made it two lines, a note on a run that never started (hunt 49-l L4)
+    recipe_notes = []
+    if not resume and dist.is_main and (note := scratch_recipe_note(cfg, typed, preset_given)):
+        recipe_notes.append(f"note: {note}")
+    if "time_budget" in typed and cfg.time_budget > 0 and cfg.max_iters and not cfg.eval_only:
+        raise ConfigError("--time_budget applies to a run of --max_iters=0 (as many steps as fit), and this "
+                          + (f"resumed run's count is fixed at {cfg.max_iters:,} steps: give --max_iters to change it"
+                             if resume and "max_iters" not in typed
+                             else f"run has --max_iters={cfg.max_iters}: give --max_iters=0 for a budget"))
+    if 0 < cfg.max_iters <= cfg.warmup_iters and not resume and not cfg.eval_only and dist.is_main:
+        # (said of a time budget that ends so; a count did it without a word: hunt 29-a)
+        recipe_notes.append(f"note: --max_iters={cfg.max_iters} ends within the {cfg.warmup_iters}-step warmup: the "
+                            "learning rate never reaches its peak nor decays; give fewer --warmup_iters for a run of "
+                            "the whole schedule")
+    # A resume says them too where its count or schedule is not the run's: a run whose decay ends at step 8, resumed
+    # with --max_iters=6, ended at 0.00165, not min_lr, without a word (hunt 49-f F2). Unchanged (a plain resume, a
+    # torchrun restart), they were said when the run started; nor where it trains no more steps.
+    reshaped = not resume or (any({**BEFORE_OPTION, **resume.meta["config"]}.get(k) != getattr(cfg, k)
+                                  for k in SCHEDULE_SHAPE)
+                              and resume.meta["step"] < cfg.max_iters)
+    if reshaped and not cfg.eval_only and dist.is_main and cfg.max_iters:
+        recipe_notes += [note for note in (decay_cut_short(cfg, f"--max_iters={cfg.max_iters}"), decay_too_short(cfg),
+                                           steps_at_rate_zero(cfg, f"--max_iters={cfg.max_iters}")) if note]
+    return recipe_notes
+
+
+def take_out_dir(run: Options, on_exit: contextlib.ExitStack) -> tuple[Path, object, set[str]]:
+    """(out_dir, rank 0's lock on it or None, the checkpoints a resume leaves behind): out_dir refused where it is
+    another kind of directory, locked (not by --eval_only), and its unloadable checkpoints set aside."""
+    cfg, resume, skipped, dist = run.cfg, run.resume, run.skipped, run.dist
+    out_dir = Path(cfg.out_dir)
+
+    def refuse_an_out_dir_of_another_kind() -> None:
+        if cfg.data != "shakespeare" and Path(cfg.data).resolve() == out_dir.resolve():
+            # (its lock file made the data "a training run ... it has no checkpoint yet": hunt 34-b B7)
+            raise ConfigError(f"--out_dir={cfg.out_dir} is the --data directory: the run's checkpoints, metrics.jsonl "
+                              "and config.json go into a directory of their own; choose another --out_dir")
+        if is_hf_gpt2_dir(out_dir):
+            # a Hugging Face model (the one fine-tuned from, or any): the run's config.json replaced the model's own,
+            # and the model loaded neither in transformers nor here any more (hunt 37-h h4)
+            raise ConfigError(f"--out_dir={cfg.out_dir} is a Hugging Face model directory (config.json and its "
+                              "weights): the run's config.json would replace the model's; choose another --out_dir")
+        if foreign := not_a_runs_files(out_dir):
+            # (a project's own config.json and metrics.jsonl were replaced without a word: hunt 43-e E1)
+            raise ConfigError(f"--out_dir={cfg.out_dir} holds {', '.join(foreign)}, not written by a train.py run, "
+                              "which a new run there would replace; choose another --out_dir (or move "
+                              f"{'them' if len(foreign) > 1 else 'it'})")
+    if not resume and not cfg.eval_only:
+        # by rank 0, which writes the run, the others told of its refusal: an out_dir on each node's own disk
+        # that held another project's config.json on a node but rank 0's was refused there alone, and said by
+        # none ("lost contact with another process" from rank 0 alone: hunt 47-b B6)
+        on_rank0(dist, refuse_an_out_dir_of_another_kind)
+    if dist.enabled:
+        on_exit.push(functools.partial(report_lost_peer, out_dir=out_dir))
+    run_lock = None  # (rank 0's)
+    if not cfg.eval_only:  # --eval_only reads a checkpoint and writes nothing: no lock, and it may evaluate in place
+        run_lock = hold_run_dir(out_dir, dist, on_exit, resuming=resume is not None,  # one run per out_dir: a second
+                                read=resume.path if resume else None, skipped=[p for p, _ in skipped])  # one stops here
+    if skipped and dist.is_main:
+        set_aside_unloadable(skipped, resume, move=not cfg.eval_only)
+    if resume and dist.is_main and not cfg.eval_only and (best_note := repoint_best(out_dir, resume)):
+        print("note:", best_note)
+    # (rank 0's; what its saves replace leaves the set: prune_checkpoints counts the rest among no newest, hunt 48-c C2)
+    left_behind = checkpoints_left_behind(out_dir, resume) if resume and dist.is_main and not cfg.eval_only else set()
+    if resume and dist.is_main and not cfg.eval_only and cfg.data != resume.meta["config"].get("data", cfg.data):
+        # (gpt.config.data_moved; --eval_only loads no loader state, and checks nothing)
+        was = resume.meta["config"]["data"]  # (a relative path is not gone: it is not here, review 35 R6)
+        where = "which is gone" if Path(was).is_absolute() else f"which is not found from {Path.cwd()}"
+        print(f"note: the run's data was {was}, {where}; resuming on --data={cfg.data}, checked to hold the same tokens")
+    return out_dir, run_lock, left_behind
+
+
+def fit_the_recipe(run: Options) -> tuple[TrainConfig, int | None, torch.dtype, str]:
+    """(cfg fitted to the processes and the device, the accumulation it had where fitted, the dtype and why):
+    the config validated, the random streams seeded, TF32 on for a GPU."""
+    cfg, typed, dist, device = run.cfg, run.typed, run.dist, run.device
+    cfg, accumulation_was = fit_accumulation(cfg, dist.world_size,
+                                             "gradient_accumulation_steps" in typed)
+    cfg, compile_note = fit_compile(cfg, device.type, dist.enabled, "compile" in typed)
+    if compile_note and dist.is_main:
+        print("note:", compile_note)
+    cfg.validate(dist.world_size)
+    dtype, dtype_why = pick_dtype(cfg.dtype, device)
+    seed_everything(cfg.seed + dist.rank)  # ranks differ in dropout, agree on data (the loader is seeded alone)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 for fp32 matmuls: ~free speed on Ampere+
+        torch.backends.cudnn.allow_tf32 = True
+    return cfg, accumulation_was, dtype, dtype_why
+
+
+def remove_leftovers(out_dir: Path) -> None:
+    """(rank 0, a run that writes) What interrupted saves left in out_dir."""
+    for leftover, why_not in clean_leftovers(out_dir):
+        if why_not is None:
+            print(f"removed {leftover.name}, left by a save that was interrupted")
+        else:
+            print(f"warning: {leftover.name}, left by a save that was interrupted, cannot be removed "
+                  f"({why_not}); it is never loaded", file=sys.stderr)
+
+
+def open_the_data(cfg: TrainConfig, run: Options, out_dir: Path) -> tuple[DataDir, str | None]:
+    """(the run's data, prepared where it is text; the tokenizer the weights need, or None): pretrained weights
+    refused before the data is prepared where they cannot train on it, and a resume's text checked unchanged."""
+    resume, typed, dist = run.resume, run.typed, run.dist
+    tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
+    if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
+        weights = pretrained_config(cfg.init_from)
+        refuse_other_weights_on_a_node(weights, cfg.init_from, dist)
+        refuse_another_architecture(cfg, weights, typed)
+        refuse_fewer_embeddings_than(tokenizer, weights.vocab_size, cfg.init_from)
+        for why in passed_over(cfg.init_from) if dist.is_main else ():  # (hunt 47-c C1)
+            print(f"warning: {why}", file=sys.stderr)
+        if dist.is_main and (note := weights_without_state(cfg.init_from)):  # (hunt 48-c C1)
+            print(f"note: {note}", file=sys.stderr)
+    data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None,
+                                cache_typed="data_cache" in typed))
+    if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
+        # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
+        raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "
+                          f"already: leave --tokenizer out, or prepare the text with --tokenizer={cfg.tokenizer}")
+    # Raw text is cached under its contents' hash: a resume after the text was edited trained on the
+    # new text without a word, or failed on the loader's state (audit, 2026-11-26)
+    saved_data = resume.meta.get("data") if resume else None
+    # (--eval_only scores the checkpoint on the text as it is now, as it does a prepared directory's: hunt 29-c)
+    if (saved_data and not cfg.eval_only and cfg.data != "shakespeare" and data.path != Path(cfg.data)
+            and Path(saved_data).name != data.path.name):
+        # (relative paths are the run's as typed: from another directory they name other text, which was
+        # called an edit, hunt 31-a F2)
+        # (not --data_cache: the prepared data's name is the text's hash, whatever the cache's place: review 31)
+        where = (f" (--data={cfg.data} is read from the current directory, {Path.cwd()}: if the run was started in "
+                 "another one, resume from there)") if not Path(cfg.data).is_absolute() else ""
+        raise ConfigError(f"--data={cfg.data} changed since the checkpoint: it was prepared as {saved_data}, and is "
+                          f"now {data.path}{where}; resume with the text it trained on, or start a new run from these "
+                          f"weights with {new_run_from(out_dir, cfg)}")
+    return data, tokenizer
+
+
+def resumed_state(cfg: TrainConfig, resume, optimizer, scaler: torch.amp.GradScaler, train_batches: TrainBatches,
+                  out_dir: Path, dist: Dist, device: torch.device) -> tuple[int, int, float, int, int, str | None]:
+    """(step, tokens_seen, best validation loss, bad steps in all and in a row, the note on reseeded random streams):
+    a new run's, or a resumed one's with its optimizer, scaler, loader and random streams loaded from its checkpoint
+    (not by --eval_only, which uses none of them)."""
+    step, tokens_seen, best_val, bad_total, bad_in_a_row = 0, 0, math.inf, 0, 0
+    reseeded_note = None
+    # --eval_only uses nothing of state.pt (open_resumable has read it, to check it): an evaluation reads no batches
+    # from the loader (it evaluates whatever the data now is), draws nothing at random and steps no optimizer, which
+    # it made and loaded the saved state into for nothing (twice the weights under AdamW: hunt 49-d D3)
+    if resume and not cfg.eval_only:
+        state = resume.state()
+        load_state_under_these_settings(optimizer, state["optimizer"])
+        if state["scaler"]:  # empty when the saved run had no GradScaler (bf16, fp32)
+            scaler.load_state_dict(state["scaler"])
+        try:
+            train_batches.load_state_dict(state["loader"])
+        except DataChanged as e:  # e.g. the default Shakespeare data rebuilt by a new conversion (gpt/sources.py)
+            raise ConfigError(f"cannot resume {out_dir}: {e}; start a new run from its weights with "
+                              f"{new_run_from(out_dir, cfg)}, or resume on the data it trained on") from None
+        if len(state["rng"]) == dist.world_size:
+            set_rng_state(state["rng"][dist.rank], device)
+        elif dist.is_main and (cfg.dropout or cfg.lora_dropout):
+            # (validation is the same set of windows whatever the number of processes). Dropout is all that
+            # draws from these streams in training (the loader and --sample_tokens have their own): without
+            # it the run continues bit for bit, which the note denied, also of a finished run (hunt 35-b B2)
+            reseeded_note = (f"note: resumed with {dist.world_size} process{'es' if dist.world_size > 1 else ''} "
+                             f"instead of {len(state['rng'])}: random streams are reseeded, so dropout differs from "
+                             "an uninterrupted run")
+    if resume:
+        saved = resume.meta["config"]
+        changed = [k for k in ("batch_size", "block_size", "eval_iters") if k in saved and saved[k] != getattr(cfg, k)]
+        if changed and dist.is_main:  # (the validation set is fixed by these alone: see ValBatches)
+            # (an evaluation keeps no `best`, which its note named: hunt 49-l L6)
+            print(f"note: {', '.join(f'--{k}' for k in changed)} changed from the saved run's: validation averages "
+                  "another set of windows, so " + ("its loss compares" if cfg.eval_only else "its losses (and `best`) "
+                                                   "compare") + " only roughly with the saved run's")
+        step, tokens_seen = resume.meta["step"], resume.meta["tokens_seen"]
+        if not cfg.max_iters and step >= cfg.warmup_iters and not cfg.eval_only:  # (hunt 34-b B11)
+            raise ConfigError(f"--max_iters=0 fixes the step count from the warmup's step times, and this run is past "
+                              f"its warmup (step {step}): give --max_iters")
+        best_val = resume.meta.get("best_val_loss") or math.inf
+        bad_total = resume.meta.get("bad_steps_total", 0)
+        bad_in_a_row = resume.meta.get("bad_steps_in_a_row", 0)  # (0: saved before it was kept)
+    return step, tokens_seen, best_val, bad_total, bad_in_a_row, reseeded_note
+
 
 
 # -------------------------------------------------------------------- helpers of the recipe
