@@ -69,6 +69,7 @@ import signal
 import statistics
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -207,23 +208,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     data, tokenizer = open_the_data(cfg, run, out_dir)
 
     # ---------------------------------------------------------------- model
-    model, base = build_model(cfg, data, resume, device)
-    model.data_vocab_size = data.vocab_size  # (a padded vocabulary's smoothing: GPT.head_and_loss, hunt 37-a A1)
-    if not resume:
-        # the data's tokenizer and the weights' shape, not the preset's: config.json and the checkpoints
-        # record what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe; a run on
-        # prepared byte shards said shakespeare-bpe, and its resume with --tokenizer=byte was refused:
-        # audits, 2026-11-26), as a resume's config takes them from the checkpoint
-        cfg = replace(cfg, tokenizer=data.tokenizer_name,
-                      **({k: getattr(model.config, k) for k in MODEL_KEYS} if cfg.init_from != "scratch" else {}))
-    fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
-    data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
-    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in run.user_keys,
-                                     "block_size" in typed)
-    if block_note and dist.is_main:
-        print("note:", block_note)
-    if accumulation_was is not None and dist.is_main and not cfg.eval_only:  # (in tokens of the context fitted)
-        print("note:", accumulation_note(cfg, accumulation_was, dist.world_size))
+    model, base, cfg, fp8_layers = make_the_model(cfg, run, data, tokenizer, accumulation_was)
     block_size = cfg.block_size
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
     train_batches, val_batches = open_loaders(data, cfg, accum, dist, device)
@@ -253,59 +238,20 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     evaluation_missing = bool(resume) and resume.meta.get("val_loss") is None and (
         step % cfg.eval_interval == 0 or bool(cfg.max_iters) and step >= cfg.max_iters)
     if resume and cfg.max_iters and step >= cfg.max_iters and not evaluation_missing and not cfg.eval_only:
-        if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
-            print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
-                  "(continue it with a larger --max_iters)")
-            if cfg.lora_base and base and base["base"] != resume.meta["lora"]["base"]:  # (a save records it: hunt 36-c A6)
-                print(f"note: its base, found at {base['base']}, is recorded by its next checkpoint only: give "
-                      f"--lora_base={shlex.quote(base['base'])} to sample.py, or continue the run")
-            if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
-                print("note:", plot_note)
+        say_already_finished(cfg, resume, base, step, out_dir, dist)
         return 0
-    if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
-        print(reseeded_note)
-    if resume and dist.is_main and not cfg.eval_only and resume.meta.get("device", device.type) != device.type:
-        # (said of a run that will train: a finished run resumed, or --eval_only, was told it "resumes on cpu" and
-        # its losses will not match, before "nothing to do": hunt 49-m M6)
-        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
-              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
-    if resume and dist.is_main and not cfg.eval_only and (note := other_cpu_threads(resume.meta, device)):
-        print(note)
-    if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):
-        print(note)  # (said of a run that will train, as the notes above: hunt 49-h H4)
-    if resume and dist.is_main and not cfg.eval_only and (moved := schedule_moved(cfg, resume.meta["config"], step)):
-        print(moved)
+    say_how_the_resume_differs(cfg, resume, reseeded_note, step, dist, device, dtype, dtype_why)
     # A LoRA run that will train marks its base checkpoint now, so that the base run's pruning keeps
     # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,
     # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its
     # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
     saved_by_this_run = False
-
-    def mark() -> None:
-        base_copy = base_dir(base)  # (a stranded earlier save, where that is the step's only copy)
-        # A line there before this run is not its to take back: an earlier LoRA run of this directory, moved
-        # elsewhere since (kept under another name, a new try under the old one), still loads that base where
-        # it was recorded and has no other pin; a new run here that saved nothing removed it, and the base
-        # run's pruning then removed the moved run's base (hunt 37-d D1)
-        listed_before = listed_on(base_copy, out_dir)
-        warning = mark_lora_base(base_copy, out_dir)
-        # its run pruned it since it was loaded: trained on, the adapters' base was missing at the end, status 0
-        # (hunt 30-e F9); nothing is trained yet
-        refuse_a_pruned_base(base)
-        if warning and "base_step" in base:  # (a Hugging Face directory is never pruned: a read-only one loses nothing)
-            print(f"warning: {warning}", file=sys.stderr)
-        if not resume and not listed_before:
-            # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
-            # (and only where no checkpoint of this run is there: a save whose checkpoint landed and whose `latest`
-            # could not be written raised, and the base of a checkpoint said to be the latest lost its pin, hunt 37-d D6)
-            on_exit.callback(lambda: None if saved_by_this_run or list_checkpoints(out_dir) else
-                             unmark_lora_base(base_dir(base), out_dir))
     # (a Hugging Face directory too, which save_pretrained then spares: a model exported over it made the adapters
     # unusable without a word, hunt 37-h h1; a hub name's cache is not ours to write in)
     if base and base_dir(base) is not None and is_lora(model) and not cfg.eval_only:
         # by rank 0, the others told of its refusal: raised on rank 0 alone (its base pruned meanwhile), the
         # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)
-        on_rank0(dist, mark)
+        on_rank0(dist, lambda: mark_the_lora_base(base, out_dir, resume, on_exit, lambda: saved_by_this_run))
 
     def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -321,19 +267,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
-        if not resume and base and "base_step" in base:
-            # a checkpoint of a run (--init_from=RUN): its weights at the step they were trained to, as a resume's
-            # evaluation says, and its sample drawn as the run's at that step; "step 0" was said of weights trained
-            # for 6 steps, their step said nowhere (hunt 49-d D1)
-            step = base["base_step"]
-        val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs, saving=False)
-        if dist.is_main:
-            # what was evaluated, on what: --init_from=RUN takes this command's --data (the plays, where none is
-            # typed), not the run's, and the line alone said neither (hunt 49-d D1)
-            print(val_line(step, val_loss, data, scored=f"{resume.path if resume else base['base']}, on {data.path}"))
-            if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
-                # taken and ignored: hunt 46-a A3); the same one, drawn from the step's own stream
-                print(sample_text(model, data, cfg.sample_tokens, device, step))
+        evaluate_the_checkpoint(cfg, compiled, model, val_batches, data, resume, base, step, device, dtype, dist,
+                                graphs)
         return 0
 
     tokens_per_step = cfg.batch_size * block_size * cfg.gradient_accumulation_steps
@@ -1059,6 +994,105 @@ def resumed_state(cfg: TrainConfig, resume, optimizer, scaler: torch.amp.GradSca
         bad_in_a_row = resume.meta.get("bad_steps_in_a_row", 0)  # (0: saved before it was kept)
     return step, tokens_seen, best_val, bad_total, bad_in_a_row, reseeded_note
 
+
+def make_the_model(cfg: TrainConfig, run: Options, data: DataDir, tokenizer: str | None,
+                   accumulation_was: int | None) -> tuple[GPT, dict | None, TrainConfig, int]:
+    """(the model on the device, the weights it started from as lora_base records them, cfg with the data's tokenizer,
+    the weights' shape and the context fitted, the layers in float8): built, loaded or resumed."""
+    resume, typed, dist, device = run.resume, run.typed, run.dist, run.device
+    model, base = build_model(cfg, data, resume, device)
+    model.data_vocab_size = data.vocab_size  # (a padded vocabulary's smoothing: GPT.head_and_loss, hunt 37-a A1)
+    if not resume:
+        # the data's tokenizer and the weights' shape, not the preset's: config.json and the checkpoints
+        # record what ran (a fine-tune of a 2-layer byte model said 4 layers of shakespeare-bpe; a run on
+        # prepared byte shards said shakespeare-bpe, and its resume with --tokenizer=byte was refused:
+        # audits, 2026-11-26), as a resume's config takes them from the checkpoint
+        cfg = replace(cfg, tokenizer=data.tokenizer_name,
+                      **({k: getattr(model.config, k) for k in MODEL_KEYS} if cfg.init_from != "scratch" else {}))
+    fp8_layers = use_fp8(model, device, head=cfg.fp8_head) if cfg.fp8 else 0  # before the optimizer and compile
+    data.check_compatible(tokenizer or data.tokenizer_name, model.config.vocab_size)
+    cfg, block_note = fit_block_size(cfg, model.config.block_size, "block_size" in run.user_keys,
+                                     "block_size" in typed)
+    if block_note and dist.is_main:
+        print("note:", block_note)
+    if accumulation_was is not None and dist.is_main and not cfg.eval_only:  # (in tokens of the context fitted)
+        print("note:", accumulation_note(cfg, accumulation_was, dist.world_size))
+    return model, base, cfg, fp8_layers
+
+
+def say_already_finished(cfg: TrainConfig, resume, base: dict | None, step: int, out_dir: Path, dist: Dist) -> None:
+    """A resumed run that has trained all its steps, and whose final evaluation is in metrics.jsonl already."""
+    if dist.is_main:  # its final evaluation is in metrics.jsonl already: nothing to redo, nothing to write
+        print(f"{out_dir} is already finished: step {step}, max_iters {cfg.max_iters}; nothing to do "
+              "(continue it with a larger --max_iters)")
+        if cfg.lora_base and base and base["base"] != resume.meta["lora"]["base"]:  # (a save records it: hunt 36-c A6)
+            print(f"note: its base, found at {base['base']}, is recorded by its next checkpoint only: give "
+                  f"--lora_base={shlex.quote(base['base'])} to sample.py, or continue the run")
+        if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
+            print("note:", plot_note)
+
+
+def say_how_the_resume_differs(cfg: TrainConfig, resume, reseeded_note: str | None, step: int, dist: Dist,
+                               device: torch.device, dtype: torch.dtype, dtype_why: str) -> None:
+    """The notes for a resumed run that will train where it will not continue as the uninterrupted run would have:
+    reseeded random streams, another device, CPU thread count or dtype, a moved learning-rate schedule."""
+    if reseeded_note:  # (said of a run that will train: a finished one reseeds nothing)
+        print(reseeded_note)
+    if resume and dist.is_main and not cfg.eval_only and resume.meta.get("device", device.type) != device.type:
+        # (said of a run that will train: a finished run resumed, or --eval_only, was told it "resumes on cpu" and
+        # its losses will not match, before "nothing to do": hunt 49-m M6)
+        print(f"note: this run was saved on {resume.meta['device']} and resumes on {device.type} "
+              f"(--device={cfg.device}); its losses will not match an uninterrupted run bit for bit")
+    if resume and dist.is_main and not cfg.eval_only and (note := other_cpu_threads(resume.meta, device)):
+        print(note)
+    if resume and dist.is_main and not cfg.eval_only and (note := other_dtype(resume.meta, device, dtype, dtype_why)):
+        print(note)  # (said of a run that will train, as the notes above: hunt 49-h H4)
+    if resume and dist.is_main and not cfg.eval_only and (moved := schedule_moved(cfg, resume.meta["config"], step)):
+        print(moved)
+
+
+def mark_the_lora_base(base: dict, out_dir: Path, resume, on_exit: contextlib.ExitStack,
+                       saved: Callable[[], bool]) -> None:
+    """(rank 0) A LoRA run's mark on its base checkpoint, which the base run's pruning then keeps; a new run takes
+    it back at exit where it saved nothing (`saved`: whether it did)."""
+    base_copy = base_dir(base)  # (a stranded earlier save, where that is the step's only copy)
+    # A line there before this run is not its to take back: an earlier LoRA run of this directory, moved
+    # elsewhere since (kept under another name, a new try under the old one), still loads that base where
+    # it was recorded and has no other pin; a new run here that saved nothing removed it, and the base
+    # run's pruning then removed the moved run's base (hunt 37-d D1)
+    listed_before = listed_on(base_copy, out_dir)
+    warning = mark_lora_base(base_copy, out_dir)
+    # its run pruned it since it was loaded: trained on, the adapters' base was missing at the end, status 0
+    # (hunt 30-e F9); nothing is trained yet
+    refuse_a_pruned_base(base)
+    if warning and "base_step" in base:  # (a Hugging Face directory is never pruned: a read-only one loses nothing)
+        print(f"warning: {warning}", file=sys.stderr)
+    if not resume and not listed_before:
+        # (where the base is then: a stranded copy may have been saved again since, its marks carried: review 31)
+        # (and only where no checkpoint of this run is there: a save whose checkpoint landed and whose `latest`
+        # could not be written raised, and the base of a checkpoint said to be the latest lost its pin, hunt 37-d D6)
+        on_exit.callback(lambda: None if saved() or list_checkpoints(out_dir) else
+                         unmark_lora_base(base_dir(base), out_dir))
+
+
+def evaluate_the_checkpoint(cfg: TrainConfig, compiled, model: GPT, val_batches: ValBatches, data: DataDir, resume,
+                            base: dict | None, step: int, device: torch.device, dtype: torch.dtype, dist: Dist,
+                            graphs: bool) -> None:
+    """--eval_only: the model as it is, at its saved step, evaluated (and sampled); nothing trained, none of the
+    run's files written."""
+    if not resume and base and "base_step" in base:
+        # a checkpoint of a run (--init_from=RUN): its weights at the step they were trained to, as a resume's
+        # evaluation says, and its sample drawn as the run's at that step; "step 0" was said of weights trained
+        # for 6 steps, their step said nowhere (hunt 49-d D1)
+        step = base["base_step"]
+    val_loss = evaluate(compiled, val_batches, device, dtype, dist, graphs, saving=False)
+    if dist.is_main:
+        # what was evaluated, on what: --init_from=RUN takes this command's --data (the plays, where none is
+        # typed), not the run's, and the line alone said neither (hunt 49-d D1)
+        print(val_line(step, val_loss, data, scored=f"{resume.path if resume else base['base']}, on {data.path}"))
+        if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
+            # taken and ignored: hunt 46-a A3); the same one, drawn from the step's own stream
+            print(sample_text(model, data, cfg.sample_tokens, device, step))
 
 
 # -------------------------------------------------------------------- helpers of the recipe
