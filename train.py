@@ -253,18 +253,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
         # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)
         on_rank0(dist, lambda: mark_the_lora_base(base, out_dir, resume, on_exit, lambda: saved_by_this_run))
 
-    def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
-
-    compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
-    compile_parts = {}  # (the evaluation graph's seconds, for the account)
-    with warnings.catch_warnings(record=True) as warned:  # (shown below, a failure once a machine)
-        compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
-                                                           wrap=ddp, timings=compile_parts, train=not cfg.eval_only,
-                                                           label_smoothing=cfg.label_smoothing)
-    show_compile_warnings(warned, dist)
-    compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
+    compiled, train_model, did_compile, compile_s, compile_parts = compile_the_model(
+        model, cfg, val_batches, device, dtype, dist)
     graphs = did_compile and cfg.compile == "reduce-overhead"  # steps begin with new_graph_step
     if cfg.eval_only:  # the model as it is, at its saved step: nothing trained, none of the run's files written
         evaluate_the_checkpoint(cfg, compiled, model, val_batches, data, resume, base, step, device, dtype, dist,
@@ -282,52 +272,9 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
-        for note in recipe_notes:
-            print(note)
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f"device {device} x{dist.world_size} | {dtype_why} | torch.compile "
-              f"{compile_description(cfg.compile, did_compile, device)}"
-              + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
-                 if cfg.fp8 else "")
-              + (" | deterministic kernels" if cfg.deterministic else ""))
-        if cfg.fp8 and not did_compile and device.type == "cuda":
-            print("note: --fp8 without torch.compile is slower than bf16 (its scaling and casts run as kernels of "
-                  "their own; torchao's float8 is meant to be compiled): use --compile=true")
-        layers, heads = model.config.n_layer, model.config.n_head  # ("1 layers, 1 heads": hunt 44-h H3)
-        print(f"model {layers} layer{'s' if layers != 1 else ''}, {heads} head{'s' if heads != 1 else ''}, "
-              f"{model.config.n_embd} wide, context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, "
-              f"{trainable / 1e6:.2f}M trained"
-              + (f" (from {base['base']})" if base else ""))
-        print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
-              f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
-              f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
-        plan = (f"steps {step} -> {cfg.max_iters} = {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} "
-                "epochs" if cfg.max_iters else f"as many steps as fit in {cfg.time_budget:g} s (counted at step "
-                f"{cfg.warmup_iters})")
-        print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
-              f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {plan}")
-        print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
-        if fixed_by_budget_s and not cfg.eval_only:
-            print(f"note: the run's count of {cfg.max_iters:,} steps was fixed by its time budget of "
-                  f"{fixed_by_budget_s:g} s: resumed, it runs them all, with no time limit (give --max_iters for "
-                  "another count)")
-        none, seen = train_batches.without_targets() if data.supervised else (0, 0)
-        if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
-            print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
-                  "longer than the window) and train nothing: shorten the records" + (
-                      " (a resumed run keeps its --block_size)" if resume else ", or raise --block_size"
-                      if cfg.init_from == "scratch" else  # (the pretrained context: no --block_size goes past it,
-                      # and one already at it was told to rise "up to the model's context": hunt 35-a A4)
-                      f", or raise --block_size up to the model's context of {model.config.block_size}"
-                      if block_size < model.config.block_size else
-                      f" (the window is the model's whole context of {block_size} already)"), file=sys.stderr)
-        if no_val_targets:
-            print(f"warning: the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
-                  "token (instruction data counts only those): evaluations measure nothing, so no validation loss "
-                  f"is logged and no `best` checkpoint is kept; shorten the records, or {LARGER_VAL_SPLIT}",
-                  file=sys.stderr)
-        for note in metrics.notes:
-            print("note:", note)
+        say_the_run(recipe_notes, cfg, model, base, data, train_batches, val_batches, metrics, out_dir, resume, device,
+                    dist.world_size, dtype_why, did_compile, fp8_layers, step, tokens_per_step, fixed_by_budget_s,
+                    no_val_targets)
 
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
         nonlocal saved_by_this_run
@@ -1093,6 +1040,80 @@ def evaluate_the_checkpoint(cfg: TrainConfig, compiled, model: GPT, val_batches:
         if cfg.sample_tokens:  # the evaluation's sample, as a training run's evaluations print it (it was
             # taken and ignored: hunt 46-a A3); the same one, drawn from the step's own stream
             print(sample_text(model, data, cfg.sample_tokens, device, step))
+
+
+def compile_the_model(model: GPT, cfg: TrainConfig, val_batches: ValBatches, device: torch.device, dtype: torch.dtype,
+                      dist: Dist) -> tuple[torch.nn.Module, torch.nn.Module, bool, float, dict]:
+    """(the model to evaluate, the one to train (DDP's under torchrun), whether it compiled, the seconds it took,
+    the evaluation graph's share of them): torch.compile as --compile says, and its warnings shown once."""
+    def ddp(m: torch.nn.Module) -> torch.nn.Module:  # under torchrun: gradients all-reduced across ranks
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        return DDP(m, device_ids=[device.index] if device.type == "cuda" else None) if dist.enabled else m
+
+    compile_started = time.monotonic()  # (a budgeted run's account: the compiling forward/backward runs here)
+    compile_parts = {}  # (the evaluation graph's seconds, for the account)
+    with warnings.catch_warnings(record=True) as warned:  # (shown below, a failure once a machine)
+        compiled, train_model, did_compile = maybe_compile(model, cfg.compile, device, val_batches.example(), dtype,
+                                                           wrap=ddp, timings=compile_parts, train=not cfg.eval_only,
+                                                           label_smoothing=cfg.label_smoothing)
+    show_compile_warnings(warned, dist)
+    compile_s = time.monotonic() - compile_started if did_compile else 0.0  # (not DDP's wrapping, if only that ran)
+    return compiled, train_model, did_compile, compile_s, compile_parts
+
+
+def say_the_run(recipe_notes: list[str], cfg: TrainConfig, model: GPT, base: dict | None, data: DataDir,
+                train_batches: TrainBatches, val_batches: ValBatches, metrics: Metrics, out_dir: Path, resume,
+                device: torch.device, world_size: int, dtype_why: str, did_compile: bool, fp8_layers: int, step: int,
+                tokens_per_step: int, fixed_by_budget_s: float, no_val_targets: bool) -> None:
+    """(rank 0) The run's first lines: the notes on its recipe, the device, model, data, plan and outputs, and the
+    warnings on instruction data that trains or measures nothing."""
+    block_size = cfg.block_size
+    for note in recipe_notes:
+        print(note)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print(f"device {device} x{world_size} | {dtype_why} | torch.compile "
+          f"{compile_description(cfg.compile, did_compile, device)}"
+          + (f" | float8 matmuls in {fp8_layers} layers{', the head among them' if cfg.fp8_head else ''}"
+             if cfg.fp8 else "")
+          + (" | deterministic kernels" if cfg.deterministic else ""))
+    if cfg.fp8 and not did_compile and device.type == "cuda":
+        print("note: --fp8 without torch.compile is slower than bf16 (its scaling and casts run as kernels of "
+              "their own; torchao's float8 is meant to be compiled): use --compile=true")
+    layers, heads = model.config.n_layer, model.config.n_head  # ("1 layers, 1 heads": hunt 44-h H3)
+    print(f"model {layers} layer{'s' if layers != 1 else ''}, {heads} head{'s' if heads != 1 else ''}, "
+          f"{model.config.n_embd} wide, context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, "
+          f"{trainable / 1e6:.2f}M trained"
+          + (f" (from {base['base']})" if base else ""))
+    print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
+          f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
+          f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))
+    plan = (f"steps {step} -> {cfg.max_iters} = {(cfg.max_iters - step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} "
+            "epochs" if cfg.max_iters else f"as many steps as fit in {cfg.time_budget:g} s (counted at step "
+            f"{cfg.warmup_iters})")
+    print(f"{tokens_per_step:,} tokens per step ({cfg.batch_size} x {block_size} x {cfg.gradient_accumulation_steps} "
+          f"micro-batches); {train_batches.tokens_per_epoch:,} tokens per epoch; {plan}")
+    print(f"outputs in {out_dir}/: checkpoints, metrics.jsonl, config.json, loss.png")
+    if fixed_by_budget_s and not cfg.eval_only:
+        print(f"note: the run's count of {cfg.max_iters:,} steps was fixed by its time budget of "
+              f"{fixed_by_budget_s:g} s: resumed, it runs them all, with no time limit (give --max_iters for "
+              "another count)")
+    none, seen = train_batches.without_targets() if data.supervised else (0, 0)
+    if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
+        print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
+              "longer than the window) and train nothing: shorten the records" + (
+                  " (a resumed run keeps its --block_size)" if resume else ", or raise --block_size"
+                  if cfg.init_from == "scratch" else  # (the pretrained context: no --block_size goes past it,
+                  # and one already at it was told to rise "up to the model's context": hunt 35-a A4)
+                  f", or raise --block_size up to the model's context of {model.config.block_size}"
+                  if block_size < model.config.block_size else
+                  f" (the window is the model's whole context of {block_size} already)"), file=sys.stderr)
+    if no_val_targets:
+        print(f"warning: the validation windows ({val_batches.windows} of {block_size} tokens) hold no answer "
+              "token (instruction data counts only those): evaluations measure nothing, so no validation loss "
+              f"is logged and no `best` checkpoint is kept; shorten the records, or {LARGER_VAL_SPLIT}",
+              file=sys.stderr)
+    for note in metrics.notes:
+        print("note:", note)
 
 
 # -------------------------------------------------------------------- helpers of the recipe
