@@ -109,7 +109,8 @@ from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSig
 from gpt.rundata import open_loaders, prepare_data
 from gpt.schedule import (SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved,
                           steps_at_rate_zero)
-from gpt.rundir import hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir, refuse_if_busy
+from gpt.rundir import (RunDirLock, hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir,
+                        refuse_if_busy)
 from gpt.shards import DataDir, holds_prepared_data
 from gpt.torchrun import (agree_on_what_was_read, refuse_other_weights_on_a_node, report_lost_peer, restarted_job_note,
                           typed_device)
@@ -226,7 +227,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # fp16 only: bf16 needs none
     step, tokens_seen, best_val, bad_total, bad_in_a_row, reseeded_note = resumed_state(
         cfg, resume, optimizer, scaler, train_batches, out_dir, dist, device)
-    start_step = step
     # The time budget (s) that fixed this run's count (its plan, or a resume of such a run, its count not
     # typed), else 0: a resume runs that count whatever the time, which it did without a word (40 s budget:
     # 55.5 s in all, hunt 40-d D5). Kept as the budget itself: a --time_budget=0 typed at a resume replaced
@@ -245,13 +245,13 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # it while this one trains (a finished one resumed does not: the mark deleted by hand came back,
     # README audit 2026-11-26); a new run that ends without a save (refused below, interrupted, its
     # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
-    saved_by_this_run = False
+    this_run = RunSaves()
     # (a Hugging Face directory too, which save_pretrained then spares: a model exported over it made the adapters
     # unusable without a word, hunt 37-h h1; a hub name's cache is not ours to write in)
     if base and base_dir(base) is not None and is_lora(model) and not cfg.eval_only:
         # by rank 0, the others told of its refusal: raised on rank 0 alone (its base pruned meanwhile), the
         # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)
-        on_rank0(dist, lambda: mark_the_lora_base(base, out_dir, resume, on_exit, lambda: saved_by_this_run))
+        on_rank0(dist, lambda: mark_the_lora_base(base, out_dir, resume, on_exit, lambda: this_run.saved))
 
     compiled, train_model, did_compile, compile_s, compile_parts = compile_the_model(
         model, cfg, val_batches, device, dtype, dist)
@@ -276,8 +276,75 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     dist.world_size, dtype_why, did_compile, fp8_layers, step, tokens_per_step, fixed_by_budget_s,
                     no_val_targets)
 
+    # ---------------------------------------------------------------- loop
+    return train_loop(Training(cfg, resume, dist, device, dtype, out_dir, run_lock, left_behind, data, model, base,
+                               train_batches, val_batches, optimizer, scaler, compiled, train_model, did_compile,
+                               compile_s, compile_parts, graphs, metrics, step, tokens_seen, best_val, bad_total,
+                               bad_in_a_row, fixed_by_budget_s, evaluation_missing, tokens_per_step, flops_per_step,
+                               peak), this_run, started, on_exit, signals_at_exit)
+
+
+@dataclass
+class RunSaves:
+    """Whether this run has saved a checkpoint yet: the loop sets it; a LoRA run's mark on its base is taken back at
+    exit where not (mark_the_lora_base), and a stop says how to go on by it."""
+    saved: bool = False
+
+
+@dataclass
+class Training:
+    """What the loop starts from: the setup's run, data, model, optimizer and compiled steps (train())."""
+    cfg: TrainConfig
+    resume: Checkpoint | None
+    dist: Dist
+    device: torch.device
+    dtype: torch.dtype
+    out_dir: Path
+    run_lock: RunDirLock | None  # (rank 0's)
+    left_behind: set[str]  # the checkpoints a resume leaves behind (checkpoints_left_behind)
+    data: DataDir
+    model: GPT
+    base: dict | None  # the weights it started from (lora_base)
+    train_batches: TrainBatches
+    val_batches: ValBatches
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    compiled: torch.nn.Module  # the model to evaluate
+    train_model: torch.nn.Module  # the one to train (DDP's under torchrun)
+    did_compile: bool
+    compile_s: float
+    compile_parts: dict  # (the evaluation graph's seconds, for the account)
+    graphs: bool  # steps begin with new_graph_step
+    metrics: Metrics
+    step: int  # where it starts
+    tokens_seen: int
+    best_val: float
+    bad_total: int
+    bad_in_a_row: int
+    fixed_by_budget_s: float  # the time budget that fixed a resumed run's count, else 0
+    evaluation_missing: bool  # its checkpoint was saved without its step's evaluation
+    tokens_per_step: int
+    flops_per_step: float
+    peak: float | None  # the device's peak FLOP/s, where known
+
+
+def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: contextlib.ExitStack,
+               signals_at_exit: contextlib.ExitStack) -> int:
+    """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
+    signal, or a divergence; then the end's lines. Its exit status."""
+    cfg, resume, dist, device, dtype, out_dir = t.cfg, t.resume, t.dist, t.device, t.dtype, t.out_dir
+    run_lock, left_behind, data, model, base, metrics = t.run_lock, t.left_behind, t.data, t.model, t.base, t.metrics
+    train_batches, val_batches, optimizer, scaler = t.train_batches, t.val_batches, t.optimizer, t.scaler
+    compiled, train_model, did_compile, graphs = t.compiled, t.train_model, t.did_compile, t.graphs
+    compile_s, compile_parts = t.compile_s, t.compile_parts
+    step, tokens_seen, best_val = t.step, t.tokens_seen, t.best_val
+    bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
+    fixed_by_budget_s, evaluation_missing = t.fixed_by_budget_s, t.evaluation_missing
+    tokens_per_step, flops_per_step, peak = t.tokens_per_step, t.flops_per_step, t.peak
+    start_step, block_size = step, cfg.block_size
+    accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
+
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
-        nonlocal saved_by_this_run
         rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
             meta = {"config": recorded(cfg, resume), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
@@ -304,7 +371,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                                 save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
                                                 is_best=is_best, left_behind=left_behind)))
         left_behind.discard(f"{CKPT_PREFIX}{step:07d}")  # (this run's now)
-        saved_by_this_run = True
+        this_run.saved = True
 
     def reclaim_out_dir() -> None:
         """(rank 0) out_dir moved or removed since the run started: the save made it again without a
@@ -314,9 +381,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
             metrics.reopen()
             write_config(out_dir, recorded(cfg, resume))
 
-    # ---------------------------------------------------------------- loop
     def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
-        saved = resume or saved_by_this_run
+        saved = resume or this_run.saved
         return (f"a second {signal.Signals(signum).name} stopped the run at once, in {where}, without saving: "
                 f"{latest_note(out_dir)}" + (f" (the steps after it are lost), continue with --init_from=resume "
                                              f"--out_dir={shlex.quote(str(out_dir))}" if saved else
@@ -514,7 +580,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                 exit_status = 128 + signum  # the shell's convention (see StopSignal)
                 # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
                 way = (f"continue with --init_from=resume --out_dir={shlex.quote(str(out_dir))}"
-                       if resume or saved_by_this_run else "run the same command again to start over")
+                       if resume or this_run.saved else "run the same command again to start over")
                 say_error(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
                 break
             if at_end:
