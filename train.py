@@ -107,10 +107,9 @@ from gpt.runtime import (COMPILE_FAILED, Dist, StepChecks, StepProfiler, StopSig
                          set_rng_state, torchrun_job,
                          use_deterministic, use_fp8)
 from gpt.rundata import open_loaders, prepare_data
-from gpt.schedule import (SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved,
-                          steps_at_rate_zero)
 from gpt.rundir import (RunDirLock, hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir,
                         refuse_if_busy)
+from gpt.schedule import SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved, steps_at_rate_zero
 from gpt.shards import DataDir, holds_prepared_data
 from gpt.torchrun import (agree_on_what_was_read, refuse_other_weights_on_a_node, report_lost_peer, restarted_job_note,
                           typed_device)
