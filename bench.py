@@ -1407,7 +1407,7 @@ QUALITY_DEFAULTS = {"cpu": ("default,adamw-before,nanogpt-cpu", 300.0), "gpu": (
 SECOND_LOOK = re.compile(r"steps take \d+ ms since the count was fixed: stopping at step \d{1,3}(?:,\d{3})* instead of "
                          r"\d{1,3}(?:,\d{3})*")
 
-# train.py's closing account of a budgeted run (train.budget_spent): its seconds up to the end
+# train.py's closing account of a budgeted run (gpt.budget.budget_spent): its seconds up to the end
 BUDGET_SPENT = re.compile(r"time budget [\d.]+ s: ([\d.]+) s spent: .*")
 
 

@@ -499,7 +499,7 @@ def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc"
     """Whether this process is of a restart (torchrun --max_restarts, TORCHELASTIC_RESTART_COUNT above 0) of
     the job `recorded` (torchrun_job's). On rank 0's machine, which writes the run, the launcher is compared;
     on another node, which cannot see it, torchrun's run id (rank 0's answer is the stricter: where it
-    differs the processes stop, see train.agree_on_what_was_read)."""
+    differs the processes stop, see gpt.torchrun.agree_on_what_was_read)."""
     # (a "job" that is no text, in a hand-edited meta.json, records no job: split() of it was a traceback on another
     # node than rank 0's, hunt 48-f F3)
     if not torchrun_restart(environ) or not recorded or not isinstance(recorded, str):
