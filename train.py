@@ -720,18 +720,23 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                 print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
                                    profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
                                    before_loop_s))
-            best = f"best validation loss {best_val:.4f}" if math.isfinite(best_val) else "no validation loss measured"
-            # (quoted: a path with a space, pasted as printed, was two arguments: hunt, session 27)
-            command = f"python sample.py --out_dir={shlex.quote(str(out_dir))}"
-            # instruction data: plain sampling of such a run, from end-of-text, came back empty (hunt 42-e E1)
-            # The command samples the latest checkpoint: where the best is another, its step and the option that takes
-            # it (an instruction run past its best, the README's example at step 100 of 300, was pointed at its last)
-            if (best_step := earlier_best_step(out_dir)) is not None and val_loss is not None:
-                best += f" at step {best_step:,} (the last {val_loss:.4f})"
-            print(f"done: step {step}, {best}. " + (f"Ask it with: {command} --chat (a question per line; or "
-                                                   "--instruction=TEXT)" if data.supervised else f"Sample with: {command}")
-                  + (f"; --ckpt=best for step {best_step:,}'s checkpoint" if best_step is not None else ""))
+            say_done(step, best_val, val_loss, out_dir, data.supervised)
     return exit_status
+
+
+def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, supervised: bool) -> None:
+    """(rank 0) A finished run's last line: its step, its best validation loss, and the command that samples it."""
+    best = f"best validation loss {best_val:.4f}" if math.isfinite(best_val) else "no validation loss measured"
+    # (quoted: a path with a space, pasted as printed, was two arguments: hunt, session 27)
+    command = f"python sample.py --out_dir={shlex.quote(str(out_dir))}"
+    # instruction data: plain sampling of such a run, from end-of-text, came back empty (hunt 42-e E1)
+    # The command samples the latest checkpoint: where the best is another, its step and the option that takes
+    # it (an instruction run past its best, the README's example at step 100 of 300, was pointed at its last)
+    if (best_step := earlier_best_step(out_dir)) is not None and val_loss is not None:
+        best += f" at step {best_step:,} (the last {val_loss:.4f})"
+    print(f"done: step {step}, {best}. " + (f"Ask it with: {command} --chat (a question per line; or "
+                                           "--instruction=TEXT)" if supervised else f"Sample with: {command}")
+          + (f"; --ckpt=best for step {best_step:,}'s checkpoint" if best_step is not None else ""))
 
 
 # -------------------------------------------------------------------- the phases of the recipe
