@@ -81,9 +81,9 @@ from gpt.budget import (WARMUP_CHECK_WITHIN, budget_reserve_s, budget_spent, fit
 from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, Checkpoint, NoCheckpoint, base_dir,
                             checkpoints_left_behind, clean_leftovers, earlier_best_step,
                             is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on, load_base_model, load_model,
-                            lora_base, mark_lora_base, name_of, open_resumable, passed_over, pretrained_config,
-                            pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best, save_checkpoint,
-                            set_aside, unmark_lora_base, weights_without_state, without_state, write_failed)
+                            loads_as_weights, lora_base, mark_lora_base, name_of, open_resumable, passed_over,
+                            pretrained_config, pretrained_tokenizer, rebased, refuse_a_pruned_base, repoint_best,
+                            save_checkpoint, set_aside, unmark_lora_base, weights_without_state, write_failed)
 from gpt.config import (BEFORE_OPTION, MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply,
                         command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile,
                         new_run_from, options_unknown_here, parse_args, preset_as_resumed, preset_not_applied,
@@ -1330,10 +1330,11 @@ def set_aside_unloadable(skipped: list, resume, move: bool = True) -> None:
     named with the reason and renamed broken-ckpt-*, so they are neither resumed nor pruned later
     (not with move=False: --eval_only writes nothing). A rename that fails is only a warning: the run
     resumes all the same, and the broken checkpoint stays until a save of its step replaces it or
-    pruning removes it. One that lost only its state.pt is said as what it is: its weights are sampled and
-    started from (hunt 48-c C1), where "it cannot be loaded" said they were lost too (hunt 48-g G3)."""
+    pruning removes it. One that lost only its state.pt, or whose state.pt alone is damaged (hunt 50-c C4), is said as
+    what it is: its weights are sampled and started from (hunt 48-c C1), where "it cannot be loaded" said they were
+    lost too (hunt 48-g G3)."""
     for path, why in skipped:
-        weights_kept, where = without_state(path) is not None, path
+        weights_kept, where = loads_as_weights(path), path  # (a damaged state.pt too: hunt 50-c C4)
         try:
             if move:
                 where = set_aside(path)

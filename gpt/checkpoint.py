@@ -264,6 +264,23 @@ def without_state(ckpt: Path) -> str | None:
             "its run cannot be resumed from it")
 
 
+def loads_as_weights(ckpt: Path) -> bool:
+    """Whether sample.py and --init_from take checkpoint `ckpt`'s weights, whatever its state.pt: its meta.json reads
+    and its model.safetensors is whole (its header against its length; the tensors are not read). A resume that
+    passed over one whose state.pt is damaged, not missing, said "it cannot be loaded" and set it aside as
+    broken-ckpt-*, of weights that load (hunt 50-c C4)."""
+    from safetensors import safe_open
+
+    try:
+        if not _has_weights(ckpt):
+            return False
+        read_meta(ckpt)
+        with safe_open(str(ckpt / WEIGHTS), framework="pt"):
+            return True
+    except (UnreadableFile, OSError, ValueError, safetensors_error()):  # (ValueError: a name that is not UTF-8)
+        return False
+
+
 def checkpoint_holding(path: str | Path) -> Path | None:
     """The checkpoint that `path` is, or lies inside, else None: one that lost only its state.pt too, whose weights
     --init_from takes (`_has_weights`); a new run's out_dir there was not refused (hunt 48-c C4)."""

@@ -1033,6 +1033,30 @@ def test_set_aside_picks_a_free_name_when_the_step_was_set_aside_before(tmp_path
     assert list_checkpoints(tmp_path) == []
 
 
+@pytest.mark.parametrize("how, loads", [("pickle payload", True), ("torn state.pt", True), ("no state.pt", True),
+                                        ("truncated weights", False), ("bad meta.json", False), ("no meta.json", False)])
+def test_whether_a_checkpoint_a_resume_passes_over_loads_as_weights(tmp_path, how, loads):
+    # What a resume's warning says of a checkpoint it sets aside: one whose state.pt alone is damaged was "it cannot
+    # be loaded", of weights that sample.py and --init_from take (hunt 50-c C4)
+    from gpt.checkpoint import loads_as_weights
+
+    Payload.marker = tmp_path / "pwned"
+    ckpt = save(tmp_path, 3, make_model())
+    if how == "torn state.pt":
+        (ckpt / "state.pt").write_bytes((ckpt / "state.pt").read_bytes()[:100])
+    elif how.startswith("no "):
+        (ckpt / how.removeprefix("no ")).unlink()
+    else:
+        corrupt(ckpt, how)
+    assert loads_as_weights(ckpt) is loads
+    if loads:
+        assert load_model(ckpt)[1].meta["step"] == 3
+    else:
+        with pytest.raises((UnreadableFile, NoCheckpoint)):
+            load_model(ckpt)
+    assert not Payload.marker.exists()
+
+
 def test_a_checkpoint_directory_that_cannot_be_searched_is_one_line_naming_it(tmp_path, monkeypatch):
     # A checkpoint without search (x) permission in the run (another user's, saved under umask 077 in a shared run
     # directory): a resume, sample.py and a new run's check of out_dir met a PermissionError traceback (hunt 50-c C2).
