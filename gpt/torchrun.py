@@ -127,6 +127,10 @@ def agree_on_what_was_read(unread: UsageError | None, resume, dist: Dist, cfg: T
                          "it: every node needs the same files)") from None
     if len({checkpoint for _, checkpoint, *_ in seen}) > 1:
         which = ", ".join(f"rank {rank}: {c[0] if c else 'none'}" for rank, (_, c, *_) in enumerate(seen))
+        if any(c is None for _, c, *_ in seen):  # some start a new run (typed apart, or a torchrun restart that
+            # resumes on rank 0's node alone): `resume.path` below was a traceback on those (hunt 50-b B1)
+            raise ConfigError(f"the processes do not all resume a run ({which}; none: a new run): give every node's "
+                              "processes the same --init_from, and out_dir on a filesystem every node shares")
         # A run in out_dir that saved between the processes' reads (seconds each for a large checkpoint) was
         # blamed on the filesystem, on one machine, where a run trains there (hunt 37-g G2): it is named, as
         # the lock would have; where none holds it now, on one machine, it saved and ended meanwhile

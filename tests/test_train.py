@@ -4863,6 +4863,25 @@ runpy.run_path({str(ROOT / 'train.py')!r}, run_name="__main__")
     assert [p.name for p in list_checkpoints(nodes[0] / "run")] == ["ckpt-0000002", "ckpt-0000004"]  # nothing trained
 
 
+@pytest.mark.parametrize("new_run_on", [0, 1])
+def test_nodes_of_which_some_resume_and_some_start_a_new_run_stop_in_one_line(tmp_path, monkeypatch, new_run_on):
+    # One node given --init_from=resume and the other not (or a torchrun restart that resumes on rank 0's node
+    # alone): the process that starts a new run read no checkpoint, and `resume.path` was an AttributeError
+    # traceback there, the other process a gloo one (hunt 50-b B1)
+    import gpt.torchrun
+    from gpt.runtime import Dist
+    cfg, _ = parse_args(["--device=cpu", f"--out_dir={tmp_path / 'run'}"])
+    options = {k: v for k, v in cfg.to_dict().items() if k not in gpt.torchrun.OPTIONS_OF_A_NODE}
+    seen = [(False, ("ckpt-0000004", 4), str(tmp_path / "run"), {**options, "init_from": "resume"})] * 2
+    seen[new_run_on] = (False, None, None, options)
+    monkeypatch.setattr(gpt.torchrun, "gather", lambda obj, dist: seen)
+    with pytest.raises(train.ConfigError) as stop:
+        gpt.torchrun.agree_on_what_was_read(None, None, Dist(rank=new_run_on, world_size=2), cfg)
+    which = "rank 0: none, rank 1: ckpt-0000004" if new_run_on == 0 else "rank 0: ckpt-0000004, rank 1: none"
+    assert str(stop.value) == (f"the processes do not all resume a run ({which}; none: a new run): give every node's "
+                               "processes the same --init_from, and out_dir on a filesystem every node shares")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lacking", ["0", "1"])
 def test_torchrun_where_a_node_lacks_the_weights_to_start_from_stops_in_one_line(byte_data, tmp_path, lacking):
