@@ -89,23 +89,63 @@ def init_distributed(device: str = "auto") -> Dist:
                              if dist_info.local_rank == count else "")
         torch.cuda.set_device(dist_info.local_rank)
     with signals_end_the_process():
-        if attempt := restarted_attempt():
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
             # torchrun's workers meet in its agent's store, which outlives them, and torch 2.14 no longer
             # keeps an attempt's keys apart: restarted by --max_restarts, each process read the addresses
             # the processes of the first attempt had left there, dead ones, and every restart failed to
             # join ("Gloo connectFullMesh failed ... Connection refused", or a wait; 4 of 4 tries, hunt 48-a A1).
-            # Each attempt meets under a prefix of its own, as torch did itself before (its issue 135712).
-            store, rank, size = next(dist.rendezvous("env://"))
-            dist.init_process_group(backend=backend, store=dist.PrefixStore(f"train.py/attempt_{attempt}", store),
-                                    rank=rank, world_size=size)
+            # Each attempt meets in a store of its own (see store_of_this_attempt).
+            agent_store, rank, size = next(dist.rendezvous("env://"))
+            store = store_of_this_attempt(agent_store, rank, size, os.environ["MASTER_ADDR"])
+            dist.init_process_group(backend=backend, store=store, rank=rank, world_size=size)
         else:
             dist.init_process_group(backend=backend)
     return dist_info
 
 
-def restarted_attempt(environ=os.environ) -> int:
-    """torchrun_restart's, where the processes meet in torchrun's own store (TORCHELASTIC_USE_AGENT_STORE); else 0."""
-    return torchrun_restart(environ) if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else 0
+ATTEMPT_STORE_KEY = "train.py/attempt_store"  # in torchrun's store: "PORT NONCE" of rank 0's store for this attempt
+NONCE_KEY = "train.py/nonce"  # in that store: the nonce, which tells it from a store another process holds there
+
+
+def store_of_this_attempt(agent_store, rank: int, world_size: int, host: str, timeout=None, retry_s: float = 0.2,
+                          reach_s: float = 5.0):
+    """The store the processes of this torchrun attempt meet in: rank 0 starts one and says where in torchrun's
+    store (`agent_store`), which the others read until what it names answers. An attempt cannot be told by the
+    restart count: on several nodes (c10d rendezvous, --nnodes=2 as well as a range) the agent of a node whose
+    processes were still running restarts them for the others' new round without counting it, and the count
+    prefix each attempt met under (hunt 48-a A1) differed across the nodes: the restarted processes waited for
+    each other under two prefixes until the process group's timeout, 30 minutes (hunt 50-b B2). What rank 0 of
+    an ended attempt said is seen by its store being gone (refused) or holding another nonce; torchrun starts no
+    process of an attempt before those of the attempt before it have ended. (`reach_s`: how long one try to reach
+    a store may take, which a refused one takes whole: TCPStore retries until then.)"""
+    import torch.distributed as dist
+    from datetime import timedelta
+    from torch.distributed.constants import default_pg_timeout
+    timeout = timeout or default_pg_timeout
+    if rank == 0:
+        store = dist.TCPStore(host, 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+        nonce = os.urandom(16).hex()
+        store.set(NONCE_KEY, nonce)
+        agent_store.set(ATTEMPT_STORE_KEY, f"{store.port} {nonce}")
+        return store
+    deadline = time.monotonic() + timeout.total_seconds()
+    while True:
+        agent_store.wait([ATTEMPT_STORE_KEY], timedelta(seconds=max(deadline - time.monotonic(), 0.001)))
+        port, nonce = agent_store.get(ATTEMPT_STORE_KEY).decode().split()
+        try:
+            # (a plain connection first: TCPStore's own failed tries each print torch's C++ error and its frames)
+            socket.create_connection((host, int(port)), timeout=reach_s).close()
+            store = dist.TCPStore(host, int(port), world_size, is_master=False, wait_for_workers=False,
+                                  timeout=timedelta(seconds=min(reach_s, max(deadline - time.monotonic(), 0.001))))
+            if store.check([NONCE_KEY]) and store.get(NONCE_KEY).decode() == nonce:
+                store.set_timeout(timeout)
+                return store
+        except (OSError, RuntimeError):  # (refused, or no store of ours there: an ended attempt's rank 0 said it)
+            pass
+        if time.monotonic() >= deadline:
+            raise dist.DistStoreError(f"rank 0 of this torchrun attempt did not say where its store is within "
+                                      f"{timeout}")
+        time.sleep(retry_s)
 
 
 def torchrun_restart(environ=os.environ) -> int:
@@ -495,18 +535,26 @@ def torchrun_job(environ=os.environ, proc: str = "/proc") -> str | None:
     return f"{environ['TORCHELASTIC_RUN_ID']} {socket.gethostname()}:{os.getppid()}:{started}"
 
 
-def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc") -> bool:
-    """Whether this process is of a restart (torchrun --max_restarts, TORCHELASTIC_RESTART_COUNT above 0) of
-    the job `recorded` (torchrun_job's). On rank 0's machine, which writes the run, the launcher is compared;
-    on another node, which cannot see it, torchrun's run id (rank 0's answer is the stricter: where it
-    differs the processes stop, see gpt.torchrun.agree_on_what_was_read)."""
+def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc", saved_at: float | None = None) -> bool:
+    """Whether this process is of a restart (torchrun --max_restarts) of the job `recorded` (torchrun_job's). On
+    rank 0's machine, which writes the run, the launcher is compared: it starts every attempt of its job and no
+    other. On another node, which cannot see it, torchrun's run id, where TORCHELASTIC_RESTART_COUNT is above 0,
+    or where the checkpoint was saved (`saved_at`, its time.time()) since this node's launcher started. (Rank 0's
+    answer is the stricter: where it differs the processes stop, see gpt.torchrun.agree_on_what_was_read.) The count
+    alone does not tell a restart: on several nodes the agent of a node whose processes still ran restarts them for
+    the others' new round without counting it (c10d rendezvous, hunt 50-b B2)."""
     # (a "job" that is no text, in a hand-edited meta.json, records no job: split() of it was a traceback on another
     # node than rank 0's, hunt 48-f F3)
-    if not torchrun_restart(environ) or not recorded or not isinstance(recorded, str):
+    if not recorded or not isinstance(recorded, str) or "TORCHELASTIC_RUN_ID" not in environ:
         return False
     if environ.get("GROUP_RANK", "0").strip() == "0":
         return recorded == torchrun_job(environ, proc)
-    return recorded.split(" ")[0] == environ.get("TORCHELASTIC_RUN_ID")
+    if recorded.split(" ")[0] != environ.get("TORCHELASTIC_RUN_ID"):
+        return False
+    if torchrun_restart(environ):
+        return True
+    launched = launcher_started(time.monotonic(), environ, proc)  # (its age, from /proc; now where it cannot say)
+    return saved_at is not None and saved_at >= time.time() - (time.monotonic() - launched)
 
 
 def steps_in_budget(budget_s: float, elapsed_s: float, step: int, step_s: float, eval_s: float,

@@ -16,7 +16,7 @@ from gpt.errors import (ConfigError, LostPeer, ReportedByRank0, UsageError, lost
                         on_rank_0s_machine)
 from gpt.model import GPTConfig
 from gpt.rundir import on_rank0, refuse_if_busy
-from gpt.runtime import Dist, gather, restart_of_job, torchrun_restart
+from gpt.runtime import Dist, gather, restart_of_job, torchrun_job, torchrun_restart
 
 
 def refuse_other_weights_on_a_node(weights: GPTConfig, init_from: str, dist: Dist) -> None:
@@ -41,22 +41,26 @@ def restarted_job_note(cfg: TrainConfig) -> tuple[str | None, bool]:
     A2). Where the run in out_dir is this job's (its newest checkpoint records the job: torchrun_job), it resumes;
     where nothing was saved yet, the same command starts over, as it does without torchrun. A run of another
     job stays refused as before. (None, False) where this is no such restart."""
-    if cfg.init_from == "resume" or cfg.eval_only or not (restart := torchrun_restart()):
+    # (a restart count of 0 tells no first attempt: on several nodes torchrun restarts a node's processes for the
+    # others' new round without counting it, and rank 0 started a new run there while the others resumed, hunt 50-b B2)
+    if cfg.init_from == "resume" or cfg.eval_only or not torchrun_job():
         return None, False
-    restart = f"torchrun restarted this job (restart {restart})"
+    restart = torchrun_restart()
+    restart = f"torchrun restarted this job (restart {restart})" if restart else "torchrun restarted this job"
     ckpts = list_checkpoints(cfg.out_dir)
     if not ckpts:
         # Checkpoints that lost a file (a state.pt) were saved: a new run is refused there, saying them, and a note
         # that nothing was saved and the run starts over came before that refusal (hunt 48-f F2)
-        if incomplete_checkpoints(cfg.out_dir):
+        if incomplete_checkpoints(cfg.out_dir) or not torchrun_restart():
             return None, False
         return f"{restart}: nothing was saved in {cfg.out_dir} yet, so the run starts over", False
     for ckpt in reversed(ckpts):
         try:
             job = json.loads((ckpt / "meta.json").read_text()).get("job")
+            saved_at = (ckpt / "meta.json").stat().st_mtime
         except (OSError, ValueError, AttributeError):  # (unreadable: the one before, as a resume takes it)
             continue
-        if restart_of_job(job):
+        if restart_of_job(job, saved_at=saved_at):
             return f"{restart}, whose run is in {cfg.out_dir}: resuming it from {name_of(ckpt)}", True
         break
     return None, False

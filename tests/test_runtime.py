@@ -3,6 +3,7 @@ import math
 import os
 import random
 import signal
+import socket
 import sys
 import time
 import types
@@ -374,12 +375,15 @@ def test_under_torchrun_the_budget_counts_from_the_launchers_start(tmp_path):
     assert launcher_started(own, torchrun, str(tmp_path / "no-proc")) == own  # no /proc (macOS): as before
 
 
-@pytest.mark.parametrize("restart, agent_store, prefix", [("1", "True", "train.py/attempt_1/"), ("0", "True", None),
-                                                           ("1", "False", None)])
-def test_a_restarted_attempt_joins_under_a_prefix_of_its_own(monkeypatch, restart, agent_store, prefix):
+@pytest.mark.parametrize("restart, agent_store, own_store", [("1", "True", True), ("0", "True", True),
+                                                              ("1", "False", False)])
+def test_a_torchrun_attempt_joins_in_a_store_of_its_own(monkeypatch, restart, agent_store, own_store):
     # torchrun's agent keeps the store its workers meet in across --max_restarts' attempts, and torch 2.14 no
     # longer keeps the attempts' keys apart: a restart read the dead processes' addresses there, and failed to
-    # join (hunt 48-a A1). Without the agent's store, rank 0 starts a new one each attempt: nothing to keep apart.
+    # join (hunt 48-a A1). Where the agent's store is used, rank 0 starts one for the attempt, also where the
+    # restart count is 0 (a node restarted for another's new round, uncounted: hunt 50-b B2). Without the
+    # agent's store, rank 0 starts a new one each attempt: torch's own way.
+    from gpt.runtime import ATTEMPT_STORE_KEY, NONCE_KEY
     for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
                  "TORCHELASTIC_RESTART_COUNT": restart, "TORCHELASTIC_USE_AGENT_STORE": agent_store}.items():
         monkeypatch.setenv(k, v)
@@ -388,12 +392,39 @@ def test_a_restarted_attempt_joins_under_a_prefix_of_its_own(monkeypatch, restar
     joined = []
     monkeypatch.setattr(torch.distributed, "init_process_group", lambda **kwargs: joined.append(kwargs))
     assert init_distributed("cpu") == Dist(0, 0, 2)
-    if prefix is None:
+    if not own_store:
         assert joined == [{"backend": "gloo"}]  # torch's own way, as before
         return
     assert joined[0].keys() == {"backend", "store", "rank", "world_size"} and joined[0]["rank"] == 0
-    joined[0]["store"].set("key", "value")
-    assert store.get(prefix + "key") == b"value"
+    port, nonce = store.get(ATTEMPT_STORE_KEY).decode().split()  # said in the agent's store
+    assert int(port) == joined[0]["store"].port and joined[0]["store"].get(NONCE_KEY).decode() == nonce
+
+
+def test_the_processes_of_an_attempt_meet_in_rank_0s_store_past_what_an_ended_attempt_left():
+    # The agent's store still names the store of an attempt that ended (its port closed), or a store at that port
+    # that is not this attempt's (another nonce): rank 1, started first, waits for rank 0's word and reaches it
+    import threading
+    from datetime import timedelta
+    from gpt.runtime import ATTEMPT_STORE_KEY, NONCE_KEY, store_of_this_attempt
+    agent = torch.distributed.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False)
+    other = torch.distributed.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False)
+    other.set(NONCE_KEY, "another")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    reached = []
+    for ended in (f"{closed} ended", f"{other.port} ended"):
+        agent.set(ATTEMPT_STORE_KEY, ended)
+        rank1 = threading.Thread(target=lambda: reached.append(
+            store_of_this_attempt(agent, 1, 2, "127.0.0.1", timedelta(seconds=30), retry_s=0.05, reach_s=0.2)))
+        rank1.start()
+        time.sleep(0.5)  # rank 1 tries what an ended attempt said
+        assert rank1.is_alive()
+        ours = store_of_this_attempt(agent, 0, 2, "127.0.0.1", timedelta(seconds=30))
+        rank1.join(30)
+        assert not rank1.is_alive() and reached[-1].port == ours.port != other.port
+        reached[-1].set("from rank 1", "hello")
+        assert ours.get("from rank 1") == b"hello"
 
 
 def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
@@ -405,7 +436,9 @@ def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
     assert job.startswith("job ") and job.endswith(f":{os.getppid()}:{round(990 * os.sysconf('SC_CLK_TCK'))}")
     assert torchrun_job({}, proc) is None and torchrun_job(env, str(tmp_path / "no-proc")) is None
     assert restart_of_job(job, env, proc)
-    assert not restart_of_job(job, {**env, "TORCHELASTIC_RESTART_COUNT": "0"}, proc)  # the first attempt: a new run
+    # a restart count of 0 where the checkpoint records this very launcher: a restart torchrun did not count (a node's
+    # processes restarted for another node's new round, hunt 50-b B2); a first attempt finds no checkpoint of its own
+    assert restart_of_job(job, {**env, "TORCHELASTIC_RESTART_COUNT": "0"}, proc)
     assert not restart_of_job(None, env, proc) and not restart_of_job("", env, proc)  # a run that recorded no job
     later = fake_proc(tmp_path / "later", uptime_s=1000.0, parent_started_s=995.0)  # another launcher, same pid
     assert not restart_of_job(job, env, later)
@@ -413,6 +446,11 @@ def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
     # another node cannot see rank 0's launcher: the run id (rank 0, which writes the run, decides for all)
     assert restart_of_job(job, {**env, "GROUP_RANK": "1"}, later)
     assert not restart_of_job(job, {**env, "GROUP_RANK": "1", "TORCHELASTIC_RUN_ID": "other"}, later)
+    # there, with a restart count of 0, where the checkpoint was saved since that node's launcher started (10 s ago)
+    uncounted = {**env, "GROUP_RANK": "1", "TORCHELASTIC_RESTART_COUNT": "0"}
+    assert restart_of_job(job, uncounted, proc, saved_at=time.time() - 5)
+    assert not restart_of_job(job, uncounted, proc, saved_at=time.time() - 60)  # before: another job of that run id
+    assert not restart_of_job(job, uncounted, proc) and not restart_of_job(job, {}, proc)  # no time; not under torchrun
     # a "job" that is no text (a hand-edited meta.json) records no job, on every node (hunt 48-f F3)
     assert not any(restart_of_job(bad, {**env, "GROUP_RANK": rank}, proc) for bad in (5, ["job"]) for rank in "01")
 

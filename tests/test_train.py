@@ -1375,6 +1375,24 @@ def test_a_restart_leaves_a_run_of_another_job_as_it_was(byte_data, tmp_path, mo
     assert open_checkpoint(out).meta["step"] == 3 and open_checkpoint(out).meta["job"] == torchrun_job()
 
 
+def test_a_restart_that_torchrun_did_not_count_resumes_its_jobs_run(byte_data, tmp_path, monkeypatch, capsys):
+    # On several nodes (c10d rendezvous) the agent of a node whose processes still ran restarts them for the others'
+    # new round with TORCHELASTIC_RESTART_COUNT=0: rank 0 there started a new run while the others resumed, and the
+    # job stopped (hunt 50-b B2). Its checkpoint records this very launcher: a restart, whatever the count.
+    from gpt.runtime import torchrun_job
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=2", f"--out_dir={out}"]
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    assert train.main(command) == 0
+    assert "torchrun restarted" not in capsys.readouterr().out  # a first attempt: no note, nothing was saved
+    assert open_checkpoint(out).meta["job"] == torchrun_job()
+    assert train.main([*command[:-2], "--max_iters=3", command[-1]]) == 0
+    said = capsys.readouterr().out
+    assert f"note: torchrun restarted this job, whose run is in {out}: resuming it from ckpt-0000002\n" in said
+    assert open_checkpoint(out).meta["step"] == 3
+
+
 def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fixed(byte_data, tmp_path, monkeypatch,
                                                                                      capsys):
     # torchrun restarts the first attempt's command: --max_iters=0 --time_budget=N (the CPU default's way) was
