@@ -30,6 +30,9 @@ HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "ge
 
 # Hugging Face's GPT-2 uses Conv1D, whose weight is (in, out): the transpose of nn.Linear's.
 CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+GPT2_END_OF_TEXT = 50256  # GPT-2's <|endoftext|>: an export's end-of-text where nothing names another
+# The files of an export, replaced together (the weights first: see save_pretrained).
+EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json")
 # Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
 IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
@@ -57,11 +60,13 @@ def from_pretrained(name_or_path: str, dropout: float = 0.0, model_class: type[G
 
 
 def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = None) -> None:
-    """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads. Both are written
-    beside their names, then replaced as a pair (gpt.atomic.replace_files): an export interrupted over an
-    earlier one (Ctrl-C, a full disk) left that one's weights cut short, or new weights beside the old
-    config, a directory that loaded nowhere. Refuses a directory that LoRA runs were
-    trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a run or a checkpoint.
+    """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads, and the
+    generation_config.json that transformers writes beside them (see generation_config): the end ids of the export
+    the model was loaded from (`end_tokens`) are kept there. All are written beside their names, then replaced
+    together (gpt.atomic.replace_files): an export interrupted over an earlier one (Ctrl-C, a full disk) left that
+    one's weights cut short, or new weights beside the old config, a directory that loaded nowhere. Refuses a
+    directory that LoRA runs were trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a
+    run or a checkpoint.
     `eot_token`: the tokenizer's end-of-text id, written as the config's eos_token_id (and bos_token_id,
     as GPT-2's), where transformers' generate stops, as sample.py does. Without it, the end-of-text of the
     tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
@@ -87,9 +92,10 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     if eot_token is None:
         # the tokenizer's, where known; else that of the export the model was loaded from (loaded and saved
         # again, a byte model's export lost its 256, and one given another id had it made GPT-2's 50256:
-        # hunt 44-a A2)
+        # hunt 44-a A2); else GPT-2's where the vocabulary has it (one rule for both config files)
         eot_token = (get_tokenizer(model.tokenizer_name).eot_token if model.tokenizer_name is not None
-                     else model.export_eot_token)
+                     else model.export_eot_token if model.export_eot_token is not None
+                     else GPT2_END_OF_TEXT if cfg.vocab_size > GPT2_END_OF_TEXT else None)
     if eot_token is not None:
         if not is_token_id(eot_token, cfg.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "
@@ -102,7 +108,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
                          "can be saved in the GPT-2 layout")
     out_dir = Path(out_dir)
-    for name in ("model.safetensors", "config.json"):  # (before the reads below: a pipe's waits for a writer)
+    for name in EXPORT_FILES:  # (before the reads below: a pipe's waits for a writer)
         refuse_special(out_dir / name)
     if "model_config" in _json_keys(out_dir / "meta.json"):  # a checkpoint: its model.safetensors, in our
         # layout, was overwritten in GPT-2's (Conv1D weights transposed), and the run could no longer
@@ -121,7 +127,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
                          "whose adapters load onto these very weights: save the model to another directory (or "
                          f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_dead_writers_parts(out_dir, ("model.safetensors", "config.json"))
+    remove_dead_writers_parts(out_dir, EXPORT_FILES)
     tensors = {}
     for k, v in model.state_dict().items():
         if k == TIED_KEY:
@@ -130,18 +136,35 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         if k == "transformer.wte.weight" and rows:
             v = v[:rows]  # (the data's ids only)
         tensors[k] = (v.t() if k.endswith(CONV1D_SUFFIXES) else v).contiguous()
-    weights, config = out_dir / "model.safetensors", out_dir / "config.json"
-    weights_tmp, config_tmp = (out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in (weights, config))
+    # The ids the export was loaded with beyond its own end-of-text (generation_config.json's [50256, 198], say),
+    # which eot_token replaces: written back, not lost (hunt 50-g G1)
+    extra_ends = [int(i) for i in model.end_tokens if i not in (model.export_eot_token, eot_token)
+                  and is_token_id(i, cfg.vocab_size)]
+    files = [out_dir / name for name in EXPORT_FILES]
+    parts = [out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in files]
+    weights_tmp, config_tmp, generation_tmp = parts
     try:
         save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
         config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
+        generation_tmp.write_text(json.dumps(generation_config(eot_token, extra_ends), indent=2) + "\n",
+                                  encoding="utf-8")
         # before the renames: a Ctrl-C held through them is raised as they end, and the weights were left
         # as save_file makes them, 0600, beside a 0644 config.json (hunt 42-d D3)
         same_mode_as(weights_tmp, config_tmp)
-        replace_files([(weights_tmp, weights), (config_tmp, config)])
+        replace_files(list(zip(parts, files)))
     finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
-        weights_tmp.unlink(missing_ok=True)
-        config_tmp.unlink(missing_ok=True)
+        for part in parts:
+            part.unlink(missing_ok=True)
+
+
+def generation_config(eot_token: int | None, extra_ends: list[int]) -> dict:
+    """The generation_config.json of an export: its end-of-text as bos_token_id and eos_token_id, as
+    transformers' save_pretrained writes them for GPT2LMHeadModel (openai-community/gpt2's own), and with
+    `extra_ends` eos_token_id a list, [eot_token, *extra_ends]. transformers' generate (and hf_end_tokens here)
+    takes this file's eos_token_id before config.json's: one left from an earlier export in that directory was
+    taken instead of the new one (hunt 50-g G1)."""
+    ends = ([] if eot_token is None else [eot_token]) + extra_ends
+    return {"bos_token_id": eot_token, "eos_token_id": ends if len(ends) > 1 else ends[0] if ends else None}
 
 
 def read_hf_config(path: Path, dropout: float = 0.0) -> GPTConfig:
@@ -227,7 +250,6 @@ def config_from_hf(hf: dict, dropout: float = 0.0) -> GPTConfig:
 
 def config_to_hf(cfg: GPTConfig, eot_token: int | None = None) -> dict:
     """A Hugging Face GPT-2 config.json of `cfg`; `eot_token`: as GPT.save_pretrained's."""
-    eot = eot_token if eot_token is not None else 50256 if cfg.vocab_size > 50256 else None  # (GPT-2's <|endoftext|>)
     return {
         "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
         "vocab_size": cfg.vocab_size, "n_positions": cfg.block_size, "n_ctx": cfg.block_size,
@@ -235,7 +257,7 @@ def config_to_hf(cfg: GPTConfig, eot_token: int | None = None) -> dict:
         "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else "gelu",
         "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
         "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
-        "bos_token_id": eot, "eos_token_id": eot, "tie_word_embeddings": True,
+        "bos_token_id": eot_token, "eos_token_id": eot_token, "tie_word_embeddings": True,
     }
 
 

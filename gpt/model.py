@@ -853,8 +853,9 @@ class GPT(nn.Module):
         return from_pretrained(name_or_path, dropout, model_class=cls)
 
     def save_pretrained(self, out_dir: str | Path, eot_token: int | None = None) -> None:
-        """Write config.json + model.safetensors that transformers.GPT2LMHeadModel loads, with `eot_token`
-        (the tokenizer's end-of-text) as the config's eos_token_id. See gpt.huggingface.save_pretrained."""
+        """Write config.json + model.safetensors (and generation_config.json) that transformers.GPT2LMHeadModel
+        loads, with `eot_token` (the tokenizer's end-of-text) as the config's eos_token_id. See
+        gpt.huggingface.save_pretrained."""
         from gpt.huggingface import save_pretrained  # (here: gpt.huggingface imports this module)
 
         save_pretrained(self, out_dir, eot_token)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gpt.errors import UnreadableFile
-from gpt.huggingface import CONV1D_SUFFIXES
+from gpt.huggingface import CONV1D_SUFFIXES, EXPORT_FILES
 from gpt.model import GPT, GPTConfig, rotary_angles, rotate
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
@@ -973,6 +973,38 @@ def test_an_export_loaded_and_saved_again_keeps_its_end_of_text(tmp_path):
         assert json.loads((tmp_path / "given" / "config.json").read_text())["eos_token_id"] == 3
 
 
+def test_an_export_keeps_the_end_ids_its_generation_config_named_and_replaces_an_older_ones(tmp_path):
+    # from_pretrained(dir).save_pretrained(out) of a directory whose generation_config.json names "\n" (198) beside
+    # the end-of-text wrote config.json's 50256 alone: transformers' generate of the export (and sample.py's) ran on
+    # past the 198 it stopped at; and an export over a directory holding an older generation_config.json left that
+    # one, whose eos_token_id transformers takes before config.json's (hunt 50-g G1)
+    import json
+
+    from gpt.huggingface import hf_end_tokens
+
+    gpt2_sized = GPT(GPTConfig(vocab_size=50257, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    gpt2_sized.save_pretrained(tmp_path / "source")  # (a model built here: GPT-2's end-of-text in both files)
+    assert json.loads((tmp_path / "source" / "generation_config.json").read_text()) == {
+        "bos_token_id": 50256, "eos_token_id": 50256}
+    (tmp_path / "source" / "generation_config.json").write_text('{"eos_token_id": [50256, 198], "bos_token_id": 50256}')
+    loaded = GPT.from_pretrained(str(tmp_path / "source"))
+    assert loaded.end_tokens == (50256, 198)
+    loaded.save_pretrained(tmp_path / "export")
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["eos_token_id"] == 50256
+    assert json.loads((tmp_path / "export" / "generation_config.json").read_text()) == {
+        "bos_token_id": 50256, "eos_token_id": [50256, 198]}
+    assert hf_end_tokens(tmp_path / "export", 50257) == (50256, 198)
+    loaded.save_pretrained(tmp_path / "given", eot_token=7)  # a given end-of-text replaces the export's own
+    assert hf_end_tokens(tmp_path / "given", 50257) == (7, 198)
+    # a byte model exported over it: its own end-of-text, not the 50256 and 198 left there
+    end_of_text_model().save_pretrained(tmp_path / "export", eot_token=256)
+    assert json.loads((tmp_path / "export" / "generation_config.json").read_text()) == {
+        "bos_token_id": 256, "eos_token_id": 256}
+    assert hf_end_tokens(tmp_path / "export", 257) == (256,)
+    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == [
+        "config.json", "generation_config.json", "model.safetensors"]
+
+
 def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path):
     # a GPU run's vocabulary is padded past its data's (bytes' 257 ids to 320): the export kept the padding, and
     # generate() from it drew ids no tokenizer knows, 49 of 200 (hunt 43-f F7)
@@ -1220,7 +1252,7 @@ def test_save_pretrained_interrupted_keeps_the_export_it_was_replacing(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         tiny_model(seed=2).save_pretrained(tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPORT_FILES)  # no part left
     monkeypatch.undo()
     tiny_model(seed=2).save_pretrained(tmp_path)  # a later export replaces it
     assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight, tiny_model(seed=2).transformer.wte.weight)
@@ -1240,13 +1272,11 @@ def test_save_pretrained_removes_what_a_save_killed_outright_left(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", killed, str(Path(__file__).parents[1]), str(tmp_path)])
     assert proc.wait(timeout=120) == -9
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-"))
-    assert left == [f".tmp-config.json.{proc.pid}", f".tmp-model.safetensors.{proc.pid}",
-                    f".tmp-old-config.json.{proc.pid}", f".tmp-old-model.safetensors.{proc.pid}"]
+    assert left == sorted([f".tmp-{prefix}{name}.{proc.pid}" for prefix in ("", "old-") for name in EXPORT_FILES])
     live = f".tmp-model.safetensors.{os.getppid()}"  # a live process's, saving into this directory too: left alone
     (tmp_path / live).write_text("x"), (tmp_path / ".tmp-notes.txt.1").write_text("y")  # (and what is not an export's)
     tiny_model(seed=1).save_pretrained(tmp_path)  # the next save
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".tmp-notes.txt.1", live, "config.json",
-                                                                 "model.safetensors"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".tmp-notes.txt.1", live, *EXPORT_FILES])
     assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight,
                        tiny_model(seed=1).transformer.wte.weight)
 
@@ -1274,8 +1304,8 @@ def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(t
     with pytest.raises(KeyboardInterrupt):
         tiny_model(seed=2, n_layer=3).save_pretrained(tmp_path)
     monkeypatch.undo()
-    assert renamed == ["model.safetensors", "config.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    assert renamed == list(EXPORT_FILES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPORT_FILES)  # no part left
     # with the permissions of the one before, not save_file's 0600, which the Ctrl-C kept (hunt 42-d D3)
     assert {stat.S_IMODE((tmp_path / f).stat().st_mode) for f in ("model.safetensors", "config.json")} == {umask_mode}
     loaded = GPT.from_pretrained(str(tmp_path))
@@ -1293,7 +1323,7 @@ def test_save_pretrained_refuses_a_config_json_that_is_not_a_file_before_it_touc
     with pytest.raises(OSError, match=r"not a regular file \(a device, a pipe or a socket\), not replaced: '.*config.json'"):
         tiny_model(seed=2).save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == weights
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]  # no part left
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPORT_FILES)  # no part left
 
 
 @pytest.mark.parametrize("case", ["list", "3d", "int", "complex"])
