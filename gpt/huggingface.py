@@ -22,7 +22,7 @@ import torch
 from gpt.atomic import TMP_PREFIX, refuse_special, remove_dead_writers_parts, replace_files, same_mode_as
 from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import computable_weights, describe_error, read_safetensors, read_torch_file
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, one_integer
 
 
 # Hugging Face's activation_function names of GPTConfig's activations.
@@ -96,6 +96,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         eot_token = (get_tokenizer(model.tokenizer_name).eot_token if model.tokenizer_name is not None
                      else model.export_eot_token if model.export_eot_token is not None
                      else GPT2_END_OF_TEXT if cfg.vocab_size > GPT2_END_OF_TEXT else None)
+    eot_token = one_integer(eot_token)  # (as generate takes it)
     if eot_token is not None:
         if not is_token_id(eot_token, cfg.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "

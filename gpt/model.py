@@ -364,6 +364,16 @@ class _SkipInit(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def one_integer(value):
+    """A 0-d integer tensor (`tokens[0, -1]`, an id taken from a tensor of them) as the Python int it holds; any
+    other value as it is. An eot_token so given was "tensor(5) is not an id of this model's vocabulary" (hunt 50-g
+    G2), where a numpy integer is taken."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool \
+            and not value.is_floating_point() and not value.is_complex():
+        return int(value)
+    return value
+
+
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -676,6 +686,7 @@ class GPT(nn.Module):
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
         # (-1 was taken as the last id, which the penalty then never lowered, and True was ignored, in silence: hunt
         # 48-b B5)
+        eot_token = one_integer(eot_token)
         if eot_token is not None and (isinstance(eot_token, bool) or not isinstance(eot_token, numbers.Integral)
                                       or not 0 <= eot_token < self.config.vocab_size):
             raise ValueError(f"eot_token {eot_token!r} is not an id of this model's vocabulary (0 to "

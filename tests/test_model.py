@@ -924,6 +924,29 @@ def test_save_pretrained_takes_a_numpy_integer_end_of_text_as_generate_does(tmp_
         model.save_pretrained(tmp_path / "bad", eot_token=np.int64(64))
 
 
+def test_an_end_of_text_held_in_a_0d_integer_tensor_is_taken_by_generate_and_save_pretrained(tmp_path):
+    # eot_token=tokens[0, -1] (an id taken from a tensor) was "eot_token tensor(5) is not an id of this model's
+    # vocabulary (0 to 63)" from both, of an id in that range, where a numpy integer is taken (hunt 50-g G2)
+    import json
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
+    model.save_pretrained(tmp_path, eot_token=torch.tensor(5))
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"]) == (5, 5)
+    prompt = torch.tensor([[1, 2, 3]])
+    kwargs = dict(temperature=1.0, repetition_penalty=1.5)
+    given = model.generate(prompt, 8, eot_token=torch.tensor(5), generator=torch.Generator().manual_seed(0), **kwargs)
+    as_int = model.generate(prompt, 8, eot_token=5, generator=torch.Generator().manual_seed(0), **kwargs)
+    assert torch.equal(given, as_int)
+    for bad in (torch.tensor(5.0), torch.tensor([5]), torch.tensor(True), torch.tensor(64)):  # still refused
+        with pytest.raises(ValueError, match=r"^eot_token .* is not an id of this model's vocabulary \(0 to 63\)$"):
+            model.save_pretrained(tmp_path / "bad", eot_token=bad)
+        with pytest.raises(ValueError, match=r"^eot_token .* is not an id of this model's vocabulary \(0 to 63\)$"):
+            model.generate(prompt, 2, eot_token=bad)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_model_from_load_model_saves_its_tokenizers_end_of_text_by_itself(tmp_path):
     # `load_model(RUN)[0].save_pretrained(dir)` wrote no eos_token_id for a byte model unless given eot_token=,
     # and transformers' generate ran on past its end-of-text (hunt 42-c C5, hunt 43-a A3). The model of C5's
