@@ -322,9 +322,14 @@ def _download_gpt2(name: str) -> Path:
         raise HubUnreachable("downloading GPT-2 needs huggingface_hub: pip install huggingface_hub") from None
     patterns = ["config.json", "model.safetensors"]
     try:
-        return Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
+        cached = Path(snapshot_download(name, allow_patterns=patterns, local_files_only=True))
     except Exception:
-        pass  # not cached yet
+        cached = None  # not cached yet
+    # The hub client returns a cached snapshot as it is, whatever it lacks: one holding config.json alone (what
+    # transformers' AutoTokenizer.from_pretrained("gpt2") caches) was taken, and the model "has neither
+    # model.safetensors nor pytorch_model.bin", online too, never downloaded (hunt 50-g G3)
+    if cached is not None and all((cached / file).is_file() for file in patterns):
+        return cached
     outcome = []
 
     def download():
@@ -351,6 +356,10 @@ def _download_gpt2(name: str) -> Path:
         raise HubUnreachable(
             f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
             "Without a network, pass a local directory holding config.json and model.safetensors.")
+    if missing := [file for file in patterns if not (outcome[0] / file).is_file()]:  # (the same snapshot, offline)
+        raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub: its cached copy {outcome[0]} "
+                             f"lacks {' and '.join(missing)} (HF_HUB_OFFLINE set?). Without a network, pass a local "
+                             "directory holding config.json and model.safetensors.")
     return outcome[0]
 
 

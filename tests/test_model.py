@@ -1176,6 +1176,48 @@ def test_compiled_linear_takes_one_row_linear_only_for_a_half_precision_cuda_row
                 assert taken == ([(1, rows, 8)] if compiling and expected else []), (compiling, device, dtype, rows)
 
 
+def test_a_hub_cache_holding_the_config_alone_is_downloaded_into_not_taken_as_it_is(tmp_path, monkeypatch):
+    # transformers' AutoTokenizer.from_pretrained("gpt2") caches config.json (and the tokenizer) without the weights,
+    # and the hub client returns such a snapshot as it is: from_pretrained("gpt2") said "... has neither
+    # model.safetensors nor pytorch_model.bin", online too, and never downloaded them (hunt 50-g G3)
+    import shutil
+
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    from gpt.errors import HubUnreachable
+
+    export = tmp_path / "export"
+    tiny_model(seed=1).save_pretrained(export)
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)  # (what hf_hub_download leaves)
+    snapshot.mkdir(parents=True)
+    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    shutil.copy(export / "config.json", snapshot)
+    real_snapshot_download, downloads = huggingface_hub.snapshot_download, []
+
+    def snapshot_download(name, allow_patterns, local_files_only=False, **kwargs):
+        if local_files_only:  # the real one: it reads the cache alone
+            return real_snapshot_download(name, allow_patterns=allow_patterns, local_files_only=True)
+        downloads.append(name)  # a download, which fills the snapshot in
+        shutil.copy(export / "model.safetensors", snapshot)
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    model = GPT.from_pretrained("gpt2")
+    assert downloads == ["gpt2"]
+    assert torch.equal(model.transformer.wte.weight, tiny_model(seed=1).transformer.wte.weight)
+    GPT.from_pretrained("gpt2")  # now whole in the cache: taken from it
+    assert downloads == ["gpt2"]
+    (snapshot / "model.safetensors").unlink()  # a hub client that cannot fill it in (offline): said so
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", real_snapshot_download)
+    # (huggingface_hub 2.4 returns the same snapshot offline; a version that raises is said as a failed download)
+    with pytest.raises(HubUnreachable, match=r"^could not download 'gpt2' from the Hugging Face hub"):
+        GPT.from_pretrained("gpt2")
+
+
 def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited_for(tmp_path, monkeypatch):
     # a stalled proxy or captive portal: --init_from=gpt2 hung without a word (the hub client has no timeout)
     import contextlib
