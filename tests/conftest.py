@@ -7,6 +7,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import os  # noqa: E402
+import signal  # noqa: E402
 import time  # noqa: E402
 
 import pytest  # noqa: E402
@@ -176,6 +177,11 @@ DEADLINE_SKIP = "not run: the stage's time was spent (PYTEST_DEADLINE)"
 
 
 def pytest_configure(config):
+    # A shell starts a background job (`pytest &`, `nohup`) with SIGINT ignored, which Python then keeps (it raises
+    # no KeyboardInterrupt) and passes on to every process the tests start: the tests of Ctrl-C failed there, "DID
+    # NOT RAISE KeyboardInterrupt" and runs that ended with 0, not 130 (hunt 50-t T1, 50-m). The suite delivers it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     deadline = os.environ.get("PYTEST_DEADLINE")
     try:
         float(deadline or 0)

@@ -57,3 +57,19 @@ def test_a_cut_run_leaves_the_names_of_its_running_tests_and_the_times_of_its_fi
     finished = (times / "times.tsv").read_text().splitlines()
     assert len(finished) == 1 and finished[0].endswith("\ttest_two.py::test_quick"), finished
     assert float(finished[0].split("\t")[0]) < 60
+
+
+def test_a_suite_started_with_sigint_ignored_delivers_it_to_its_tests(tmp_path):
+    # a shell's background job (`pytest &`) starts so: the tests of Ctrl-C then failed (hunt 50-t T1)
+    (tmp_path / "test_one.py").write_text(
+        "import signal, subprocess, sys\n"
+        "def test_sigint():\n"
+        "    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+        "    child = 'import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)'\n"
+        "    assert subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout == 'True\\n'\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_DEADLINE", "PYTEST_TIMES_DIR")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                           f"--rootdir={tmp_path}", str(tmp_path / "test_one.py")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
