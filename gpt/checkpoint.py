@@ -1244,16 +1244,32 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         where = copy_of(place) if ours else place
         return where, where / WEIGHTS if ours else _hf_weights(where)
 
-    def found_at(place: Path) -> tuple[Path, str | None]:  # (the directory to load, else why not)
-        where, weights = weights_at(place)
-        if not weights.is_file():
-            return where, "missing"
+    unsearchable: dict[Path, str] = {}  # place -> the directory on its way that cannot be searched, and why
+
+    def found_at(place: Path, given: bool = False) -> tuple[Path, str | None]:  # (the directory to load, else why not)
+        try:
+            where, weights = weights_at(place)
+            if not weights.is_file():
+                return where, "missing"
+        except (UnreadableFile, PermissionError) as e:
+            if given or getattr(e, "damaged", False):  # (--lora_base: the user's own place, to chmod)
+                raise
+            # A recorded place this user cannot search (another user's home, where the run was trained) is passed
+            # over as a missing one, for where the base lies now (relative to the run): it stopped the lookup, a
+            # PermissionError traceback on Python 3.11, and on 3.14 too since the strict look (hunt 50-d D2)
+            blocked = unsearchable_directory(place)
+            unsearchable[place] = f"{blocked[0]}: {blocked[1].strerror}" if blocked else describe_error(e)
+            return place, "cannot be searched"
         return where, None if base_unchanged(weights, lora) else "other weights"
+
+    def said_of(place: Path, missing: str, other: str) -> str:
+        return {"missing": missing, "other weights": other}.get(
+            looked[place], f"cannot be searched here ({unsearchable.get(place)})")
 
     looked: dict[Path, str] = {}  # place -> what was there, in the order looked
     if override is not None:
         place = override.place(base, ours)
-        where, why = found_at(place)
+        where, why = found_at(place, given=True)
         if why is None:
             override.used = True
             return str(where)
@@ -1278,11 +1294,10 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         weights = weights_at(Path(base))[1]
         with contextlib.suppress(OSError), open(weights, "rb") as f:
             refuse_an_lfs_pointer(weights, f.read(len(LFS_POINTER)))
-    said = {"missing": "which is missing", "other weights": "which has changed since"}[looked[Path(base)]]
+    said = "which " + said_of(Path(base), "is missing", "has changed since")
     given_place = override.place(base, ours) if override is not None else None
-    others = [f"{place} (where it lay relative to this run) " + ("is missing too" if why == "missing" else
-                                                                 "holds other weights")
-              for place, why in looked.items() if place not in (Path(base), given_place)]
+    others = [f"{place} (where it lay relative to this run) " + said_of(place, "is missing too", "holds other weights")
+              for place in looked if place not in (Path(base), given_place)]
     given = [f"{override.option()}: {override.tried[-1]}"] if override is not None else [
         "if it is elsewhere now (moved or copied), point to it with --lora_base=PATH (its run's directory or its "
         "ckpt-* directory)" if ours else "if it is elsewhere now (moved or copied), point to it with --lora_base=PATH "

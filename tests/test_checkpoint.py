@@ -1109,6 +1109,37 @@ def test_a_lora_run_finds_its_base_where_a_resume_set_it_aside(tmp_path):
         checked_base(adapters, lora)
 
 
+def test_a_lora_run_looks_past_a_recorded_base_it_cannot_search_to_where_the_base_lies_now(tmp_path, monkeypatch):
+    # A LoRA run and its base, trained in alice's home (recorded there) and copied side by side to a shared place:
+    # another user cannot search alice's home. The lookup stopped at the recorded place, a PermissionError traceback
+    # on Python 3.11, and since hunt 50-c C2's strict look "alice: cannot be searched" on 3.14 too, where before it
+    # took the place for missing and found the base where it lay relative to the run (hunt 50-d D2)
+    from gpt.checkpoint import ChangedBase, checked_base, weights_fingerprint
+
+    alice, shared = tmp_path / "alice", tmp_path / "shared"
+    base = save(alice / "run", 4, make_model())
+    lora = {"base": str(base), "base_step": 4, "base_relative": "../run/ckpt-0000004",
+            **weights_fingerprint(base / "model.safetensors")}
+    shutil.copytree(alice / "run", shared / "run")
+    adapters = shared / "lora" / "ckpt-0000002"  # (the LoRA checkpoint: only its run's place is read here)
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if alice in Path(os.path.abspath(os.fspath(path))).parents:  # (root may search anything: EACCES simulated)
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", stat)
+    for python_3_14 in (False, True):
+        if python_3_14:  # (whose Path.is_file is False there)
+            monkeypatch.setattr(Path, "is_file", lambda path: os.path.isfile(path))
+            monkeypatch.setattr(Path, "is_dir", lambda path: os.path.isdir(path))
+        assert checked_base(adapters, lora) == str(shared / "run" / "ckpt-0000004")
+    shutil.rmtree(shared / "run")  # nowhere else: the line says why the recorded place was passed over
+    with pytest.raises(ChangedBase, match=rf"trained on base {re.escape(str(base))} \(step 4\), which cannot be searched "
+                                          rf"here \({re.escape(str(alice))}: Permission denied\); .*is missing too"):
+        checked_base(adapters, lora)
+
+
 @pytest.mark.parametrize("file, key", [("meta.json", "config"), ("meta.json", "tokens_seen"), ("meta.json", "tokenizer"),
                                        ("state.pt", "optimizer"), ("state.pt", "scaler"), ("state.pt", "rng"),
                                        ("state.pt", "loader"), ("state.pt", None)])
