@@ -837,7 +837,10 @@ def bench_prepare(args: argparse.Namespace) -> None:
         except ShardError as e:  # it named a shard of the temporary directory, gone by then, and said "prepare more
             # text", which is --mb here (hunt 50-a A2)
             reason = str(e).removeprefix(f"{e.path}: ").split("; ")[0]
-            raise UsageError(f"the loader's batch does not fit in the prepared train split ({e.path.name}: {reason}): "
+            # (a shard's name; a refusal of the whole split names the data directory, whose name, "shards", is the
+            # temporary directory's, not one to give: hunt 50-d D6)
+            shard = f"{e.path.name}: " if e.path.suffix == ".bin" else ""
+            raise UsageError(f"the loader's batch does not fit in the prepared train split ({shard}{reason}): "
                              f"give a smaller --batch_size or --block_size, or a larger --mb") from None
         for _ in range(3):
             loader.next_batch()

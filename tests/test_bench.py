@@ -151,6 +151,21 @@ def test_prepare_refuses_a_loader_batch_larger_than_its_text_before_preparing(mo
                     "--seconds=0.01"])
     assert list(tmp_path.iterdir()) == []
 
+
+def test_prepare_refuses_a_loader_batch_more_than_the_train_splits_windows_without_naming_a_temporary_directory(
+        monkeypatch, tmp_path):
+    # A batch of more windows than the prepared train split holds (each window fits in its shard): TrainBatches names
+    # the data directory, here bench.py's temporary "shards", which the line gave as if it were a shard (hunt 50-d D6)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: the loader's batch does not fit in the prepared "
+                                         r"train split \(the train split has 1 windows of 1500001 tokens, fewer than one "
+                                         r"global batch of 2 x 1\): give a smaller --batch_size or --block_size, or a "
+                                         r"larger --mb$"):
+        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=2", "--block_size=1500000",
+                    "--seconds=0.01"])
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, message", [
     # audit, 2026-11-26: the same row twice pooled both runs' records under one name; the same recipe
     # twice shared its run directories, and train.py refused the second
