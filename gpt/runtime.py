@@ -130,8 +130,15 @@ def store_of_this_attempt(agent_store, rank: int, world_size: int, host: str, ti
         return store
     deadline = time.monotonic() + timeout.total_seconds()
     while True:
-        agent_store.wait([ATTEMPT_STORE_KEY], timedelta(seconds=max(deadline - time.monotonic(), 0.001)))
+        try:
+            agent_store.wait([ATTEMPT_STORE_KEY], timedelta(seconds=max(deadline - time.monotonic(), 0.001)))
+        except dist.DistStoreError:
+            if time.monotonic() < deadline:
+                raise
+            raise dist.DistStoreError(f"rank 0 of this torchrun attempt did not say where its store is within "
+                                      f"{timeout}") from None
         port, nonce = agent_store.get(ATTEMPT_STORE_KEY).decode().split()
+        named = f"{host}:{port}"
         try:
             # (a plain connection first: TCPStore's own failed tries each print torch's C++ error and its frames)
             socket.create_connection((host, int(port)), timeout=reach_s).close()
@@ -140,11 +147,19 @@ def store_of_this_attempt(agent_store, rank: int, world_size: int, host: str, ti
             if store.check([NONCE_KEY]) and store.get(NONCE_KEY).decode() == nonce:
                 store.set_timeout(timeout)
                 return store
-        except (OSError, RuntimeError):  # (refused, or no store of ours there: an ended attempt's rank 0 said it)
-            pass
+            why = "a store of another attempt or process"
+        except OSError as e:  # (refused, or timed out: an ended attempt's rank 0 said it, or a firewall)
+            why = e.strerror or str(e)
+        except RuntimeError as e:  # (TCPStore's own: no store there)
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if time.monotonic() >= deadline:
-            raise dist.DistStoreError(f"rank 0 of this torchrun attempt did not say where its store is within "
-                                      f"{timeout}")
+            # It said where: "did not say" sent the user to rank 0, where a firewall or an address that forwards only
+            # MASTER_PORT keeps this node from the port rank 0 chose (hunt 50-d D1)
+            raise dist.DistStoreError(
+                f"the store rank 0 of this torchrun attempt named, {named}, did not answer within {timeout} ({why}): "
+                f"either rank 0 of this attempt never started it (that store is an ended attempt's), or this node "
+                f"cannot reach rank 0's node, MASTER_ADDR {host}, at that port; torchrun's nodes must reach one "
+                f"another on any port, as gloo and NCCL do")
         time.sleep(retry_s)
 
 

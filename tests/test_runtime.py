@@ -427,6 +427,27 @@ def test_the_processes_of_an_attempt_meet_in_rank_0s_store_past_what_an_ended_at
         assert ours.get("from rank 1") == b"hello"
 
 
+def test_a_process_that_cannot_reach_rank_0s_store_says_where_it_looked_and_why():
+    # Rank 0 said where its store is and this node could not reach it (a firewall, an address that forwards only
+    # MASTER_PORT): after the timeout it said "rank 0 of this torchrun attempt did not say where its store is",
+    # sending the user to rank 0; where rank 0 said nothing, torch's own "wait timeout ... keys: ..." (hunt 50-d D1)
+    from datetime import timedelta
+    from gpt.runtime import ATTEMPT_STORE_KEY, store_of_this_attempt
+    agent = torch.distributed.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False)
+    with pytest.raises(torch.distributed.DistStoreError,
+                       match=r"^rank 0 of this torchrun attempt did not say where its store is within 0:00:00\.5"):
+        store_of_this_attempt(agent, 1, 2, "127.0.0.1", timedelta(seconds=0.5))
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    agent.set(ATTEMPT_STORE_KEY, f"{closed} nonce")
+    with pytest.raises(torch.distributed.DistStoreError,
+                       match=rf"^the store rank 0 of this torchrun attempt named, 127\.0\.0\.1:{closed}, did not answer "
+                             r"within 0:00:00\.5\d* \(Connection refused\): either rank 0 of this attempt never started "
+                             r"it .* or this node cannot reach rank 0's node, MASTER_ADDR 127\.0\.0\.1, at that port"):
+        store_of_this_attempt(agent, 1, 2, "127.0.0.1", timedelta(seconds=0.5), retry_s=0.05, reach_s=0.2)
+
+
 def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
     # Under torchrun --max_restarts the run in out_dir is resumed where its checkpoint records this job: its run id
     # and launcher (pid and start time, which outlive the attempts); another job's stays refused (hunt 48-a A2).
