@@ -6,7 +6,9 @@ The context: the conversation is put in the template and must leave room for the
 go first (a user message together with the answers that follow it); system messages and the
 newest message stay. Plain --chat says so on stderr the first time (--json: "dropped_turns").
 Should the newest message alone still be too long, the prompt keeps its last block_size tokens,
-as sample.py does with any prompt, with a warning: the system messages and the "User:" marker go with the message's beginning, and the answer starts where the window
+as sample.py does with any prompt, with a warning (a message of over 100,000 characters is tokenized
+from near its end: the same tokens, not counted): the system messages and the "User:" marker go with
+the message's beginning, and the answer starts where the window
 slides (hunt 34-e E6: this said "its beginning is dropped", as if the rest stayed). An answer longer than
 the room left for it (max_new_tokens above half the block_size) slides the window too: said once on stderr.
 
@@ -33,14 +35,15 @@ import torch
 
 from gpt.errors import Terminated, UsageError, WideText
 from gpt.files import decode_utf8
-from gpt.generation import Sample, crop_prompt, generate_samples, past_context_note
-from gpt.instruct import RecordError, encode, parse_json, prompt_ids, segments, to_messages
+from gpt.generation import Sample, generate_samples, past_context_note
+from gpt.instruct import RecordError, Segments, last_prompt_ids, parse_json, segments, to_messages
+from gpt.tokenizer import LONG_TEXT_CHARS
 
 SEPARATOR = "---------------"  # sample.py's, between samples
 
 
-def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> tuple[list[int], list[dict], int]:
-    """(prompt ids, the messages kept, how many turns were dropped) such that prompt + room <= block_size
+def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> tuple[list[dict], int]:
+    """(the messages kept, how many turns were dropped) such that their prompt (prompt_ids) + room <= block_size
     where dropping the oldest turns can achieve it.
 
     The oldest turn goes first (a message that is not a system message, with the answers that follow it), one at a
@@ -48,19 +51,35 @@ def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> 
     tokenizes the context before each answer and the answer apart, so a drop changes the pieces up to the first
     answer left, and the pieces after it are the full conversation's, tokenized once. Fitting a conversation of 2,000
     turns took 31.3 s, what was left of it tokenized again after each drop (0.05 s now; hunt 44-b B6). Where no
-    answer is left (questions in a row), the first try that fits is searched by halves (hunt 48-b B1)."""
+    answer is left (questions in a row), the first try that fits is searched by halves (hunt 48-b B1).
+    A piece of more than LONG_TEXT_CHARS characters is counted from near its end, up to block_size + 1 tokens, which
+    no context holds, so each try fits or not as it would counted whole (a 50 MB --instruction was tokenized whole,
+    three times, to keep 32 tokens of it: hunt 50-f F1)."""
     messages, n = list(messages), len(messages)
+    cap, counted = block_size + 1, {}  # counted: a long text's count, once (a line with no line start in it
+    # is tokenized whole, the tries and the heads of the answers meet the same text again)
+
+    def count(text: str) -> int:
+        if len(text) <= LONG_TEXT_CHARS:
+            return len(tokenizer.encode_numpy(text))
+        if text not in counted:
+            counted[text] = len(tokenizer.encode_last(text, cap)[0])
+        return counted[text]
+
+    def length(pieces: Segments) -> int:  # len(encode(tokenizer, pieces)[0]), or cap or more where that is cap or more
+        return sum(count(text) + target for text, target in pieces)
+
     pieces = segments(messages, generation_prompt=True)  # (context, answer) pieces per answer, then what follows
-    after = list(itertools.accumulate(reversed([len(tokenizer.encode_numpy(text)) + target for text, target in pieces]),
+    after = list(itertools.accumulate(reversed([length((piece,)) for piece in pieces]),
                                       initial=0))[::-1]  # after[k]: the tokens of pieces k and later
     answers = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
 
     def prompt_length(front: list[dict], start: int) -> int:  # len(prompt_ids(front + messages[start:])), in pieces
         j = bisect.bisect_left(answers, start)  # the first answer kept
         if j == len(answers):
-            return len(prompt_ids(tokenizer, front + messages[start:]))
-        head, _ = encode(tokenizer, segments(front + messages[start:answers[j] + 1]))
-        return 1 + len(head) + after[2 * j + 2]  # end-of-text, the head's pieces, the pieces after answer j
+            return 1 + length(segments(front + messages[start:], generation_prompt=True))
+        head = length(segments(front + messages[start:answers[j] + 1]))
+        return 1 + head + after[2 * j + 2]  # end-of-text, the head's pieces, the pieces after answer j
 
     def drop_oldest(start: int) -> tuple[int, int] | None:  # (the oldest turn's first message, the next start)
         oldest = next((i for i in range(start, n - 1) if messages[i]["role"] != "system"), None)
@@ -97,8 +116,7 @@ def fit_context(tokenizer, messages: list[dict], block_size: int, room: int) -> 
             break
         dropped += 1  # a turn, however many messages (it counted the messages: hunt 30-d F2)
         front, start = front + messages[start:drop[0]], drop[1]
-    kept = front + messages[start:]
-    return prompt_ids(tokenizer, kept), kept, dropped
+    return front + messages[start:], dropped
 
 
 class Answerer:
@@ -148,16 +166,22 @@ class Answerer:
                on_text: Callable[[int, str], None] | None = None) -> tuple[list[Sample], list[dict], int]:
         """(the answers, the messages that fitted the context, how many were dropped)."""
         block_size = self.model.config.block_size
-        ids, kept, dropped = fit_context(self.tokenizer, messages, block_size, self.room)
-        ids, cropped = crop_prompt(ids, block_size)
-        if cropped:
+        kept, dropped = fit_context(self.tokenizer, messages, block_size, self.room)
+        ids, cropped = last_prompt_ids(self.tokenizer, kept, block_size)
+        if cropped is None:  # (a long message, tokenized from near its end: not counted; every turn that can go
+            # went, what is kept is the system messages, a long one perhaps, and the message)
+            chars = sum(len(m["content"]) for m in kept)
+            self.warn(f"the message ({chars:,} characters{' with the system messages' if len(kept) > 1 else ''}) "
+                      f"is longer in the template than the model's context of {block_size}: all but its last "
+                      f"{block_size} tokens were dropped")
+        elif cropped:
             first = f"its first {cropped} tokens were" if cropped > 1 else "its first token was"  # (hunt 44-b B5)
             self.warn(f"the message is {len(ids) + cropped} tokens in the template, longer than the "
                       f"model's context of {block_size}: {first} dropped")
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,
                                    stopped=self.stopped, **self.sampling)
-        if cropped:  # the warning above said the beginning went, which no --max_new_tokens brings back: no past-context
+        if cropped != 0:  # the warning above said the beginning went, which no --max_new_tokens brings back: no past-context
             for s in samples:  # note, whose "(--max_new_tokens=1 or fewer keeps it in view)" said one would (hunt 46-d D2)
                 s.in_view = None
         return samples, kept, dropped

@@ -210,6 +210,26 @@ def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
     return [tokenizer.eot_token, *ids.tolist()]
 
 
+def last_prompt_ids(tokenizer, messages: list[dict], n: int) -> tuple[list[int], int | None]:
+    """prompt_ids(tokenizer, messages)[-n:] and how many ids come before them: None where a long piece was
+    tokenized from near its end (tokenizer.encode_last: the same ids), so they were not counted. Each piece of
+    the template is tokenized on its own (encode), so the last ids of the prompt are the last ids of its last
+    pieces: a 50 MB --instruction was tokenized whole to keep the model's last 32 (hunt 50-f F1)."""
+    eot = tokenizer.eot_token
+    pieces = [("", [eot])] + [(text, [eot] if target else [])
+                              for text, target in segments(messages, generation_prompt=True)]
+    kept: list[int] = []  # the last ids, from the last
+    before: int | None = 0
+    for text, end in reversed(pieces):
+        need = max(0, n - len(kept))
+        ids, dropped = tokenizer.encode_last(text, max(0, need - len(end)))
+        ids = ids + end
+        cut = max(0, len(ids) - need)
+        kept += reversed(ids[cut:])
+        before = None if before is None or dropped is None else before + dropped + cut
+    return kept[::-1], before
+
+
 def first_question(data, eot: int, block_size: int) -> list[int]:
     """End-of-text and the context before the first answer token of the data (validation's, else
     training's), within block_size tokens: the first question in the instruction template, ready to be

@@ -37,26 +37,27 @@ def assistant(text):
 
 def test_everything_fits_nothing_is_dropped():
     messages = [user("a"), assistant("b"), user("c")]
-    ids, kept, dropped = fit_context(BYTE, messages, block_size=256, room=64)
-    assert (kept, dropped) == (messages, 0) and ids == prompt_ids(BYTE, messages)
+    kept, dropped = fit_context(BYTE, messages, block_size=256, room=64)
+    assert (kept, dropped) == (messages, 0)
 
 
 def test_oldest_turns_go_first_system_and_newest_stay():
     system = {"role": "system", "content": "Be brief."}
     messages = [system, user("q1" * 10), assistant("a1" * 10), user("q2"), assistant("a2"), user("q3")]
     newest = prompt_ids(BYTE, [system, user("q2"), assistant("a2"), user("q3")])
-    ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 10, room=10)
+    kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 10, room=10)
     assert kept == [system, user("q2"), assistant("a2"), user("q3")] and dropped == 1  # a question with its answer
     # (it counted that turn's messages, 2, as dropped_turns: hunt 30-d F2)
-    assert ids == newest
-    ids, kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 9, room=10)
+    assert prompt_ids(BYTE, kept) == newest
+    kept, dropped = fit_context(BYTE, messages, block_size=len(newest) + 9, room=10)
     assert kept == [system, user("q3")] and dropped == 2
-    ids, kept, dropped = fit_context(BYTE, messages, block_size=20, room=10)  # even the newest alone is too long
-    assert kept == [system, user("q3")] and len(ids) > 10  # sample.py then keeps its last tokens, with a warning
+    kept, dropped = fit_context(BYTE, messages, block_size=20, room=10)  # even the newest alone is too long
+    assert kept == [system, user("q3")] and len(prompt_ids(BYTE, kept)) > 10  # sample.py then keeps its last tokens, with a warning
 
 
 def fit_context_by_retokenizing(tokenizer, messages, block_size, room):
-    """fit_context as it was written first (and still means): drop the oldest turn, tokenize the prompt again."""
+    """fit_context as it was written first (and still means): drop the oldest turn, tokenize the prompt again
+    (it returned that prompt too, which is prompt_ids of the messages kept)."""
     messages, dropped = list(messages), 0
     ids = prompt_ids(tokenizer, messages)
     while len(ids) + room > block_size:
@@ -69,7 +70,7 @@ def fit_context_by_retokenizing(tokenizer, messages, block_size, room):
         dropped += 1
         del messages[oldest:end]
         ids = prompt_ids(tokenizer, messages)
-    return ids, messages, dropped
+    return messages, dropped
 
 
 def test_the_context_fitted_from_pieces_is_the_one_tokenizing_each_try_fits():
@@ -91,6 +92,25 @@ def test_the_context_fitted_from_pieces_is_the_one_tokenizing_each_try_fits():
                     == fit_context_by_retokenizing(tokenizer, messages, block_size, room)), (messages, block_size, room)
 
 
+def test_pieces_counted_only_up_to_one_token_past_the_context_fit_as_counted_whole(monkeypatch):
+    # fit_context counts a long piece from near its end, only up to block_size + 1 tokens (hunt 50-f F1): every piece
+    # so counted here (LONG_TEXT_CHARS 0), the same turns are kept as counting each try's prompt whole
+    import random
+
+    import gpt.chat
+
+    monkeypatch.setattr(gpt.chat, "LONG_TEXT_CHARS", 0)
+    rng = random.Random(3)
+    words = ["hi", " the", "\n", "  ", "é", "Assistant:", "User:\n", "<|endoftext|>", "ok.", "\n\n", "xxxxx", "日本"]
+    for tokenizer in (GPT2, BYTE):
+        for _ in range(300):
+            messages = [{"role": rng.choice(["system", "user", "user", "assistant", "assistant"]),
+                         "content": "".join(rng.choice(words) for _ in range(rng.randint(0, 12)))}
+                        for _ in range(rng.randint(1, 12))]
+            block_size, room = rng.randint(4, 60), rng.randint(0, 20)
+            assert (fit_context(tokenizer, messages, block_size, room)
+                    == fit_context_by_retokenizing(tokenizer, messages, block_size, room)), (messages, block_size, room)
+
 def test_a_long_conversation_is_tokenized_a_bounded_number_of_times(monkeypatch):
     # (what made 2,000 turns take 45.5 s: each of its ~2,000 drops tokenized all that was left; hunt 44-b B6)
     messages = [m for i in range(2000) for m in (user(f"question {i} about things"), assistant(f"answer {i}"))]
@@ -98,10 +118,10 @@ def test_a_long_conversation_is_tokenized_a_bounded_number_of_times(monkeypatch)
     calls = []
     real = type(GPT2).encode_numpy
     monkeypatch.setattr(type(GPT2), "encode_numpy", lambda self, text: calls.append(text) or real(self, text))
-    ids, kept, dropped = fit_context(GPT2, messages, block_size=1024, room=256)
-    assert len(ids) + 256 <= 1024 < len(prompt_ids(GPT2, messages[2 * dropped - 2:])) + 256
-    assert kept == messages[2 * dropped:]
+    kept, dropped = fit_context(GPT2, messages, block_size=1024, room=256)
     assert len(messages) < len(calls) < 3 * len(messages)  # each piece once, and each drop's head
+    assert len(prompt_ids(GPT2, kept)) + 256 <= 1024 < len(prompt_ids(GPT2, messages[2 * dropped - 2:])) + 256
+    assert kept == messages[2 * dropped:]
 
 
 def test_questions_with_no_answer_between_are_fitted_as_tokenizing_each_try_would(monkeypatch):
@@ -126,10 +146,10 @@ def test_questions_with_no_answer_between_are_fitted_as_tokenizing_each_try_woul
     calls = []
     real = type(GPT2).encode_numpy
     monkeypatch.setattr(type(GPT2), "encode_numpy", lambda self, text: calls.append(text) or real(self, text))
-    ids, kept, dropped = fit_context(GPT2, messages, block_size=1024, room=256)
-    assert len(ids) + 256 <= 1024 < len(prompt_ids(GPT2, messages[dropped - 1:])) + 256
-    assert kept == messages[dropped:]
+    kept, dropped = fit_context(GPT2, messages, block_size=1024, room=256)
     assert len(calls) < 40  # log2 of the 2,000 tries, and a few more (it was 1,941: one per drop)
+    assert len(prompt_ids(GPT2, kept)) + 256 <= 1024 < len(prompt_ids(GPT2, messages[dropped - 1:])) + 256
+    assert kept == messages[dropped:]
 
 
 def test_the_answers_room_is_at_most_half_the_context(monkeypatch):
@@ -617,6 +637,57 @@ def test_a_message_longer_than_the_context_keeps_its_last_block_size_tokens(monk
     chat(sampling_answerer(max_new_tokens=30, warn=warned.append), ["x" * 80 + "\n"], io.StringIO())
     assert warned[0].startswith("the message is 100 tokens") and not [w for w in warned if "ran past" in w], warned
 
+
+@pytest.mark.parametrize("name", ["gpt2", "shakespeare-bpe"])
+def test_a_long_message_is_tokenized_from_near_its_end_into_the_prompt_tokenizing_it_whole_gives(monkeypatch, name):
+    # A 50 MB --instruction=FILE: was tokenized whole three times (fit_context's count, its try, the prompt) to keep
+    # the last 32 tokens: 28 s and 1.8 GB on a GPT-2 run (3.3 s and 0.75 GB now; hunt 50-f F1). A message of more
+    # than 100,000 characters is now counted and tokenized from near its end (Tokenizer.encode_last): the same
+    # prompt, turns kept and dropped as tokenizing it whole; the warning gives its characters, not its tokens.
+    import gpt.chat
+    import gpt.tokenizer
+
+    tok = get_tokenizer(name)
+    text = "".join(f"{i} To be, or not to be:\n  that is the question.\n\n" for i in range(5000))
+    assert len(text) == 253_890
+    system = {"role": "system", "content": "Be brief."}
+    newest_long = [system, user("q1"), assistant("a1"), user(text)]
+    older_long = [system, user(text), assistant("a1"), user("and now?")]
+    expected = {id(newest_long): (prompt_ids(tok, [system, user(text)])[-64:], [system, user(text)], 1),
+                id(older_long): (prompt_ids(tok, [system, user("and now?")]), [system, user("and now?")], 1)}
+    tokenized, prompts, warned = [], [], []
+    for method in ("encode", "encode_numpy"):
+        real = getattr(gpt.tokenizer.BPETokenizer, method)
+        monkeypatch.setattr(gpt.tokenizer.BPETokenizer, method,
+                            lambda self, t, real=real: tokenized.append(len(t)) or real(self, t))
+    monkeypatch.setattr(gpt.chat, "generate_samples", lambda model, tokenizer, ids, *a, **k: prompts.append(ids) or
+                        [Sample(0, "ok", 1, "eot", 1.0)])
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    answerer = Answerer(model, tok, 8, warn=warned.append)
+    for messages in (newest_long, older_long):
+        prompts.clear()
+        _, kept, dropped = answerer.answer(messages)
+        assert (prompts[0], kept, dropped) == expected[id(messages)]
+    assert tokenized and max(tokenized) < len(text) // 2
+    assert warned == [f"the message ({len(text) + 9:,} characters with the system messages) is longer in the template "
+                      "than the model's context of 64: all but its last 64 tokens were dropped"]
+
+def test_the_last_ids_of_the_prompt_taken_piece_by_piece_are_those_of_the_whole_prompt():
+    # (Answerer.answer's prompt: last_prompt_ids, where it cropped prompt_ids; hunt 50-f F1)
+    import random
+
+    from gpt.instruct import last_prompt_ids
+
+    rng = random.Random(2)
+    words = ["hi", " the", "\n", "  ", "é", "Assistant:", "User:\n", "<|endoftext|>", "\n\n", "xxxxx", "日本", " "]
+    for tokenizer in (GPT2, BYTE, get_tokenizer("shakespeare-bpe")):
+        for _ in range(200):
+            messages = [{"role": rng.choice(["system", "user", "assistant"]),
+                         "content": "".join(rng.choice(words) for _ in range(rng.randint(0, 8)))}
+                        for _ in range(rng.randint(1, 8))]
+            n = rng.randint(0, 80)
+            ids = prompt_ids(tokenizer, messages)
+            assert last_prompt_ids(tokenizer, messages, n) == (ids[max(0, len(ids) - n):], max(0, len(ids) - n))
 
 def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
     # "its first 1 tokens were dropped" (hunt 44-b B5); 80 x's are 100 tokens in the template, so 45 are 65
