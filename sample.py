@@ -52,6 +52,7 @@ if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): th
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -172,6 +173,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if unknown:
         arg = unknown[0]
         if not arg.startswith("--"):
+            i = argv.index(arg)
+            option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
+            if option.startswith("--") and eq:  # `--start=To be`: the shell's two arguments, whose "options are
+                # --key=value" said nothing of the quotes (hunt 50-f F2)
+                words = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i:]))
+                raise UsageError(f"unexpected argument {arg!r} after {argv[i - 1]}: a value with spaces must be quoted: "
+                                 f"{option}={shlex.quote(' '.join([value, *words]))}"
+                                 + (" (several stop strings: repeat --stop)" if option == "--stop" else ""))
             raise UsageError(f"unexpected argument {arg!r}: options are --key=value (see python sample.py --help)")
         key = arg[2:].split("=", 1)[0]
         valid = [o[2:] for o in parser._option_string_actions if o.startswith("--")]

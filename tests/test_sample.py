@@ -808,6 +808,10 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
     (["--temp=1"], "unknown option --temp (did you mean --temperature, --stream?)"),  # was --stream alone
     (["ROMEO"], "unexpected argument 'ROMEO'"),
+    # the shell's two arguments of an unquoted value: "options are --key=value" said nothing of quoting (hunt 50-f F2)
+    (["--start=To", "be", "or", "--json"], "unexpected argument 'be' after --start=To: a value with spaces must be "
+                                           "quoted: --start='To be or'"),
+    (["--stop=b", "c"], "--stop='b c' (several stop strings: repeat --stop)"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
     (["--start=FILE:"], "--start=FILE: names no file"),  # was "cannot read the prompt file ." (hunt, session 24)
