@@ -272,6 +272,12 @@ def load(args: argparse.Namespace, device: torch.device):
             refuse_a_pointer(args.init_from)
         model = load_base_model(args.init_from)  # a hub name out of reach is one line (HubUnreachable)
         tokenizer, source, meta = get_tokenizer("gpt2"), args.init_from, {}
+        if not weights and (args.instruction is not None or args.chat):  # OpenAI's GPT-2, which never saw the
+            # template: it answered without the word a run of plain text gets (hunt 50-f F3; a Hugging Face directory
+            # may be an export of an instruction run: not known)
+            print(f"warning: {source} is OpenAI's GPT-2, trained on plain text (WebText), not on instruction data: its "
+                  "answers in the instruction template are continuations of text it never saw so; fine-tune it first "
+                  f"(python train.py --config=instruct --init_from={source} --data=pairs.jsonl)", file=sys.stderr)
         # Where transformers' generate ends this model's samples (its eos_token_id): a fine-tune that names another
         # id than GPT-2's end-of-text, "\n" say, was sampled on past it to --max_new_tokens (hunt 49-c C1)
         end_tokens = tuple(t for t in model.end_tokens if t != tokenizer.eot_token and t < tokenizer.n_vocab)

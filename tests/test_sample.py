@@ -841,6 +841,19 @@ def test_an_instruction_to_a_model_of_plain_text_is_answered_with_a_warning(caps
         assert ("was trained on plain text (data/notes), not on instruction data" in err) == warned
 
 
+def test_an_instruction_to_openais_gpt2_is_answered_with_a_warning(capsys, monkeypatch):
+    # a hub GPT-2 was asked in the template it never saw without the word a run of plain text gets (hunt 50-f F3)
+    import gpt.checkpoint
+
+    torch.manual_seed(0)
+    tiny = GPT(GPTConfig(**{**TINY, "vocab_size": 50257, "n_layer": 1, "n_embd": 8}))
+    monkeypatch.setattr(gpt.checkpoint, "load_base_model", lambda name: tiny)  # (no network)
+    for asked in ("--instruction=hi", "--start=hi"):
+        rc, out, err = cli(capsys, "--init_from=gpt2-medium", asked, "--max_new_tokens=2", "--device=cpu")
+        assert rc == 0 and out
+        assert ("warning: gpt2-medium is OpenAI's GPT-2, trained on plain text (WebText), not on instruction data"
+                in err) == asked.startswith("--instruction"), err
+
 @pytest.mark.parametrize("supervised", [False, True, None])  # None: saved before meta.json said
 def test_a_model_of_instruction_data_sampled_from_end_of_text_is_sampled_with_a_warning(capsys, tmp_path, supervised):
     # train.py's closing line named plain sampling for an instruction run, whose samples from end-of-text
