@@ -162,21 +162,22 @@ class Answerer:
             return None
         return past_context_note(samples, self.model.config.block_size, what="answer", prompt="the conversation")
 
-    def answer(self, messages: list[dict], num_samples: int = 1,
-               on_text: Callable[[int, str], None] | None = None) -> tuple[list[Sample], list[dict], int]:
-        """(the answers, the messages that fitted the context, how many were dropped)."""
+    def answer(self, messages: list[dict], num_samples: int = 1, on_text: Callable[[int, str], None] | None = None,
+               where: str = "") -> tuple[list[Sample], list[dict], int]:
+        """(the answers, the messages that fitted the context, how many were dropped). where: what the warning
+        begins with ("line 3: " for --chat --json's, whose lines are answered apart)."""
         block_size = self.model.config.block_size
         kept, dropped = fit_context(self.tokenizer, messages, block_size, self.room)
         ids, cropped = last_prompt_ids(self.tokenizer, kept, block_size)
         if cropped is None:  # (a long message, tokenized from near its end: not counted; every turn that can go
             # went, what is kept is the system messages, a long one perhaps, and the message)
             chars = sum(len(m["content"]) for m in kept)
-            self.warn(f"the message ({chars:,} characters{' with the system messages' if len(kept) > 1 else ''}) "
+            self.warn(f"{where}the message ({chars:,} characters{' with the system messages' if len(kept) > 1 else ''}) "
                       f"is longer in the template than the model's context of {block_size}: all but its last "
                       f"{block_size} tokens were dropped")
         elif cropped:
             first = f"its first {cropped} tokens were" if cropped > 1 else "its first token was"  # (hunt 44-b B5)
-            self.warn(f"the message is {len(ids) + cropped} tokens in the template, longer than the "
+            self.warn(f"{where}the message is {len(ids) + cropped} tokens in the template, longer than the "
                       f"model's context of {block_size}: {first} dropped")
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,
@@ -296,13 +297,15 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
                 if seed is not None:
                     answerer.generator.manual_seed(seed)
                 with (answering or contextlib.nullcontext)() as answerer.stopped:
-                    [s], _, dropped = answerer.answer(messages)
+                    # (its warning names the line: one of a file's thousand lines was cut without saying which:
+                    # hunt 50-f F4)
+                    [s], _, dropped = answerer.answer(messages, where=f"line {lineno}: ")
                     out.write(_record(s, line=lineno, dropped_turns=dropped))
                 answerer.stopped = None
                 answers.append(s)
                 if not said_past_context and (note := answerer.past_context_warning([s])):
                     out.flush()
-                    answerer.warn(note)
+                    answerer.warn(f"line {lineno}: {note}")
                     said_past_context = True
         elif text.strip() == "/reset":
             history = []

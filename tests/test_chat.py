@@ -204,7 +204,7 @@ class Recorder(Answerer):
     def __init__(self):
         self.asked, self.generator = [], None  # (Answerer's attributes that chat() reads)
 
-    def answer(self, messages, num_samples=1, on_text=None):
+    def answer(self, messages, num_samples=1, on_text=None, where=""):
         self.asked.append(list(messages))
         return [Sample(0, f"answer {len(self.asked)}", 3, "eot", 0.1)], messages, 0
 
@@ -214,7 +214,7 @@ def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
     import io
 
     class Interrupted(Recorder):
-        def answer(self, messages, num_samples=1, on_text=None):
+        def answer(self, messages, num_samples=1, on_text=None, where=""):
             on_text(0, "half an ans")
             raise KeyboardInterrupt
 
@@ -228,7 +228,7 @@ def test_a_streamed_answer_stopped_by_a_signal_still_ends_its_line():
     assert out.getvalue() == "half an ans\n"
 
     class InterruptedOnce(Recorder):  # at a terminal's prompt: Ctrl-C stops the first answer, the session goes on
-        def answer(self, messages, num_samples=1, on_text=None):
+        def answer(self, messages, num_samples=1, on_text=None, where=""):
             if not self.asked:
                 self.asked.append(list(messages))
                 on_text(0, "half an ans")
@@ -256,7 +256,7 @@ def test_an_answer_stopped_by_max_new_tokens_is_said_to_be_so():
             self.reasons, self.warned = reasons, []
             self.warn = self.warned.append
 
-        def answer(self, messages, num_samples=1, on_text=None):
+        def answer(self, messages, num_samples=1, on_text=None, where=""):
             self.asked.append(list(messages))
             return [Sample(i, "BER", 2, reason, 0.1) for i, reason in enumerate(self.reasons[:num_samples])], messages, 0
 
@@ -688,6 +688,15 @@ def test_the_last_ids_of_the_prompt_taken_piece_by_piece_are_those_of_the_whole_
             n = rng.randint(0, 80)
             ids = prompt_ids(tokenizer, messages)
             assert last_prompt_ids(tokenizer, messages, n) == (ids[max(0, len(ids) - n):], max(0, len(ids) - n))
+
+def test_a_json_request_cut_to_the_context_is_named_by_its_line():
+    # --chat --json answers each line apart: the warnings of a long file's lines did not say which (hunt 50-f F4)
+    warned = []
+    lines = ['{"prompt": "hi"}\n', json.dumps({"prompt": "x" * 80}) + "\n"]
+    chat(sampling_answerer(max_new_tokens=100, warn=warned.append), lines, io.StringIO(), as_json=True)
+    assert warned[0].startswith("line 1: the answer ran past the model's context of 64 tokens, where the window slides")
+    assert warned[1:] == ["line 2: the message is 100 tokens in the template, longer than the model's context of 64: its "
+                          "first 36 tokens were dropped"]
 
 def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
     # "its first 1 tokens were dropped" (hunt 44-b B5); 80 x's are 100 tokens in the template, so 45 are 65
