@@ -52,7 +52,6 @@ if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): th
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import re
@@ -65,7 +64,8 @@ import torch
 
 from gpt.config import parse_auto_bool, parse_bool, parse_int, preset_training
 from gpt.errors import (CheckedStdout, OneLineParser, Terminated, UsageError, did_you_mean, exit_status_of,
-                        first_of_its_machine, reported_oom, under_torchrun, wait_while_another_says_it, world_size)
+                        first_of_its_machine, reported_oom, under_torchrun, unquoted_value, wait_while_another_says_it,
+                        world_size)
 from gpt.generation import COMPILE_MIN_TOKENS
 from gpt.tokenizer import ENDOFTEXT
 
@@ -174,13 +174,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         arg = unknown[0]
         if not arg.startswith("--"):
             i = argv.index(arg)
-            option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
-            if option.startswith("--") and eq:  # `--start=To be`: the shell's two arguments, whose "options are
-                # --key=value" said nothing of the quotes (hunt 50-f F2)
-                words = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i:]))
-                raise UsageError(f"unexpected argument {arg!r} after {argv[i - 1]}: a value with spaces must be quoted: "
-                                 f"{option}={shlex.quote(' '.join([value, *words]))}"
-                                 + (" (several stop strings: repeat --stop)" if option == "--stop" else ""))
+            if unquoted := unquoted_value(argv, i):  # (`--start=To be`)
+                raise UsageError(unquoted + (" (several stop strings: repeat --stop)"
+                                             if argv[i - 1].startswith("--stop=") else ""))
             raise UsageError(f"unexpected argument {arg!r}: options are --key=value (see python sample.py --help)")
         key = arg[2:].split("=", 1)[0]
         valid = [o[2:] for o in parser._option_string_actions if o.startswith("--")]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import tomllib
 
-from gpt.errors import ConfigError, did_you_mean, unusable_path
+from gpt.errors import ConfigError, did_you_mean, unquoted_value, unusable_path
 from gpt.lora import scale_out_of_range as lora_scale_out_of_range
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS, qk_scale_underflow
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
@@ -458,7 +458,8 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
-            raise ConfigError(f"unexpected argument {arg!r}: options are --key=value; {LIST_OPTIONS}")
+            raise ConfigError(unquoted_value(argv, i)  # (`--out_dir=my run`)
+                              or f"unexpected argument {arg!r}: options are --key=value; {LIST_OPTIONS}")
         typed, eq, value = arg[2:].partition("=")
         key = typed.replace("-", "_")
         if key != "config":

@@ -16,7 +16,9 @@ import difflib
 import errno
 import functools
 import importlib.metadata
+import itertools
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -462,6 +464,18 @@ def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)
               if folded[c] not in close][:n - len(close)]
     return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+
+
+def unquoted_value(argv: list[str], i: int) -> str | None:
+    """Where argv[i], no option, is the rest of the value of the `--key=value` before it (`--start=To be`: the
+    shell's two arguments), what to say of it: the quoted form. "options are --key=value" said nothing of the
+    quotes (hunt 50-f F2). None where it is no such rest."""
+    option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
+    if not (option.startswith("--") and eq):
+        return None
+    words = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i:]))
+    return (f"unexpected argument {argv[i]!r} after {argv[i - 1]}: a value with spaces must be quoted: "
+            f"{option}={shlex.quote(' '.join([value, *words]))}")
 
 
 class OneLineParser(argparse.ArgumentParser):

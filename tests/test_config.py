@@ -941,6 +941,11 @@ def test_an_unknown_option_is_one_line_with_its_hint_and_a_preset_file_takes_no_
         parse_args(["learning_rate=1"])
     assert str(refused.value) == ("unexpected argument 'learning_rate=1': options are --key=value; "
                                   "train.py --help lists them")
+    # a value with spaces, unquoted: the shell's two arguments (sample.py said so since hunt 50-f F2; one helper)
+    with pytest.raises(ConfigError) as refused:
+        parse_args(["--out_dir=my", "run", "--max_iters=3"])
+    assert str(refused.value) == ("unexpected argument 'run' after --out_dir=my: a value with spaces must be quoted: "
+                                  "--out_dir='my run'")
     (tmp_path / "p.toml").write_text('confg = "x"\n')
     with pytest.raises(ConfigError) as refused:
         parse_args([f"--config={tmp_path / 'p.toml'}"])
