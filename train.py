@@ -231,6 +231,14 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # 55.5 s in all, hunt 40-d D5). Kept as the budget itself: a --time_budget=0 typed at a resume replaced
     # the config's, and the note said "of 0 s" (hunt 42-d N2).
     fixed_by_budget_s = resume.meta.get("count_fixed_by_budget_s", 0.0) if resume and "max_iters" not in typed else 0.0
+    # A torchrun restart is no resume of the user's: its budget counts on from torchrun's start (`started`), and past
+    # the plan it cuts the count as the plan's second look does. It ran them all, with no time limit: a 30 s job
+    # whose rank 1 died took 47.3 s (hunt 50-b, left; hunt 50-i I1).
+    budget_goes_on = run.restart_resumes and fixed_by_budget_s > 0
+    if budget_goes_on:
+        recipe_notes.append(f"note: torchrun's restart keeps the run's time budget of {fixed_by_budget_s:g} s, counted "
+                            f"from torchrun's start: its count of {cfg.max_iters:,} steps is cut where the steps left "
+                            "no longer fit")
     # A checkpoint saved without its step's evaluation (a signal landed on an evaluation step or on the
     # last step; the evaluation ran out of memory) gets it now: metrics.jsonl, `best` and the
     # checkpoints kept are then those of an uninterrupted run.
@@ -272,15 +280,15 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     if dist.is_main:
         say_the_run(recipe_notes, cfg, model, base, data, train_batches, val_batches, metrics, out_dir, resume, device,
-                    dist.world_size, dtype_why, did_compile, fp8_layers, step, tokens_per_step, fixed_by_budget_s,
-                    no_val_targets)
+                    dist.world_size, dtype_why, did_compile, fp8_layers, step, tokens_per_step,
+                    0.0 if budget_goes_on else fixed_by_budget_s, no_val_targets)
 
     # ---------------------------------------------------------------- loop
     return train_loop(Training(cfg, resume, dist, device, dtype, out_dir, run_lock, left_behind, data, model, base,
                                train_batches, val_batches, optimizer, scaler, compiled, train_model, did_compile,
                                compile_s, compile_parts, graphs, metrics, step, tokens_seen, best_val, bad_total,
                                bad_in_a_row, fixed_by_budget_s, evaluation_missing, tokens_per_step, flops_per_step,
-                               peak), this_run, started, on_exit, signals_at_exit)
+                               peak, budget_goes_on), this_run, started, on_exit, signals_at_exit)
 
 
 @dataclass
@@ -325,6 +333,7 @@ class Training:
     tokens_per_step: int
     flops_per_step: float
     peak: float | None  # the device's peak FLOP/s, where known
+    budget_goes_on: bool = False  # a torchrun restart of a run whose budget fixed its count (train())
 
 
 def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: contextlib.ExitStack,
@@ -490,6 +499,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
     # last two intervals between them, for a look between evaluations
     marks: collections.deque = collections.deque(maxlen=3)
+    if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
+        planned = (step, train_s)
+        marks.append(planned)
     reserve_s = budget_reserve_s(device)
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
@@ -686,7 +698,8 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                 step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(marks)))
             shorter = shorten_to_budget(cfg, started, step, step_s,
                                         statistics.median(eval_times) if eval_times else None, accum, dist,
-                                        reserve_s, say, evaluation_next)
+                                        reserve_s, say, evaluation_next,  # (and since when its speed is timed:)
+                                        "the restart" if t.budget_goes_on else "the count was fixed")
             if shorter is not cfg:
                 cfg, progress.total = shorter, shorter.max_iters
                 on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))
@@ -719,7 +732,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
                 print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
                                    profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
-                                   before_loop_s))
+                                   before_loop_s, restarted=t.budget_goes_on))
             say_done(step, best_val, val_loss, out_dir, data.supervised)
     return exit_status
 
@@ -754,6 +767,7 @@ class Options:
     dist: Dist
     device: torch.device
     preset_given: bool  # a --config was typed
+    restart_resumes: bool = False  # a torchrun restart that resumes its job's run (restarted_job_note)
 
 
 def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[Path]) -> Options:
@@ -764,6 +778,7 @@ def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[
     # agree_on_what_was_read); it joins them with the device its options name, as far as it read them
     unread, cfg, resume, torchrun = None, None, None, world_size() > 1
     preset_note = restart_note = None
+    resumes = False  # (a torchrun restart that resumes its job's run)
     typed = command_line_keys(argv)  # the options typed, not a preset's or defaults
     try:
         cfg, user_keys = parse_args(argv)
@@ -820,7 +835,7 @@ def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[
     if device.type != "cpu" and not resume and not preset_given:
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     check_options_apply(cfg, typed)
-    return Options(argv, typed, user_keys, cfg, resume, skipped, dist, device, preset_given)
+    return Options(argv, typed, user_keys, cfg, resume, skipped, dist, device, preset_given, resumes)
 
 
 def notes_on_the_recipe(run: Options) -> list[str]:

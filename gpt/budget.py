@@ -60,16 +60,19 @@ def fit_time_budget(cfg: TrainConfig, started: float, step: int, step_s: float, 
 
 
 def budget_spent(budget_s: float, elapsed_s: float, compile_s: float, steps_s: float, evaluations_s: float,
-                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0, before_loop_s: float | None = None) -> str:
+                 profile_s: float = 0.0, compile_evaluation_s: float = 0.0, before_loop_s: float | None = None,
+                 restarted: bool = False) -> str:
     """The account a --max_iters=0 run closes with: its seconds so far (all but the interpreter's
     exit) in compiling (with the steps that compile, before the loop; compile_evaluation_s of it
     the evaluation's graph), in the loop's training steps, in its evaluations with their
     checkpoints, in writing --profile's files (where it recorded: the plan cannot count them, and
     they took 30 s and more on the CPU), and in the rest: before_loop_s of it before the first
     step (imports, device, data, model; on an H100 the rest was 8.4-11.7 s of 90 in issue 9's
-    seventh GPU session, where it went not said), the rest after the last."""
+    seventh GPU session, where it went not said), the rest after the last. `restarted`: a torchrun restart, whose
+    budget counts from torchrun's start: its earlier attempts are in the rest, before this attempt's first step."""
     rest = elapsed_s - compile_s - steps_s - evaluations_s - profile_s
-    rest_note = f", {before_loop_s:.1f} s of it before the first step" if before_loop_s is not None else ""
+    rest_note = "" if before_loop_s is None else f", {before_loop_s:.1f} s of it before the first step" + (
+        " of this attempt, the earlier attempts' among them" if restarted else "")
     profile = f", {profile_s:.1f} s writing the profile" if profile_s else ""
     of_it = f"; of the compiling, {compile_evaluation_s:.1f} s was the evaluation's graph" \
         if compile_evaluation_s else ""
@@ -94,7 +97,8 @@ def warn_if_warmup_overruns(cfg: TrainConfig, started: float, step: int, step_s:
 
 
 def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float, eval_s: float | None,
-                      accum: int, dist: Dist, reserve_s: float, say, evaluation_next: bool = True) -> TrainConfig:
+                      accum: int, dist: Dist, reserve_s: float, say, evaluation_next: bool = True,
+                      since: str = "the count was fixed") -> TrainConfig:
     """A budgeted run at the end of a step that an evaluation follows (`evaluation_next`), or of
     one whose losses were read: where the run no longer fits its budget at the speed of its steps
     since the count was fixed (`step_s`), a count that does, else cfg itself. The plan made at the
@@ -107,7 +111,8 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     left alone: the machine's speed swings (±20% on the 2-core VM) would otherwise cut runs, and
     their learning rates' ends, for under a percent of their budget (3 s of the CPU default's 300);
     between evaluations, where it looks at every log_interval, within BUDGET_SLACK_BETWEEN.
-    A run resumed past its warmup has a count and no plan: it takes no second look."""
+    A run resumed past its warmup has a count and no plan: it takes no second look, but for a torchrun restart,
+    which looks from its first step on (`since`: "the restart")."""
     slack = BUDGET_SLACK if evaluation_next else BUDGET_SLACK_BETWEEN
     late = replace(cfg, time_budget=cfg.time_budget * (1 + slack))
     if fit_time_budget(late, started, step, step_s, eval_s, accum, dist, reserve_s, at_least=0,
@@ -126,6 +131,6 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     # --sample_tokens' samples, blamed the steps alone, at the speed the plan had: "steps take 3 ms since the count
     # was fixed: stopping at step 320 instead of 815", hunt 35-e E5)
     evals = f"; its evaluations take {eval_s:.3g} s (the median)" if eval_s is not None else ""
-    say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since the count was fixed: stopping at "
+    say(f"time budget {cfg.time_budget:g} s: steps take {1000 * step_s:.0f} ms since {since}: stopping at "
         f"step {steps:,} instead of {cfg.max_iters:,}, {lr} ({repeat} repeats this run){evals}")
     return shorter

@@ -1417,6 +1417,53 @@ def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fix
     assert open_checkpoint(out).meta["step"] == done["step"]  # resumed, not started over
 
 
+def test_a_torchrun_restart_of_a_budgeted_run_past_its_warmup_keeps_to_its_budget(byte_data, tmp_path, monkeypatch,
+                                                                                  capsys):
+    # torchrun --max_restarts restarts a budgeted job with its first command: past the warmup it resumed and ran the
+    # count its plan fixed "with no time limit", as a user's resume does, and a 30 s job whose rank 1 died at step
+    # 250 took 47.3 s (hunt 50-b, left). A restart's budget counts on from torchrun's start (launcher_started), and
+    # it cuts its count as a plan's second look does, the learning rate on its schedule. The plan stands in here: 30
+    # steps, SIGINT at step 15 in the first attempt.
+    from gpt.runtime import torchrun_job
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--warmup_iters=10", "--eval_interval=100", "--max_iters=0",
+               "--time_budget=40", f"--out_dir={out}"]
+    with monkeypatch.context() as first_attempt:
+        first_attempt.setattr(train, "fit_time_budget", lambda cfg, started, step, step_s, *args, **kwargs: (30, step_s))
+        first_attempt.setattr(train, "shorten_to_budget", lambda cfg, *args, **kwargs: cfg)
+        during_steps(first_attempt, {15: signal_self(signal.SIGINT)})
+        assert train.main(command) == 130
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    saved = open_checkpoint(out)
+    assert (saved.meta["step"], saved.meta["config"]["max_iters"], saved.meta["count_fixed_by_budget_s"]) == (15, 30, 40)
+    (saved.path / "meta.json").write_text(json.dumps({**saved.meta, "job": torchrun_job()}))
+    late = tmp_path / "late"
+    shutil.copytree(out, late)
+    capsys.readouterr()
+    # torchrun started 60 s ago: the budget is spent, the restart stops at its first look (two log steps in)
+    monkeypatch.setattr(train, "launcher_started", lambda own_start: own_start - 60)
+    assert train.main([*command[:-1], f"--out_dir={late}"]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert "no time limit" not in said
+    assert ("note: torchrun's restart keeps the run's time budget of 40 s, counted from torchrun's start: its count of "
+            "30 steps is cut where the steps left no longer fit\n") in said
+    cut = re.search(r"time budget 40 s: steps take \d+ ms since the restart: stopping at step (\d+) instead of 30, the "
+                    r"learning rate on its schedule to step 30 \(--max_iters=\1 --lr_decay_iters=30 repeats this run\)",
+                    said)
+    assert cut, said[-2000:]
+    steps = int(cut[1])
+    assert steps == 17 and max(losses(late)) == steps and open_checkpoint(late).meta["config"]["max_iters"] == steps
+    assert re.search(r"time budget 40 s: 6\d\.\d s spent: .* s of it before the first step of this attempt, the earlier "
+                     r"attempts' among them", said), said[-1000:]
+    # torchrun started just now: the steps left fit, the count stands; the cut one's steps had its learning rates
+    monkeypatch.setattr(train, "launcher_started", lambda own_start: own_start)
+    assert train.main(command) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert "stopping at step" not in said and max(losses(out)) == 30
+    assert all(losses(late)[s] == losses(out)[s] for s in range(16, steps + 1))
+
+
 def test_a_restart_where_the_run_saved_only_checkpoints_that_lost_a_file_says_only_the_refusal(
         byte_data, tmp_path, monkeypatch, capsys):
     # Its only checkpoint lost its state.pt: neither a resume nor a new run can go on there. The restart said
