@@ -321,16 +321,9 @@ def decode_rows(args: argparse.Namespace) -> None:
     command line (`sample.main`, from a checkpoint written here) at batch 1 and --num_samples.
     Every row is the best of --repeat runs, ours and transformers' alike; the slow uncached
     baseline runs once. The command line's figure is its own generation time (prefill included,
-    loading excluded), read from its --json output."""
-    import io
-    import json
-    import re
-
+    loading excluded), read from its --json output. Then the ratios of those rows, and sample.py's
+    wall time on --sample_wall_out_dir's run."""
     import torch
-
-    import sample
-    from gpt.checkpoint import save_checkpoint
-    from gpt.errors import Terminated
 
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True  # as sample.py sets it: every row alike
@@ -338,40 +331,86 @@ def decode_rows(args: argparse.Namespace) -> None:
 
     device = pick_device(args.device if args.device != "auto" or torch.cuda.is_available() else "cpu", Dist())
     model, tok = random_gpt2(args.n_layer, args.n_head, args.n_embd)
-    config = model.config
-    words = "the quick brown fox jumps over the lazy dog".split()
-    text = "".join(" " + words[i % len(words)] for i in range(args.prompt_len))  # one GPT-2 token per word
-    ids = tok.encode(text)
-    assert len(ids) == args.prompt_len, (len(ids), args.prompt_len)
+    text, ids = decode_prompt(tok, args.prompt_len)
     prompt = torch.tensor([ids] * args.batch, device=device)
-    new, repeat, ns = args.new_tokens, args.repeat, args.num_samples
     print(f"decode: GPT-2 shape {args.n_layer}L/{args.n_head}H/{args.n_embd}C ({model.num_params() / 1e6:.1f}M), "
-          f"prompt {args.prompt_len}, {new} new tokens, greedy, on {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; each row the best of {repeat} run(s), the uncached ones 1 run")
-    speeds: dict[str, float] = {}
-    auto_dtypes: dict[str, str] = {}  # the dtype sample.py's --dtype=auto chose, by row
+          f"prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy, on {device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; each row the best of {args.repeat} run(s), the uncached ones 1 run")
+    rows = DecodeRows()
+    tokens_fp32 = model_generate_rows(args, model, prompt, ids, device, rows)
+    hf = None if args.skip_transformers else transformers_reference(model, device)
+    hf_tokens = None
+    if hf is not None:
+        hf_tokens = transformers_row(rows, "transformers generate, cache, fp32", hf, prompt, args.new_tokens,
+                                     args.repeat, model.config.vocab_size)
+    command_line_rows(args, model, tok.n_vocab, text, device, hf, prompt, rows)
+    decode_ratios(args, rows, tokens_fp32, hf_tokens)
+    if args.sample_wall_out_dir:
+        sample_wall_rows(args, device)
+        sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens or BREAK_EVEN_TOKENS, str(device))
 
-    def row(label: str, tokens: int, seconds: float, runs: int, note: str = "") -> None:
-        speeds[label] = tokens / seconds
-        print(f"  {label:<44} {speeds[label]:8.1f} tokens/s  ({seconds:.2f} s, {'best of ' + str(runs) if runs > 1 else '1 run'})"
-              f"{note}", flush=True)
 
-    # -- the model's generate, batch --batch (the rows of issue 2)
+def decode_prompt(tok, prompt_len: int) -> tuple[str, list[int]]:
+    """(the prompt every decode row starts from, its ids): prompt_len words, one GPT-2 token each."""
+    words = "the quick brown fox jumps over the lazy dog".split()
+    text = "".join(" " + words[i % len(words)] for i in range(prompt_len))
+    ids = tok.encode(text)
+    assert len(ids) == prompt_len, (len(ids), prompt_len)
+    return text, ids
+
+
+class DecodeRows:
+    """The decode rows said so far: each row's tokens/s by its label (the ratios' terms), and the dtype
+    sample.py's --dtype=auto chose, by row (its ratio's target)."""
+
+    def __init__(self):
+        self.speeds: dict[str, float] = {}
+        self.auto_dtypes: dict[str, str] = {}
+
+    def say(self, label: str, tokens: int, seconds: float, runs: int, note: str = "") -> None:
+        self.speeds[label] = tokens / seconds
+        runs_note = f"best of {runs}" if runs > 1 else "1 run"
+        print(f"  {label:<44} {self.speeds[label]:8.1f} tokens/s  ({seconds:.2f} s, {runs_note}){note}", flush=True)
+
+
+def model_generate_rows(args: argparse.Namespace, model, prompt, ids: list[int], device, rows: DecodeRows):
+    """The model's generate at batch --batch (the rows of issue 2): cached and uncached fp32, the cold
+    and warm calls in a fresh process, cached bf16 weights, and on CUDA the steps that replay from a
+    graph or are compiled. Leaves the model in float32 on the device; returns the cached fp32 row's tokens
+    (transformers' must equal them)."""
+    import torch
+
     print(f"model.generate, batch {args.batch}:")
     model.to(device)
 
     def ours(label: str, dtype: torch.dtype, use_cache: bool, runs: int):
         m = model.to(dtype)
         m.generate(prompt, 4, temperature=0, use_cache=use_cache)  # warm-up
-        seconds, out = _timed(lambda: m.generate(prompt, new, temperature=0, use_cache=use_cache), runs)
-        row(label, args.batch * new, seconds, runs)
+        seconds, out = _timed(lambda: m.generate(prompt, args.new_tokens, temperature=0, use_cache=use_cache), runs)
+        rows.say(label, args.batch * args.new_tokens, seconds, runs)
         return out
 
-    tokens_fp32 = ours("ours, KV cache, fp32", torch.float32, True, repeat)
+    tokens_fp32 = ours("ours, KV cache, fp32", torch.float32, True, args.repeat)
     if not args.skip_uncached:
         ours("ours, no cache, fp32", torch.float32, False, 1)
+    fresh_process_rows(args, ids, device, model.config.block_size)
+    tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, args.repeat)
+    if device.type == "cuda":
+        bf16 = model.to(torch.bfloat16)
+        graph_rows(args, bf16, prompt, rows, tokens_bf16)
+        compiled_step_rows(args, bf16, prompt, device, rows)
+        rows_without_cudnn_attention(args, bf16, prompt, rows)
+    model.to(torch.float32)
+    return tokens_fp32
+
+
+def fresh_process_rows(args: argparse.Namespace, ids: list[int], device, block_size: int) -> None:
+    """Issue 9's cold / warm model.generate (cold_and_warm_generate), each variant in a process of its
+    own: the eager step alone off CUDA; on CUDA also the graphed step, and both without cuDNN attention."""
+    import json
+
     spec = dict(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, ids=ids, tokens=args.cold_tokens,
-                device=str(device), repeat=repeat)
+                device=str(device), repeat=args.repeat)
     code = "import bench, json, sys; print(json.dumps(bench.cold_and_warm_generate(**json.loads(sys.argv[1]))))"
     variants = [(False, True)]  # (graphed, cuDNN attention allowed)
     if device.type == "cuda":
@@ -386,148 +425,146 @@ def decode_rows(args: argparse.Namespace) -> None:
         how = ("" if device.type != "cuda" else ", CUDA graph of the eager step" if graphed
                else ", eager step with cuDNN attention" if cudnn else ", eager step (generate's default)")
         how += "" if cudnn or not graphed else ", no cuDNN attention"
-        added = len(another_length(ids, config.block_size)) - len(ids)
+        added = len(another_length(ids, block_size)) - len(ids)
         print(f"  cold / warm model.generate in a fresh process, bf16, sample.py's sampling, {args.cold_tokens} tokens"
               f"{how}: {cold:.2f} s / {warm:.2f} s = {cold / warm:.2f}x  (target <= 1.5x); the next call, "
               f"a prompt {abs(added)} tokens {'longer' if added > 0 else 'shorter'}: {new_length:.2f} s = "
               f"{new_length / warm:.2f}x")
-    tokens_bf16 = ours("ours, KV cache, bf16 weights", torch.bfloat16, True, repeat)
-    if device.type == "cuda":  # the eager step with cuDNN attention allowed, which generate's own goes without
-        m = model.to(torch.bfloat16)
-        with_cudnn = eager_step_with_cudnn(m)
-        m.generate(prompt, 4, temperature=0, decode_step=with_cudnn)
-        seconds, tokens_cudnn = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=with_cudnn), repeat)
-        row("ours, eager step with cuDNN attention, bf16", args.batch * new, seconds, repeat)
-    if device.type == "cuda":  # the eager step replayed from a CUDA graph: no compile
-        from gpt.generation import GraphedDecodeStep
 
-        m = model.to(torch.bfloat16)
+
+def graph_rows(args: argparse.Namespace, m, prompt, rows: DecodeRows, tokens_bf16) -> None:
+    """On CUDA, the bf16 model m's eager step with cuDNN attention allowed (which generate's own goes
+    without), then that step replayed from a CUDA graph (no compile), whose greedy tokens must equal both
+    eager steps' (tokens_bf16: generate's own)."""
+    from gpt.generation import GraphedDecodeStep
+
+    new, repeat = args.new_tokens, args.repeat
+    with_cudnn = eager_step_with_cudnn(m)
+    m.generate(prompt, 4, temperature=0, decode_step=with_cudnn)
+    seconds, tokens_cudnn = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=with_cudnn), repeat)
+    rows.say("ours, eager step with cuDNN attention, bf16", args.batch * new, seconds, repeat)
+    graphed_step = GraphedDecodeStep(m)
+    capture_s, _ = _timed(lambda: m.generate(prompt, 4, temperature=0, decode_step=graphed_step))
+    if graphed_step.failed:
+        raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see the warning "
+                         "above)")
+    seconds, tokens_graphed = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step),
+                                     repeat)
+    rows.say("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,
+             note=f"  [a first 4-token generate, capture included: {capture_s:.2f} s]")
+    for what, eager in (("as captured", tokens_cudnn), ("of generate's eager step", tokens_bf16)):
+        same = tokens_graphed[:, args.prompt_len:] == eager[:, args.prompt_len:]  # the new tokens only
+        print(f"  its greedy tokens equal to the eager step's, {what}: {same.float().mean().item():.1%}"
+              f"{first_difference(same)}")
+
+
+def compiled_step_rows(args: argparse.Namespace, m, prompt, device, rows: DecodeRows) -> None:
+    """On CUDA, the bf16 model m's compiled CUDA-graph step (sampling inside): in generate, alone at fixed
+    inputs (what the generate loop costs), when compiling it pays off against the eager and the graphed
+    step (their rows before), and with sample.py's top-k sampling."""
+    import torch
+
+    from gpt.generation import compiled_decode_step
+
+    new, repeat = args.new_tokens, args.repeat
+    step = compiled_decode_step(m)
+    compile_s = step.warm_up(args.batch)  # the first compile (bench_decode): the break-even's cost
+    step.warm_up(args.batch, temperature=0.8, top_k=200)  # the sampling row's own graph, untimed
+    if step.failed:  # it fell back to the eager step (the warning above): its rows would not be compiled ones
+        raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
+    seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
+    rows.say("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
+             note=f"  [compiled in {compile_s:.1f} s]")
+
+    def step_alone():  # the same step at fixed inputs, no generate loop around it, one wait at the end
+        tok, pos = m.decode_inputs
+        with torch.inference_mode():
+            for i in range(new):
+                step(tok, pos.fill_((args.prompt_len + i) % m.config.block_size), None, None, temperature=0,
+                     top_k=None, top_p=None, repetition_penalty=1.0, vocab_limit=m.config.vocab_size)
+        torch.cuda.synchronize(device)
+    alone, _ = _timed(step_alone, repeat)
+    rows.say("ours, compiled step alone (no generate loop)", args.batch * new, alone, repeat,
+             note=f"  [generate reaches {alone / seconds:.0%} of it]")
+    for what, uncompiled in (("eager", "ours, KV cache, bf16 weights"),
+                             ("graphed", "ours, CUDA graph of the eager step, bf16")):
+        compiled = rows.speeds["ours, compiled CUDA graph step, bf16"]
+        print(f"  {break_even(compile_s, rows.speeds[uncompiled], compiled, what)}")
+    sampled, _ = _timed(lambda: m.generate(prompt, new, temperature=0.8, top_k=200, decode_step=step,
+                                           generator=torch.Generator(device).manual_seed(0)), repeat)
+    rows.say("ours, compiled, bf16, top-k 200 sampling", args.batch * new, sampled, repeat)
+
+
+def rows_without_cudnn_attention(args: argparse.Namespace, m, prompt, rows: DecodeRows) -> None:
+    """On CUDA, the bf16 model m's graphed and compiled steps again without cuDNN attention (issue 9: choose
+    the attention backend of decoding by measurement)."""
+    import torch
+
+    from gpt.generation import GraphedDecodeStep, compiled_decode_step
+
+    new, repeat = args.new_tokens, args.repeat
+    torch._dynamo.reset()  # compile again: the backend is chosen when the graph is traced
+    with cudnn_attention_off():
         graphed_step = GraphedDecodeStep(m)
-        capture_s, _ = _timed(lambda: m.generate(prompt, 4, temperature=0, decode_step=graphed_step))
+        m.generate(prompt, 4, temperature=0, decode_step=graphed_step)  # captures
+        seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step), repeat)
         if graphed_step.failed:
-            raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see the warning "
-                             "above)")
-        seconds, tokens_graphed = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step),
-                                         repeat)
-        row("ours, CUDA graph of the eager step, bf16", args.batch * new, seconds, repeat,
-            note=f"  [a first 4-token generate, capture included: {capture_s:.2f} s]")
-        for what, eager in (("as captured", tokens_cudnn), ("of generate's eager step", tokens_bf16)):
-            same = tokens_graphed[:, args.prompt_len:] == eager[:, args.prompt_len:]  # the new tokens only
-            print(f"  its greedy tokens equal to the eager step's, {what}: {same.float().mean().item():.1%}"
-                  f"{first_difference(same)}")
-    if device.type == "cuda":  # the CUDA-graph step, sampling inside, and when compiling it pays off
-        from gpt.generation import compiled_decode_step
-
-        m = model.to(torch.bfloat16)
+            raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see above)")
+        rows.say("ours, CUDA graph of the eager step, bf16, no cuDNN attention", args.batch * new, seconds, repeat)
         step = compiled_decode_step(m)
-        compile_s = step.warm_up(args.batch)  # the first compile (bench_decode): the break-even's cost
-        step.warm_up(args.batch, temperature=0.8, top_k=200)  # the sampling row's own graph, untimed
-        if step.failed:  # it fell back to the eager step (the warning above): its rows would not be compiled ones
+        compile_s = step.warm_up(args.batch)
+        if step.failed:
             raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
         seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
-        row("ours, compiled CUDA graph step, bf16", args.batch * new, seconds, repeat,
-            note=f"  [compiled in {compile_s:.1f} s]")
+        rows.say("ours, compiled CUDA graph step, bf16, no cuDNN attention", args.batch * new, seconds, repeat,
+                 note=f"  [compiled in {compile_s:.1f} s]")
 
-        def step_alone():  # the same step at fixed inputs, no generate loop around it, one wait at the end
-            tok, pos = m.decode_inputs
-            with torch.inference_mode():
-                for i in range(new):
-                    step(tok, pos.fill_((args.prompt_len + i) % m.config.block_size), None, None, temperature=0,
-                         top_k=None, top_p=None, repetition_penalty=1.0, vocab_limit=m.config.vocab_size)
-            torch.cuda.synchronize(device)
-        alone, _ = _timed(step_alone, repeat)
-        row("ours, compiled step alone (no generate loop)", args.batch * new, alone, repeat,
-            note=f"  [generate reaches {alone / seconds:.0%} of it]")
-        for what, uncompiled in (("eager", "ours, KV cache, bf16 weights"),
-                                 ("graphed", "ours, CUDA graph of the eager step, bf16")):
-            print(f"  {break_even(compile_s, speeds[uncompiled], speeds['ours, compiled CUDA graph step, bf16'], what)}")
-        sampled, _ = _timed(lambda: m.generate(prompt, new, temperature=0.8, top_k=200, decode_step=step,
-                                               generator=torch.Generator(device).manual_seed(0)), repeat)
-        row("ours, compiled, bf16, top-k 200 sampling", args.batch * new, sampled, repeat)
-    if device.type == "cuda":  # issue 9: choose the attention backend of decoding by measurement
-        from gpt.generation import GraphedDecodeStep, compiled_decode_step
 
-        torch._dynamo.reset()  # compile again: the backend is chosen when the graph is traced
-        with cudnn_attention_off():
-            m = model.to(torch.bfloat16)
-            graphed_step = GraphedDecodeStep(m)
-            m.generate(prompt, 4, temperature=0, decode_step=graphed_step)  # captures
-            seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=graphed_step), repeat)
-            if graphed_step.failed:
-                raise SystemExit("bench.py decode: capturing the decode step in a CUDA graph failed (see above)")
-            row("ours, CUDA graph of the eager step, bf16, no cuDNN attention", args.batch * new, seconds, repeat)
-            step = compiled_decode_step(m)
-            compile_s = step.warm_up(args.batch)
-            if step.failed:
-                raise SystemExit("bench.py decode: the compiled CUDA-graph decode step failed (see the warning above)")
-            seconds, _ = _timed(lambda: m.generate(prompt, new, temperature=0, decode_step=step), repeat)
-            row("ours, compiled CUDA graph step, bf16, no cuDNN attention", args.batch * new, seconds, repeat,
-                note=f"  [compiled in {compile_s:.1f} s]")
-    model.to(torch.float32)
+def transformers_reference(model, device):
+    """transformers' GPT2LMHeadModel with the very same weights as model (saved and loaded back), on
+    device: the reference of the decode ratios; None where transformers is not installed."""
+    try:
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        print("  transformers not installed: no reference")
+        return None
+    from transformers.utils import logging as hf_logging
 
-    hf, hf_tokens = None, None
-    if not args.skip_transformers:
-        try:
-            from transformers import GPT2LMHeadModel
-        except ImportError:
-            print("  transformers not installed: no reference")
-        else:
-            from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    with temporary_directory("decode") as tmp:
+        model.save_pretrained(tmp)  # the very same weights
+        return GPT2LMHeadModel.from_pretrained(tmp).eval().to(device)
 
-            hf_logging.disable_progress_bar()
-            with temporary_directory("decode") as tmp:
-                model.save_pretrained(tmp)  # the very same weights
-                hf = GPT2LMHeadModel.from_pretrained(tmp).eval().to(device)
 
-    def transformers_row(label: str, batch_prompt: torch.Tensor):
-        kw = dict(do_sample=False, use_cache=True, pad_token_id=config.vocab_size - 1,
-                  attention_mask=torch.ones_like(batch_prompt))
-        with torch.inference_mode():
-            hf.generate(batch_prompt, max_new_tokens=4, min_new_tokens=4, **kw)
-            seconds, out = _timed(lambda: hf.generate(batch_prompt, max_new_tokens=new, min_new_tokens=new, **kw),
-                                  repeat)
-        row(label, batch_prompt.size(0) * new, seconds, repeat)
-        return out
+def transformers_row(rows: DecodeRows, label: str, hf, batch_prompt, new: int, repeat: int, vocab_size: int):
+    """transformers' greedy generate of `new` tokens after batch_prompt, cached: its row, and its tokens."""
+    import torch
 
-    if hf is not None:
-        hf_tokens = transformers_row("transformers generate, cache, fp32", prompt)
+    kw = dict(do_sample=False, use_cache=True, pad_token_id=vocab_size - 1,
+              attention_mask=torch.ones_like(batch_prompt))
+    with torch.inference_mode():
+        hf.generate(batch_prompt, max_new_tokens=4, min_new_tokens=4, **kw)
+        seconds, out = _timed(lambda: hf.generate(batch_prompt, max_new_tokens=new, min_new_tokens=new, **kw),
+                              repeat)
+    rows.say(label, batch_prompt.size(0) * new, seconds, repeat)
+    return out
 
-    # -- the command line: sample.main on a checkpoint, batch 1 and --num_samples
+
+def command_line_rows(args: argparse.Namespace, model, n_vocab: int, text: str, device, hf, prompt,
+                      rows: DecodeRows) -> None:
+    """The command line: sample.main on a checkpoint of model written here, prompted with text, at
+    batch 1 and at --num_samples (one shared prefill, with transformers' row at that batch beside it)."""
+    from gpt.checkpoint import save_checkpoint
+
+    ns, repeat = args.num_samples, args.repeat
     with temporary_directory("decode") as run_dir:
         save_checkpoint(run_dir, 0, model.cpu(), state={}, meta={
-            "model_config": config.to_dict(), "tokenizer": "gpt2", "vocab_size": tok.n_vocab, "config": {}})
+            "model_config": model.config.to_dict(), "tokenizer": "gpt2", "vocab_size": n_vocab, "config": {}})
         model.to(device)
 
-        def cli(num_samples: int, extra: list[str], max_new: int) -> tuple[int, float, str]:
-            """(tokens, generation seconds, sample.py's description of the model) of one sample.py run."""
-            out, err = io.StringIO(), io.StringIO()
-            argv = [f"--out_dir={run_dir}", f"--start={text}", f"--num_samples={num_samples}",
-                    f"--max_new_tokens={max_new}", "--temperature=0", "--json", f"--device={device}", *extra]
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                status = sample.main(argv)
-            if status in (130, 143):  # Ctrl-C or SIGTERM, which sample.main took: bench.py's own stop, not a failure
-                raise Terminated if status == 143 else KeyboardInterrupt
-            if status:
-                raise SystemExit(f"sample.py {' '.join(argv[1:])} failed:\n{err.getvalue()}")
-            if "CUDA graph failed" in err.getvalue():  # it warned and decoded eagerly: not the row it says
-                raise SystemExit(f"bench.py decode: sample.py {' '.join(argv[1:])}:\n{err.getvalue()[-2000:]}")
-            samples = [json.loads(line) for line in out.getvalue().splitlines()]
-            assert all(s["tokens"] == max_new for s in samples), "a sample ended early"
-            info = next((line for line in err.getvalue().splitlines() if " | " in line), "")
-            return sum(s["tokens"] for s in samples), max(s["seconds"] for s in samples), info.split(" | ")[-1]
-
         def cli_row(label: str, num_samples: int, extra: list[str], runs: int) -> None:
-            cli(num_samples, extra, 4)  # warm-up (and, with --compile, compilation)
-            best = None
-            for _ in range(runs):
-                tokens, seconds, info = cli(num_samples, extra, new)
-                best = (tokens, seconds, info) if best is None or seconds < best[1] else best
-            if "--compile=true" in extra and not best[2].endswith("compile on"):  # fell back to eager
-                raise SystemExit(f"bench.py decode: sample.py {' '.join(extra)} did not compile: {best[2]}")
-            chose = re.search(r"^[^,]*, (\w+)", best[2])
-            if "auto" in label and chose:
-                auto_dtypes[label] = chose[1]
-            row(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
+            sample_py_row(rows, label, [f"--out_dir={run_dir}", f"--start={text}", f"--num_samples={num_samples}"],
+                          [f"--device={device}", *extra], args.new_tokens, runs)
 
         plain = ["--compile=false", "--cuda_graph=false"]  # the eager step (sample.py's default on a CPU)
         graph = ["--compile=false", "--cuda_graph=true"]  # sample.py's default on CUDA
@@ -553,7 +590,56 @@ def decode_rows(args: argparse.Namespace) -> None:
             cli_row(f"sample.py x{ns}, compiled static cache (CUDA graphs)", ns, ["--compile=true", "--dtype=auto"], repeat)
             cli_row(f"sample.py x{ns}, CUDA graph of the eager step", ns, [*graph, "--dtype=auto"], repeat)
         if hf is not None:
-            transformers_row(f"transformers generate x{ns}, cache, fp32", prompt[:1].expand(ns, -1).contiguous())
+            transformers_row(rows, f"transformers generate x{ns}, cache, fp32", hf,
+                             prompt[:1].expand(ns, -1).contiguous(), args.new_tokens, repeat, model.config.vocab_size)
+
+
+def sample_py_row(rows: DecodeRows, label: str, run: list[str], extra: list[str], new: int, runs: int) -> None:
+    """The fastest of `runs` greedy sample.py runs of `new` tokens (sample_py_generation), after a 4-token one
+    (warm-up, and with --compile compilation); `auto_dtypes` takes the dtype its --dtype=auto chose."""
+    sample_py_generation(run, extra, 4)  # warm-up (and, with --compile, compilation)
+    best = None
+    for _ in range(runs):
+        tokens, seconds, info = sample_py_generation(run, extra, new)
+        best = (tokens, seconds, info) if best is None or seconds < best[1] else best
+    if "--compile=true" in extra and not best[2].endswith("compile on"):  # fell back to eager
+        raise SystemExit(f"bench.py decode: sample.py {' '.join(extra[1:])} did not compile: {best[2]}")
+    chose = re.search(r"^[^,]*, (\w+)", best[2])
+    if "auto" in label and chose:
+        rows.auto_dtypes[label] = chose[1]
+    rows.say(label, best[0], best[1], runs, note=f"  [auto: {chose[1]}]" if "auto" in label and chose else "")
+
+
+def sample_py_generation(run: list[str], extra: list[str], max_new: int) -> tuple[int, float, str]:
+    """(tokens, generation seconds, sample.py's description of the model) of one greedy sample.main run in
+    this process: `run` (its --out_dir, --start and --num_samples), --max_new_tokens=max_new, and `extra`
+    (its --device first). Its seconds are its own --json figure: prefill included, loading excluded."""
+    import io
+    import json
+
+    import sample
+    from gpt.errors import Terminated
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = [*run, f"--max_new_tokens={max_new}", "--temperature=0", "--json", *extra]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = sample.main(argv)
+    if status in (130, 143):  # Ctrl-C or SIGTERM, which sample.main took: bench.py's own stop, not a failure
+        raise Terminated if status == 143 else KeyboardInterrupt
+    if status:
+        raise SystemExit(f"sample.py {' '.join(argv[1:])} failed:\n{err.getvalue()}")
+    if "CUDA graph failed" in err.getvalue():  # it warned and decoded eagerly: not the row it says
+        raise SystemExit(f"bench.py decode: sample.py {' '.join(argv[1:])}:\n{err.getvalue()[-2000:]}")
+    samples = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert all(s["tokens"] == max_new for s in samples), "a sample ended early"
+    info = next((line for line in err.getvalue().splitlines() if " | " in line), "")
+    return sum(s["tokens"] for s in samples), max(s["seconds"] for s in samples), info.split(" | ")[-1]
+
+
+def decode_ratios(args: argparse.Namespace, rows: DecodeRows, tokens_fp32, hf_tokens) -> None:
+    """The ratios of the rows (same run; targets from issues 2 and 5): ours against our uncached
+    baseline and transformers', sample.py's likewise, and whether the greedy tokens equal transformers'."""
+    speeds, ns = rows.speeds, args.num_samples
 
     def ratio(label: str, num: str, den: str | None, target: str) -> None:
         if den in speeds and num in speeds:
@@ -570,7 +656,7 @@ def decode_rows(args: argparse.Namespace) -> None:
     ratio("sample.py cached / uncached, fp32, batch 1", "sample.py, KV cache, fp32", "sample.py, no cache, fp32", "5")
     def auto_target(row_label: str) -> str:  # 2.0 where auto decodes in bf16; fp32 (no native bf16, or a model
         # under 20M parameters) is the fp32 row again: its target was "2.0 on this CPU" there too (hunt, session 24)
-        return "1.0: auto is float32 here" if auto_dtypes.get(row_label) == "float32" else "2.0"
+        return "1.0: auto is float32 here" if rows.auto_dtypes.get(row_label) == "float32" else "2.0"
 
     if args.batch == 1:
         ratio("sample.py fp32 / transformers fp32, batch 1", "sample.py, KV cache, fp32", ref, "1.0")
@@ -582,17 +668,20 @@ def decode_rows(args: argparse.Namespace) -> None:
     compiled = speeds.get("ours, compiled CUDA graph step, bf16")
     if compiled and args.batch == 1:
         print(f"  compiled CUDA-graph decode, bf16, batch 1: {compiled:,.0f} tokens/s  (target >= 2,000 on an H100)")
-    if args.sample_wall_out_dir:
-        for extra in ([], ["--cuda_graph=false"]) if device.type == "cuda" else ([],):  # the default: a graph on CUDA
-            cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
-                   *extra, *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
-            t0 = time.perf_counter()
-            proc = run_child(cmd, capture_output=True, text=True, cwd=ROOT)
-            wall = time.perf_counter() - t0
-            if proc.returncode or "CUDA graph failed" in proc.stderr:
-                raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-            print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
-        sample_compile_break_even(args.sample_wall_out_dir, args.break_even_tokens or BREAK_EVEN_TOKENS, str(device))
+
+
+def sample_wall_rows(args: argparse.Namespace, device) -> None:
+    """`python sample.py --out_dir=--sample_wall_out_dir --max_new_tokens=300` end to end in a fresh
+    process, interpreter start and loading included: its default, and on CUDA also without a graph."""
+    for extra in ([], ["--cuda_graph=false"]) if device.type == "cuda" else ([],):  # the default: a graph on CUDA
+        cmd = [sys.executable, "sample.py", f"--out_dir={args.sample_wall_out_dir}", "--max_new_tokens=300",
+               *extra, *([f"--device={args.device}"] if args.device != "auto" else [])]  # where the other rows ran
+        t0 = time.perf_counter()
+        proc = run_child(cmd, capture_output=True, text=True, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        if proc.returncode or "CUDA graph failed" in proc.stderr:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        print(f"  {' '.join(cmd[1:])}: {wall:.1f} s wall, interpreter start and loading included  (target <= 3 s)")
 
 
 def break_even(compile_s: float, uncompiled: float, compiled: float, what: str = "eager", cuda: bool = True) -> str:
