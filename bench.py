@@ -1086,47 +1086,15 @@ def row_of_flags(flags: str) -> str:
 
 
 def bench_train(args: argparse.Namespace) -> None:
-    import json
-    import statistics
-    from pathlib import Path
-
-    import train
-
-    import torch
-
-    from gpt.checkpoint import unmark_removed_lora_run
-    from gpt.config import check_options_apply, command_line_keys, parse_args
-    from gpt.errors import ConfigError, UsageError
-    from gpt.runtime import CUBLAS_DETERMINISTIC, Dist, check_fp8, dtype_name, pick_device, pick_dtype
-    from gpt.tokenizer import get_tokenizer
-
-    overrides = list(args.overrides)
-    # The cost or gain of a flag, in the same run: a row each, the first row's settings with the flag(s)
-    # added. The levers of issue 9's throughput target first, so a run cut short by a time limit has them.
-    rows = (["--fp8=true"] if args.fp8 else []) + [row_of_flags(f) for f in args.with_flags] \
-        + (["--deterministic=true"] if args.deterministic else []) \
-        + (["--log_interval=1"] if args.read_every_step else [])  # the last: a wait for the device at every step
-    if len(set(rows)) < len(rows):
-        raise SystemExit(f"bench.py train: a flag is timed twice: {' '.join(rows)}")
-    if "" in rows:  # (it ran the first row again, unlabelled, and gave its ratio to itself: hunt, session 26)
-        raise SystemExit("bench.py train: --with needs a train.py flag, e.g. --with=--batch_size=64")
+    """train.py's own loop timed in this process: each variant (every dtype of --dtypes with every
+    optimizer of --optimizers), then each row (the first variant with a flag added: --fp8, --with,
+    --deterministic, --read_every_step) against the first variant's tokens/s, --rounds times alternating;
+    then every row's tokens/s against a same-run stand-in for nanoGPT's step (--nanogpt_gpu, --nanogpt_cpu)."""
+    rows = flag_rows(args)
     dtypes, optimizers = distinct(args.dtypes, "--dtypes"), distinct(args.optimizers, "--optimizers")
-    # (a row's flags come after the timing's, and so replace them, but for --out_dir)
-    refuse_its_own([f for row in rows for f in shlex.split(row)], {"out_dir": "a temporary run directory"}, "train")
-    refuse_its_own(overrides, {"out_dir": "a temporary run directory", "max_iters": "--warmup + --steps",
-                               "log_interval": "--warmup", "eval_interval": "no evaluation while timing",
-                               "eval_iters": "1, for the closing evaluation"}, "train")
-    # A --dtype or --optimizer typed for train.py is what an "auto" variant runs with; where every variant names
-    # its own, each replaced it (its flag comes after), and the run timed none of it without a word
-    typed = command_line_keys(overrides)
-    for key, values in (("dtype", dtypes), ("optimizer", optimizers)):
-        if key in typed and "auto" not in values:
-            raise SystemExit(f"bench.py train: error: --{key} after -- is replaced by --{key}s={','.join(values)} "
-                             f"in every run: name it in --{key}s (or add auto there, which runs it), or leave it out")
-    if args.nanogpt_batch is not None and not args.nanogpt_gpu:  # (it was ignored without a word: hunt 48-h H2)
-        raise SystemExit("bench.py train: error: --nanogpt_batch is the batch of --nanogpt_gpu's reference, which "
-                         "this run does not time: give --nanogpt_gpu with it, or leave it out")
+    refuse_what_train_sets(args, rows, dtypes, optimizers)
     nanogpt_batch = args.nanogpt_batch or NANOGPT_GPU_BATCH
+    overrides = list(args.overrides)
     if args.nanogpt_cpu:
         overrides = NANOGPT_CPU_SHAPE + overrides
     record = max(1, args.warmup)  # train.py logs, and waits for the device, once per record of this many steps
@@ -1135,12 +1103,69 @@ def bench_train(args: argparse.Namespace) -> None:
                          "which waits for the device at every step too: give --warmup=2 or more")
     timed = [f"--max_iters={args.warmup + args.steps}", "--eval_interval=1000000", f"--log_interval={record}",
              "--eval_iters=1"]
-
-    def chosen(dtype: str, optimizer: str) -> list[str]:  # auto: the --config's choice, else train.py's default
-        return [f"--{k}={v}" for k, v in (("dtype", dtype), ("optimizer", optimizer)) if v != "auto"]
     variants = [(d, o) for d in dtypes for o in optimizers]
-    # Every row's command line is checked before the first row runs: a bad value in the last row
-    # was found after the rows before it had run (minutes of GPT-2 124M on a GPU: hunt, session 26)
+    check_every_train_command(args, overrides, variants, rows, timed)
+    deterministic_workspace(rows, overrides)
+    ref_tok_s = None
+    if args.nanogpt_gpu:  # first: a run cut short by a time limit keeps its reference
+        ref_tok_s = gpu_reference_tokens_per_s(args, nanogpt_batch, record)
+    figures = time_variants_and_rows(args, overrides, variants, rows, timed, record)
+    if ref_tok_s is not None:
+        compare_with_gpu_reference(figures, ref_tok_s, nanogpt_batch)
+    if args.nanogpt_cpu:
+        compare_with_cpu_reference(args, figures, record)
+
+
+def flag_rows(args: argparse.Namespace) -> list[str]:
+    """The rows: the cost or gain of a flag, in the same run, a row each, the first row's settings with
+    the flag(s) added. The levers of issue 9's throughput target first, so a run cut short by a time
+    limit has them."""
+    rows = (["--fp8=true"] if args.fp8 else []) + [row_of_flags(f) for f in args.with_flags] \
+        + (["--deterministic=true"] if args.deterministic else []) \
+        + (["--log_interval=1"] if args.read_every_step else [])  # the last: a wait for the device at every step
+    if len(set(rows)) < len(rows):
+        raise SystemExit(f"bench.py train: a flag is timed twice: {' '.join(rows)}")
+    if "" in rows:  # (it ran the first row again, unlabelled, and gave its ratio to itself: hunt, session 26)
+        raise SystemExit("bench.py train: --with needs a train.py flag, e.g. --with=--batch_size=64")
+    return rows
+
+
+def refuse_what_train_sets(args: argparse.Namespace, rows: list[str], dtypes: list[str],
+                           optimizers: list[str]) -> None:
+    """Refuses a train.py option typed after -- or in a row that bench.py train sets itself or replaces in
+    every run, and --nanogpt_batch without the reference it is the batch of."""
+    from gpt.config import command_line_keys
+
+    # (a row's flags come after the timing's, and so replace them, but for --out_dir)
+    refuse_its_own([f for row in rows for f in shlex.split(row)], {"out_dir": "a temporary run directory"}, "train")
+    refuse_its_own(args.overrides, {"out_dir": "a temporary run directory", "max_iters": "--warmup + --steps",
+                                    "log_interval": "--warmup", "eval_interval": "no evaluation while timing",
+                                    "eval_iters": "1, for the closing evaluation"}, "train")
+    # A --dtype or --optimizer typed for train.py is what an "auto" variant runs with; where every variant names
+    # its own, each replaced it (its flag comes after), and the run timed none of it without a word
+    typed = command_line_keys(args.overrides)
+    for key, values in (("dtype", dtypes), ("optimizer", optimizers)):
+        if key in typed and "auto" not in values:
+            raise SystemExit(f"bench.py train: error: --{key} after -- is replaced by --{key}s={','.join(values)} "
+                             f"in every run: name it in --{key}s (or add auto there, which runs it), or leave it out")
+    if args.nanogpt_batch is not None and not args.nanogpt_gpu:  # (it was ignored without a word: hunt 48-h H2)
+        raise SystemExit("bench.py train: error: --nanogpt_batch is the batch of --nanogpt_gpu's reference, which "
+                         "this run does not time: give --nanogpt_gpu with it, or leave it out")
+
+
+def chosen(dtype: str, optimizer: str) -> list[str]:
+    """A variant's --dtype and --optimizer flags; auto: the --config's choice, else train.py's default (no flag)."""
+    return [f"--{k}={v}" for k, v in (("dtype", dtype), ("optimizer", optimizer)) if v != "auto"]
+
+
+def check_every_train_command(args: argparse.Namespace, overrides: list[str], variants: list[tuple[str, str]],
+                              rows: list[str], timed: list[str]) -> None:
+    """Every row's command line, checked before the first row runs: a bad value in the last row was
+    found after the rows before it had run (minutes of GPT-2 124M on a GPU: hunt, session 26)."""
+    from gpt.config import check_options_apply, command_line_keys, parse_args
+    from gpt.errors import ConfigError, UsageError
+    from gpt.runtime import Dist, check_fp8, pick_device
+
     # in the order they run: a row's flags after the timing's, which they replace (checked before them,
     # a row's --log_interval=0 or --max_iters=0 passed and ran, or failed, after the other rows)
     for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o), *timed]) for d, o in variants),
@@ -1161,85 +1186,152 @@ def bench_train(args: argparse.Namespace) -> None:
         if cfg.max_iters <= args.warmup:  # a row's own count: no step past the warm-up to time (0: a budget)
             raise SystemExit(f"bench.py train: error: {what}: --max_iters={cfg.max_iters} leaves no step to time "
                              f"after --warmup={args.warmup}: give it more than {args.warmup}")
+
+
+def deterministic_workspace(rows: list[str], overrides: list[str]) -> None:
+    """cuBLAS's deterministic workspace for every row where one runs with --deterministic: it is read once
+    per process, at its first call, and the rows share this process, so it is set before the first row."""
+    import torch
+
+    from gpt.runtime import CUBLAS_DETERMINISTIC
+
     if any("--deterministic" in arg for arg in [*rows, *overrides]) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
-        # cuBLAS's deterministic workspace is read once per process, at its first call, and the rows
-        # share this process: it is set before the first row, so every row runs with it alike
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
         if torch.cuda.is_available():  # (a CUDA setting: nothing to say on the CPU)
             print(f"train: CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} for every row (under --deterministic, "
                   "torch 2.9 needs it from the process's first cuBLAS call)", flush=True)
-    ref_tok_s = None
-    if args.nanogpt_gpu:  # first: a run cut short by a time limit keeps its reference
-        if not torch.cuda.is_available():
-            raise SystemExit("bench.py train --nanogpt_gpu needs a CUDA GPU")
-        ref = nanogpt_reference_ms(args.steps, args.warmup, B=nanogpt_batch, device="cuda", dtype="bfloat16",
-                                   compile=True, record=record, **NANOGPT_GPU_SHAPE)
-        ref_tok_s = nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
-        print(f"  reference, nanoGPT's GPU step (stand-in, batch {nanogpt_batch}, compiled, bf16): "
-              f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT's bench.py, which waits for "
-              f"the GPU at every step, at 477,700)", flush=True)
 
-    def run(argv: list[str], what: str) -> tuple[list[dict], dict]:
-        """train.py in this process with a fresh torch.compile state, so no variant runs into dynamo's
-        limit of graphs per function (past it, it would silently run eager): its metric records and
-        its config as it ran (a --config's settings applied), with its model's vocab_size."""
-        torch._dynamo.reset()
-        with temporary_directory("train") as out:
-            # (quoted for a shell: `--data=my data` read as a command that is not the one run: hunt 35-f F5)
-            print(f"train {what}: python train.py {shlex.join(argv)}", flush=True)
-            status = train.main([*argv, f"--out_dir={out}"])
-            unmark_removed_lora_run(Path(out))  # (a LoRA row on a run's checkpoint pinned it: removed below)
-            if status in (130, 143):  # its checkpoint for a resume was in a directory removed here
-                print(f"bench.py train: interrupted (train.py {what}); its run directory, which train.py names "
-                      "for a resume, is removed: run the row again", file=sys.stderr)
-                raise SystemExit(status)
-            if status != 0:
-                raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
-            latest = (Path(out) / "latest").read_text().strip()  # (its model's vocabulary: the stand-in's, below)
-            config = {**json.load(open(f"{out}/config.json")),
-                      "vocab_size": json.load(open(f"{out}/{latest}/meta.json"))["model_config"]["vocab_size"]}
-            return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], config
 
-    def ran_as(config: dict) -> str:
-        """"bfloat16 adamw": the dtype and optimizer a run's config resolves to, as train.py resolves them."""
-        device = pick_device(config["device"], Dist())
-        return f"{dtype_name(pick_dtype(config['dtype'], device)[0])} {config['optimizer']}"
+def gpu_reference_tokens_per_s(args: argparse.Namespace, nanogpt_batch: int, record: int) -> float:
+    """The tokens/s of a stand-in for nanoGPT's GPT-2 124M step on the GPU (compiled, bf16), said."""
+    import torch
 
-    ran_with, config_of = {}, {}  # each variant's dtype and optimizer as train.py took them, and its config
-    # Two variants can run alike only through an "auto" beside another value of its list (a named dtype or
-    # optimizer runs as named; --dtypes=auto,float32 on the CPU): there, a variant's label says what was asked
-    # too. Known before the first run, so a round's line and the medians give a run the same label: the rounds
-    # said "(asked: ...)" wherever what ran differed from what was asked, the medians only where two variants
-    # ran alike (hunt 42-d N4, hunt 43-a A2)
-    two_may_run_alike = any("auto" in asked and len(asked) > 1 for asked in (dtypes, optimizers))
+    if not torch.cuda.is_available():
+        raise SystemExit("bench.py train --nanogpt_gpu needs a CUDA GPU")
+    ref = nanogpt_reference_ms(args.steps, args.warmup, B=nanogpt_batch, device="cuda", dtype="bfloat16",
+                               compile=True, record=record, **NANOGPT_GPU_SHAPE)
+    ref_tok_s = nanogpt_batch * NANOGPT_GPU_SHAPE["T"] / ref * 1000
+    print(f"  reference, nanoGPT's GPU step (stand-in, batch {nanogpt_batch}, compiled, bf16): "
+          f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s (issue 9 measured nanoGPT's bench.py, which waits for "
+          f"the GPU at every step, at 477,700)", flush=True)
+    return ref_tok_s
 
-    def variant_label(dtype: str, optimizer: str) -> str:
-        ran, asked = ran_with[dtype, optimizer], f"{dtype} {optimizer}"
-        return f"{ran} (asked: {asked})" if two_may_run_alike and ran != asked else ran
 
-    ms_of, tok_s_of, mfu_of = ({v: [] for v in variants} for _ in range(3))
-    loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
-    tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
-    config_by_label = {}  # by row label: its config as it ran, with its vocab_size (the stand-in's shape, below)
+def run_train(argv: list[str], what: str) -> tuple[list[dict], dict]:
+    """train.py in this process with a fresh torch.compile state, so no variant runs into dynamo's
+    limit of graphs per function (past it, it would silently run eager): its metric records and
+    its config as it ran (a --config's settings applied), with its model's vocab_size."""
+    import json
+    from pathlib import Path
 
-    def say_variants() -> None:
-        for (dtype, optimizer) in variants:
-            ms, mfu = statistics.median(ms_of[dtype, optimizer]), mfu_of[dtype, optimizer]
-            label = variant_label(dtype, optimizer)
-            tokens_per_s[label] = statistics.median(tok_s_of[dtype, optimizer])
-            config_by_label[label] = config_of[dtype, optimizer]
-            print(f"  {label}: {ms:.1f} ms/step, {tokens_per_s[label]:,.0f} tokens/s"
+    import torch
+    import train
+    from gpt.checkpoint import unmark_removed_lora_run
+
+    torch._dynamo.reset()
+    with temporary_directory("train") as out:
+        # (quoted for a shell: `--data=my data` read as a command that is not the one run: hunt 35-f F5)
+        print(f"train {what}: python train.py {shlex.join(argv)}", flush=True)
+        status = train.main([*argv, f"--out_dir={out}"])
+        unmark_removed_lora_run(Path(out))  # (a LoRA row on a run's checkpoint pinned it: removed below)
+        if status in (130, 143):  # its checkpoint for a resume was in a directory removed here
+            print(f"bench.py train: interrupted (train.py {what}); its run directory, which train.py names "
+                  "for a resume, is removed: run the row again", file=sys.stderr)
+            raise SystemExit(status)
+        if status != 0:
+            raise SystemExit(f"bench.py train: train.py {what} exited with status {status}")
+        latest = (Path(out) / "latest").read_text().strip()  # (its model's vocabulary: the stand-in's, below)
+        config = {**json.load(open(f"{out}/config.json")),
+                  "vocab_size": json.load(open(f"{out}/{latest}/meta.json"))["model_config"]["vocab_size"]}
+        return [json.loads(line) for line in open(f"{out}/metrics.jsonl")], config
+
+
+def ran_as(config: dict) -> str:
+    """"bfloat16 adamw": the dtype and optimizer a run's config resolves to, as train.py resolves them."""
+    from gpt.runtime import Dist, dtype_name, pick_device, pick_dtype
+
+    device = pick_device(config["device"], Dist())
+    return f"{dtype_name(pick_dtype(config['dtype'], device)[0])} {config['optimizer']}"
+
+
+def ran_on(config: dict) -> str:
+    """The device type a row ran on: "cuda", "cpu" (its --device as train.py resolves it)."""
+    from gpt.runtime import Dist, pick_device
+
+    return pick_device(config["device"], Dist()).type
+
+
+class TrainFigures:
+    """The records of bench.py train's runs, over the rounds, and the figures said of them: each variant's
+    steps' ms, tokens/s and MFU, its loss by step (first round) and config; each row's steps and first
+    round's records; and, once said, the medians' tokens/s and the config of every label."""
+
+    def __init__(self, args: argparse.Namespace, variants: list[tuple[str, str]], rows: list[str], record: int):
+        self.args, self.variants, self.rows, self.record = args, variants, rows, record
+        self.ran_with = {}  # each variant's dtype and optimizer as train.py took them
+        self.config_of = {}  # each variant's config as it ran
+        # Two variants can run alike only through an "auto" beside another value of its list (a named dtype or
+        # optimizer runs as named; --dtypes=auto,float32 on the CPU): there, a variant's label says what was asked
+        # too. Known before the first run, so a round's line and the medians give a run the same label: the rounds
+        # said "(asked: ...)" wherever what ran differed from what was asked, the medians only where two variants
+        # ran alike (hunt 42-d N4, hunt 43-a A2)
+        dtypes, optimizers = {d for d, _ in variants}, {o for _, o in variants}
+        self.two_may_run_alike = any("auto" in asked and len(asked) > 1 for asked in (dtypes, optimizers))
+        self.ms_of, self.tok_s_of, self.mfu_of = ({v: [] for v in variants} for _ in range(3))
+        self.loss_of = {}  # each variant's loss by step, first round (the same seed and data every round)
+        self.tokens_per_s = {}  # by row label: what ran ("float32 adamw"), and what was asked where two ran alike
+        self.config_by_label = {}  # by row label: its config as it ran, with its vocab_size (the stand-in's shape)
+        self.row_steps = {flag: [] for flag in rows}  # each row's timed records, over the rounds
+        self.row_records = {}  # each row's records of the first round: its loss drift against the first row's
+
+    def variant_label(self, dtype: str, optimizer: str) -> str:
+        ran, asked = self.ran_with[dtype, optimizer], f"{dtype} {optimizer}"
+        return f"{ran} (asked: {asked})" if self.two_may_run_alike and ran != asked else ran
+
+    def add_variant_run(self, dtype: str, optimizer: str, records: list[dict], config: dict) -> list[dict]:
+        """One run of a variant: its records kept; its timed steps (past the warm-up)."""
+        self.config_of[dtype, optimizer] = config
+        self.ran_with[dtype, optimizer] = ran_as(config)
+        steps = [r for r in records if "ms_per_step" in r and r["step"] > self.args.warmup]
+        self.loss_of.setdefault((dtype, optimizer),
+                                {r["step"]: r["loss"] for r in records if r.get("loss") is not None})
+        self.ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
+        self.tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
+        self.mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
+        return steps
+
+    def add_row_run(self, flag: str, records: list[dict], config: dict) -> list[dict]:
+        """One run of a row: its records kept; its timed steps (past the warm-up)."""
+        self.config_by_label[flag] = config
+        self.row_records.setdefault(flag, records)
+        steps = [r for r in records if "ms_per_step" in r and r["step"] > self.args.warmup]
+        self.row_steps[flag] += steps
+        return steps
+
+    def say_variants(self) -> None:
+        import statistics
+
+        args, record = self.args, self.record
+        for (dtype, optimizer) in self.variants:
+            ms, mfu = statistics.median(self.ms_of[dtype, optimizer]), self.mfu_of[dtype, optimizer]
+            label = self.variant_label(dtype, optimizer)
+            self.tokens_per_s[label] = statistics.median(self.tok_s_of[dtype, optimizer])
+            self.config_by_label[label] = self.config_of[dtype, optimizer]
+            print(f"  {label}: {ms:.1f} ms/step, {self.tokens_per_s[label]:,.0f} tokens/s"
                   + (f", MFU {statistics.median(mfu):.1%}" if mfu else ", MFU n/a (CPU or unknown GPU)")
-                  + f"  (median of {len(ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
+                  + f"  (median of {len(self.ms_of[dtype, optimizer])} records of up to {record} steps' mean, after "
                      f"{args.warmup} warm-up, {args.rounds} round(s))")
 
-    def say_row(flag: str) -> None:
-        base_label, base_loss = next(iter(tokens_per_s)), loss_of[variants[0]]
-        steps = row_steps[flag]
+    def say_row(self, flag: str) -> None:
+        import statistics
+
+        args, record, tokens_per_s = self.args, self.record, self.tokens_per_s
+        base_label, base_loss = next(iter(tokens_per_s)), self.loss_of[self.variants[0]]
+        steps = self.row_steps[flag]
         ms = statistics.median(r["ms_per_step"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
         # the steps both rows logged: a flag that changes the logging or the length compares fewer
-        both = [(r["loss"], base_loss[r["step"]]) for r in row_records[flag]
+        both = [(r["loss"], base_loss[r["step"]]) for r in self.row_records[flag]
                 if r.get("step") in base_loss and r.get("loss") is not None]
         drift = (f"its losses differ from that row's by at most {max(abs(a - b) for a, b in both):.4f} at the "
                  f"{len(both)} step(s) both rows logged" if both else "no step logged by both rows to compare losses")
@@ -1251,96 +1343,99 @@ def bench_train(args: argparse.Namespace) -> None:
                 f"(one in {record})" + (f"  (median of {len(steps)} records, {args.rounds} rounds)"
                                         if args.rounds > 1 else ""))
 
-    def say_run(round_index: int, label: str, steps: list[dict], first_tok_s: float | None = None) -> float:
+    def say_run(self, round_index: int, label: str, steps: list[dict], first_tok_s: float | None = None) -> float:
         """One run's figures, the medians of its records, as soon as it has run: its tokens/s."""
+        import statistics
+
         tok_s = statistics.median(r["tokens_per_s"] for r in steps)
         mfu = [r["mfu"] for r in steps if "mfu" in r]
-        print(f"  round {round_index + 1} of {args.rounds}, {label}: "
+        print(f"  round {round_index + 1} of {self.args.rounds}, {label}: "
               f"{statistics.median(r['ms_per_step'] for r in steps):.1f} ms/step, {tok_s:,.0f} tokens/s"
               + (f", MFU {statistics.median(mfu):.1%}" if mfu else "")
               + (f", {tok_s / first_tok_s:.2f}x the first row's in this round" if first_tok_s else "")
               + f"  (median of {len(steps)} records)", flush=True)
         return tok_s
 
-    # Rounds alternate the variants and the rows, so a load swing hits them alike: the rows ran once,
-    # after every round of the first row, whatever --rounds said (hunt 41-a A11). With rounds, each run's
-    # figures are said as soon as it has run, the medians over the rounds at the end: said in the last round
-    # only, they were lost to a row failing in an earlier round, or to a time limit (hunt 42-b B1).
-    row_steps = {flag: [] for flag in rows}  # each row's timed records, over the rounds
-    row_records = {}  # each row's records of the first round: its loss drift against the first row's
+
+def time_variants_and_rows(args: argparse.Namespace, overrides: list[str], variants: list[tuple[str, str]],
+                           rows: list[str], timed: list[str], record: int) -> TrainFigures:
+    """Every variant, then every row, --rounds times, each run's figures said; the medians said at the end.
+    Rounds alternate the variants and the rows, so a load swing hits them alike: the rows ran once,
+    after every round of the first row, whatever --rounds said (hunt 41-a A11). With rounds, each run's
+    figures are said as soon as it has run, the medians over the rounds at the end: said in the last round
+    only, they were lost to a row failing in an earlier round, or to a time limit (hunt 42-b B1)."""
+    figures = TrainFigures(args, variants, rows, record)
     for round_index in range(args.rounds):
         first_tok_s = None  # the first row's tokens/s in this round, for its rows' ratios
         for dtype, optimizer in variants:
-            records, config_of[dtype, optimizer] = run([*overrides, *chosen(dtype, optimizer), *timed],
-                                                       f"{dtype} {optimizer}")
-            ran_with[dtype, optimizer] = ran_as(config_of[dtype, optimizer])
-            steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-            loss_of.setdefault((dtype, optimizer), {r["step"]: r["loss"] for r in records if r.get("loss") is not None})
-            ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
-            tok_s_of[dtype, optimizer] += [r["tokens_per_s"] for r in steps]
-            mfu_of[dtype, optimizer] += [r["mfu"] for r in steps if "mfu" in r]
+            records, config = run_train([*overrides, *chosen(dtype, optimizer), *timed], f"{dtype} {optimizer}")
+            steps = figures.add_variant_run(dtype, optimizer, records, config)
             if args.rounds > 1:
-                tok_s = say_run(round_index, variant_label(dtype, optimizer), steps)
+                tok_s = figures.say_run(round_index, figures.variant_label(dtype, optimizer), steps)
                 first_tok_s = first_tok_s or tok_s
         if args.rounds == 1:
-            say_variants()
+            figures.say_variants()
         for flag in rows:
-            records, config_by_label[flag] = run([*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)],
-                                                 flag)
-            row_records.setdefault(flag, records)
-            steps = [r for r in records if "ms_per_step" in r and r["step"] > args.warmup]
-            row_steps[flag] += steps
+            records, config = run_train([*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)], flag)
+            steps = figures.add_row_run(flag, records, config)
             if args.rounds == 1:
-                say_row(flag)
+                figures.say_row(flag)
             else:
-                say_run(round_index, flag, steps, first_tok_s)
+                figures.say_run(round_index, flag, steps, first_tok_s)
     if args.rounds > 1:
         print(f"train: the medians of the {args.rounds} rounds:")
-        say_variants()
+        figures.say_variants()
         for flag in rows:
-            say_row(flag)
-    def ran_on(label: str) -> str:
-        """The device type a row ran on: "cuda", "cpu" (its --device as train.py resolves it)."""
-        return pick_device(config_by_label[label]["device"], Dist()).type
+            figures.say_row(flag)
+    return figures
 
+
+def compare_with_gpu_reference(figures: TrainFigures, ref_tok_s: float, nanogpt_batch: int) -> None:
+    """Every row's tokens/s against the GPU stand-in's, where the row is of its shape and ran on the GPU."""
     # (a row on another device than the reference's was compared all the same: --nanogpt_cpu -- --device=cuda
     # on a GPU set the GPU's tokens/s against the CPU stand-in's, "[target >= 2x]", hunt 48-h H5)
-    if ref_tok_s is not None:
-        for label, tok_s in tokens_per_s.items():
-            if not same_shape(config_by_label[label], B=nanogpt_batch, **NANOGPT_GPU_SHAPE):
-                print(f"  {label}: not compared with the reference, GPT-2 124M at batch {nanogpt_batch}")
-                continue
-            if ran_on(label) != "cuda":
-                print(f"  {label}: not compared with the reference, which runs on the GPU")
-                continue
-            print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s  [target >= 1.2x; MFU >= 50%]")
-    if args.nanogpt_cpu:
-        # The stand-in at the shape that ran: with shape overrides, a smaller model against the recipe's
-        # reference "met" the target (hunt, session 26); the issue's figure and target are the recipe's
-        config = config_of[variants[0]]
-        shape = dict(NANOGPT_CPU_REFERENCE, T=config["block_size"], B=config["batch_size"], C=config["n_embd"],
-                     L=config["n_layer"], H=config["n_head"])
-        recipe = shape == NANOGPT_CPU_REFERENCE and config["vocab_size"] == get_tokenizer("byte").n_vocab
-        if not recipe:  # its vocabulary too: GPT-2's 50,257 against the recipe's 65 read 0.08x (hunt 33-b B2)
-            shape["V"] = config["vocab_size"]
-        ref = nanogpt_reference_ms(args.steps, args.warmup, **shape, record=record)
-        ref_tok_s, issue_tok_s = shape["B"] * shape["T"] / ref * 1000, 12 * 64 / NANOGPT_CPU_MS_PER_ITER * 1000
-        print("  reference, nanoGPT's CPU step (stand-in, see bench.py), "
-              + ("its recipe's shape: " if recipe else
-                 f"the shape that ran ({shape['L']} layer{'s' * (shape['L'] != 1)} of {shape['C']}, {shape['H']} "
-                 f"head{'s' * (shape['H'] != 1)}, {shape['B']} x {shape['T']} tokens, {shape['V']:,} ids; not "
-                 "nanoGPT's recipe): ")
-              + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
-              + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
-        for label, tok_s in tokens_per_s.items():
-            if not same_shape(config_by_label[label], **{k: shape[k] for k in "TBCLH"}, V=config["vocab_size"]):
-                print(f"  {label}: not compared with the reference, whose shape is the first row's")
-                continue
-            if ran_on(label) != "cpu":
-                print(f"  {label}: not compared with the reference, which runs on the CPU")
-                continue
-            print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s"
-                  + (f", {tok_s / issue_tok_s:.2f}x the issue's nanoGPT figure  [target >= 2x]" if recipe else ""))
+    for label, tok_s in figures.tokens_per_s.items():
+        if not same_shape(figures.config_by_label[label], B=nanogpt_batch, **NANOGPT_GPU_SHAPE):
+            print(f"  {label}: not compared with the reference, GPT-2 124M at batch {nanogpt_batch}")
+            continue
+        if ran_on(figures.config_by_label[label]) != "cuda":
+            print(f"  {label}: not compared with the reference, which runs on the GPU")
+            continue
+        print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s  [target >= 1.2x; MFU >= 50%]")
+
+
+def compare_with_cpu_reference(args: argparse.Namespace, figures: TrainFigures, record: int) -> None:
+    """The CPU stand-in for nanoGPT's step, timed at the first variant's shape, and every row's tokens/s
+    against it where the row is of that shape and ran on the CPU (and, at the recipe's shape, against the
+    issue's figure for nanoGPT itself)."""
+    from gpt.tokenizer import get_tokenizer
+
+    # The stand-in at the shape that ran: with shape overrides, a smaller model against the recipe's
+    # reference "met" the target (hunt, session 26); the issue's figure and target are the recipe's
+    config = figures.config_of[figures.variants[0]]
+    shape = dict(NANOGPT_CPU_REFERENCE, T=config["block_size"], B=config["batch_size"], C=config["n_embd"],
+                 L=config["n_layer"], H=config["n_head"])
+    recipe = shape == NANOGPT_CPU_REFERENCE and config["vocab_size"] == get_tokenizer("byte").n_vocab
+    if not recipe:  # its vocabulary too: GPT-2's 50,257 against the recipe's 65 read 0.08x (hunt 33-b B2)
+        shape["V"] = config["vocab_size"]
+    ref = nanogpt_reference_ms(args.steps, args.warmup, **shape, record=record)
+    ref_tok_s, issue_tok_s = shape["B"] * shape["T"] / ref * 1000, 12 * 64 / NANOGPT_CPU_MS_PER_ITER * 1000
+    print("  reference, nanoGPT's CPU step (stand-in, see bench.py), "
+          + ("its recipe's shape: " if recipe else
+             f"the shape that ran ({shape['L']} layer{'s' * (shape['L'] != 1)} of {shape['C']}, {shape['H']} "
+             f"head{'s' * (shape['H'] != 1)}, {shape['B']} x {shape['T']} tokens, {shape['V']:,} ids; not "
+             "nanoGPT's recipe): ")
+          + f"{ref:.1f} ms/iter, {ref_tok_s:,.0f} tokens/s"
+          + (f" (the issue measured nanoGPT itself at {NANOGPT_CPU_MS_PER_ITER} ms/iter)" if recipe else ""))
+    for label, tok_s in figures.tokens_per_s.items():
+        if not same_shape(figures.config_by_label[label], **{k: shape[k] for k in "TBCLH"}, V=config["vocab_size"]):
+            print(f"  {label}: not compared with the reference, whose shape is the first row's")
+            continue
+        if ran_on(figures.config_by_label[label]) != "cpu":
+            print(f"  {label}: not compared with the reference, which runs on the CPU")
+            continue
+        print(f"  {label}: {tok_s / ref_tok_s:.2f}x the reference's tokens/s"
+              + (f", {tok_s / issue_tok_s:.2f}x the issue's nanoGPT figure  [target >= 2x]" if recipe else ""))
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
