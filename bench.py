@@ -748,6 +748,30 @@ RESUME_REFUSED = ("--init_from=resume continues the run in --out_dir, which benc
                   "weights")
 
 
+def checked_train_config(argv: list[str], measured: str):
+    """train.py's config of the command line argv, checked as train.py checks it (a ConfigError): train and
+    quality check every run's before the first runs, where a bad one was found after the runs before it.
+    `measured` is what the benchmark takes of a run ("time"), which --eval_only leaves nothing to."""
+    from gpt.config import check_options_apply, command_line_keys, parse_args
+    from gpt.errors import ConfigError
+
+    cfg = parse_args(argv)[0]
+    cfg.validate(1)
+    if cfg.eval_only:  # (it trained nothing, wrote no checkpoint or metrics.jsonl, and bench.py's read was a traceback)
+        raise ConfigError(f"--eval_only trains nothing to {measured}: leave it out")
+    if cfg.init_from == "resume":  # (train.py refused it once the runs before it had run, or prepared their data:
+        # hunt 48-h H4)
+        raise ConfigError(RESUME_REFUSED)
+    check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
+    return cfg
+
+
+def without_valid_options(e: Exception) -> str:
+    """A train.py option's error without the list of valid options that follows an unknown one's (train.py
+    --help's)."""
+    return str(e).split("\nvalid options:")[0]
+
+
 def refuse_its_own(argv: list[str], own: dict[str, str], command: str) -> None:
     """Refuses a train.py option the benchmark sets itself: it was replaced without a word (a typed
     --out_dir ran in a temporary directory: hunt 32-c)."""
@@ -1162,7 +1186,6 @@ def check_every_train_command(args: argparse.Namespace, overrides: list[str], va
                               rows: list[str], timed: list[str]) -> None:
     """Every row's command line, checked before the first row runs: a bad value in the last row was
     found after the rows before it had run (minutes of GPT-2 124M on a GPU: hunt, session 26)."""
-    from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError, UsageError
     from gpt.runtime import Dist, check_fp8, pick_device
 
@@ -1171,18 +1194,12 @@ def check_every_train_command(args: argparse.Namespace, overrides: list[str], va
     for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o), *timed]) for d, o in variants),
                        *((flag, [*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)]) for flag in rows)]:
         try:
-            cfg = parse_args(argv)[0]
-            cfg.validate(1)
-            if cfg.eval_only:  # (it trained nothing, wrote no checkpoint, and bench.py's read of one was a traceback)
-                raise ConfigError("--eval_only trains nothing to time: leave it out")
-            if cfg.init_from == "resume":  # (train.py refused it, once the rows before it had run: hunt 48-h H4)
-                raise ConfigError(RESUME_REFUSED)
-            check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
+            cfg = checked_train_config(argv, "time")
             device = pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
             if cfg.fp8:  # so did a GPU without float8 matmuls, or a torchao that does not import (hunt 37-e E5)
                 check_fp8(device)
-        except UsageError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
-            raise ConfigError(f"train.py {what}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
+        except UsageError as e:
+            raise ConfigError(f"train.py {what}: {without_valid_options(e)}") from None
         if cfg.max_iters <= args.warmup:  # a row's own count: no step past the warm-up to time (0: a budget)
             raise SystemExit(f"bench.py train: error: {what}: --max_iters={cfg.max_iters} leaves no step to time "
                              f"after --warmup={args.warmup}: give it more than {args.warmup}")
@@ -1635,7 +1652,6 @@ def bench_quality(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from gpt.checkpoint import unmark_removed_lora_run
-    from gpt.config import check_options_apply, command_line_keys, parse_args
     from gpt.errors import ConfigError
     from gpt.runtime import Dist, pick_device
 
@@ -1653,15 +1669,9 @@ def bench_quality(args: argparse.Namespace) -> None:
         argv = [*QUALITY_RECIPES[name], *args.overrides, "--max_iters=0",
                 f"--time_budget={exact_number(args.time_budget)}"]
         try:
-            cfg = parse_args(argv)[0]
-            cfg.validate(1)
-            if cfg.eval_only:  # (it trained nothing, wrote no metrics.jsonl, and bench.py's read of it was a traceback)
-                raise ConfigError("--eval_only trains nothing to measure: leave it out")
-            if cfg.init_from == "resume":  # (refused by train.py once the recipes before it had prepared their data)
-                raise ConfigError(RESUME_REFUSED)
-            check_options_apply(cfg, command_line_keys(argv))  # (as train.py does: review 29)
-        except ConfigError as e:  # (its list of valid options, after an unknown one, is train.py --help's)
-            raise ConfigError(f"{name}: {str(e).split(chr(10) + 'valid options:')[0]}") from None
+            checked_train_config(argv, "measure")
+        except ConfigError as e:
+            raise ConfigError(f"{name}: {without_valid_options(e)}") from None
     root = Path(ROOT)
     final_bpb = {n: [] for n in names}
     with temporary_directory("quality") as tmp:
