@@ -847,21 +847,20 @@ def bench_prepare(args: argparse.Namespace) -> None:
     there are args.mb MB. Then peak memory of prepare and its workers, and the loader's speed."""
     import json
     import math
-    import os
     import re
     import shutil
     from pathlib import Path
 
     from gpt.errors import UsageError
     from gpt.files import describe_error
-    from gpt.prepare import check_num_proc
+    from gpt.prepare import _cpu_count, check_num_proc
     from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text
 
     try:  # prepare.py's own check, before the copies are written (review 32)
         check_num_proc(args.num_proc)
     except PrepareError as e:
         raise UsageError(str(e)) from None
-    cores = args.num_proc if args.num_proc is not None else len(os.sched_getaffinity(0))
+    cores = args.num_proc if args.num_proc is not None else _cpu_count()  # (prepare's own default: one a core)
     core_s, process_s = ("core", "process") if cores == 1 else ("cores", "processes")
     plays = [(p.stem, shakespeare_play_text(p.read_text(encoding="utf-8"))) for p in shakespeare_files()]
     corpus_bytes = sum(len(text.encode()) for _, text in plays)

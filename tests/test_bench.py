@@ -792,6 +792,21 @@ def test_prepare_times_one_pass_at_least_however_short_its_seconds():
     assert "end to end, 1 process:" in proc.stdout and "worker" not in proc.stdout  # no worker ran to report
 
 
+def test_prepare_counts_the_cores_prepare_runs_on_where_os_has_no_sched_getaffinity(monkeypatch, capsys):
+    # (macOS, Windows): bench.py prepare counted them with os.sched_getaffinity itself, an AttributeError
+    # traceback there, where data/prepare.py takes os.cpu_count() (hunt 50-k K1)
+    import os
+
+    import gpt.prepare
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(gpt.prepare, "_cpu_count", lambda: 1)  # prepare's own count, whatever this machine has
+    bench.main(["prepare", "--mb=0.1", "--seconds=1e-9", "--tokenizer=byte", "--batch_size=2", "--block_size=64"])
+    out = capsys.readouterr().out
+    assert re.search(r"^prepare: [\d.]+ MB of text .*, byte tokenizer, 1 core$", out, re.M), out
+    assert "end to end, 1 process:" in out
+
+
 def test_sigterm_stops_a_quality_run_and_its_train_py_and_leaves_no_temporary_directory(tmp_path):
     # SIGTERM (kill, timeout, a scheduler) ended bench.py at once: its temporary directories stayed,
     # and its train.py ran on for its whole budget, writing checkpoints into one (hunt, session 26)
