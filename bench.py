@@ -1304,11 +1304,15 @@ class TrainFigures:
         ran, asked = self.ran_with[dtype, optimizer], f"{dtype} {optimizer}"
         return f"{ran} (asked: {asked})" if self.two_may_run_alike and ran != asked else ran
 
+    def timed_steps(self, records: list[dict]) -> list[dict]:
+        """A run's records of timed steps: those past the warm-up (its compile and caches)."""
+        return [r for r in records if "ms_per_step" in r and r["step"] > self.args.warmup]
+
     def add_variant_run(self, dtype: str, optimizer: str, records: list[dict], config: dict) -> list[dict]:
-        """One run of a variant: its records kept; its timed steps (past the warm-up)."""
+        """One run of a variant: its records kept; its timed steps."""
         self.config_of[dtype, optimizer] = config
         self.ran_with[dtype, optimizer] = ran_as(config)
-        steps = [r for r in records if "ms_per_step" in r and r["step"] > self.args.warmup]
+        steps = self.timed_steps(records)
         self.loss_of.setdefault((dtype, optimizer),
                                 {r["step"]: r["loss"] for r in records if r.get("loss") is not None})
         self.ms_of[dtype, optimizer] += [r["ms_per_step"] for r in steps]
@@ -1317,10 +1321,10 @@ class TrainFigures:
         return steps
 
     def add_row_run(self, flag: str, records: list[dict], config: dict) -> list[dict]:
-        """One run of a row: its records kept; its timed steps (past the warm-up)."""
+        """One run of a row: its records kept; its timed steps."""
         self.config_by_label[flag] = config
         self.row_records.setdefault(flag, records)
-        steps = [r for r in records if "ms_per_step" in r and r["step"] > self.args.warmup]
+        steps = self.timed_steps(records)
         self.row_steps[flag] += steps
         return steps
 
