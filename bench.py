@@ -1176,9 +1176,12 @@ def refuse_what_train_sets(args: argparse.Namespace, rows: list[str], dtypes: li
                          "this run does not time: give --nanogpt_gpu with it, or leave it out")
 
 
-def chosen(dtype: str, optimizer: str) -> list[str]:
-    """A variant's --dtype and --optimizer flags; auto: the --config's choice, else train.py's default (no flag)."""
-    return [f"--{k}={v}" for k, v in (("dtype", dtype), ("optimizer", optimizer)) if v != "auto"]
+def train_argv(overrides: list[str], variant: tuple[str, str], timed: list[str], flag: str | None = None) -> list[str]:
+    """The train.py command line of a variant (dtype, optimizer), or of a row: the first variant's with the
+    row's flag(s) last, which replace the timing's. A variant's auto adds no flag: the --config's choice,
+    else train.py's default."""
+    chosen = [f"--{k}={v}" for k, v in zip(("dtype", "optimizer"), variant) if v != "auto"]
+    return [*overrides, *chosen, *timed, *(shlex.split(flag) if flag is not None else [])]
 
 
 def check_every_train_command(args: argparse.Namespace, overrides: list[str], variants: list[tuple[str, str]],
@@ -1190,8 +1193,8 @@ def check_every_train_command(args: argparse.Namespace, overrides: list[str], va
 
     # in the order they run: a row's flags after the timing's, which they replace (checked before them,
     # a row's --log_interval=0 or --max_iters=0 passed and ran, or failed, after the other rows)
-    for what, argv in [*((f"{d} {o}", [*overrides, *chosen(d, o), *timed]) for d, o in variants),
-                       *((flag, [*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)]) for flag in rows)]:
+    for what, argv in [*((f"{d} {o}", train_argv(overrides, (d, o), timed)) for d, o in variants),
+                       *((flag, train_argv(overrides, variants[0], timed, flag)) for flag in rows)]:
         try:
             cfg = checked_train_config(argv, "time")
             device = pick_device(cfg.device, Dist())  # a device this machine lacks failed once the rows before it had run
@@ -1388,7 +1391,7 @@ def time_variants_and_rows(args: argparse.Namespace, overrides: list[str], varia
     for round_index in range(args.rounds):
         first_tok_s = None  # the first row's tokens/s in this round, for its rows' ratios
         for dtype, optimizer in variants:
-            records, config = run_train([*overrides, *chosen(dtype, optimizer), *timed], f"{dtype} {optimizer}")
+            records, config = run_train(train_argv(overrides, (dtype, optimizer), timed), f"{dtype} {optimizer}")
             steps = figures.add_variant_run(dtype, optimizer, records, config)
             if args.rounds > 1:
                 tok_s = figures.say_run(round_index, figures.variant_label(dtype, optimizer), steps)
@@ -1396,7 +1399,7 @@ def time_variants_and_rows(args: argparse.Namespace, overrides: list[str], varia
         if args.rounds == 1:
             figures.say_variants()
         for flag in rows:
-            records, config = run_train([*overrides, *chosen(*variants[0]), *timed, *shlex.split(flag)], flag)
+            records, config = run_train(train_argv(overrides, variants[0], timed, flag), flag)
             steps = figures.add_row_run(flag, records, config)
             if args.rounds == 1:
                 figures.say_row(flag)
