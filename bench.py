@@ -845,14 +845,10 @@ def bench_prepare(args: argparse.Namespace) -> None:
     """Single-process tokenizer speed vs data/prepare.py end to end (text files in -> shards on
     disk, all cores, in a fresh process) on the same text: the Shakespeare plays copied until
     there are args.mb MB. Then peak memory of prepare and its workers, and the loader's speed."""
-    import json
     import math
-    import re
-    import shutil
     from pathlib import Path
 
     from gpt.errors import UsageError
-    from gpt.files import describe_error
     from gpt.prepare import _cpu_count, check_num_proc
     from gpt.sources import PrepareError, shakespeare_files, shakespeare_play_text
 
@@ -879,51 +875,12 @@ def bench_prepare(args: argparse.Namespace) -> None:
                          f"larger --mb")
     with temporary_directory("prepare") as tmp:
         text_dir, out_dir = Path(tmp) / "text", Path(tmp) / "shards"
-        # the copies and their shards (2 bytes a token: twice the text with the byte tokenizer): a --mb
-        # past the disk filled it, and a write that failed was a traceback (hunt 32-c F8)
-        need, free = 3 * copies * corpus_bytes, shutil.disk_usage(tmp).free
-        if need > free:
-            raise UsageError(f"--mb {args.mb:g} needs about {need / 1e6:,.0f} MB in {Path(tmp).parent} for the text "
-                             f"and its shards, which has {free / 1e6:,.0f} MB free")
-        try:
-            for c in range(copies):  # one file per play and copy: one document each
-                (text_dir / f"copy{c:03d}").mkdir(parents=True)
-                for name, text in plays:
-                    (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"writing the text copies in {tmp}: {describe_error(e)}") from None
+        write_text_copies(tmp, text_dir, plays, copies, corpus_bytes, args.mb)
         total_mb = copies * corpus_bytes / 1e6
         print(f"prepare: {total_mb:.1f} MB of text (the Shakespeare plays x {copies}, {copies * len(plays)} files), "
               f"{args.tokenizer} tokenizer, {cores} {core_s}")
-
-        # End to end in a fresh process, as a user runs it, reporting its own and its workers' peak
-        # RSS. Its own is VmHWM, the peak of its memory since exec: Linux carries ru_maxrss over
-        # fork and exec, so the child of this process (which has imported torch) reported this
-        # process's 728 MB where data/prepare.py alone peaks at 80 MB (hunt, session 24). Its
-        # workers, forked from it, start from its size.
-        script = ("import json, resource, sys; from gpt.prepare import main; rc = main(sys.argv[1:]); "
-                  "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]; "
-                  "print(json.dumps([hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-                  "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss])); sys.exit(rc)")
-        cmd = [sys.executable, "-c", script, "--input", str(text_dir), "--out_dir", str(out_dir),
-               "--tokenizer", args.tokenizer, "--num_proc", str(cores)]
-        start = time.perf_counter()
-        run = run_child(cmd, capture_output=True, text=True, cwd=ROOT)
-        seconds = time.perf_counter() - start
-        if run.returncode:
-            raise SystemExit(f"prepare failed:\n{run.stderr}")
-        main_kb, worker_kb = json.loads(run.stdout.splitlines()[-1])
-        # prepare's own time, from the tokenizer loaded to the rename, and its rate from its unrounded time (the
-        # MB over the time it prints, rounded to 0.1 s, said 24.8 MB/s where prepare measured 26.2 and 32.2)
-        inner = re.search(r"in ([\d.]+)s \(([\d.]+) MB/s of text", run.stdout)
-
-        # The reference: one process encoding the same text (gpt2: tok.encode is tiktoken's encode_ordinary).
-        encoded, start = 0, time.perf_counter()
-        while not encoded or time.perf_counter() - start < args.seconds:  # one pass at least, however short
-            for _, text in plays:
-                tok.encode(text)
-            encoded += corpus_bytes
-        single = encoded / 1e6 / (time.perf_counter() - start)
+        seconds, inner, main_kb, worker_kb = prepare_end_to_end(text_dir, out_dir, args.tokenizer, cores)
+        single = tokenizer_mb_s(tok, plays, corpus_bytes, args.seconds)
         name = "tiktoken encode_ordinary" if tok.name == "gpt2" else f"{tok.name}.encode"
         print(f"  tokenizer, 1 process ({name}): {single:.1f} MB/s; x {cores} {core_s} = {cores * single:.1f} MB/s")
         e2e = total_mb / seconds
@@ -939,30 +896,98 @@ def bench_prepare(args: argparse.Namespace) -> None:
             together = (main_kb + cores * worker_kb) / 1024
             print(f"  peak RSS: main process {main_kb / 1024:.0f} MB, largest worker {worker_kb / 1024:.0f} MB; "
                   f"all {cores + 1} processes together <= {together:.0f} MB  [target < 1024 MB]")
+        loader_row(out_dir, args.batch_size, args.block_size, args.seconds)
 
-        # The loader: assembling CPU batches from the memmapped shards just written.
-        from gpt.data import TrainBatches
-        from gpt.shards import ShardError
 
-        try:
-            loader = TrainBatches(out_dir, args.batch_size, args.block_size)
-        except ShardError as e:  # it named a shard of the temporary directory, gone by then, and said "prepare more
-            # text", which is --mb here (hunt 50-a A2)
-            reason = str(e).removeprefix(f"{e.path}: ").split("; ")[0]
-            # (a shard's name; a refusal of the whole split names the data directory, whose name, "shards", is the
-            # temporary directory's, not one to give: hunt 50-d D6)
-            shard = f"{e.path.name}: " if e.path.suffix == ".bin" else ""
-            raise UsageError(f"the loader's batch does not fit in the prepared train split ({shard}{reason}): "
-                             f"give a smaller --batch_size or --block_size, or a larger --mb") from None
-        for _ in range(3):
-            loader.next_batch()
-        batches, start = 0, time.perf_counter()
-        while not batches or time.perf_counter() - start < args.seconds:  # one batch at least
-            loader.next_batch()
-            batches += 1
-        rate = batches * args.batch_size * args.block_size / (time.perf_counter() - start)
-        print(f"  loader: TrainBatches.next_batch {args.batch_size} x {args.block_size} on CPU: "
-              f"{rate / 1e6:.0f}M tokens/s  [target >= 10M]")
+def write_text_copies(tmp: str, text_dir, plays: list[tuple[str, str]], copies: int, corpus_bytes: int,
+                      mb: float) -> None:
+    """The plays, `copies` times, in text_dir under tmp: one file per play and copy, one document each."""
+    import shutil
+    from pathlib import Path
+
+    from gpt.errors import UsageError
+    from gpt.files import describe_error
+
+    # the copies and their shards (2 bytes a token: twice the text with the byte tokenizer): a --mb
+    # past the disk filled it, and a write that failed was a traceback (hunt 32-c F8)
+    need, free = 3 * copies * corpus_bytes, shutil.disk_usage(tmp).free
+    if need > free:
+        raise UsageError(f"--mb {mb:g} needs about {need / 1e6:,.0f} MB in {Path(tmp).parent} for the text "
+                         f"and its shards, which has {free / 1e6:,.0f} MB free")
+    try:
+        for c in range(copies):  # one file per play and copy: one document each
+            (text_dir / f"copy{c:03d}").mkdir(parents=True)
+            for name, text in plays:
+                (text_dir / f"copy{c:03d}" / f"{name}.txt").write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"writing the text copies in {tmp}: {describe_error(e)}") from None
+
+
+def prepare_end_to_end(text_dir, out_dir, tokenizer: str, cores: int):
+    """(seconds, prepare's own time and rate as it printed them (a re.Match, or None), the peak RSS in kB of its
+    main process and of its largest worker) of data/prepare.py on text_dir, end to end in a fresh process, as a
+    user runs it."""
+    import json
+
+    # Its own peak RSS is VmHWM, the peak of its memory since exec: Linux carries ru_maxrss over
+    # fork and exec, so the child of this process (which has imported torch) reported this
+    # process's 728 MB where data/prepare.py alone peaks at 80 MB (hunt, session 24). Its
+    # workers, forked from it, start from its size.
+    script = ("import json, resource, sys; from gpt.prepare import main; rc = main(sys.argv[1:]); "
+              "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]; "
+              "print(json.dumps([hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+              "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss])); sys.exit(rc)")
+    cmd = [sys.executable, "-c", script, "--input", str(text_dir), "--out_dir", str(out_dir),
+           "--tokenizer", tokenizer, "--num_proc", str(cores)]
+    start = time.perf_counter()
+    run = run_child(cmd, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if run.returncode:
+        raise SystemExit(f"prepare failed:\n{run.stderr}")
+    main_kb, worker_kb = json.loads(run.stdout.splitlines()[-1])
+    # prepare's own time, from the tokenizer loaded to the rename, and its rate from its unrounded time (the
+    # MB over the time it prints, rounded to 0.1 s, said 24.8 MB/s where prepare measured 26.2 and 32.2)
+    inner = re.search(r"in ([\d.]+)s \(([\d.]+) MB/s of text", run.stdout)
+    return seconds, inner, main_kb, worker_kb
+
+
+def tokenizer_mb_s(tok, plays: list[tuple[str, str]], corpus_bytes: int, seconds: float) -> float:
+    """The reference: MB/s of one process encoding the same text for `seconds`, one pass at least (gpt2:
+    tok.encode is tiktoken's encode_ordinary)."""
+    encoded, start = 0, time.perf_counter()
+    while not encoded or time.perf_counter() - start < seconds:  # one pass at least, however short
+        for _, text in plays:
+            tok.encode(text)
+        encoded += corpus_bytes
+    return encoded / 1e6 / (time.perf_counter() - start)
+
+
+def loader_row(out_dir, batch_size: int, block_size: int, seconds: float) -> None:
+    """The loader: assembling CPU batches from the memmapped shards just written, for `seconds`, one batch
+    at least."""
+    from gpt.data import TrainBatches
+    from gpt.errors import UsageError
+    from gpt.shards import ShardError
+
+    try:
+        loader = TrainBatches(out_dir, batch_size, block_size)
+    except ShardError as e:  # it named a shard of the temporary directory, gone by then, and said "prepare more
+        # text", which is --mb here (hunt 50-a A2)
+        reason = str(e).removeprefix(f"{e.path}: ").split("; ")[0]
+        # (a shard's name; a refusal of the whole split names the data directory, whose name, "shards", is the
+        # temporary directory's, not one to give: hunt 50-d D6)
+        shard = f"{e.path.name}: " if e.path.suffix == ".bin" else ""
+        raise UsageError(f"the loader's batch does not fit in the prepared train split ({shard}{reason}): "
+                         f"give a smaller --batch_size or --block_size, or a larger --mb") from None
+    for _ in range(3):
+        loader.next_batch()
+    batches, start = 0, time.perf_counter()
+    while not batches or time.perf_counter() - start < seconds:  # one batch at least
+        loader.next_batch()
+        batches += 1
+    rate = batches * batch_size * block_size / (time.perf_counter() - start)
+    print(f"  loader: TrainBatches.next_batch {batch_size} x {block_size} on CPU: "
+          f"{rate / 1e6:.0f}M tokens/s  [target >= 10M]")
 
 
 def add_prepare_args(p: argparse.ArgumentParser) -> None:
