@@ -284,11 +284,16 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                     0.0 if budget_goes_on else fixed_by_budget_s, no_val_targets)
 
     # ---------------------------------------------------------------- loop
-    return train_loop(Training(cfg, resume, dist, device, dtype, out_dir, run_lock, left_behind, data, model, base,
-                               train_batches, val_batches, optimizer, scaler, compiled, train_model, did_compile,
-                               compile_s, compile_parts, graphs, metrics, step, tokens_seen, best_val, bad_total,
-                               bad_in_a_row, fixed_by_budget_s, evaluation_missing, tokens_per_step, flops_per_step,
-                               peak, budget_goes_on), this_run, started, on_exit, signals_at_exit)
+    training = Training(cfg=cfg, resume=resume, dist=dist, device=device, dtype=dtype, out_dir=out_dir,
+                        run_lock=run_lock, left_behind=left_behind, data=data, model=model, base=base,
+                        train_batches=train_batches, val_batches=val_batches, optimizer=optimizer, scaler=scaler,
+                        compiled=compiled, train_model=train_model, did_compile=did_compile, compile_s=compile_s,
+                        compile_parts=compile_parts, graphs=graphs, metrics=metrics, step=step,
+                        tokens_seen=tokens_seen, best_val=best_val, bad_total=bad_total, bad_in_a_row=bad_in_a_row,
+                        fixed_by_budget_s=fixed_by_budget_s, evaluation_missing=evaluation_missing,
+                        tokens_per_step=tokens_per_step, flops_per_step=flops_per_step, peak=peak,
+                        budget_goes_on=budget_goes_on)
+    return train_loop(training, this_run, started, on_exit, signals_at_exit)
 
 
 @dataclass
@@ -298,7 +303,7 @@ class RunSaves:
     saved: bool = False
 
 
-@dataclass
+@dataclass(kw_only=True)  # (31 fields, several of one type: by name, a swapped pair cannot train silently)
 class Training:
     """What the loop starts from: the setup's run, data, model, optimizer and compiled steps (train())."""
     cfg: TrainConfig
