@@ -278,12 +278,6 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     on_exit.push(close_metrics_on_error(metrics))
     # Rank 0 writes the run's files; a failure (status 3) stops every rank (on_rank0), none left waiting.
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
-    if dist.is_main:
-        say_the_run(recipe_notes, cfg, model, base, data, train_batches, val_batches, metrics, out_dir, resume, device,
-                    dist.world_size, dtype_why, did_compile, fp8_layers, step, tokens_per_step,
-                    0.0 if budget_goes_on else fixed_by_budget_s, no_val_targets)
-
-    # ---------------------------------------------------------------- loop
     training = Training(cfg=cfg, resume=resume, dist=dist, device=device, dtype=dtype, out_dir=out_dir,
                         run_lock=run_lock, left_behind=left_behind, data=data, model=model, base=base,
                         train_batches=train_batches, val_batches=val_batches, optimizer=optimizer, scaler=scaler,
@@ -293,6 +287,10 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
                         fixed_by_budget_s=fixed_by_budget_s, evaluation_missing=evaluation_missing,
                         tokens_per_step=tokens_per_step, flops_per_step=flops_per_step, peak=peak,
                         budget_goes_on=budget_goes_on)
+    if dist.is_main:
+        say_the_run(training, recipe_notes, dtype_why, fp8_layers, no_val_targets)
+
+    # ---------------------------------------------------------------- loop
     return train_loop(training, this_run, started, on_exit, signals_at_exit)
 
 
@@ -1151,12 +1149,14 @@ def compile_the_model(model: GPT, cfg: TrainConfig, val_batches: ValBatches, dev
     return compiled, train_model, did_compile, compile_s, compile_parts
 
 
-def say_the_run(recipe_notes: list[str], cfg: TrainConfig, model: GPT, base: dict | None, data: DataDir,
-                train_batches: TrainBatches, val_batches: ValBatches, metrics: Metrics, out_dir: Path, resume,
-                device: torch.device, world_size: int, dtype_why: str, did_compile: bool, fp8_layers: int, step: int,
-                tokens_per_step: int, fixed_by_budget_s: float, no_val_targets: bool) -> None:
+def say_the_run(t: Training, recipe_notes: list[str], dtype_why: str, fp8_layers: int, no_val_targets: bool) -> None:
     """(rank 0) The run's first lines: the notes on its recipe, the device, model, data, plan and outputs, and the
     warnings on instruction data that trains or measures nothing."""
+    cfg, model, base, data, metrics, out_dir, resume = t.cfg, t.model, t.base, t.data, t.metrics, t.out_dir, t.resume
+    train_batches, val_batches, device, world_size, did_compile = (t.train_batches, t.val_batches, t.device,
+                                                                   t.dist.world_size, t.did_compile)
+    step, tokens_per_step = t.step, t.tokens_per_step
+    fixed_by_budget_s = 0.0 if t.budget_goes_on else t.fixed_by_budget_s  # (a restart that keeps it: its own note)
     block_size = cfg.block_size
     for note in recipe_notes:
         print(note)
