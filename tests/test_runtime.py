@@ -543,7 +543,7 @@ def test_compiling_also_compiles_the_evaluation_graph_so_the_first_evaluation_is
                                                        wrap=DDPLike, timings=timings)
     if not did_compile:
         pytest.skip("torch.compile is not usable on this machine (no C++ compiler?)")
-    assert 0 < timings["evaluation"] < 600  # (the account's share of it: see train.budget_spent)
+    assert 0 < timings["evaluation"] < 600  # (the account's share of it: see gpt.budget.budget_spent)
     assert model.training and all(p.grad is None for p in model.parameters())
     # the wrapper (DDP: its buckets) is built once, around the plain model, and compiled whole;
     # the training graph compiled through it, without an all-reduce

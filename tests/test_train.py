@@ -2486,7 +2486,7 @@ def test_shards_without_meta_json_are_not_read_as_text(byte_data, tmp_path):
     (tmp_path / "nometa" / "meta.json").unlink()  # an interrupted copy, or a leftover temp build
     with pytest.raises(train.UsageError, match=r"nometa: shards without meta.json \(an incomplete preparation or "
                                                r"copy\); prepare it again"):
-        train.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
+        gpt.rundata.prepare_data(str(tmp_path / "nometa"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
 
 
@@ -2498,17 +2498,18 @@ def test_a_folder_of_text_with_a_meta_json_of_its_own_is_prepared_as_text(byte_d
     texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(12)]
     (notes / "meta.json").write_text(json.dumps([{"text": t} for t in texts[:6]]))
     (notes / "more.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[6:]))
-    out = train.prepare_data(str(notes), "byte", str(tmp_path / "cache"), train.Dist())
+    out = gpt.rundata.prepare_data(str(notes), "byte", str(tmp_path / "cache"), train.Dist())
     data = train.DataDir(out)
     assert out.parent == tmp_path / "cache"
     assert data.num_tokens("train") + data.num_tokens("val") == sum(len(t) + 1 for t in texts)  # and end-of-texts
     assert train.tokenizer_of(parse_args([f"--data={notes}"])[0], None, False) == "shakespeare-bpe"  # (text's default)
     # prepared data keeps its own meta.json, however damaged: DataDir says what is wrong with it
     shutil.copytree(byte_data, tmp_path / "data")
-    assert train.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist()) == tmp_path / "data"
+    assert (gpt.rundata.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist())
+            == tmp_path / "data")
     (tmp_path / "data" / "meta.json").write_text(json.dumps({"splits": {}}))
     with pytest.raises(train.ShardError, match=r"meta.json: format version None"):
-        train.DataDir(train.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist()))
+        train.DataDir(gpt.rundata.prepare_data(str(tmp_path / "data"), None, str(tmp_path / "cache2"), train.Dist()))
     assert train.tokenizer_of(parse_args([f"--data={tmp_path / 'data'}"])[0], None, False) is None
     assert not (tmp_path / "cache2").exists()
 
@@ -2573,14 +2574,14 @@ def test_a_run_given_as_data_says_how_to_continue_it_or_start_from_it(byte_data,
                                  f"{run.resolve()}, not text or prepared data: to start a run from its weights, "
                                  f"--init_from={ckpt.resolve()}")]:
         with pytest.raises(train.UsageError) as e:
-            train.prepare_data(str(data), "byte", str(tmp_path / "cache"), train.Dist())
+            gpt.rundata.prepare_data(str(data), "byte", str(tmp_path / "cache"), train.Dist())
         assert str(e.value) == message
     # one that saved no checkpoint yet (its config.json is train.py's: review 33)
     (tmp_path / "early").mkdir()
     shutil.copy(run / "config.json", tmp_path / "early" / "config.json")
     with pytest.raises(train.UsageError, match=r"holds a training run, not text or prepared data: it has no checkpoint "
                                                r"yet$"):
-        train.prepare_data(str(tmp_path / "early"), "byte", str(tmp_path / "cache"), train.Dist())
+        gpt.rundata.prepare_data(str(tmp_path / "early"), "byte", str(tmp_path / "cache"), train.Dist())
     assert not (tmp_path / "cache").exists()
 
 
@@ -4083,7 +4084,7 @@ def test_data_under_the_home_directory_and_a_local_folder_named_like_the_plays(t
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("\n".join(f"line {i} of my own notes." for i in range(400)))
-    prepared = train.prepare_data(parse_args(["--data=~/notes"])[0].data, "byte", str(tmp_path / "cache"), Dist())
+    prepared = gpt.rundata.prepare_data(parse_args(["--data=~/notes"])[0].data, "byte", str(tmp_path / "cache"), Dist())
     assert (prepared / "meta.json").is_file() and prepared.parent == tmp_path / "cache"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "shakespeare").mkdir()
@@ -4091,7 +4092,7 @@ def test_data_under_the_home_directory_and_a_local_folder_named_like_the_plays(t
     (tmp_path / "the-plays" / "meta.json").write_text("{}")
     monkeypatch.setattr(gpt.prepare, "prepare", lambda **kwargs: tmp_path / "the-plays")
     capsys.readouterr()
-    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
     assert capsys.readouterr().err == ("note: --data=shakespeare is the embedded plays; for the local ./shakespeare "
                                        "give --data=./shakespeare\n")
 
@@ -5318,16 +5319,16 @@ def test_a_run_in_a_local_folder_named_shakespeare_does_not_refuse_the_embedded_
     monkeypatch.setattr(gpt.prepare, "prepare", lambda **kwargs: tmp_path / "the-plays")
     (tmp_path / "shakespeare").mkdir()
     (tmp_path / "shakespeare" / "train.lock").write_text('{"pid": 1, "host": "h", "command": "train.py"}\n')
-    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
     (tmp_path / "shakespeare" / "config.json").write_text(json.dumps(train.TrainConfig().to_dict()))
-    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
     assert capsys.readouterr().err == ""  # (the note about a local ./shakespeare is not said of a run's out_dir)
     # prepared data in ./shakespeare: still the embedded plays, with the note (it was taken in their place
     # without a word: review 34 R5)
     shutil.rmtree(tmp_path / "shakespeare")
     (tmp_path / "shakespeare").mkdir()
     (tmp_path / "shakespeare" / "meta.json").write_text("{}")
-    assert train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
+    assert gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist()) == tmp_path / "the-plays"
     assert capsys.readouterr().err == ("note: --data=shakespeare is the embedded plays; for the local ./shakespeare "
                                        "give --data=./shakespeare\n")
 
@@ -5485,14 +5486,14 @@ def test_the_embedded_plays_in_a_checkout_that_cannot_be_written_give_the_way_on
     monkeypatch.setattr(gpt.prepare, "default_out_dir", lambda *a, tokenizer: checkout_data / f"shakespeare-{tokenizer}")
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != checkout_data)
     with pytest.raises(UsageError) as e:
-        train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
+        gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
     assert str(e.value) == (f"{checkout_data}/.shakespeare-byte.tmp-vm-1: Read-only file system; nothing was written; "
                             f"the embedded plays are prepared into {checkout_data}, which cannot be written: prepare "
                             "them elsewhere (python data/prepare.py --tokenizer=byte --out_dir=DIR) and train with "
                             "--data=DIR")
     monkeypatch.setattr(os, "access", lambda path, mode: True)  # another failure where data/ can be written: as it is
     with pytest.raises(UsageError, match=r"Read-only file system; nothing was written$"):
-        train.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
+        gpt.rundata.prepare_data("shakespeare", "byte", str(tmp_path / "cache"), Dist())
 
 
 def test_data_that_cannot_be_searched_is_one_line(tmp_path, monkeypatch, capsys):
