@@ -758,13 +758,13 @@ def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, 
 # -------------------------------------------------------------------- the phases of the recipe
 
 
-@dataclass
+@dataclass(kw_only=True)  # (by name: typed and user_keys, both sets of option names, swapped would run silently)
 class Options:
     """The run as its command line, preset and checkpoint say (read_options): what the setup starts from."""
     argv: list[str]  # as run (a torchrun restart that resumes its run adds --init_from=resume)
     typed: set[str]  # the options typed, not a preset's or defaults
     user_keys: set[str]  # the options typed or set by a preset (parse_args)
-    cfg: TrainConfig
+    cfg: TrainConfig  # as read: the phases after fit_the_recipe take the cfg it fitted as an argument, not this one
     resume: Checkpoint | None  # the newest checkpoint that loads, where the run resumes
     skipped: list[tuple[Path, str]]  # newer checkpoints that do not load, and why (open_resumable)
     dist: Dist
@@ -838,7 +838,8 @@ def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[
     if device.type != "cpu" and not resume and not preset_given:
         cfg, user_keys = parse_args(["--config=shakespeare-gpu", *argv])  # the default run, sized for a GPU
     check_options_apply(cfg, typed)
-    return Options(argv, typed, user_keys, cfg, resume, skipped, dist, device, preset_given, resumes)
+    return Options(argv=argv, typed=typed, user_keys=user_keys, cfg=cfg, resume=resume, skipped=skipped, dist=dist,
+                   device=device, preset_given=preset_given, restart_resumes=resumes)
 
 
 def notes_on_the_recipe(run: Options) -> list[str]:
