@@ -78,16 +78,21 @@ def test_the_context_fitted_from_pieces_is_the_one_tokenizing_each_try_fits():
     # prompt again after each drop (2,000 turns: 31.3 s, now 0.05 s; hunt 44-b B6). The same prompt, kept messages
     # and count on random conversations: system messages anywhere, answers first, questions in a row, contents that
     # merge across the template's markers under GPT-2's BPE.
+    fits_as_retokenizing_each_try(seed=0, words_per_message=6, largest_block=120, largest_room=40)
+
+
+def fits_as_retokenizing_each_try(seed: int, words_per_message: int, largest_block: int, largest_room: int) -> None:
+    """fit_context against fit_context_by_retokenizing on 300 random conversations for each tokenizer."""
     import random
 
-    rng = random.Random(0)
+    rng = random.Random(seed)
     words = ["hi", " the", "\n", "  ", "é", "Assistant:", "User:\n", "<|endoftext|>", "ok.", "\n\n", "xxxxx", "日本"]
     for tokenizer in (GPT2, BYTE):
         for _ in range(300):
             messages = [{"role": rng.choice(["system", "user", "user", "assistant", "assistant"]),
-                         "content": "".join(rng.choice(words) for _ in range(rng.randint(0, 6)))}
+                         "content": "".join(rng.choice(words) for _ in range(rng.randint(0, words_per_message)))}
                         for _ in range(rng.randint(1, 12))]
-            block_size, room = rng.randint(4, 120), rng.randint(0, 40)
+            block_size, room = rng.randint(4, largest_block), rng.randint(0, largest_room)
             assert (fit_context(tokenizer, messages, block_size, room)
                     == fit_context_by_retokenizing(tokenizer, messages, block_size, room)), (messages, block_size, room)
 
@@ -95,21 +100,11 @@ def test_the_context_fitted_from_pieces_is_the_one_tokenizing_each_try_fits():
 def test_pieces_counted_only_up_to_one_token_past_the_context_fit_as_counted_whole(monkeypatch):
     # fit_context counts a long piece from near its end, only up to block_size + 1 tokens (hunt 50-f F1): every piece
     # so counted here (LONG_TEXT_CHARS 0), the same turns are kept as counting each try's prompt whole
-    import random
-
     import gpt.chat
 
     monkeypatch.setattr(gpt.chat, "LONG_TEXT_CHARS", 0)
-    rng = random.Random(3)
-    words = ["hi", " the", "\n", "  ", "é", "Assistant:", "User:\n", "<|endoftext|>", "ok.", "\n\n", "xxxxx", "日本"]
-    for tokenizer in (GPT2, BYTE):
-        for _ in range(300):
-            messages = [{"role": rng.choice(["system", "user", "user", "assistant", "assistant"]),
-                         "content": "".join(rng.choice(words) for _ in range(rng.randint(0, 12)))}
-                        for _ in range(rng.randint(1, 12))]
-            block_size, room = rng.randint(4, 60), rng.randint(0, 20)
-            assert (fit_context(tokenizer, messages, block_size, room)
-                    == fit_context_by_retokenizing(tokenizer, messages, block_size, room)), (messages, block_size, room)
+    fits_as_retokenizing_each_try(seed=3, words_per_message=12, largest_block=60, largest_room=20)
+
 
 def test_a_long_conversation_is_tokenized_a_bounded_number_of_times(monkeypatch):
     # (what made 2,000 turns take 45.5 s: each of its ~2,000 drops tokenized all that was left; hunt 44-b B6)
