@@ -346,7 +346,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     cfg, resume, dist, device, dtype, out_dir = t.cfg, t.resume, t.dist, t.device, t.dtype, t.out_dir
     run_lock, left_behind, data, model, base, metrics = t.run_lock, t.left_behind, t.data, t.model, t.base, t.metrics
     train_batches, val_batches, optimizer, scaler = t.train_batches, t.val_batches, t.optimizer, t.scaler
-    compiled, train_model, did_compile, graphs = t.compiled, t.train_model, t.did_compile, t.graphs
+    compiled, did_compile, graphs = t.compiled, t.did_compile, t.graphs
     compile_s, compile_parts = t.compile_s, t.compile_parts
     step, tokens_seen, best_val = t.step, t.tokens_seen, t.best_val
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
@@ -609,38 +609,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         if profiler:
             profiler.before_step(step)
         with stop.interruptible(f"step {step + 1}"), first_step if step == start_step else contextlib.nullcontext():
-            loss_sum = torch.zeros((), device=device)
-            new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
-            shares, targets = None, None
-            if data.supervised:  # each micro-batch's weight needs the count of the whole step's targets first,
-                # read from the loss masks without drawing the batches (their list was held whole: hunt 49-b B2)
-                shares, targets = target_shares(train_batches.step_targets(), dist)
-            # drawn as trained on: a step held all its micro-batches at once, memory growing with accum
-            batches = (train_batches.next_batch() for _ in range(accum))
-            for micro, (x, y) in enumerate(batches):
-                last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
-                with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
-                    with autocast(device, dtype):
-                        _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
-                    weighted = loss * shares[micro] if shares is not None else loss / accum
-                    scaler.scale(weighted).backward()
-                loss_sum += weighted.detach()
-            if dist.enabled:  # the global mean, so every rank logs and decides alike
-                torch.distributed.all_reduce(loss_sum)
-                loss_sum /= dist.world_size
-            scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-            # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
-            # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
-            # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
-            finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
-            # Instruction data: a step that drew no answer token has nothing to learn from, and its update
-            # is skipped too. Its gradients are zero, but the optimizer still stepped: weight decay shrank
-            # the weights and the momentum of earlier steps moved them (AdamW: nearly a full step), a
-            # step of training on no data, logged as "loss": null (hunt 35-a A1)
-            skip = ~finite if targets is None else ~finite | (targets == 0)
-            step_unless(optimizer, scaler, skip)
-            scaler.update()
+            loss_sum, grad_norm, targets = optimizer_step(t, cfg, accum)
         optimizer.zero_grad(set_to_none=True)
         checks.add(step, loss_sum, grad_norm, targets)
         step, tokens_seen = step + 1, tokens_seen + tokens_per_step
@@ -738,6 +707,49 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                                    before_loop_s, restarted=t.budget_goes_on))
             say_done(step, best_val, val_loss, out_dir, data.supervised)
     return exit_status
+
+
+def optimizer_step(t: Training, cfg: TrainConfig,
+                   accum: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One training step: forward and backward over its `accum` micro-batches, the gradients clipped, the update
+    taken unless it is skipped. Its loss (the global mean under torchrun), gradient norm and, for instruction data,
+    its count of targets (else None), all still on the device (StepChecks reads them)."""
+    dist, device, dtype, data, graphs = t.dist, t.device, t.dtype, t.data, t.graphs
+    model, train_model, train_batches = t.model, t.train_model, t.train_batches
+    optimizer, scaler = t.optimizer, t.scaler
+    loss_sum = torch.zeros((), device=device)
+    new_graph_step(graphs)  # (not between micro-steps: the gradients they add to are kept)
+    shares, targets = None, None
+    if data.supervised:  # each micro-batch's weight needs the count of the whole step's targets first,
+        # read from the loss masks without drawing the batches (their list was held whole: hunt 49-b B2)
+        shares, targets = target_shares(train_batches.step_targets(), dist)
+    # drawn as trained on: a step held all its micro-batches at once, memory growing with accum
+    batches = (train_batches.next_batch() for _ in range(accum))
+    for micro, (x, y) in enumerate(batches):
+        last_micro = micro == accum - 1  # DDP: all-reduce gradients only on the last micro-step
+        with (train_model.no_sync() if dist.enabled and not last_micro else contextlib.nullcontext()):
+            with autocast(device, dtype):
+                _, loss = train_model(x, y, label_smoothing=cfg.label_smoothing)
+            weighted = loss * shares[micro] if shares is not None else loss / accum
+            scaler.scale(weighted).backward()
+        loss_sum += weighted.detach()
+    if dist.enabled:  # the global mean, so every rank logs and decides alike
+        torch.distributed.all_reduce(loss_sum)
+        loss_sum /= dist.world_size
+    scaler.unscale_(optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+    # fp16: an overflowing gradient is the GradScaler's business (it skips the step and lowers
+    # the scale); a non-finite loss, or any non-finite gradient without a scaler, is ours: the
+    # update is skipped, so the weights stay finite. On a GPU that is decided there (gpt/optim.py).
+    finite = torch.isfinite(loss_sum) & (torch.isfinite(grad_norm) | scaler.is_enabled())
+    # Instruction data: a step that drew no answer token has nothing to learn from, and its update
+    # is skipped too. Its gradients are zero, but the optimizer still stepped: weight decay shrank
+    # the weights and the momentum of earlier steps moved them (AdamW: nearly a full step), a
+    # step of training on no data, logged as "loss": null (hunt 35-a A1)
+    skip = ~finite if targets is None else ~finite | (targets == 0)
+    step_unless(optimizer, scaler, skip)
+    scaler.update()
+    return loss_sum, grad_norm, targets
 
 
 def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, supervised: bool) -> None:
