@@ -351,7 +351,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     step, tokens_seen, best_val = t.step, t.tokens_seen, t.best_val
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
     fixed_by_budget_s, evaluation_missing = t.fixed_by_budget_s, t.evaluation_missing
-    tokens_per_step, flops_per_step, peak = t.tokens_per_step, t.flops_per_step, t.peak
+    tokens_per_step = t.tokens_per_step
     start_step, block_size = step, cfg.block_size
     accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
 
@@ -680,14 +680,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         if logging:  # speed as the mean over the steps since the last record
             dt = (train_s - logged[1]) / (step - logged[0])
             logged = (step, train_s)
-            record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
-                      "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
-            if peak:
-                record["mfu"] = flops_per_step / dt / (peak * dist.world_size)
-            metrics.log(record)
-            progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
-                                 tok_s=f"{tokens_per_step / dt:,.0f}",
-                                 **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
+            log_the_step(t, progress, step, tokens_seen, dt, loss_value, grad_value, lr)
         progress.update(1)
 
     stop.ending()
@@ -750,6 +743,21 @@ def optimizer_step(t: Training, cfg: TrainConfig,
     step_unless(optimizer, scaler, skip)
     scaler.update()
     return loss_sum, grad_norm, targets
+
+
+def log_the_step(t: Training, progress, step: int, tokens_seen: int, dt: float, loss_value: float | None,
+                 grad_value: float | None, lr: float) -> None:
+    """A log step's record (metrics.jsonl) and the progress bar's loss and speed; `dt` is the mean seconds of the
+    steps since the last record."""
+    tokens_per_step, flops_per_step, peak = t.tokens_per_step, t.flops_per_step, t.peak
+    record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
+              "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
+    if peak:
+        record["mfu"] = flops_per_step / dt / (peak * t.dist.world_size)
+    t.metrics.log(record)
+    progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
+                         tok_s=f"{tokens_per_step / dt:,.0f}",
+                         **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
 
 
 def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, supervised: bool) -> None:
