@@ -521,20 +521,8 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             progress.total = steps
             on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))  # the fixed count: --max_iters=N repeats this run
             metrics.update_config(recorded(cfg, resume), step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)
-            if dist.is_main and steps > step + 1:
-                say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
-                    f"= {(steps - start_step) * tokens_per_step / train_batches.tokens_per_epoch:.2f} epochs; "
-                    f"--max_iters={steps} repeats this run (unless it is shortened later)")
-                count = f"the budget's {steps:,} steps"
-                # (review 33)
-                for note in (decay_cut_short(cfg, count), decay_too_short(cfg), steps_at_rate_zero(cfg, count)):
-                    if note:
-                        say(note)
-            elif dist.is_main:  # (steps_in_budget's least: one step, however late)
-                say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
-                    f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
-                    f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
-                    "repeats this run)")
+            if dist.is_main:
+                say_the_plan(cfg, step, step_s, start_step, t, started, say)
             if profiler and profiled_until >= steps:  # (written at the end, after the last second look)
                 say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
                     "written then, past its time budget")
@@ -758,6 +746,27 @@ def log_the_step(t: Training, progress, step: int, tokens_seen: int, dt: float, 
     progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
                          tok_s=f"{tokens_per_step / dt:,.0f}",
                          **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
+
+
+def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t: Training, started: float,
+                 say: Callable[[str], None]) -> None:
+    """(rank 0) A budgeted run's count, fixed at the end of its warmup (cfg.max_iters), and what it means for its
+    schedule; or, where no time is left for more, a warning."""
+    steps = cfg.max_iters
+    if steps > step + 1:
+        say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
+            f"= {(steps - start_step) * t.tokens_per_step / t.train_batches.tokens_per_epoch:.2f} epochs; "
+            f"--max_iters={steps} repeats this run (unless it is shortened later)")
+        count = f"the budget's {steps:,} steps"
+        # (review 33)
+        for note in (decay_cut_short(cfg, count), decay_too_short(cfg), steps_at_rate_zero(cfg, count)):
+            if note:
+                say(note)
+    else:  # (steps_in_budget's least: one step, however late)
+        say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
+            f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
+            f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
+            "repeats this run)")
 
 
 def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, supervised: bool) -> None:
