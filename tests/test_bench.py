@@ -274,7 +274,11 @@ def test_an_fp8_row_this_machine_cannot_run_is_one_line_before_any_run(argv, mon
     # matmuls (an A100): every row before it ran, minutes of GPT-2 124M, then it stopped there (hunt 37-e E5)
     import train
 
-    monkeypatch.setitem(sys.modules, "torchao", None)  # `import torchao.float8` fails, as an unimportable one does
+    # `from torchao.float8 import ...` fails, as an unimportable one does: the submodule's entry too, which an earlier
+    # test's import leaves in sys.modules and Python takes before looking at its parent's (so this test failed after
+    # test_train.py's --fp8 tests in one process: "a row ran before the refusal")
+    monkeypatch.setitem(sys.modules, "torchao", None)
+    monkeypatch.setitem(sys.modules, "torchao.float8", None)
     monkeypatch.setattr(train, "main", lambda *a, **k: pytest.fail("a row ran before the refusal"))
     with pytest.raises(SystemExit) as e:
         bench.main(argv)
