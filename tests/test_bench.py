@@ -139,30 +139,25 @@ def test_prepare_refuses_a_loader_batch_larger_than_its_text_before_preparing(mo
                                          r"or --block_size, or a larger --mb$"):
         bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=2", "--block_size=2500000"])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("batch_size, block_size, why", [
     # within the bound, the train split (4,314,102 tokens of the 4,956,559) is known only once prepared: refused then,
-    # in bench.py's words, where it named a shard of the temporary directory, gone by then, and said "prepare more text"
-    monkeypatch.undo()
+    # in bench.py's words, where it named a shard of the temporary directory, gone by then, and said "prepare more
+    # text" (hunt 50-a A2)
+    (1, 4500000, r"train_000000\.bin: 4314102 tokens is shorter than one window of block_size \+ 1 = 4500001 tokens"),
+    # a batch of more windows than the split holds (each window fits in its shard): TrainBatches names the data
+    # directory, here bench.py's temporary "shards", which the line gave as if it were a shard (hunt 50-d D6)
+    (2, 1500000, r"the train split has 1 windows of 1500001 tokens, fewer than one global batch of 2 x 1"),
+])
+def test_prepare_refuses_a_loader_batch_the_prepared_train_split_cannot_hold_naming_no_temporary_directory(
+        monkeypatch, tmp_path, batch_size, block_size, why):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: the loader's batch does not fit in the prepared "
-                                         r"train split \(train_000000\.bin: 4314102 tokens is shorter than one window "
-                                         r"of block_size \+ 1 = 4500001 tokens\): give a smaller --batch_size or "
-                                         r"--block_size, or a larger --mb$"):
-        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=1", "--block_size=4500000",
-                    "--seconds=0.01"])
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_prepare_refuses_a_loader_batch_more_than_the_train_splits_windows_without_naming_a_temporary_directory(
-        monkeypatch, tmp_path):
-    # A batch of more windows than the prepared train split holds (each window fits in its shard): TrainBatches names
-    # the data directory, here bench.py's temporary "shards", which the line gave as if it were a shard (hunt 50-d D6)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with pytest.raises(SystemExit, match=r"^bench\.py prepare: error: the loader's batch does not fit in the prepared "
-                                         r"train split \(the train split has 1 windows of 1500001 tokens, fewer than one "
-                                         r"global batch of 2 x 1\): give a smaller --batch_size or --block_size, or a "
+                                         rf"train split \({why}\): give a smaller --batch_size or --block_size, or a "
                                          r"larger --mb$"):
-        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", "--batch_size=2", "--block_size=1500000",
-                    "--seconds=0.01"])
+        bench.main(["prepare", "--mb=1", "--num_proc=1", "--tokenizer=byte", f"--batch_size={batch_size}",
+                    f"--block_size={block_size}", "--seconds=0.01"])
     assert list(tmp_path.iterdir()) == []
 
 
