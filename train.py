@@ -42,13 +42,10 @@ INTERRUPTED = "interrupted before training started; nothing was saved"  # Ctrl-C
 # worse (on average e^-55 on the right byte), on held-out text or a training batch, has blown up, finite or not.
 DIVERGED_LOSS_TIMES = 10  # (the docstring above and the README say 10)
 if __name__ == "__main__":  # Ctrl-C during the imports below is that one line too (main says it later), not a traceback
-    from gpt.errors import one_line_on_ctrl_c
+    from gpt.errors import one_line_on_ctrl_c, typed_value
 
-    def typed(key: str) -> str | None:  # an option's value as typed (--key=value or --key value, - for _ too),
-        # before any parsing
-        values = [value if sep else after for arg, after in zip(sys.argv, [*sys.argv[1:], ""])
-                  for name, sep, value in [arg.partition("=")] if name[:2] + name[2:].replace("-", "_") == f"--{key}"]
-        return values[-1] if values else None
+    def typed(key: str) -> str | None:  # an option's value as typed, before any parsing
+        return typed_value(sys.argv[1:], key)
 
     # a resumed run's checkpoints are there: "nothing was saved" read as if they were not (hunt 33-e E1).
     # (A preset's out_dir is not known yet: the run is named only where --out_dir was typed.)

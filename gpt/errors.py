@@ -466,6 +466,22 @@ def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
 
 
+def typed_value(argv: list[str], key: str) -> str | None:
+    """Option `key`'s value as typed in `argv` (the arguments after the script's name), read as train.py's
+    parse_args reads it, for the moments before the options are parsed (or where they could not be): --key=value
+    or --key value, hyphens for underscores (--out-dir), the last one where it is typed twice; None where it is not
+    typed, or typed with no value (last, or before another --option: parse_args refuses both). Free of imports:
+    train.py reads it before its own (torch's take seconds)."""
+    value, i = None, 0
+    while i < len(argv):
+        name, eq, given = argv[i][2:].partition("=") if argv[i].startswith("--") else ("", "", "")
+        spaced = bool(name) and not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--")  # --key value
+        if name.replace("-", "_") == key:
+            value = given if eq else argv[i + 1] if spaced else None
+        i += 2 if spaced else 1
+    return value
+
+
 def unquoted_value(argv: list[str], i: int) -> str | None:
     """Where argv[i], no option, is the rest of the value of the `--key=value` before it (`--start=To be`: the
     shell's two arguments), what to say of it: the quoted form. "options are --key=value" said nothing of the

@@ -13,7 +13,7 @@ from pathlib import Path
 from gpt.checkpoint import incomplete_checkpoints, latest_note, list_checkpoints, name_of
 from gpt.config import TrainConfig
 from gpt.errors import (ConfigError, LostPeer, ReportedByRank0, UsageError, lost_peer, on_one_machine,
-                        on_rank_0s_machine)
+                        on_rank_0s_machine, typed_value)
 from gpt.model import GPTConfig
 from gpt.rundir import on_rank0, refuse_if_busy
 from gpt.runtime import Dist, gather, restart_of_job, torchrun_job, torchrun_restart
@@ -89,13 +89,11 @@ def knows_rank_0s_disk() -> bool:
 
 def typed_device(argv: list[str]) -> str:
     """--device as typed (else auto): where the options could not be read, the process group is
-    still joined alike, to say so rather than leave the other processes waiting."""
-    for i, arg in enumerate(argv):
-        if arg.startswith("--device="):
-            return arg.split("=", 1)[1]
-        if arg == "--device" and i + 1 < len(argv):
-            return argv[i + 1]
-    return "auto"
+    still joined alike, to say so rather than leave the other processes waiting. Read as parse_args reads it,
+    the last one typed: the first one was taken, another device (and backend, gloo for nccl) than the processes
+    that read the options have, where --device is typed twice (a job script's override) (hunt 51-o O1)."""
+    device = typed_value(argv, "device")
+    return "auto" if device is None else device  # (an empty --device= stays empty, as parse_args reads it)
 
 
 # Options that may differ from node to node: places on each machine's own disk (rank 0's data is the one

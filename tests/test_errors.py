@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from gpt.errors import UsageError, install_hint, sizes_apart
+from gpt.errors import UsageError, install_hint, sizes_apart, typed_value
 
 
 def test_install_hint_says_install_only_where_the_package_itself_is_absent():
@@ -181,6 +181,53 @@ def test_one_line_parser_takes_two_dashes_after_an_equals_sign_as_the_value(narg
         with pytest.raises(SystemExit) as e:
             p.parse_args([bad])
         assert str(e.value.code).startswith(message), e.value.code
+
+
+# (argv, typed_value(argv, "out_dir")): each form parse_args takes, and those it refuses for want of a value
+TYPED_OUT_DIR = [
+    ([], None),
+    (["--out_dir=run"], "run"),
+    (["--out_dir", "run"], "run"),
+    (["--out-dir=run"], "run"),  # hyphens for underscores
+    (["--out-dir", "run"], "run"),
+    (["--out_dir=a", "--out_dir", "b"], "b"),  # typed twice: the last one
+    (["--out_dir", "b", "--out_dir=a"], "a"),
+    (["--out_dir", "-run"], "-run"),  # a value beginning with one dash is a value
+    (["--out_dir=--run"], "--run"),  # and one with two, after an equals sign
+    (["--out_dir="], ""),
+    (["--out_dir=a=b"], "a=b"),
+    (["--data", "--out_dir=x"], "x"),  # (--data has no value: it is no value of --data)
+    (["--data", "out_dir", "--max_iters=2"], None),  # a value is not an option
+    (["--data", "--out_dir", "--max_iters=2"], None),  # (nor --out_dir's: the train.py Ctrl-C line named the
+    (["--out_dir"], None),  # run "in --max_iters=2"; and these two are refused by parse_args)
+    (["--out_dirs=run", "--Out_dir=run", "-out_dir=run"], None),
+]
+
+
+@pytest.mark.parametrize("argv, value", TYPED_OUT_DIR)
+def test_an_option_as_typed_is_read_as_parse_args_reads_it(argv, value):
+    from gpt.config import parse_args
+
+    assert typed_value(argv, "out_dir") == value
+    try:
+        cfg, keys = parse_args(argv)
+    except UsageError:  # (refused: an option with no value, an unknown option, an empty out_dir)
+        return
+    assert (cfg.out_dir if "out_dir" in keys else None) == value
+
+
+def test_device_as_typed_is_the_last_one_as_parse_args_reads_it():
+    # Under torchrun, a process that could not read the options joins the process group on the device
+    # typed_device reads: the first --device of two was taken, where the processes that read them run on the
+    # last one (and another backend: gloo beside nccl) (hunt 51-o O1)
+    from gpt.config import parse_args
+    from gpt.torchrun import typed_device
+
+    argv = ["--device=cpu", "--max_iters=2", "--device", "cuda"]
+    assert typed_device(argv) == parse_args(argv)[0].device == "cuda"
+    assert typed_device(["--max_iters=2"]) == typed_device(["--device"]) == "auto"
+    assert typed_device(["--device", "--max_iters=2"]) == "auto"  # (it said "--max_iters=2")
+    assert typed_device(["--device="]) == ""
 
 
 def test_a_torch_logs_setting_torch_refuses_is_one_line():
