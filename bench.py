@@ -1021,7 +1021,8 @@ NANOGPT_CPU_MS_PER_ITER = 33.0
 
 # nanoGPT's GPT-2 124M shape on a GPU (its bench.py and train.py: 12 layers, 12 heads, 768 wide,
 # block 1024, vocab 50304, no biases, bf16 autocast, torch.compile, fused AdamW). Issue 9 measured
-# nanoGPT itself at batch 32 on an H100: 68.6 ms/iter, 477,700 tokens/s.
+# nanoGPT itself at batch 32 on an H100: 68.6 ms/iter, 477,700 tokens/s (docs/gpu-measurements.md,
+# "Before issue 9").
 NANOGPT_GPU_SHAPE = dict(V=50304, T=1024, C=768, L=12, H=12)
 NANOGPT_GPU_BATCH = 32  # its batch, unless --nanogpt_batch says another
 
@@ -1553,25 +1554,28 @@ QUALITY_RECIPES = {
                    "--warmup_iters=100", "--optimizer=adamw", "--pos_encoding=learned", "--qk_norm=false",
                    "--qk_scale=1", "--compile=auto"],
     # The candidate: that preset with the optimizer, positions and attention issue 11 chose on the
-    # CPU (the CPU default's Muon, rotary positions, QK-norm and learning rates). H100: README
-    # "On a GPU".
+    # CPU (the CPU default's Muon, rotary positions, QK-norm and learning rates). H100:
+    # docs/gpu-measurements.md.
     "gpu-muon": [*GPU_PRESET_256, "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                  "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015",
                  "--compile=auto"],  # (as measured: before the preset's CUDA graphs)
     # The same, a size up (8 x 512, 2.4x the blocks' parameters): the preset sees Shakespeare's
     # ~5M bytes some 15 times in 90 s on an H100, where a larger model with dropout may fit better
-    # in fewer passes (H100: README "On a GPU").
+    # in fewer passes (H100: docs/gpu-measurements.md).
     "gpu-muon-wide": [*GPU_PRESET_256, "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                       "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015",
                       "--n_layer=8", "--n_head=8", "--n_embd=512", "--compile=auto"],
     # gpu-muon compiling one block's graph for all blocks (--compile=regional): the compile is part
-    # of the 90 s, and took half the time on the CPU at the same step time (H100: README "On a GPU").
+    # of the 90 s, and took half the time on the CPU at the same step time (the first step, training and
+    # evaluation graphs, 21.2 + 2.2 s against 39.6 + 8.6 s: commit 5a3e6a0's message). H100:
+    # docs/gpu-measurements.md.
     "gpu-muon-regional": [*GPU_PRESET_256, "--optimizer=muon", "--pos_encoding=rope", "--qk_norm=true",
                           "--qk_scale=2", "--learning_rate=4e-3", "--min_lr=4e-4", "--muon_learning_rate=0.015",
                           "--compile=regional"],
     # The preset with its forward and backward replayed from CUDA graphs (--compile=reduce-overhead):
-    # its 10.8M-parameter step took 7.0 to 13.6 ms on an H100 from run to run, at an MFU of 9 to 17%,
-    # which pointed at a step that waits on the host launching its kernels. Measured there: 5.9 ms
+    # its 10.8M-parameter step took 7.0 to 13.6 ms on an H100 from run to run, at an MFU of 9 to 17%
+    # (train.py's FLOPs count at those times, computed: docs/gpu-measurements.md), which pointed at a
+    # step that waits on the host launching its kernels. Measured there: 5.9 ms
     # against 7.0 in one bench.py train run (1.18x), so the preset took it; its 90 s result, 1.837
     # against 1.850 in one round, is within the runs' spread (README "On a GPU"). The recipe stays
     # spelt out.
@@ -1595,8 +1599,9 @@ QUALITY_RECIPES = {
     # from 1.850 to 1.831-1.837.
     # bench.py quality's fit line (training against validation loss, and whether an earlier
     # evaluation was better) says which way to go next: more regularisation, or more tokens.
-    # - twice the batch at a sqrt(2) higher rate: the step ran at 20% MFU, so it may cost much less
-    #   than twice the time (H100: 10.4 ms against 5.9; 1.838 against 1.824);
+    # - twice the batch at a sqrt(2) higher rate: the step ran at 20% MFU (its 5.9 ms by train.py's
+    #   FLOPs count, computed), so it may cost much less than twice the time (H100: 10.4 ms against
+    #   5.9; 1.838 against 1.824; docs/gpu-measurements.md);
     "gpu-batch128": [*GPU_PRESET_256, "--batch_size=128", "--learning_rate=1.4e-3", "--min_lr=1.4e-4"],
     # - more dropout for 34 passes over the data (H100: 1.834 against 1.824);
     "gpu-dropout3": [*GPU_PRESET_256, "--dropout=0.3"],
@@ -1609,7 +1614,8 @@ QUALITY_RECIPES = {
     # lost; its fit line: training loss 1.057 (dropout on) against validation 1.230 nats, and the
     # evaluation at step 8,000 slightly better than the last. Of its 92 s, 18.8 s went to compiling
     # and 10.1 s to 19 evaluations with their checkpoints. H100, one round: a bare train.py 1.788
-    # (6,000 steps of 6.2 ms: 27.7 s of its 90 went to compiling that time).
+    # (6,000 steps of 6.2 ms: 27.7 s of its 90 went to compiling that time). Each figure here:
+    # docs/gpu-measurements.md, its sixth and seventh sessions.
     # - a context twice as long again, at the same tokens a step. H100: 1.740 (6,098 steps of 6.8 ms),
     #   -0.047 against the bare train.py's 1.788; the preset since, so this recipe is the preset spelt out;
     "gpu-block1024": ["--config=shakespeare-gpu", "--block_size=1024", "--batch_size=16"],
@@ -1618,8 +1624,9 @@ QUALITY_RECIPES = {
     #   before the causal mask halves them), so the longest context costs steps. H100: 1.801 (5,966
     #   steps of 8.1 ms; training loss 1.201 against validation 1.248: fewer passes, less fit), +0.013;
     "gpu-block2048": ["--config=shakespeare-gpu", "--block_size=2048", "--batch_size=8"],
-    # - half the evaluations: about 5 s of the 90 back to training steps (~800 of 6.2 ms). H100:
-    #   1.777 (7,520 steps; evaluations 4.9 s against 8.3), -0.010, within the spread of one round.
+    # - half the evaluations: about 5 s of the 90 back to training steps (~800 of 6.2 ms; an estimate
+    #   written before the run). H100: 1.777 (7,520 steps; evaluations 4.9 s against 8.3), -0.010,
+    #   within the spread of one round.
     "gpu-evals1000": [*GPU_PRESET_512, "--eval_interval=1000"],
     # The next candidates, each one change to the preset now (1,024 bytes at batch 16), none measured
     # yet (bash .ci/gpu quality). Its two 90 s runs in the seventh session ended with their best
