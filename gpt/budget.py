@@ -103,7 +103,7 @@ def shorten_to_budget(cfg: TrainConfig, started: float, step: int, step_s: float
     one whose losses were read: where the run no longer fits its budget at the speed of its steps
     since the count was fixed (`step_s`), a count that does, else cfg itself. The plan made at the
     end of warmup can be far off: on an H100 one run of the GPU default's 90 s recipe took 124 s,
-    another 77 s (README "On a GPU"). eval_s: the median evaluation so far, so that one slow one
+    another 77 s (docs/gpu-measurements.md). eval_s: the median evaluation so far, so that one slow one
     does not cut the run for good. The stop moves only earlier (a later one would train on at
     min_lr), and the learning rate keeps the steps already taken (`refit_schedule`). An
     evaluation to come is counted; where not even one more step fits, the run ends at this one.

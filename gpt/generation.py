@@ -297,8 +297,9 @@ def native_cpu_bf16() -> bool:
 # tokens (num_samples x max_new_tokens): below, compiling costs more than it saves. The break-even
 # is compile seconds / (1 / uncompiled tokens/s - 1 / compiled tokens/s), and the uncompiled step on
 # CUDA is the eager step replayed from a CUDA graph (sample.py's --cuda_graph=auto). On an H100 it
-# was 56,823-69,500 tokens for GPT-2 124M and the GPU default run's model of then, 10.8M (issue 9; the
-# figures in README "On a GPU", measured by `bench.py decode --sample_wall_out_dir=RUN`).
+# was 56,823-69,500 tokens for GPT-2 124M and the GPU default run's model of then, 10.8M, and 89,285 for GPT-2
+# 124M on a slower host with a faster compiled step (issue 9; the figures in docs/gpu-measurements.md, measured by
+# `bench.py decode --sample_wall_out_dir=RUN`).
 COMPILE_MIN_TOKENS = 70_000
 
 
@@ -318,7 +319,7 @@ class CompiledDecodeStep:
     step, sampling included: one launch instead of hundreds, and no host sync, so a small model is
     no longer bound by kernel-launch overhead. Inductor's combo kernels are on with them: they
     launch independent small kernels (the key and value cache writes, say) as one (their measured
-    gain: README "On a GPU"). The caches and the model's `decode_inputs` are marked as static
+    gain: docs/gpu-measurements.md). The caches and the model's `decode_inputs` are marked as static
     addresses (they are written in place, never reallocated while the batch size stays the same),
     so the graph is reused across steps and calls. Sampling settings are constants of the graph: one
     compiled function per setting. If compiling fails (no compiler, unsupported platform), it warns
@@ -420,7 +421,7 @@ class GraphedDecodeStep:
     token instead of a launch from Python for each of its hundreds of kernels, for a capture that
     costs one eager step rather than a compile (vLLM and SGLang replay captured decode steps the
     same way). The graph replays the kernels the eager step launched while it was captured; how
-    its tokens and speed compare with the eager step's on a GPU is in README "On a GPU" (issue 9).
+    its tokens and speed compare with the eager step's on a GPU is in docs/gpu-measurements.md (issue 9).
 
     A graph reads fixed addresses: the step's inputs are copied into buffers of its own before
     each replay (but for the model's `decode_inputs`, which it reads where they are), its output

@@ -226,7 +226,7 @@ def one_row_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     bound by kernel count, not bytes) and the bias, GELU and residual add as more kernels;
     inductor turns this form into one reduction kernel per Linear with those fused around it, and
     keeps the products in fp32: the compiled GPT-2 124M bf16 step runs 1.2x faster on an H100,
-    greedy tokens unchanged (issue 9; the figures in README "On a GPU"). Eager it would build an
+    greedy tokens unchanged (issue 9; the figures in docs/gpu-measurements.md). Eager it would build an
     (N, K) product: only `Linear` under torch.compile uses it."""
     y = (x.unsqueeze(-2) * weight).sum(-1)  # (..., 1, K) * (N, K) -> (..., N, K) -> (..., N)
     return y if bias is None else y + bias
@@ -716,7 +716,7 @@ class GPT(nn.Module):
         # The model's own passes on CUDA (prefills, and its eager steps) attend without cuDNN, whose
         # library load and per-shape plans doubled a first bf16 generate on an H100 and slowed warm
         # ones too: a prefill of a new prompt length would build a new plan. A graphed or compiled step
-        # keeps it: one shape, one plan, and faster replays (issue 9, README "On a GPU"). Entered
+        # keeps it: one shape, one plan, and faster replays (issue 9, docs/gpu-measurements.md). Entered
         # around each call, never across a yield, so the caller's code between tokens runs with its
         # own settings.
         own_pass = no_cudnn_attention if idx.is_cuda else contextlib.nullcontext
