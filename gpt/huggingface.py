@@ -328,7 +328,7 @@ def _download_gpt2(name: str) -> Path:
     # The hub client returns a cached snapshot as it is, whatever it lacks: one holding config.json alone (what
     # transformers' AutoTokenizer.from_pretrained("gpt2") caches) was taken, and the model "has neither
     # model.safetensors nor pytorch_model.bin", online too, never downloaded (hunt 50-g G3)
-    if cached is not None and all((cached / file).is_file() for file in patterns):
+    if cached is not None and not _lacks_weights(cached):
         return cached
     outcome = []
 
@@ -356,11 +356,20 @@ def _download_gpt2(name: str) -> Path:
         raise HubUnreachable(
             f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
             "Without a network, pass a local directory holding config.json and model.safetensors.")
-    if missing := [file for file in patterns if not (outcome[0] / file).is_file()]:  # (the same snapshot, offline)
+    if missing := _lacks_weights(outcome[0]):  # (the same snapshot, offline)
         raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub: its cached copy {outcome[0]} "
                              f"lacks {' and '.join(missing)} (HF_HUB_OFFLINE set?). Without a network, pass a local "
                              "directory holding config.json and model.safetensors.")
     return outcome[0]
+
+
+def _lacks_weights(snapshot: Path) -> list[str]:
+    """What a hub snapshot lacks of what from_pretrained reads: config.json, and model.safetensors or the
+    pytorch_model.bin it reads in its place (an older transformers' cache, or use_safetensors=False): a snapshot of
+    the .bin alone was refused offline, "lacks model.safetensors", where it loaded (hunt 51-r R1)."""
+    weights = ("model.safetensors", "pytorch_model.bin")
+    return [file for file in ("config.json",) if not (snapshot / file).is_file()] + (
+        [] if any((snapshot / file).is_file() for file in weights) else ["model.safetensors"])
 
 
 def _bytes_in(folder: Path) -> int:

@@ -1218,6 +1218,29 @@ def test_a_hub_cache_holding_the_config_alone_is_downloaded_into_not_taken_as_it
         GPT.from_pretrained("gpt2")
 
 
+def test_a_hub_cache_holding_pytorch_model_bin_is_taken_offline_as_before(tmp_path, monkeypatch):
+    # A hub cache whose snapshot holds config.json and pytorch_model.bin (what an older transformers, or
+    # from_pretrained(..., use_safetensors=False), caches) loads here: _read_hf_weights reads either file. The check
+    # that a snapshot holds the weights (hunt 50-g G3) asked for model.safetensors alone: offline, such a cache was
+    # refused, "its cached copy ... lacks model.safetensors", where it loaded before (hunt 51-r R1)
+    import huggingface_hub
+    import huggingface_hub.constants
+    from safetensors.torch import load_file
+
+    export = tmp_path / "export"
+    tiny_model(seed=1).save_pretrained(export)
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)  # (what hf_hub_download leaves)
+    snapshot.mkdir(parents=True)
+    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    (snapshot / "config.json").write_text((export / "config.json").read_text())
+    torch.save(load_file(export / "model.safetensors"), snapshot / "pytorch_model.bin")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
+    model = GPT.from_pretrained("gpt2")
+    assert torch.equal(model.transformer.wte.weight, tiny_model(seed=1).transformer.wte.weight)
+
+
 def test_a_hub_that_accepts_connections_and_never_answers_is_reported_not_waited_for(tmp_path, monkeypatch):
     # a stalled proxy or captive portal: --init_from=gpt2 hung without a word (the hub client has no timeout)
     import contextlib
