@@ -487,7 +487,9 @@ def unquoted_value(argv: list[str], i: int) -> str | None:
     shell's two arguments), what to say of it: the quoted form. "options are --key=value" said nothing of the
     quotes (hunt 50-f F2). None where it is no such rest."""
     option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
-    if not (option.startswith("--") and eq):
+    # (a word that begins with "-" is an option, not a value's rest: `--out_dir=x -n 3` was told "must be quoted:
+    # --out_dir=x", the very words typed, as the rest is taken up to the next option: hunt 51-r R6)
+    if not (option.startswith("--") and eq) or argv[i].startswith("-"):
         return None
     words = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i:]))
     return (f"unexpected argument {argv[i]!r} after {argv[i - 1]}: a value with spaces must be quoted: "

@@ -952,6 +952,16 @@ def test_an_unknown_option_is_one_line_with_its_hint_and_a_preset_file_takes_no_
     assert "unknown option --confg in" in str(refused.value) and "--config" not in str(refused.value)
 
 
+def test_a_short_option_after_a_value_is_not_said_to_be_the_rest_of_it():
+    # `--out_dir=x -n 3`: "-n" is no word of --out_dir's value (the quoted form left it out), and the line said "a value
+    # with spaces must be quoted: --out_dir=x", the very words typed (gpt.errors.unquoted_value, hunt 51-r R6)
+    for stray in ("-n", "-"):
+        with pytest.raises(ConfigError) as refused:
+            parse_args(["--out_dir=x", stray, "3"])
+        assert str(refused.value) == (f"unexpected argument {stray!r}: options are --key=value; "
+                                      "train.py --help lists them")
+
+
 def test_a_tilde_in_a_path_option_is_the_home_directory(monkeypatch, tmp_path):
     # the shell leaves a ~ after = as it is: --out_dir=~/x wrote the run into a folder named ~ here (hunt 34-b B9)
     monkeypatch.setenv("HOME", str(tmp_path))

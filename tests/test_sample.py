@@ -812,6 +812,8 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--start=To", "be", "or", "--json"], "unexpected argument 'be' after --start=To: a value with spaces must be "
                                            "quoted: --start='To be or'"),
     (["--stop=b", "c"], "--stop='b c' (several stop strings: repeat --stop)"),
+    # a short option is no rest of a value: it was "must be quoted: --start=hello", the very words typed (hunt 51-r R6)
+    (["--start=hello", "-n", "3"], "unexpected argument '-n': options are --key=value"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
     (["--start=FILE:"], "--start=FILE: names no file"),  # was "cannot read the prompt file ." (hunt, session 24)
