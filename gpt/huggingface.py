@@ -147,7 +147,10 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     try:
         save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
         config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
-        generation_tmp.write_text(json.dumps(generation_config(eot_token, extra_ends), indent=2) + "\n",
+        # the end ids replace those of a generation_config.json already there; its other settings (do_sample,
+        # max_length, ... a user's edits) stay: rewritten with the ids alone, they were lost (hunt 51-r R3)
+        kept = _json_object(out_dir / "generation_config.json")
+        generation_tmp.write_text(json.dumps(kept | generation_config(eot_token, extra_ends), indent=2) + "\n",
                                   encoding="utf-8")
         # before the renames: a Ctrl-C held through them is raised as they end, and the weights were left
         # as save_file makes them, 0600, beside a 0644 config.json (hunt 42-d D3)

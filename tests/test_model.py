@@ -1028,6 +1028,20 @@ def test_an_export_keeps_the_end_ids_its_generation_config_named_and_replaces_an
         "config.json", "generation_config.json", "model.safetensors"]
 
 
+def test_an_export_over_an_earlier_one_keeps_its_generation_settings(tmp_path):
+    # save_pretrained over a directory whose generation_config.json a user edited (do_sample, top_k, max_length)
+    # rewrote it with the end ids alone: the settings were lost (hunt 51-r R3); the ids are still the new model's
+    import json
+
+    model = GPT(GPTConfig(vocab_size=50257, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "top_k": 50, "max_length": 64, "eos_token_id": [7, 198], "bos_token_id": 7}))
+    model.save_pretrained(tmp_path / "export")
+    assert json.loads((tmp_path / "export" / "generation_config.json").read_text()) == {
+        "do_sample": True, "top_k": 50, "max_length": 64, "bos_token_id": 50256, "eos_token_id": 50256}
+
+
 def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path):
     # a GPU run's vocabulary is padded past its data's (bytes' 257 ids to 320): the export kept the padding, and
     # generate() from it drew ids no tokenizer knows, 49 of 200 (hunt 43-f F7)
