@@ -274,16 +274,8 @@ def load(args: argparse.Namespace, device: torch.device):
             print(f"warning: {source} is OpenAI's GPT-2, trained on plain text (WebText), not on instruction data: its "
                   "answers in the instruction template are continuations of text it never saw so; fine-tune it first "
                   f"(python train.py --config=instruct --init_from={source} --data=pairs.jsonl)", file=sys.stderr)
-        # Where transformers' generate ends this model's samples (its eos_token_id): a fine-tune that names another
-        # id than GPT-2's end-of-text, "\n" say, was sampled on past it to --max_new_tokens (hunt 49-c C1)
-        end_tokens = tuple(t for t in model.end_tokens if t != tokenizer.eot_token and t < tokenizer.n_vocab)
-        if end_tokens:
-            ids = ", ".join(map(str, end_tokens))
-            print(f"note: {source} names {'id' if len(end_tokens) == 1 else 'ids'} {ids} as its end of sequence "
-                  f"(eos_token_id), where transformers' generate stops: samples end there too, and at GPT-2's "
-                  f"end-of-text", file=sys.stderr)
+        end_tokens = other_end_tokens(model, tokenizer, source)
     else:  # one of our runs or checkpoints: they end at their tokenizer's end-of-text
-        end_tokens = ()
         if args.init_from:
             path, which = Path(args.init_from), args.ckpt
         elif args.ckpt in ("latest", "best"):
@@ -364,8 +356,24 @@ def load(args: argparse.Namespace, device: torch.device):
             print(f"warning: {source} was trained on instruction data ({meta.get('data')}), its loss on the answers "
                   "only (and on any plain text beside them): sampled from end-of-text, as here, it writes what it "
                   "never learned to but for such text; ask it with --instruction=TEXT or --chat", file=sys.stderr)
+        # (and at those of the Hugging Face directory the run was fine-tuned from, as its export does: hunt 51-f F1)
+        end_tokens = other_end_tokens(model, tokenizer,
+                                      f"{source}, like the Hugging Face model it was fine-tuned from,")
     check_vocab(model.config.vocab_size, tokenizer, meta.get("vocab_size"), where=source)
     return model.to(device), tokenizer, source, end_tokens
+
+
+def other_end_tokens(model, tokenizer, source: str) -> tuple[int, ...]:
+    """Where transformers' generate ends this model's samples (its eos_token_id) besides the end-of-text, said in a
+    note: a fine-tune that names another id than GPT-2's end-of-text, "\\n" say, was sampled on past it to
+    --max_new_tokens (hunt 49-c C1)."""
+    end_tokens = tuple(t for t in model.end_tokens if t != tokenizer.eot_token and t < tokenizer.n_vocab)
+    if end_tokens:
+        ids = ", ".join(map(str, end_tokens))
+        print(f"note: {source} names {'id' if len(end_tokens) == 1 else 'ids'} {ids} as its end of sequence "
+              f"(eos_token_id), where transformers' generate stops: samples end there too, and at GPT-2's "
+              f"end-of-text", file=sys.stderr)
+    return end_tokens
 
 
 def run_checkpoints(out_dir: str, newest: int = 5) -> str:

@@ -50,7 +50,7 @@ from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveErr
                         is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
 from gpt.files import (LFS_POINTER, computable_weights, describe_error, read_safetensors, read_torch_file,
                        refuse_an_lfs_pointer, safetensors_error)
-from gpt.huggingface import hub_gpt2, missing_hf_weights, read_hf_config
+from gpt.huggingface import hub_gpt2, is_token_id, missing_hf_weights, read_hf_config
 from gpt.model import GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -134,6 +134,10 @@ def save_checkpoint(out_dir: str | Path, step: int, model: GPT, state: dict, met
         same_mode_as(tmp / WEIGHTS, tmp / STATE)
         if isinstance(meta.get("lora"), dict):  # (where the base lies from this run: runs moved together, hunt 36-c A6)
             meta = {**meta, "lora": with_relative_base(meta["lora"], out_dir)}
+        if ends := getattr(model, "end_tokens", ()):  # the end ids of the Hugging Face directory the run started
+            # from (GPT.end_tokens), which load_model gives back: a fine-tune of one whose generation_config.json named
+            # "\n" beside 50256 lost it, and sample.py and the run's export ended at 50256 alone (hunt 51-f F1)
+            meta = {**meta, "end_tokens": [int(i) for i in ends]}
         (tmp / META).write_text(json.dumps({**meta, "step": step, "versions": versions()}, indent=2) + "\n")
         for f in (WEIGHTS, STATE, META):
             _fsync_file(tmp / f)
@@ -1053,6 +1057,9 @@ def _load_model(path: str | Path, which: str, device: str | torch.device, merge_
     model.tokenizer_name = tokenizer if isinstance(tokenizer, str) else None
     # The data's vocabulary, where the model's is padded past it (trained on a GPU): generate() then draws
     # from it alone, as sample.py does (hunt 43-b B3)
+    ends = ckpt.meta.get("end_tokens")  # (save_checkpoint's record; a LoRA run's base has given its own already)
+    if isinstance(ends, list):
+        model.end_tokens = tuple(dict.fromkeys(i for i in ends if is_token_id(i, model.config.vocab_size)))
     data_vocab = ckpt.meta.get("vocab_size")
     if isinstance(data_vocab, int) and not isinstance(data_vocab, bool) and 0 < data_vocab < model.config.vocab_size:
         model.data_vocab_size = data_vocab

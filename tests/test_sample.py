@@ -1285,6 +1285,44 @@ def test_a_hugging_face_directory_ends_its_samples_at_its_own_eos_token(capsys, 
     assert f"names id {eos} as its end of sequence (eos_token_id)" in err
 
 
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_run_fine_tuned_from_a_hugging_face_directory_keeps_its_end_ids(capsys, hf_dir, tmp_path, lora):
+    # A run fine-tuned from a directory whose generation_config.json names another end id beside GPT-2's 50256
+    # lost it: its checkpoints did not record it, so sample.py on the run ran on past it, and the run's export named
+    # 50256 alone, where transformers' generate of the directory stopped there; a LoRA run, whose base is loaded
+    # again, kept it in the export but not in sample.py (hunt 50-g, left 1; hunt 51-f F1)
+    import shutil
+
+    from gpt.checkpoint import load_base_model
+    from gpt.huggingface import hf_end_tokens
+    from gpt.lora import LoRAConfig, apply_lora
+
+    gpt2 = get_tokenizer("gpt2")
+    prompt = torch.tensor([gpt2.encode("Hello world")])
+    ids = GPT.from_pretrained(str(hf_dir)).eval().generate(prompt, 12, temperature=0)[0, prompt.size(1):].tolist()
+    eos = ids[1]
+    assert eos != gpt2.eot_token
+    own = shutil.copytree(hf_dir, tmp_path / "hf")
+    (own / "generation_config.json").write_text(json.dumps({"eos_token_id": [gpt2.eot_token, eos]}))
+    model = load_base_model(str(own))  # as train.py's build_model loads --init_from
+    meta = {"model_config": model.config.to_dict(), "tokenizer": "gpt2", "vocab_size": 50257, "config": {}}
+    if lora:  # (fresh adapters: the base's outputs)
+        apply_lora(model, LoRAConfig(rank=2))
+        meta["lora"] = {"base": str(own), "config": model.lora_config.to_dict()}
+    save_checkpoint(tmp_path / "run", 1, model, state={}, meta=meta)
+    loaded, _ = load_model(tmp_path / "run")
+    assert loaded.end_tokens == (gpt2.eot_token, eos)
+    loaded.save_pretrained(tmp_path / "export")
+    assert hf_end_tokens(tmp_path / "export", 50257) == (gpt2.eot_token, eos)
+    rc, out, err = cli(capsys, f"--out_dir={tmp_path / 'run'}", "--start=Hello world", "--temperature=0",
+                       "--max_new_tokens=12", "--json", "--device=cpu")
+    sample = json.loads(out)
+    end = ids.index(eos)
+    assert rc == 0 and (sample["finish_reason"], sample["tokens"], sample["text"]) == ("eot", end + 1,
+                                                                                        gpt2.decode(ids[:end]))
+    assert f"names id {eos} as its end of sequence (eos_token_id)" in err
+
+
 @pytest.mark.slow
 def test_cli_end_to_end_on_a_run_that_train_py_wrote(tmp_path):
     from gpt.prepare import prepare
