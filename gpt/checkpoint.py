@@ -1458,6 +1458,23 @@ def pretrained_config(init_from: str) -> GPTConfig:
     return read_hf_config(path or hub_gpt2(init_from))
 
 
+def refuse_a_missing_lora_base(init_from: str, lora_base: str = "") -> None:
+    """Where --init_from is a LoRA run whose base (at any depth of a LoRA run on a LoRA run) is found nowhere, or
+    `lora_base` (--lora_base) fits no base of it, the refusal load_model would give, said before the data is prepared:
+    it came once the model was built, after minutes of preparing a large corpus and a cache of it left, where the
+    tokenizer, the architecture and the LoRA rank are refused first (hunt 51-f F2). Looks only: loads no weights."""
+    override = BaseOverride(Path(lora_base)) if lora_base else None
+    path = weights_dir(init_from)
+    while path is not None and not is_hf_gpt2_dir(path):
+        ckpt = open_checkpoint(path)
+        lora = ckpt.meta.get("lora")
+        if not lora or ("base_weights" not in lora and Path(lora["base"]).is_dir()):  # (not LoRA; or an older
+            break  # version's record of a base that is there, which load_model takes with its warning, said once)
+        path = weights_dir(checked_base(ckpt.path, lora, override))  # (None: a hub name, found in the hub cache)
+    if override is not None and not override.used:
+        raise override.refusal(f"--init_from={init_from}")
+
+
 def load_base_model(init_from: str, dropout: float = 0.0, lora_base: BaseOverride | None = None) -> GPT:
     """Pretrained weights to start from: one of our checkpoints (a run or checkpoint directory),
     a Hugging Face GPT-2 directory, or a hub name (gpt2, gpt2-medium, ...). `lora_base`: where a LoRA

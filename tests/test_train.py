@@ -2845,6 +2845,34 @@ def test_a_lora_run_records_its_base_checkpoint_and_refuses_it_gone(byte_data, t
                                        "its ckpt-* directory)\n")
 
 
+def test_a_lora_run_whose_base_is_gone_is_refused_as_init_from_before_the_data_is_prepared(byte_data, tmp_path,
+                                                                                              capsys):
+    # --init_from a LoRA run whose base was deleted or moved (or a --lora_base that fits no base) was refused only when
+    # the model was built, after the text had been prepared: minutes of a large corpus, and a cache of it left, for a
+    # run that could not start (hunt 51-f F2), where the tokenizer, the architecture and the LoRA rank are refused first
+    tiny = [f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1"]
+    base, lora, moved = tmp_path / "base", tmp_path / "lora", tmp_path / "archive"
+    assert train.main([*tiny, f"--out_dir={base}"]) == 0
+    assert train.main([*tiny, f"--init_from={base}", "--lora_rank=2", f"--out_dir={lora}"]) == 0
+    shutil.move(base, moved)
+    text = write_corpus(tmp_path / "notes", docs=4, words=100)
+    raw = [f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+           f"--out_dir={tmp_path / 'new'}"]
+    capsys.readouterr()
+    for more in ([], ["--lora_rank=2"], [f"--lora_base={lora}"]):  # (the LoRA run's own weights: adapters alone)
+        assert train.main([*raw, f"--init_from={lora}", *more]) == 1
+        error = one_line_error(capsys.readouterr().err)
+        assert error.startswith(f"train.py: error: LoRA checkpoint {lora / 'ckpt-0000001'} was trained on base "
+                                f"{base / 'ckpt-0000001'} (step 1), which is missing")
+        assert not (tmp_path / "cache").exists() and not (tmp_path / "new").exists()
+    assert error.endswith(f"--lora_base={lora}: its ckpt-0000001 holds other weights than the base the adapters were "
+                          "trained on (by their fingerprint)")
+    assert train.main([*raw, f"--init_from={moved}", f"--lora_base={moved}"]) == 1  # (no LoRA base to stand for)
+    assert "is not a LoRA checkpoint whose base has a fingerprint" in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "new").exists()
+    assert train.main([*tiny, f"--init_from={lora}", f"--lora_base={moved}", f"--out_dir={tmp_path / 'new'}"]) == 0
+
+
 @pytest.mark.parametrize("recorded_as", ["checkpoint", "run directory"])
 def test_an_older_versions_lora_run_resumed_pins_its_base_exactly(byte_data, tmp_path, recorded_as):
     # A LoRA run saved before 2026-11-25 records its base's path alone (no step, no fingerprint) and never
