@@ -80,8 +80,8 @@ from gpt.checkpoint import (CKPT_PREFIX, BaseOverride, Checkpoint, NoCheckpoint,
                             is_hf_gpt2_dir, latest_note, list_checkpoints, listed_on, load_base_model, load_model,
                             loads_as_weights, lora_base, mark_lora_base, name_of, open_resumable, passed_over,
                             pretrained_config, pretrained_tokenizer, rebased, refuse_a_missing_lora_base,
-                            refuse_a_pruned_base, repoint_best, save_checkpoint, set_aside, unmark_lora_base,
-                            weights_without_state, write_failed)
+                            refuse_a_pruned_base, refuse_unreadable_weights, repoint_best, save_checkpoint,
+                            set_aside, unmark_lora_base, weights_without_state, write_failed)
 from gpt.config import (BEFORE_OPTION, MODEL_KEYS, TrainConfig, accumulation_note, check_options_apply,
                         command_line_keys, describe_options, fit_accumulation, fit_block_size, fit_compile,
                         new_run_from, options_unknown_here, parse_args, preset_as_resumed, preset_not_applied,
@@ -981,6 +981,7 @@ def open_the_data(cfg: TrainConfig, run: Options, out_dir: Path) -> tuple[DataDi
     tokenizer = tokenizer_of(cfg, resume, "tokenizer" in typed)
     if not resume and cfg.init_from != "scratch":  # refused before the data is prepared, as the tokenizer is
         weights = pretrained_config(cfg.init_from)
+        refuse_unreadable_weights(cfg.init_from)
         refuse_a_missing_lora_base(cfg.init_from, cfg.lora_base)
         refuse_other_weights_on_a_node(weights, cfg.init_from, dist)
         refuse_another_architecture(cfg, weights, typed)

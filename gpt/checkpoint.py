@@ -1458,6 +1458,26 @@ def pretrained_config(init_from: str) -> GPTConfig:
     return read_hf_config(path or hub_gpt2(init_from))
 
 
+def refuse_unreadable_weights(init_from: str) -> None:
+    """Where the weights file of --init_from (our checkpoint's, a Hugging Face directory's) is a Git LFS pointer or,
+    a safetensors file, cut short or corrupt in its header, the refusal the load would give, said before the data is
+    prepared: it came after minutes of preparing a large corpus and a cache of it left (hunt 51-f F3). Reads the
+    file's first bytes and its header only. (The weights of a LoRA run's base are checked by their fingerprint:
+    refuse_a_missing_lora_base.)"""
+    path = weights_dir(init_from)
+    if path is None:  # (a hub name: its cache's files are fetched whole)
+        return
+    weights = _hf_weights(path) if is_hf_gpt2_dir(path) else open_checkpoint(path).path / WEIGHTS
+    if weights.suffix == ".safetensors":
+        read_safetensors(weights, header_only=True)
+    elif weights.is_file():  # (pytorch_model.bin: the pointer alone, as read_torch_file says it first)
+        try:
+            with open(weights, "rb") as f:
+                refuse_an_lfs_pointer(weights, f.read(len(LFS_POINTER)))
+        except OSError:  # (said by the load, as before)
+            pass
+
+
 def refuse_a_missing_lora_base(init_from: str, lora_base: str = "") -> None:
     """Where --init_from is a LoRA run whose base (at any depth of a LoRA run on a LoRA run) is found nowhere, or
     `lora_base` (--lora_base) fits no base of it, the refusal load_model would give, said before the data is prepared:

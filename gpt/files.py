@@ -71,8 +71,11 @@ def refuse_an_lfs_pointer(path: Path, head: bytes) -> None:
                                    "cloned", damaged=False)
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    """A safetensors file's tensors, or UnreadableFile (truncated, corrupt, a Git LFS pointer)."""
+def read_safetensors(path: Path, header_only: bool = False) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors, or UnreadableFile (truncated, corrupt, a Git LFS pointer). `header_only`: its
+    header alone is read, and checked against the file's size, for these refusals before work that needs the tensors
+    later (no tensors are returned)."""
+    from safetensors import safe_open
     from safetensors.torch import load, load_file
 
     try:
@@ -90,7 +93,10 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
                 # were then "truncated or corrupt safetensors file (Path ... is not valid UTF-8)" to every
                 # resume and to sample.py (hunt 35-f F3). Read through the open file instead (the file's
                 # size in memory again while its tensors are made, for such a name only).
-                return load(f.read())
+                return {} if header_only else load(f.read())
+        if header_only:
+            with safe_open(str(path), "pt"):  # (the header parsed and its offsets checked against the size)
+                return {}
         return load_file(str(path))
     except OSError as e:
         raise UnreadableFile(path, e.strerror or describe_error(e), damaged=False) from None

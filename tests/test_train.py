@@ -2873,6 +2873,29 @@ def test_a_lora_run_whose_base_is_gone_is_refused_as_init_from_before_the_data_i
     assert train.main([*tiny, f"--init_from={lora}", f"--lora_base={moved}", f"--out_dir={tmp_path / 'new'}"]) == 0
 
 
+@pytest.mark.parametrize("damage", ["cut short", "a Git LFS pointer"])
+def test_init_from_weights_that_cannot_load_are_refused_before_the_data_is_prepared(byte_data, tmp_path, capsys,
+                                                                                    damage):
+    # --init_from a checkpoint whose weights file was cut short (a copy that failed) or is a Git LFS pointer (a run
+    # kept in LFS, cloned without it) was refused when the model was built, after the text had been prepared:
+    # minutes of a large corpus and a cache of it, for the line the load gives (hunt 51-f F3)
+    from gpt.files import LFS_POINTER
+
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--eval_interval=100", "--max_iters=1", f"--out_dir={base}"]) == 0
+    weights = base / "ckpt-0000001" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100] if damage == "cut short" else LFS_POINTER + b"/spec/v1\n")
+    text = write_corpus(tmp_path / "notes", docs=4, words=100)
+    capsys.readouterr()
+    assert train.main([f"--data={text}", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--init_from={base}", f"--out_dir={tmp_path / 'new'}"]) == 1
+    assert one_line_error(capsys.readouterr().err) == f"train.py: error: {weights}: " + (
+        "truncated or corrupt safetensors file (Error while deserializing header: incomplete metadata, file not fully "
+        "covered)" if damage == "cut short" else
+        "a Git LFS pointer, not the file itself: fetch it with `git lfs pull` where it was cloned")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("recorded_as", ["checkpoint", "run directory"])
 def test_an_older_versions_lora_run_resumed_pins_its_base_exactly(byte_data, tmp_path, recorded_as):
     # A LoRA run saved before 2026-11-25 records its base's path alone (no step, no fingerprint) and never
