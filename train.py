@@ -835,6 +835,7 @@ def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[
             cfg = resume_config(resume.meta["config"], cfg, user_keys, resume.model_config.to_dict(), typed=typed)
             parsed, preset_keys = preset_as_resumed(argv, parsed, user_keys, cfg)  # (a LoRA run's: its [lora] table)
             preset_note = preset_not_applied(parsed, cfg, preset_keys - typed)
+            refuse_a_count_below_the_step(cfg, typed, resume)
         elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
             # the weights to start from, read as the checkpoint to resume is: a node without them said so
             # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
@@ -1352,6 +1353,20 @@ def refuse_another_architecture(cfg: TrainConfig, weights: GPTConfig, typed: set
         raise ConfigError(f"block_size {cfg.block_size} exceeds the model's context of {weights.block_size}")
     # (and a LoRA rank the weights' width cannot take: refused after the data was prepared, hunt 37-c C3)
     refuse_lora_rank(cfg.lora_rank, weights.n_embd)
+
+
+def refuse_a_count_below_the_step(cfg: TrainConfig, typed: set[str], resume) -> None:
+    """A resume's typed --max_iters below the step its checkpoint is at (a typo for 30): the run "finished" there
+    without a word, its final evaluation done and the checkpoint saved again with that count, "steps 4 -> 3 = -0.00
+    epochs"; the record then gave its decay as ending at the typed count, which a later resume's note named as the
+    schedule to keep (hunt 51-b B1). (--eval_only trains nothing: the command that trained the run may be given.)"""
+    step = resume.meta["step"]
+    if "max_iters" not in typed or not 0 < cfg.max_iters < step or cfg.eval_only:
+        return
+    own = resume.meta["config"].get("max_iters") or 0  # (0: a budgeted run stopped before its plan fixed it)
+    its_count = f" (the run's is {own:,})" if own else ""
+    raise ConfigError(f"--max_iters={cfg.max_iters} is below step {step}, where the run in {cfg.out_dir} is: give a "
+                      f"larger count{its_count}, or leave --max_iters out")
 
 
 def refuse_fewer_embeddings_than(tokenizer: str, vocab_size: int, init_from: str) -> None:

@@ -1678,6 +1678,25 @@ def test_two_process_ddp_matches_one_process_with_accumulation(byte_data, tmp_pa
     assert val[1] == pytest.approx(val[0], rel=1e-5)
 
 
+def test_a_resume_with_a_max_iters_below_the_runs_step_is_refused_and_changes_nothing(byte_data, tmp_path,
+                                                                                      monkeypatch, capsys):
+    # A run stopped at step 4 of 6, resumed with --max_iters=3 (a typo for 30), "finished" at step 4: "steps 4 -> 3 =
+    # -0.00 epochs", its final evaluation done and step 4 saved again with max_iters 3; resumed then with its own
+    # count, it was told its decay "ended at 3" and to give --lr_decay_iters=3 to keep it, a schedule it never
+    # trained on (hunt 51-b B1)
+    out = tmp_path / "run"
+    during_steps(monkeypatch, {4: signal_self(signal.SIGTERM)})
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=3", f"--out_dir={out}"]) == 143
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={out}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: --max_iters=3 is below step 4, where the run in {out} is: "
+                                       "give a larger count (the run's is 6), or leave --max_iters out\n")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # (an evaluation of it may be given the command that trained it, a smaller count than the run's now)
+    assert train.main(["--init_from=resume", "--max_iters=3", "--eval_only=true", f"--out_dir={out}"]) == 0
+
+
 def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY,
