@@ -142,6 +142,57 @@ def test_resume_in_a_fresh_process_is_bit_identical(byte_data, tmp_path):
     assert json.loads((split / "config.json").read_text()) == cb
 
 
+def resumes_bit_for_bit(common: list, tmp_path: Path, steps: int, stop: int) -> Path:
+    """`common` trained `steps` steps at once, and `stop` steps then resumed to `steps` (in this process): the same
+    training records (losses, gradient norms, rates), the same evaluations where both made one, the same weights.
+    Returns the resumed run's directory."""
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train.main([*common, f"--max_iters={steps}", f"--out_dir={straight}"]) == 0
+    assert train.main([*common, f"--max_iters={stop}", f"--out_dir={split}"]) == 0
+    assert train.main(["--init_from=resume", f"--max_iters={steps}", f"--out_dir={split}"]) == 0
+    records = {}
+    for out in (straight, split):
+        lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+        records[out] = ({r["step"]: (r["loss"], r["grad_norm"], r["lr"], r["tokens_seen"]) for r in lines if "loss" in r},
+                        {r["step"]: r for r in lines if "val_loss" in r})
+    (trained_a, evals_a), (trained_b, evals_b) = records[straight], records[split]
+    assert sorted(trained_a) == list(range(1, steps + 1)) and trained_a == trained_b  # (TINY logs every step)
+    assert all(evals_a[s] == evals_b[s] for s in evals_a)  # (the split run's end was evaluated too)
+    wa, wb = final_weights(straight), final_weights(split)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    return split
+
+
+def test_masked_instruction_data_with_accumulation_resumes_bit_for_bit_from_inside_the_warmup(tmp_path):
+    # (checked across the options in hunt 51-b: dropout, accumulation, Muon, warmup and decay crossing the stop,
+    # LoRA, instruction and BPE data, a tiny dataset's epochs, signals; this pins the combinations no test had)
+    from gpt.prepare import prepare
+
+    pairs = [{"instruction": " ".join(WORDS[i % 7:i % 7 + 6]), "output": " ".join(WORDS[i % 5:i % 5 + 9])}
+             for i in range(60)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    data = prepare(source="input", inputs=[str(tmp_path / "pairs.jsonl")], tokenizer="byte",
+                   out_dir=tmp_path / "data", num_proc=1, quiet=True)
+    common = [f"--data={data}", *TINY, "--gradient_accumulation_steps=2", "--dropout=0.1", "--warmup_iters=3",
+              "--eval_interval=2", "--lr_decay_iters=5"]
+    split = resumes_bit_for_bit(common, tmp_path, steps=5, stop=2)
+    assert open_checkpoint(split).meta["supervised"]
+
+
+def test_bpe_data_smaller_than_a_step_resumes_bit_for_bit_across_its_epochs(tmp_path):
+    from gpt.prepare import prepare
+
+    data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", docs=4, words=80))],
+                   tokenizer="shakespeare-bpe", out_dir=tmp_path / "data", num_proc=1, quiet=True, val_fraction=0.5)
+    # 391 train tokens: 10 windows, fewer than a step's 16, which run on from one epoch's order into the next's; the
+    # stop after 32 windows, within the fourth epoch
+    common = [f"--data={data}", *TINY, "--gradient_accumulation_steps=4", "--dropout=0.1", "--eval_interval=3",
+              "--lr_decay_iters=5"]
+    split = resumes_bit_for_bit(common, tmp_path, steps=5, stop=2)
+    loader = open_checkpoint(split).state()["loader"]
+    assert (loader["windows_per_epoch"], loader["epoch"], loader["position"]) == (10, 8, 0)
+
+
 def test_a_cpu_resume_with_another_number_of_threads_says_its_losses_will_not_match(byte_data, tmp_path, capsys):
     # A matrix product's sums are split across the CPU threads: a run resumed with another count (another machine,
     # OMP_NUM_THREADS, torchrun's 1) parted from the uninterrupted one in the last bits, --deterministic or not,
