@@ -17,7 +17,8 @@ end-of-text or stop-string tokens included), "finish_reason" ("stop": a stop str
 it; "eot": end-of-text, or the eos_token_id a Hugging Face model names; "length": max_new_tokens;
 "interrupted": Ctrl-C or SIGTERM, the text until then), "tokens_per_s", "seconds"}. Information and
 warnings go to stderr. Ctrl-C or SIGTERM while generating ends every sample at its next token: they
-are printed as far as they got, then the process ends as interrupted; a second signal stops at once.
+are printed as far as they got, then the process ends as interrupted; a second signal stops at once, once
+the line being written is out: every line on stdout is whole.
 
 The context: a prompt longer than the model's block_size keeps its last block_size tokens (a
 warning says how many were dropped; a prompt of over 100,000 characters is tokenized from a line start near
@@ -597,7 +598,8 @@ def kept_when_interrupted(streamed: bool):
     samples end at the next token, finish_reason "interrupted", are printed as far as they got, in their
     format (--json: whole records), and the process then ends as interrupted (main: its one line, status
     130 / 143). Every sample was lost but a streamed one's text (hunt 49-n N1). A second signal stops at
-    once (StopSignal's at_once), printing nothing more. A reader gone with the same Ctrl-C (`sample.py | head`:
+    once (StopSignal's at_once), printing nothing more once the write under way is out (CheckedStdout writes
+    it whole: hunt 51-s S1). A reader gone with the same Ctrl-C (`sample.py | head`:
     the terminal's reaches the whole pipeline) still ends it as interrupted. Only the main thread takes
     signals: elsewhere (sample.main run in a thread) nothing changes."""
     from gpt.runtime import StopSignal

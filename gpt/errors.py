@@ -557,13 +557,16 @@ class CheckedStdout:
     rest of the output goes nowhere, and the work goes on; `exit_status` then makes its 0 a 1 (not
     for a reader gone, which is the reader's choice); and a log is flushed at the end of each line.
     Where the output is the product (sample.py's samples), `stop` names it and the failure is
-    UsageError, at once; a reader gone stays BrokenPipeError, for the script to end quietly."""
+    UsageError, at once; a reader gone stays BrokenPipeError, for the script to end quietly. The
+    product goes out a write at a time, whole (see _write_whole)."""
 
     def __init__(self, stream, script: str, stop: str | None = None):
         self._stream, self._script, self._stop = stream, script, stop
         self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
+        if self._stop is not None:
+            return self._write_whole(text)
         written = self._write(text)
         if self._stop is None and "\n" in text:
             # A log goes out line by line: block-buffered (`> log 2>&1`, `| tee`, a batch job's output, without
@@ -587,6 +590,37 @@ class CheckedStdout:
             encoding = getattr(self._stream, "encoding", None) or "utf-8"
             text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
             return self._guarded(self._stream.write, text)
+
+    def _write_whole(self, text: str) -> int:
+        """The product's write, all of it on stdout before the call returns, with Ctrl-C and SIGTERM held back
+        until it is out. A signal while a write waits for a slow reader (a full pipe) cut it: sample.py's second
+        signal stopped at once there, and its reader got half a --json record; and Python's buffered stdout,
+        interrupted after writing part of its buffer, drops the rest even where the handler only notes the
+        signal (CPython 3.11-3.13): one SIGTERM there lost the end of a record and ran the next into it (hunt
+        51-s S1). So the bytes go to the descriptor here, until all are written. Blocked, not
+        gpt.atomic.python_signals_held: swapping two handlers cost some 50 us a write, a streamed token's."""
+        with signals_blocked(signal.SIGINT, signal.SIGTERM):
+            fd = self._descriptor()
+            if fd is None:  # a stream of Python's own (a test's capture), or not POSIX
+                written = self._write(text)
+                self.flush()
+                return written
+            self.flush()  # (what the stream holds goes first)
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            try:
+                data = text.encode(encoding, getattr(self._stream, "errors", None) or "strict")
+            except UnicodeEncodeError:  # as _write writes it
+                data = text.encode(encoding, "backslashreplace")
+            self._guarded(_write_all, fd, data)
+            return len(text)
+
+    def _descriptor(self) -> int | None:
+        if os.name != "posix":  # (a Windows console or a text-mode stdout: its own newlines and encoding)
+            return None
+        try:
+            return self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is both)
+            return None
 
     def flush(self) -> None:
         if not self.failed:
@@ -645,6 +679,13 @@ class ProgressStream:
 
     def __getattr__(self, name):  # isatty, encoding, fileno, ...
         return getattr(self._stream, name)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written (a write interrupted by a signal writes part of them)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _to_devnull(stream) -> None:

@@ -86,12 +86,13 @@ def test_a_log_line_its_stdout_cannot_encode_is_written_escaped_not_a_traceback(
 def test_a_logs_lines_reach_its_stream_as_they_are_written():
     # Block-buffered (a log file or pipe, without PYTHONUNBUFFERED), train.py's lines came late and after
     # stderr's: its error line went onto the progress bar's (hunt 38-e E1). A product's stdout (sample.py's
-    # samples) keeps its buffer: the script flushes it where its reader needs the text.
+    # samples) goes out a write at a time, whole (a signal in its buffer's flush cut a --json record: hunt 51-s S1;
+    # it kept its buffer until the script flushed it)
     import io
 
     from gpt.errors import CheckedStdout
 
-    for stop, shown in [(None, b"step 1\n"), ("the samples", b"")]:
+    for stop, shown in [(None, b"step 1\n"), ("the samples", b"step 1\nstep 2 of")]:
         raw = io.BytesIO()
         out = CheckedStdout(io.TextIOWrapper(raw, encoding="utf-8", newline="\n"), "train.py", stop=stop)
         out.write("step 1\n")

@@ -771,6 +771,64 @@ def test_a_reader_gone_with_the_signal_still_ends_sampling_as_interrupted(capsys
     assert sample.main(run) == 130 and capsys.readouterr().err.endswith("\nsample.py: interrupted\n")
 
 
+WRITES_INTO_A_FULL_PIPE = """
+import os, signal, sys
+from gpt.errors import CheckedStdout, StoppedAtOnce
+signals = []
+
+def handler(signum, frame):  # as sample.py's: the first signal noted (argv 0), a second one stops at once (1)
+    signals.append(signum)
+    if len(signals) == int(sys.argv[1]):
+        raise StoppedAtOnce("sample.py: interrupted", signum)
+
+signal.signal(signal.SIGTERM, handler)
+out = CheckedStdout(sys.stdout, "sample.py", stop="the samples")
+out.write(sys.argv[2])  # all but a page of the pipe
+out.flush()
+os.write(2, b"filled\\n")
+try:
+    out.write(sys.argv[3])  # the record: its first page, then it waits for the reader
+    out.flush()
+except StoppedAtOnce:
+    os.write(2, b"stopped\\n")
+os.write(2, f"{signals}\\n".encode())
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="a Linux pipe's size")
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_signal_while_a_record_waits_for_a_slow_reader_leaves_it_whole(at_once):
+    # A --json record written into a full pipe (a reader that reads slowly) when a signal came: a second one (which
+    # stops at once) cut it, and the reader got half of it; a first one, which only notes it, made Python's buffered
+    # stdout drop the rest of what it was writing, and the next record ran into it (hunt 51-s S1)
+    import fcntl
+    import signal
+    import termios
+    import time
+
+    read_end, write_end = os.pipe()
+    size = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+    os.close(read_end), os.close(write_end)
+    record = json.dumps({"index": 0, "text": "to be or not " * 500}) + "\n"  # (within a buffer of Python's)
+    proc = subprocess.Popen([sys.executable, "-c", WRITES_INTO_A_FULL_PIPE, str(int(at_once)), "x" * (size - 4096),
+                             record], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr.readline() == b"filled\n"
+
+        def pending() -> int:
+            return int.from_bytes(fcntl.ioctl(proc.stdout.fileno(), termios.FIONREAD, bytes(4)), sys.byteorder)
+        while pending() < size:  # the record's first page is in: it waits for the reader
+            time.sleep(0.01)
+        time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # (the reader reads a while later; read at once, 2 runs of 3 lost the end)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert out[size - 4096:].decode() == record
+    assert err.decode() == ("stopped\n" if at_once else "") + f"[{signal.SIGTERM.value}]\n"
+
+
 def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     # The signal a user sends, once the first text is out (the streamed sample's): the samples so far follow it
     import signal
