@@ -136,7 +136,9 @@ def make_parser() -> _Parser:
     a("--top_p", type=_or_none(float, "a number"), default=1.0, help="nucleus sampling, in (0, 1]; 1 or none = off "
                                                           "(default: %(default)s)")
     a("--repetition_penalty", type=float, default=1.0, help="> 1 makes tokens already present less likely; 1 = off (default: %(default)s)")
-    a("--seed", type=int, default=1337, help="random seed: the same seed gives the same samples (default: %(default)s)")
+    # (the same seed alone: the first of 3 samples is not the sample drawn alone, and --help said it was: hunt 51-s S2)
+    a("--seed", type=int, default=1337, help="random seed: the same seed and --num_samples give the same samples "
+                                             "(a batch's samples draw from one generator) (default: %(default)s)")
     a("--stop", action="extend", nargs="+", default=[], metavar="STRING",
       help="end a sample at the first occurrence of this string, cut before it (repeat for several; \\n, \\t "
            "are newline and tab). End-of-text always ends a sample")

@@ -1881,6 +1881,16 @@ def test_the_end_of_text_marker_typed_in_a_prompt_is_text_and_said(capsys, run_d
     assert rc == 0 and "note: --start holds" not in err
 
 
+def test_seed_help_says_the_samples_depend_on_num_samples_too(capsys, run_dir):
+    # --help said "the same seed gives the same samples": the first sample of --num_samples=3 is not the one sample
+    # of --num_samples=1 (one generator draws the batch's noise; the README's --seed row says so: hunt 44-b B7)
+    alone = cli_json(capsys, run_dir, "--start=To", "--max_new_tokens=12")
+    batch = cli_json(capsys, run_dir, "--start=To", "--max_new_tokens=12", "--num_samples=3")
+    assert alone[0]["text"] != batch[0]["text"]
+    seed_help = next(a.help for a in sample.make_parser()._actions if "--seed" in a.option_strings)
+    assert "the same seed and --num_samples give the same samples" in seed_help
+
+
 def test_the_readme_flag_table_names_sample_py_options_with_their_defaults():
     # The README's table of sample.py's flags is what a newcomer reads before --help: each flag it names must exist,
     # with the default it gives (hunt 49-e: a README walk; kept in step as the options change)
