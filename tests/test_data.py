@@ -116,6 +116,16 @@ def test_masked_shard_round_trip_is_version_2(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["m.bin"]  # no temp file left
 
 
+def test_a_mask_of_another_length_than_the_tokens_is_refused_before_anything_is_written(tmp_path):
+    # one mask byte per token is the format: a shorter mask wrote a shard whose mask ends early, unreadable
+    # ("odd byte length") only when training opened it (no test gave one before: hunt 51-q Q4)
+    path = tmp_path / "m.bin"
+    for mask in (np.zeros(999, np.uint8), np.zeros(1001, np.uint8)):
+        with pytest.raises(ValueError, match="one value per token"):
+            write_shard(path, np.arange(1000) % 257, mask, vocab_size=257, eot_token=256, tokenizer_name="byte")
+    assert list(tmp_path.iterdir()) == []  # no shard, no temp file
+
+
 def test_the_writer_masks_earlier_tokens_as_targets_and_truncates_the_mask_with_the_tokens(tmp_path):
     # the mask opens at the first context-only token, the tokens before it all targets; truncate()
     # (the last two shards rebalanced) cuts both: neither was tested (hunt 31-b S1, S2)
@@ -310,6 +320,8 @@ def _patch(path, offset, data):
     # (each worked when driven by hand, and no test ran it: hunt 33-b U12)
     (lambda p: _patch(p, 12, struct.pack("<I", 3)), "unknown token size 3 bytes (expected 2 or 4)"),
     (lambda p: _patch(p, 28, struct.pack("<I", 999)), "end-of-text id 999 >= vocab size 257"),
+    # (at the bound too: an id equal to the vocab size is one past its last id; `<=` there passed every case)
+    (lambda p: _patch(p, 28, struct.pack("<I", 257)), "end-of-text id 257 >= vocab size 257"),
     (lambda p: _patch(p, 32, b"\xff\xfe"), "is not UTF-8"),
 ])
 def test_each_header_fault_names_the_file_and_the_reason(tmp_path, fault, reason):
