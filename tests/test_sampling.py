@@ -89,6 +89,9 @@ def test_repetition_penalty_lowers_seen_tokens_either_sign():
     logits = torch.tensor([[2.0, -2.0, 1.0]])
     out = apply_repetition_penalty(logits, seen_tokens(torch.tensor([[0, 1, 0]]), 3), 2.0)  # 0 twice: once
     assert out.tolist() == [[1.0, -4.0, 1.0]]
+    # below 1 it raises them, either sign (none of the tests below could tell it from no penalty: hunt 51-q Q1)
+    out = apply_repetition_penalty(logits, seen_tokens(torch.tensor([[0, 1, 0]]), 3), 0.5)
+    assert out.tolist() == [[4.0, -1.0, 1.0]]
 
 
 def test_seen_tokens_leave_out_ids_past_the_sampled_vocabulary():
@@ -207,6 +210,11 @@ def test_a_penalty_that_pushes_a_logit_past_float32_keeps_it_the_largest_not_tok
     logits = torch.tensor([[1.0, 100.0, 3.0, -2.0], [2.0, -1.0, 0.5, 50.0]])
     seen = seen_tokens(torch.tensor([[1, 2], [3, 3]]), 4)
     noise = sampling_noise(2, 4, logits.device, torch.Generator().manual_seed(0))
+    ids = draw_next_token(logits, temperature, noise=noise, seen=seen, repetition_penalty=1e-38)
+    assert ids.flatten().tolist() == [1, 3]
+    # and where the seen id was not the largest before: the penalty, not the logits alone, makes it so (the ids
+    # above are each row's largest already, so no penalty at all passed them: hunt 51-q Q1)
+    logits = torch.tensor([[100.0, 10.0, -3.0, -2.0], [2.0, -1.0, 50.0, 0.5]])
     ids = draw_next_token(logits, temperature, noise=noise, seen=seen, repetition_penalty=1e-38)
     assert ids.flatten().tolist() == [1, 3]
 
