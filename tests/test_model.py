@@ -338,15 +338,18 @@ def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding, qk_n
     assert (cached - full).abs().max().item() <= 1e-5
 
 
-def test_chunked_prefill_masks_correctly_when_queries_are_fewer_than_keys():
+# (1, 4): a chunk at position 1, the smallest where the mask is not top-left aligned; `pos > 1` for `pos > 0`
+# passed every test before (hunt 51-q Q2)
+@pytest.mark.parametrize("first, second", [(6, 15), (1, 4)])
+def test_chunked_prefill_masks_correctly_when_queries_are_fewer_than_keys(first, second):
     model = tiny_model()
     idx = torch.randint(0, 97, (2, 20))
     full, _ = model(idx)
     model.setup_kv_cache(batch_size=2)
     with torch.no_grad():
-        a, _ = model(idx[:, :6], pos=0)
-        b, _ = model(idx[:, 6:15], pos=6)  # 9 queries against 15 keys
-        c, _ = model(idx[:, 15:], pos=15)
+        a, _ = model(idx[:, :first], pos=0)
+        b, _ = model(idx[:, first:second], pos=first)  # 9 queries against 15 keys, or 3 against 4
+        c, _ = model(idx[:, second:], pos=second)
     assert (torch.cat([a, b, c], dim=1) - full).abs().max().item() <= 1e-5
 
 
@@ -390,6 +393,16 @@ def test_cached_forward_of_ones_own_after_generate_and_cache_too_small():
     model.setup_kv_cache(batch_size=2, max_len=4)
     with torch.no_grad(), pytest.raises(ValueError, match="do not fit the KV cache, set up for 2 of 4"):
         model(prompt, pos=0)
+    # more rows than the cache holds, the length fitting: the same line, not a shape mismatch in the cache's
+    # update (only the length's case was tried: hunt 51-q Q3)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"3 sequence\(s\) of 4 tokens do not fit the KV cache, "
+                                                          "set up for 2 of 4"):
+        model(torch.randint(0, 97, (3, 4)), pos=0)
+    # set up again longer, for as many rows: made anew, not the 4 positions kept (hunt 51-q Q6)
+    model.setup_kv_cache(batch_size=2)
+    assert model.transformer.h[0].attn.kv_cache.k.size(2) == model.config.block_size
+    with torch.no_grad():
+        assert (model(prompt, pos=0)[0] - model(prompt)[0]).abs().max().item() <= 1e-5
 
 
 # -- generation --------------------------------------------------------------------
