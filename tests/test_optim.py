@@ -147,6 +147,11 @@ def test_newton_schulz_orthogonalises_a_stack():
     assert O.shape == G.shape and s.min() > 0.5 and s.max() < 1.3
     for i in range(3):  # each matrix on its own is the same
         assert torch.allclose(O[i], newton_schulz(G[i:i + 1], 5, (3.4445, -4.7750, 2.0315), 1e-7)[0], atol=1e-5)
+    # a matrix whose update is all zeros (beside others in the stack) stays zeros: eps keeps 0 / 0 out, whose NaN
+    # Muon's step wrote into the weights (unchecked before: hunt 51-q Q7)
+    O = newton_schulz(torch.cat([G[:1], torch.zeros(1, 32, 8)]), 5, (3.4445, -4.7750, 2.0315), 1e-7)
+    assert torch.equal(O[1], torch.zeros(32, 8))
+    assert torch.allclose(O[0], newton_schulz(G[:1], 5, (3.4445, -4.7750, 2.0315), 1e-7)[0])
 
 
 def test_optimizers_state_round_trips_and_refuses_a_different_optimizer():
