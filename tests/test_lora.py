@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from gpt.lora import (LORA_TARGETS, LoRAConfig, LoRALinear, apply_lora, count_trainable, is_lora,
-                      load_lora_state_dict, lora_state_dict, merge_lora)
+                      load_lora_state_dict, lora_state_dict, merge_lora, set_lora_dropout)
 from gpt.model import GPT, GPTConfig, Linear
 
 TINY = dict(vocab_size=97, block_size=32, n_layer=2, n_head=4, n_embd=32)
@@ -119,6 +119,11 @@ def test_an_adapted_layer_adds_its_update_scaled_by_alpha_over_rank_with_its_dro
     model = apply_lora(GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=16)),
                        LoRAConfig(rank=2, dropout=0.3))
     assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.3}
+    # and set_lora_dropout (a resume's --lora_dropout) sets every adapter's and the config's (only test_train.py's
+    # whole-run test pinned it: hunt 51-q Q9)
+    set_lora_dropout(model, 0.1)
+    assert {m.lora_dropout.p for m in model.modules() if isinstance(m, LoRALinear)} == {0.1}
+    assert model.lora_config.dropout == 0.1
 
 
 def test_count_trainable_and_is_lora():
@@ -253,6 +258,10 @@ def test_load_lora_state_dict_is_strict(trained):
     (dict(alpha=float("inf")), "alpha"),
     (dict(alpha=1e-320), r"alpha / rank \(1e-320 / 4\) must be at least float32's smallest normal"),  # (hunt 43-e E2)
     (dict(alpha=1e300), r"alpha / rank \(1e\+300 / 4\) must be at most float32's largest"),  # (hunt 49-a A1)
+    # just past each bound (1e-38 is a float32 subnormal; 3.5e38 past its largest): the cases above are orders of
+    # magnitude out, and bounds halved or doubled passed them (hunt 51-q Q8)
+    (dict(alpha=4e-38), r"alpha / rank \(4e-38 / 4\) must be at least float32's smallest normal"),
+    (dict(alpha=1.4e39), r"alpha / rank \(1.4e\+39 / 4\) must be at most float32's largest"),
     (dict(dropout=1.0), "dropout"),
     (dict(dropout=-0.1), "dropout"),
     (dict(targets=("attn.c_attn", "lm_head")), "targets"),
