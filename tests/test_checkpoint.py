@@ -228,6 +228,30 @@ def test_open_resumable_beside_the_training_run_takes_the_newer_checkpoint_where
     assert not list(tmp_path.glob("broken-*"))
 
 
+def test_open_resumable_takes_the_checkpoint_latest_names_before_a_newer_one(tmp_path):
+    # a save renamed into place whose `latest` could not be written leaves a newer checkpoint than the one latest
+    # names: the run resumes from latest's, what that save's error said (no test here took the pointer first: a
+    # resume from the newest whatever latest said passed them all; hunt 51-q Q10)
+    model = make_model()
+    for step in (3, 6):
+        save(tmp_path, step, model)
+    (tmp_path / "latest").write_text("ckpt-0000003\n")
+    ckpt, skipped = open_resumable(tmp_path)
+    assert (ckpt.path.name, ckpt.meta["step"], skipped) == ("ckpt-0000003", 3, [])
+
+
+def test_an_earlier_save_set_aside_beside_its_steps_new_save_is_not_a_second_checkpoint(tmp_path):
+    # a re-save of a step killed after its swap, before the set-aside copy was removed: the step's checkpoint is
+    # the new save; the copy stands for it only where the step has none (`_stranded`; listed twice was untested:
+    # hunt 51-q Q11)
+    model = make_model()
+    save(tmp_path, 3, model)
+    shutil.copytree(tmp_path / "ckpt-0000003", tmp_path / ".tmp-old-ckpt-0000003.999999")
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-0000003"]
+    shutil.rmtree(tmp_path / "ckpt-0000003")
+    assert [p.name for p in list_checkpoints(tmp_path)] == [".tmp-old-ckpt-0000003.999999"]
+
+
 def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     # A write failing part-way (weights written, then the disk is full): one SaveError naming the
     # checkpoint still current, the previous checkpoint intact and nothing half-written left.
