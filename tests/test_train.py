@@ -353,6 +353,11 @@ def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rat
         "rate at step 8 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
         "keep the schedule it had")
     assert gpt.schedule.schedule_moved(TrainConfig(**recipe), saved, 4) is None
+    # options that moved, where this step's rate is the run's still (constant, both warmups over): no note (a note
+    # saying "0.003 where the run's schedule had 0.003" passed every test: hunt 51-q Q12)
+    constant = TrainConfig(**recipe, lr_schedule="constant").to_dict()
+    assert gpt.schedule.schedule_moved(TrainConfig(**{**recipe, "warmup_iters": 3}, lr_schedule="constant"), constant,
+                                       4) is None
     # a run saved before --lr_schedule existed trained with cosine (BEFORE_OPTION, as resume_config reads it): resumed
     # with --lr_schedule=constant, its schedule was taken for the one typed, and the jump to the peak went unsaid
     # (hunt 49-m M1)
