@@ -338,6 +338,22 @@ def test_prefill_then_decode_matches_full_forward(prompt_len, pos_encoding, qk_n
     assert (cached - full).abs().max().item() <= 1e-5
 
 
+@pytest.mark.parametrize("pos_encoding, qk_norm", [("learned", False), ("rope", True)])
+def test_the_static_decode_step_matches_full_forward(pos_encoding, qk_norm):
+    # the static-shape step (CUDA's default, so the CPU runs it only when asked) with a qk_scale other than 1:
+    # its attention left out the scale and every test passed, each of them on qk_scale 1 or on the CPU's
+    # ordinary step (hunt 51-q Q13)
+    model = tiny_model(pos_encoding=pos_encoding, qk_norm=qk_norm, qk_scale=2.0)
+    idx = torch.randint(0, 97, (2, 12))
+    full, _ = model(idx)
+    model.setup_kv_cache(batch_size=2)
+    with torch.no_grad():
+        pieces = [model(idx[:, :4], pos=0)[0]]
+        for t in range(4, idx.size(1)):
+            pieces.append(model.decode_step(idx[:, t:t + 1], torch.tensor([t]))[:, None])
+    assert (torch.cat(pieces, dim=1) - full).abs().max().item() <= 1e-5
+
+
 # (1, 4): a chunk at position 1, the smallest where the mask is not top-left aligned; `pos > 1` for `pos > 0`
 # passed every test before (hunt 51-q Q2)
 @pytest.mark.parametrize("first, second", [(6, 15), (1, 4)])
