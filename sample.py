@@ -53,7 +53,6 @@ if __name__ == "__main__":  # Ctrl-C while torch imports (the first seconds): th
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -563,14 +562,14 @@ def sample(args: argparse.Namespace) -> int:
 
 def print_samples(samples: list, prompt_text: str, as_json: bool, stream: bool, cut: bool, block_size: int) -> None:
     """The samples on stdout (the first one's text already there, streamed), then their notes and closing line."""
-    from gpt.generation import past_context_note
+    from gpt.generation import json_line, past_context_note
 
     out = sys.stdout
     for s in samples:
         if as_json:
-            out.write(json.dumps({"index": s.index, "prompt": prompt_text, "text": s.text, "tokens": s.tokens,
-                                  "finish_reason": s.finish_reason, "tokens_per_s": round(s.tokens_per_s, 2),
-                                  "seconds": round(s.seconds, 4)}, ensure_ascii=False) + "\n")
+            out.write(json_line({"index": s.index, "prompt": prompt_text, "text": s.text, "tokens": s.tokens,
+                                 "finish_reason": s.finish_reason, "tokens_per_s": round(s.tokens_per_s, 2),
+                                 "seconds": round(s.seconds, 4)}))
         elif stream and s.index == 0:
             out.write(SEPARATOR + "\n")
         else:

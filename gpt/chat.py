@@ -35,7 +35,7 @@ import torch
 
 from gpt.errors import Terminated, UsageError, WideText
 from gpt.files import decode_utf8
-from gpt.generation import Sample, generate_samples, past_context_note
+from gpt.generation import Sample, generate_samples, json_line, past_context_note
 from gpt.instruct import RecordError, Segments, last_prompt_ids, parse_json, segments, to_messages
 from gpt.tokenizer import LONG_TEXT_CHARS
 
@@ -204,7 +204,7 @@ def _record(s: Sample, dropped_turns: int | None = None, **first) -> str:
     if dropped_turns is not None:
         record["dropped_turns"] = dropped_turns
     record.update(tokens_per_s=round(s.tokens_per_s, 2), seconds=round(s.seconds, 4))
-    return json.dumps(record, ensure_ascii=False) + "\n"
+    return json_line(record)
 
 
 def answer_instruction(answerer: Answerer, instruction: str, num_samples: int, out: IO[str], *,
@@ -271,7 +271,7 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
         nonlocal errors
         errors += 1
         if as_json:
-            out.write(json.dumps({"line": lineno, "error": message}, ensure_ascii=False) + "\n")
+            out.write(json_line({"line": lineno, "error": message}))
         else:
             answerer.warn(message)
 

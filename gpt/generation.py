@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -148,6 +149,18 @@ class Sample:
         """Whether it ran past the model's context: its last tokens were drawn from a window that had slid
         past the prompt's beginning (see past_context_note)."""
         return self.in_view is not None and self.tokens > self.in_view
+
+
+# Characters JSON leaves as they are that Python's str.splitlines() (and so a reader splitting the output into lines
+# with it) breaks a line at: a --json record holding one was read as two pieces, neither of them JSON (hunt 51-s S3).
+# The other such characters (\n, \r, \x0b, \x0c, \x1c-\x1e) are control characters, which JSON escapes already.
+_LINE_BREAKS_JSON_KEEPS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def json_line(record: dict) -> str:
+    """A --json output line: `record` as JSON, characters readable as they are, that every line splitter reads as
+    one line."""
+    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS_JSON_KEEPS) + "\n"
 
 
 def generate_samples(model: GPT, tokenizer: Tokenizer, prompt: list[int], num_samples: int, max_new_tokens: int,

@@ -546,6 +546,19 @@ def test_a_line_that_is_not_utf8_is_refused_alone_and_a_lone_surrogate_is_answer
     assert len(answers) == 1 and "".join(out) == answers[0].text + "\n"
 
 
+def test_a_json_error_record_naming_a_unicode_line_break_is_one_line():
+    # an error record quoting a key that holds U+2028 (which JSON leaves as it is) was two lines to Python's
+    # str.splitlines(), neither JSON (hunt 51-s S3)
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    out = io.StringIO()
+    chat(Answerer(model, tok, 4, warn=lambda message: None, temperature=0),
+         ['{"promp\u2028t": "hi"}\n', '{"prompt": "hi"}\n'], out, as_json=True)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["line"] for r in records] == [1, 2] and "promp\u2028t" in records[0]["error"]
+
+
 def test_hostile_json_lines_get_their_error_record_and_the_next_line_is_answered():
     # Deep nesting (RecursionError) and a 5,000-digit integer (ValueError) were tracebacks that ended
     # the session; a null line was "got NoneType" (hunt, session 27)

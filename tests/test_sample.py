@@ -572,6 +572,16 @@ def test_json_output_parses_with_every_field(capsys, run_dir):
         assert s["tokens_per_s"] > 0 and s["seconds"] > 0
 
 
+def test_a_json_record_holding_a_unicode_line_break_is_one_line_to_every_splitter(capsys, run_dir):
+    # JSON leaves U+2028, U+2029 and U+0085 as they are; Python's str.splitlines() breaks a line at each: a record
+    # whose prompt held one was read as two pieces, neither JSON (hunt 51-s S3). Escaped, the line is the same JSON.
+    prompt = "a\u2028b\u2029c\x85d"
+    rc, out, err = cli(capsys, f"--out_dir={run_dir}", f"--start={prompt}", "--max_new_tokens=4", "--json",
+                       "--device=cpu")
+    assert rc == 0, err
+    assert len(out.splitlines()) == 1 and json.loads(out)["prompt"] == prompt
+
+
 # -- prompt --------------------------------------------------------------------------------------
 
 
