@@ -1128,8 +1128,9 @@ def lora_base(init_from: str, fingerprint: bool = True) -> dict:
     leaves it out where no adapters will be saved); the name of a hub model."""
     path = weights_dir(init_from)
     if path is None:  # a hub name: the weights its cache serves now (hunt 30-e F5: a later revision, or
-        # another machine's cache or mirror, took the adapters without a word)
-        return {"base": init_from, **weights_fingerprint(hub_gpt2(init_from) / WEIGHTS)} if fingerprint else \
+        # another machine's cache or mirror, took the adapters without a word); the file from_pretrained reads there,
+        # which may be pytorch_model.bin (model.safetensors alone was a FileNotFoundError traceback: hunt 51-v V1)
+        return {"base": init_from, **weights_fingerprint(_hf_weights(hub_gpt2(init_from)))} if fingerprint else \
             {"base": init_from}
     if is_hf_gpt2_dir(path):
         weights = _hf_weights(path)
@@ -1239,7 +1240,7 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
     step = lora.get("base_step")
     what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
     if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
-        weights = hub_gpt2(base) / WEIGHTS
+        weights = _hf_weights(hub_gpt2(base))  # (the file lora_base fingerprinted: the one from_pretrained reads)
         if not weights.is_file():
             raise ChangedBase(f"{what}, which is missing")
         if not base_unchanged(weights, lora):

@@ -2102,6 +2102,31 @@ def test_a_lora_run_on_a_hub_name_loads_only_onto_the_weights_it_was_trained_on(
         checked_base(tmp_path / "lora" / "ckpt-0000005", recorded)
 
 
+def test_a_lora_run_on_a_hub_cache_holding_pytorch_model_bin_fingerprints_the_file_it_loads(tmp_path, monkeypatch):
+    # A hub cache of config.json and pytorch_model.bin loads (from_pretrained reads either file: hunt 51-r R1), but a
+    # LoRA run on it fingerprinted model.safetensors, not there: `train.py --init_from=gpt2 --lora_rank=8` was a
+    # FileNotFoundError traceback, and a LoRA run's base "gpt2" was "missing" (hunt 51-v V1)
+    import huggingface_hub
+
+    from gpt.checkpoint import checked_base, file_sha256, lora_base
+    from gpt.model import GPTConfig
+
+    torch.manual_seed(0)
+    export = tmp_path / "export"
+    GPT(GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=1, n_embd=8)).save_pretrained(export)
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / "rev1"
+    snapshot.mkdir(parents=True)
+    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("rev1")
+    shutil.copy(export / "config.json", snapshot)
+    torch.save(load_file(export / "model.safetensors"), snapshot / "pytorch_model.bin")  # (an older cache's file)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
+    recorded = lora_base("gpt2")
+    assert recorded["base_weights"] == f"sha256:{file_sha256(snapshot / 'pytorch_model.bin')}"
+    assert checked_base(tmp_path / "lora" / "ckpt-0000005", recorded) == "gpt2"
+
+
 def gpt2_vocab_json() -> dict[str, int]:
     """OpenAI's GPT-2 vocab.json as Hugging Face writes it: each token's bytes through GPT-2's
     byte-to-character table, from the ranks this project reads GPT-2's BPE with."""
