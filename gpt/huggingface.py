@@ -150,6 +150,10 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         # the end ids replace those of a generation_config.json already there; its other settings (do_sample,
         # max_length, ... a user's edits) stay: rewritten with the ids alone, they were lost (hunt 51-r R3)
         kept = _json_object(out_dir / "generation_config.json")
+        # but for token ids this model's vocabulary lacks (the earlier export's 50256 as pad_token_id, over a byte
+        # model's): generate pads a batch's finished rows with it and feeds it back, an IndexError (hunt 51-v V2)
+        kept = {k: v for k, v in kept.items() if not k.endswith("_token_id") or v is None
+                or all(is_token_id(i, cfg.vocab_size) for i in (v if isinstance(v, list) else [v]))}
         generation_tmp.write_text(json.dumps(kept | generation_config(eot_token, extra_ends), indent=2) + "\n",
                                   encoding="utf-8")
         # before the renames: a Ctrl-C held through them is raised as they end, and the weights were left

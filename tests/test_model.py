@@ -1071,6 +1071,23 @@ def test_an_export_over_an_earlier_one_keeps_its_generation_settings(tmp_path):
         "do_sample": True, "top_k": 50, "max_length": 64, "bos_token_id": 50256, "eos_token_id": 50256}
 
 
+def test_an_export_over_an_earlier_one_drops_its_token_ids_this_vocabulary_lacks(tmp_path):
+    # Its other settings are kept (hunt 51-r R3), but a pad_token_id of the earlier export's vocabulary (GPT-2's
+    # 50256, as transformers users set it) over a byte model's export was kept too: transformers' generate pads a
+    # batch's finished rows with it and feeds it back, an IndexError in the embedding (hunt 51-v V2). Ids that are
+    # this vocabulary's stay
+    import json
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "pad_token_id": 50256, "forced_eos_token_id": [50256, 7], "decoder_start_token_id": 3,
+         "eos_token_id": 50256, "bos_token_id": 50256}))
+    GPT(GPTConfig(vocab_size=257, block_size=8, n_layer=1, n_head=1, n_embd=8)).save_pretrained(export, eot_token=256)
+    assert json.loads((export / "generation_config.json").read_text()) == {
+        "do_sample": True, "decoder_start_token_id": 3, "bos_token_id": 256, "eos_token_id": 256}
+
+
 def test_save_pretrained_writes_a_padded_vocabulary_without_its_padding(tmp_path):
     # a GPU run's vocabulary is padded past its data's (bytes' 257 ids to 320): the export kept the padding, and
     # generate() from it drew ids no tokenizer knows, 49 of 200 (hunt 43-f F7)
