@@ -67,7 +67,7 @@ import statistics
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -337,31 +337,61 @@ class Training:
     budget_goes_on: bool = False  # a torchrun restart of a run whose budget fixed its count (train())
 
 
+@dataclass(kw_only=True)  # (by name: several figures of one type, swapped would run silently)
+class LoopState:
+    """What the loop changes as it goes, read and written by its phases, and read by a save at the time it saves:
+    one object, so that none of them works on a copy (train_loop)."""
+    cfg: TrainConfig  # replaced where a budgeted run's count is fixed or shortened
+    step: int
+    tokens_seen: int
+    best_val: float
+    fixed_by_budget_s: float  # the time budget that fixed the count (Training's), set where this run's plan fixes it
+    val_loss: float | None = None  # the last evaluation's (None: a stop's save, without one)
+    # Seconds spent in training steps, evaluations and saves left out; exact where the device was
+    # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
+    # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
+    # warmup (gpt/runtime.steps_in_budget).
+    train_s: float = 0.0
+    eval_times: list[float] = field(default_factory=list)  # seconds of each evaluation with its checkpoint (and
+    # plot, 30 s apart)
+    profile_s: float = 0.0  # seconds of writing --profile's files
+    timing_from: tuple[int, float]  # (step, train_s) where a budgeted run's warmup timing starts
+    logged: tuple[int, float]  # (step, train_s) at the last record: the speed logged is the mean since
+    first_done: tuple[int, float] | None = None  # (step, train_s) at the end of this process's first step
+    planned: tuple[int, float] | None = None  # a budgeted run, once its count is fixed here: (step, train_s) then
+    # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
+    # last two intervals between them, for a look between evaluations
+    marks: collections.deque = field(default_factory=lambda: collections.deque(maxlen=3))
+
+
 def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: contextlib.ExitStack,
                signals_at_exit: contextlib.ExitStack) -> int:
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
-    cfg, resume, dist, device, dtype, out_dir = t.cfg, t.resume, t.dist, t.device, t.dtype, t.out_dir
+    resume, dist, device, dtype, out_dir = t.resume, t.dist, t.device, t.dtype, t.out_dir
     run_lock, left_behind, data, model, base, metrics = t.run_lock, t.left_behind, t.data, t.model, t.base, t.metrics
     train_batches, val_batches, optimizer, scaler = t.train_batches, t.val_batches, t.optimizer, t.scaler
     compiled, did_compile, graphs = t.compiled, t.did_compile, t.graphs
     compile_s, compile_parts = t.compile_s, t.compile_parts
-    step, tokens_seen, best_val = t.step, t.tokens_seen, t.best_val
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
-    fixed_by_budget_s, evaluation_missing = t.fixed_by_budget_s, t.evaluation_missing
+    evaluation_missing = t.evaluation_missing
     tokens_per_step = t.tokens_per_step
-    start_step, block_size = step, cfg.block_size
-    accum = cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
+    loop = LoopState(cfg=t.cfg, step=t.step, tokens_seen=t.tokens_seen, best_val=t.best_val,
+                     fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
+    start_step, block_size = loop.step, loop.cfg.block_size
+    accum = loop.cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
 
     def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
         rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
         if dist.is_main:
-            meta = {"config": recorded(cfg, resume), "model_config": model.config.to_dict(), "tokens_seen": tokens_seen,
-                    "val_loss": val_loss, "best_val_loss": None if math.isinf(best_val) else best_val,
+            meta = {"config": recorded(loop.cfg, resume), "model_config": model.config.to_dict(),
+                    "tokens_seen": loop.tokens_seen, "val_loss": val_loss,
+                    "best_val_loss": None if math.isinf(loop.best_val) else loop.best_val,
                     "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                     "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
                     "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
-                    "world_size": dist.world_size, "device": device.type, "count_fixed_by_budget_s": fixed_by_budget_s,
+                    "world_size": dist.world_size, "device": device.type,
+                    "count_fixed_by_budget_s": loop.fixed_by_budget_s,
                     # what --dtype resolved to: the config keeps "auto", the setting a resume resolves on its own
                     # device, and no file said what a run trained in (bf16 or fp16 on a GPU: hunt 49-d D2)
                     "dtype": dtype_name(dtype)}
@@ -377,9 +407,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         # does a metrics.jsonl write that failed since the last save (Metrics keeps it until here), and
         # before this save: a resume from the previous checkpoint redoes the records that were lost.
         on_rank0(dist, lambda: (reclaim_out_dir(), metrics.check(),
-                                save_checkpoint(out_dir, step, model, state, meta, keep_last=cfg.keep_last,
+                                save_checkpoint(out_dir, loop.step, model, state, meta, keep_last=loop.cfg.keep_last,
                                                 is_best=is_best, left_behind=left_behind)))
-        left_behind.discard(f"{CKPT_PREFIX}{step:07d}")  # (this run's now)
+        left_behind.discard(f"{CKPT_PREFIX}{loop.step:07d}")  # (this run's now)
         this_run.saved = True
 
     def reclaim_out_dir() -> None:
@@ -388,7 +418,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         if run_lock is not None and (note := run_lock.reclaim()):
             say_error(f"warning: {note}")
             metrics.reopen()
-            write_config(out_dir, recorded(cfg, resume))
+            write_config(out_dir, recorded(loop.cfg, resume))
 
     def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
         saved = resume or this_run.saved
@@ -405,7 +435,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
     # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
     signals_at_exit.callback(stop.restore)
-    progress = make_progress(dist.is_main, step, cfg.max_iters or None)
+    progress = make_progress(dist.is_main, loop.step, loop.cfg.max_iters or None)
     # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
     # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7). Flushed: close
     # writes its last newline without a flush, and a stdout that is not train.py's log keeps it in its buffer
@@ -431,15 +461,15 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
     # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
     # device, which a GPU would spend idle while the host queues the next step (issue 9).
-    checks = StepChecks(cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
+    checks = StepChecks(loop.cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
                         in_a_row=bad_in_a_row)
     # A budgeted run records from the end of its warmup, and times its steps again after the recorded
     # ones (the files are written after the last one): neither is charged to its plan or second look.
-    profile_after = 0 if cfg.max_iters else cfg.warmup_iters
-    profiler = StepProfiler(cfg.profile, start_step, out_dir, device, profile_after, cfg.eval_interval, cfg.max_iters) \
-        if cfg.profile and dist.is_main else None
-    profiled_until = StepProfiler.window(cfg.profile, start_step, profile_after, cfg.eval_interval, cfg.max_iters)[1] \
-        if cfg.profile else None
+    profile_after = 0 if loop.cfg.max_iters else loop.cfg.warmup_iters
+    profiler = StepProfiler(loop.cfg.profile, start_step, out_dir, device, profile_after, loop.cfg.eval_interval,
+                            loop.cfg.max_iters) if loop.cfg.profile and dist.is_main else None
+    profiled_until = StepProfiler.window(loop.cfg.profile, start_step, profile_after, loop.cfg.eval_interval,
+                                         loop.cfg.max_iters)[1] if loop.cfg.profile else None
     if profiler:  # (recording stops however the run ends: an error, a second signal in a recorded step)
         on_exit.callback(profiler.discard)
 
@@ -454,7 +484,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     def diverged(which: str, loss: float) -> None:  # said once, by the main process; the caller stops the run
         past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
                                                    f"ln({data.vocab_size:,}) = {math.log(data.vocab_size):.2f}")
-        say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {step}{past}: the model diverged; "
+        say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {loop.step}{past}: the model diverged; "
                   f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
 
     def training_diverged(loss: float | None) -> bool:  # a step read (StepChecks.read): said where it did
@@ -466,72 +496,63 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             return True
         return False
 
-    # Seconds spent in training steps, evaluations and saves left out; exact where the device was
-    # just waited for. --max_iters=0 takes the warmup's mean step time from it (its first fifth left
-    # out: from `timing_from`), which with the evaluation's time fixes the step count at the end of
-    # warmup (gpt/runtime.steps_in_budget).
-    train_s, eval_times = 0.0, []  # seconds of each evaluation with its checkpoint (and plot, 30 s apart)
-    profile_s = 0.0  # seconds of writing --profile's files
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
     # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
     first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
-                              f"micro-batches of {cfg.batch_size} x {block_size} tokens)",
+                              f"micro-batches of {loop.cfg.batch_size} x {block_size} tokens)",
                               "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
                               "step), --block_size, --n_embd or --n_layer"
-                              + (f"; this budgeted run saved step {step} for its plan: a smaller --batch_size goes "
-                                 f"with --init_from=resume --out_dir={shlex.quote(str(out_dir))}, the other sizes with "
-                                 "another --out_dir"
-                                 if not cfg.max_iters and not resume else ""))
-    timing_from = logged = (step, train_s)
+                              + (f"; this budgeted run saved step {loop.step} for its plan: a smaller --batch_size "
+                                 f"goes with --init_from=resume --out_dir={shlex.quote(str(out_dir))}, the other sizes "
+                                 "with another --out_dir"
+                                 if not loop.cfg.max_iters and not resume else ""))
     # Timed from the first fifth of what is left of the warmup on, and at least one step left out
     # where two or more are left: a resumed run's first step allocates as a new run's does (hunt,
     # session 22: resumed at step 999 of a 1,000-step warmup, a run planned from that one step, 68 ms
     # against its 4 ms ones, and ended 22 s early). With one step left that step is still all there
     # is to time (a step past the warmup would need the count for its learning rate).
-    warmup_left = cfg.warmup_iters - step
-    timing_start = step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
+    warmup_left = loop.cfg.warmup_iters - loop.step
+    timing_start = loop.step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
     # where the warmup's own length is checked against the budget: within WARMUP_CHECK_WITHIN steps of
     # the start (a 5 s budget with --warmup_iters=1e12 ran for good at a rate near 0, its check due
     # at step 4e11: hunt 32-c F15)
-    warmup_check = min(2 * (cfg.warmup_iters // 5), step + WARMUP_CHECK_WITHIN) or 1
-    first_done = None  # (step, train_s) at the end of this process's first step
-    planned = None  # a budgeted run, once its count is fixed here: (step, train_s) then
-    # (step, train_s) at the plan and at the log steps after it, the last three: the speed of the
-    # last two intervals between them, for a look between evaluations
-    marks: collections.deque = collections.deque(maxlen=3)
+    warmup_check = min(2 * (loop.cfg.warmup_iters // 5), loop.step + WARMUP_CHECK_WITHIN) or 1
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
-        planned = (step, train_s)
-        marks.append(planned)
+        loop.planned = (loop.step, loop.train_s)
+        loop.marks.append(loop.planned)
     reserve_s = budget_reserve_s(device)
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
-        if not cfg.max_iters and step >= cfg.warmup_iters:
-            step_s = (train_s - timing_from[1]) / (step - timing_from[0])
-            steps, step_s = fit_time_budget(cfg, started, step, step_s, eval_times[-1] if eval_times else None,
-                                            accum, dist, reserve_s, evaluation_next=step % cfg.eval_interval == 0)
-            planned = (step, train_s)
-            marks.clear()
-            marks.append(planned)
-            cfg = replace(cfg, max_iters=steps)
-            fixed_by_budget_s = cfg.time_budget
+        if not loop.cfg.max_iters and loop.step >= loop.cfg.warmup_iters:
+            step_s = (loop.train_s - loop.timing_from[1]) / (loop.step - loop.timing_from[0])
+            steps, step_s = fit_time_budget(loop.cfg, started, loop.step, step_s,
+                                            loop.eval_times[-1] if loop.eval_times else None, accum, dist, reserve_s,
+                                            evaluation_next=loop.step % loop.cfg.eval_interval == 0)
+            loop.planned = (loop.step, loop.train_s)
+            loop.marks.clear()
+            loop.marks.append(loop.planned)
+            loop.cfg = replace(loop.cfg, max_iters=steps)
+            loop.fixed_by_budget_s = loop.cfg.time_budget
             progress.total = steps
-            on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))  # the fixed count: --max_iters=N repeats this run
-            metrics.update_config(recorded(cfg, resume), step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)
+            # the fixed count: --max_iters=N repeats this run
+            on_rank0(dist, lambda: write_config(out_dir, recorded(loop.cfg, resume)))
+            # (and W&B's: it kept max_iters 0, hunt 42-a A4)
+            metrics.update_config(recorded(loop.cfg, resume), loop.step)
             if dist.is_main:
-                say_the_plan(cfg, step, step_s, start_step, t, started, say)
+                say_the_plan(loop.cfg, loop.step, step_s, start_step, t, started, say)
             if profiler and profiled_until >= steps:  # (written at the end, after the last second look)
-                say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
+                say(f"note: --profile={loop.cfg.profile} records until the run's last step ({steps:,}): its files are "
                     "written then, past its time budget")
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.
         signum = largest(stop.signum or 0, dist) if not dist.enabled or not checks.unread else 0
         stopping = signum > 0
-        at_end = bool(cfg.max_iters) and step >= cfg.max_iters
-        if stopping or at_end or (step % cfg.eval_interval == 0
-                                  and (step > start_step or not resume or evaluation_missing)):
+        at_end = bool(loop.cfg.max_iters) and loop.step >= loop.cfg.max_iters
+        if stopping or at_end or (loop.step % loop.cfg.eval_interval == 0
+                                  and (loop.step > start_step or not resume or evaluation_missing)):
             # (one process, a signal between reads) so that bad_steps_total is exact, and so that a stop's save is not
             # of a model whose unread training loss diverged: SIGTERM at step 5 of --learning_rate=30 (a loss of 7,520,
             # not yet read) saved that model as `latest`, the checkpoint a resume continues from (hunt 46-b B1)
@@ -545,33 +566,34 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             t_profile = time.perf_counter()
             if profiler and not stopping and (where := profiler.before_evaluation(last=at_end)):
                 say(where)
-                profile_s += time.perf_counter() - t_profile
+                loop.profile_s += time.perf_counter() - t_profile
             t_eval = time.perf_counter()
-            with stop.interruptible(f"the evaluation at step {step}"):
-                val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
-            if val_loss is not None and not val_loss <= diverged_loss:  # (the same mean on every rank)
+            with stop.interruptible(f"the evaluation at step {loop.step}"):
+                loop.val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
+            if loop.val_loss is not None and not loop.val_loss <= diverged_loss:  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
                 # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
                 # as best).
-                diverged("validation", val_loss)
+                diverged("validation", loop.val_loss)
                 exit_status = 2
                 break
-            if val_loss is not None:
-                record = {"step": step, "val_loss": val_loss, "val_bpb": data.bits_per_byte(val_loss, "val"),
-                          "tokens_seen": tokens_seen}
+            if loop.val_loss is not None:
+                record = {"step": loop.step, "val_loss": loop.val_loss,
+                          "val_bpb": data.bits_per_byte(loop.val_loss, "val"), "tokens_seen": loop.tokens_seen}
                 metrics.log(record)
-                say(val_line(step, val_loss, data))
-                if cfg.sample_tokens and dist.is_main:
-                    say(sample_text(model, data, cfg.sample_tokens, device, step))
+                say(val_line(loop.step, loop.val_loss, data))
+                if loop.cfg.sample_tokens and dist.is_main:
+                    say(sample_text(model, data, loop.cfg.sample_tokens, device, loop.step))
             # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
             # evaluation and the checkpoint after it (and the loss plot, 30 s apart since issue 9's seventh
             # GPU session; not at step 0), and the save must be timed to count.
             # A resumed run saves its start step again when it did the evaluation that was missing there.
-            if step > start_step or (evaluation_missing and val_loss is not None) or (not cfg.max_iters and not resume):
-                is_best = val_loss is not None and val_loss < best_val
-                best_val = min(best_val, val_loss) if val_loss is not None else best_val
-                save(is_best, val_loss)
-            eval_times.append(time.perf_counter() - t_eval)
+            if loop.step > start_step or (evaluation_missing and loop.val_loss is not None) \
+                    or (not loop.cfg.max_iters and not resume):
+                is_best = loop.val_loss is not None and loop.val_loss < loop.best_val
+                loop.best_val = min(loop.best_val, loop.val_loss) if loop.val_loss is not None else loop.best_val
+                save(is_best, loop.val_loss)
+            loop.eval_times.append(time.perf_counter() - t_eval)
             if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
                 # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
                 signum = largest(stop.signum or 0, dist)
@@ -581,60 +603,62 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                 # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
                 way = (f"continue with --init_from=resume --out_dir={shlex.quote(str(out_dir))}"
                        if resume or this_run.saved else "run the same command again to start over")
-                say_error(f"stopped by signal {signum} at step {step}; {latest_note(out_dir, still=False)}, {way}")
+                say_error(f"stopped by signal {signum} at step {loop.step}; {latest_note(out_dir, still=False)}, {way}")
                 break
             if at_end:
                 break
             t_last = time.perf_counter()  # a step's time is the step's own
 
         # (before the step count is fixed only the warmup runs, which does not depend on it)
-        decay_iters = cfg.lr_decay_iters or cfg.max_iters or cfg.warmup_iters
-        lr = lr_at(step, cfg.learning_rate, cfg.min_lr, cfg.warmup_iters, decay_iters, cfg.lr_schedule,
-                   cfg.decay_fraction)
+        decay_iters = loop.cfg.lr_decay_iters or loop.cfg.max_iters or loop.cfg.warmup_iters
+        lr = lr_at(loop.step, loop.cfg.learning_rate, loop.cfg.min_lr, loop.cfg.warmup_iters, decay_iters,
+                   loop.cfg.lr_schedule, loop.cfg.decay_fraction)
         set_lr(optimizer, lr)
         if profiler:
-            profiler.before_step(step)
-        with stop.interruptible(f"step {step + 1}"), first_step if step == start_step else contextlib.nullcontext():
-            loss_sum, grad_norm, targets = optimizer_step(t, cfg, accum)
+            profiler.before_step(loop.step)
+        with stop.interruptible(f"step {loop.step + 1}"), \
+                first_step if loop.step == start_step else contextlib.nullcontext():
+            loss_sum, grad_norm, targets = optimizer_step(t, loop.cfg, accum)
         optimizer.zero_grad(set_to_none=True)
-        checks.add(step, loss_sum, grad_norm, targets)
-        step, tokens_seen = step + 1, tokens_seen + tokens_per_step
+        checks.add(loop.step, loss_sum, grad_norm, targets)
+        loop.step, loop.tokens_seen = loop.step + 1, loop.tokens_seen + tokens_per_step
         writing = 0.0  # seconds of writing the profile's files (after its last recorded step), not the step's
         t_profile = time.perf_counter()
-        if profiler and (where := profiler.after_step(step)):
+        if profiler and (where := profiler.after_step(loop.step)):
             say(where)
-        if step == profiled_until:
+        if loop.step == profiled_until:
             # Rank 0 wrote them; the others wait for it here, not in their next step's all-reduce, whose
             # time the plan's second look took for the slowest rank's steps (a 2-process run on 20 s
             # planned 648 steps of 18 ms, saw 201 ms and stopped at step 79: hunt, session 26)
             largest(0, dist)
             writing = time.perf_counter() - t_profile
-        logging = step % cfg.log_interval == 0 or step == cfg.max_iters
-        # (the same steps on every rank)
-        if logging or step % cfg.eval_interval == 0 or checks.unread >= cfg.max_bad_steps \
-                or (not cfg.max_iters and step in (timing_start, warmup_check, cfg.warmup_iters)) \
-                or (planned and step == profiled_until):  # (timing starts or ends where the device was waited for)
+        logging = loop.step % loop.cfg.log_interval == 0 or loop.step == loop.cfg.max_iters
+        # (the same steps on every rank; the last two: timing starts or ends where the device was waited for)
+        if logging or loop.step % loop.cfg.eval_interval == 0 or checks.unread >= loop.cfg.max_bad_steps \
+                or (not loop.cfg.max_iters and loop.step in (timing_start, warmup_check, loop.cfg.warmup_iters)) \
+                or (loop.planned and loop.step == profiled_until):
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
             if too_many_bad_steps() or training_diverged(loss_value):
                 exit_status = 2
                 break
         now = time.perf_counter()
-        train_s, t_last, profile_s = train_s + now - t_last - writing, now, profile_s + writing
-        if not cfg.max_iters and step == timing_start:
-            timing_from = (step, train_s)
-        first_done = first_done or (step, train_s)
-        if not cfg.max_iters and step == warmup_check and dist.is_main:
+        loop.train_s, t_last, loop.profile_s = loop.train_s + now - t_last - writing, now, loop.profile_s + writing
+        if not loop.cfg.max_iters and loop.step == timing_start:
+            loop.timing_from = (loop.step, loop.train_s)
+        loop.first_done = loop.first_done or (loop.step, loop.train_s)
+        if not loop.cfg.max_iters and loop.step == warmup_check and dist.is_main:
             # timed as the plan is where its timing began before; else from the end of the first step
             # (which allocates): from the start, a check due where the timing begins was never made,
             # for --warmup_iters=500 (review 32)
-            since = timing_from if timing_start < step else first_done
-            if step > since[0]:
-                warn_if_warmup_overruns(cfg, started, step, (train_s - since[1]) / (step - since[0]), reserve_s, say)
-        if planned and step == profiled_until:  # (on every rank alike: they take the second look together)
-            planned = (step, train_s)
-            marks.clear()
-        if planned and (logging or not marks):
-            marks.append((step, train_s))
+            since = loop.timing_from if timing_start < loop.step else loop.first_done
+            if loop.step > since[0]:
+                step_s = (loop.train_s - since[1]) / (loop.step - since[0])
+                warn_if_warmup_overruns(loop.cfg, started, loop.step, step_s, reserve_s, say)
+        if loop.planned and loop.step == profiled_until:  # (on every rank alike: they take the second look together)
+            loop.planned = (loop.step, loop.train_s)
+            loop.marks.clear()
+        if loop.planned and (logging or not loop.marks):
+            loop.marks.append((loop.step, loop.train_s))
         # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
         # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
         # the speed of its steps since the plan. Not while --profile records, whose steps are slow
@@ -647,26 +671,27 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
         # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
         # 482 s into its 300 (session 24).
-        evaluation_next = step % cfg.eval_interval == 0
-        between = logging and len(marks) == 3 and not evaluation_next
-        if planned and (evaluation_next or between) and planned[0] < step < cfg.max_iters \
-                and (profiled_until is None or step > profiled_until):
-            step_s = (train_s - planned[1]) / (step - planned[0])
+        evaluation_next = loop.step % loop.cfg.eval_interval == 0
+        between = logging and len(loop.marks) == 3 and not evaluation_next
+        if loop.planned and (evaluation_next or between) and loop.planned[0] < loop.step < loop.cfg.max_iters \
+                and (profiled_until is None or loop.step > profiled_until):
+            step_s = (loop.train_s - loop.planned[1]) / (loop.step - loop.planned[0])
             if between:
-                step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(marks)))
-            shorter = shorten_to_budget(cfg, started, step, step_s,
-                                        statistics.median(eval_times) if eval_times else None, accum, dist,
+                step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(loop.marks)))
+            shorter = shorten_to_budget(loop.cfg, started, loop.step, step_s,
+                                        statistics.median(loop.eval_times) if loop.eval_times else None, accum, dist,
                                         reserve_s, say, evaluation_next,  # (and since when its speed is timed:)
                                         "the restart" if t.budget_goes_on else "the count was fixed")
-            if shorter is not cfg:
-                cfg, progress.total = shorter, shorter.max_iters
-                on_rank0(dist, lambda: write_config(out_dir, recorded(cfg, resume)))
-                metrics.update_config(recorded(cfg, resume), step)
-                logging = logging or step == cfg.max_iters  # (its checks were read: an evaluation or log step)
+            if shorter is not loop.cfg:
+                loop.cfg, progress.total = shorter, shorter.max_iters
+                on_rank0(dist, lambda: write_config(out_dir, recorded(loop.cfg, resume)))
+                metrics.update_config(recorded(loop.cfg, resume), loop.step)
+                # (its checks were read: an evaluation or log step)
+                logging = logging or loop.step == loop.cfg.max_iters
         if logging:  # speed as the mean over the steps since the last record
-            dt = (train_s - logged[1]) / (step - logged[0])
-            logged = (step, train_s)
-            log_the_step(t, progress, step, tokens_seen, dt, loss_value, grad_value, lr)
+            dt = (loop.train_s - loop.logged[1]) / (loop.step - loop.logged[0])
+            loop.logged = (loop.step, loop.train_s)
+            log_the_step(t, progress, loop.step, loop.tokens_seen, dt, loss_value, grad_value, lr)
         progress.update(1)
 
     stop.ending()
@@ -675,16 +700,17 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         t_profile = time.perf_counter()
         if where := profiler.close():
             print(where)
-        profile_s += time.perf_counter() - t_profile
+        loop.profile_s += time.perf_counter() - t_profile
     note = metrics.close(exit_status)
     if dist.is_main:
         print(note or f"loss curve: {out_dir / 'loss.png'}")
         if exit_status == 0:
-            if planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
-                print(budget_spent(cfg.time_budget, time.monotonic() - started, compile_s, train_s, sum(eval_times),
-                                   profile_s, compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
+            if loop.planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
+                print(budget_spent(loop.cfg.time_budget, time.monotonic() - started, compile_s, loop.train_s,
+                                   sum(loop.eval_times), loop.profile_s,
+                                   compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
                                    before_loop_s, restarted=t.budget_goes_on))
-            say_done(step, best_val, val_loss, out_dir, data.supervised)
+            say_done(loop.step, loop.best_val, loop.val_loss, out_dir, data.supervised)
     return exit_status
 
 
