@@ -522,29 +522,13 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         loop.planned = (loop.step, loop.train_s)
         loop.marks.append(loop.planned)
     reserve_s = budget_reserve_s(device)
+    tools = LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=reserve_s, progress=progress,
+                      say=say, profiler=profiler, profiled_until=profiled_until)
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
         if not loop.cfg.max_iters and loop.step >= loop.cfg.warmup_iters:
-            step_s = (loop.train_s - loop.timing_from[1]) / (loop.step - loop.timing_from[0])
-            steps, step_s = fit_time_budget(loop.cfg, started, loop.step, step_s,
-                                            loop.eval_times[-1] if loop.eval_times else None, accum, dist, reserve_s,
-                                            evaluation_next=loop.step % loop.cfg.eval_interval == 0)
-            loop.planned = (loop.step, loop.train_s)
-            loop.marks.clear()
-            loop.marks.append(loop.planned)
-            loop.cfg = replace(loop.cfg, max_iters=steps)
-            loop.fixed_by_budget_s = loop.cfg.time_budget
-            progress.total = steps
-            # the fixed count: --max_iters=N repeats this run
-            on_rank0(dist, lambda: write_config(out_dir, recorded(loop.cfg, resume)))
-            # (and W&B's: it kept max_iters 0, hunt 42-a A4)
-            metrics.update_config(recorded(loop.cfg, resume), loop.step)
-            if dist.is_main:
-                say_the_plan(loop.cfg, loop.step, step_s, start_step, t, started, say)
-            if profiler and profiled_until >= steps:  # (written at the end, after the last second look)
-                say(f"note: --profile={loop.cfg.profile} records until the run's last step ({steps:,}): its files are "
-                    "written then, past its time budget")
+            fix_the_count(t, loop, tools)
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.
@@ -712,6 +696,44 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                                    before_loop_s, restarted=t.budget_goes_on))
             say_done(loop.step, loop.best_val, loop.val_loss, out_dir, data.supervised)
     return exit_status
+
+
+@dataclass(kw_only=True)  # (by name: several of one type, swapped would run silently)
+class LoopTools:
+    """What the loop's phases use and do not change, made before the loop starts (train_loop)."""
+    started: float  # (time.monotonic() at the process's start: a time budget counts from there)
+    start_step: int  # the step the loop started at
+    accum: int  # micro-steps per process
+    reserve_s: float  # what a time budget keeps for the end (budget_reserve_s)
+    progress: object  # the progress bar (make_progress)
+    say: Callable[[str], None]  # a line above the bar, by rank 0 (the others say nothing)
+    profiler: StepProfiler | None  # rank 0's, with --profile
+    profiled_until: int | None  # the last step --profile records (on every rank), else None
+
+
+def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
+    """A budgeted run (--max_iters=0) at the end of its warmup: the steps that fit its time budget, timed from the
+    warmup (fit_time_budget), become its count (loop.cfg.max_iters), in config.json and the records, and said; the
+    plan's second looks time its steps from here (loop.planned, loop.marks)."""
+    cfg, dist, say, profiler = loop.cfg, t.dist, tools.say, tools.profiler
+    step_s = (loop.train_s - loop.timing_from[1]) / (loop.step - loop.timing_from[0])
+    steps, step_s = fit_time_budget(cfg, tools.started, loop.step, step_s,
+                                    loop.eval_times[-1] if loop.eval_times else None, tools.accum, dist,
+                                    tools.reserve_s, evaluation_next=loop.step % cfg.eval_interval == 0)
+    loop.planned = (loop.step, loop.train_s)
+    loop.marks.clear()
+    loop.marks.append(loop.planned)
+    loop.cfg = cfg = replace(cfg, max_iters=steps)
+    loop.fixed_by_budget_s = cfg.time_budget
+    tools.progress.total = steps
+    # the fixed count: --max_iters=N repeats this run
+    on_rank0(dist, lambda: write_config(t.out_dir, recorded(cfg, t.resume)))
+    t.metrics.update_config(recorded(cfg, t.resume), loop.step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)
+    if dist.is_main:
+        say_the_plan(cfg, loop.step, step_s, tools.start_step, t, tools.started, say)
+    if profiler and tools.profiled_until >= steps:  # (written at the end, after the last second look)
+        say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
+            "written then, past its time budget")
 
 
 def optimizer_step(t: Training, cfg: TrainConfig,
