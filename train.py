@@ -638,40 +638,8 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             if loop.step > since[0]:
                 step_s = (loop.train_s - since[1]) / (loop.step - since[0])
                 warn_if_warmup_overruns(loop.cfg, started, loop.step, step_s, reserve_s, say)
-        if loop.planned and loop.step == profiled_until:  # (on every rank alike: they take the second look together)
-            loop.planned = (loop.step, loop.train_s)
-            loop.marks.clear()
-        if loop.planned and (logging or not loop.marks):
-            loop.marks.append((loop.step, loop.train_s))
-        # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
-        # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
-        # the speed of its steps since the plan. Not while --profile records, whose steps are slow
-        # (they would cut the run for good).
-        # And between evaluations, where the losses were just read (the device waited: the time is
-        # exact), at the slowest speed that the steps since the plan and each of the last two log
-        # intervals agree on: a slowdown that lasts is seen within two intervals, and one slow
-        # interval alone (a pause of the machine) cuts nothing between evaluations (in a model of
-        # the loop, a 1 s pause just after the CPU default's plan cut it to 262 s of its 300 where
-        # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
-        # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
-        # 482 s into its 300 (session 24).
-        evaluation_next = loop.step % loop.cfg.eval_interval == 0
-        between = logging and len(loop.marks) == 3 and not evaluation_next
-        if loop.planned and (evaluation_next or between) and loop.planned[0] < loop.step < loop.cfg.max_iters \
-                and (profiled_until is None or loop.step > profiled_until):
-            step_s = (loop.train_s - loop.planned[1]) / (loop.step - loop.planned[0])
-            if between:
-                step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(loop.marks)))
-            shorter = shorten_to_budget(loop.cfg, started, loop.step, step_s,
-                                        statistics.median(loop.eval_times) if loop.eval_times else None, accum, dist,
-                                        reserve_s, say, evaluation_next,  # (and since when its speed is timed:)
-                                        "the restart" if t.budget_goes_on else "the count was fixed")
-            if shorter is not loop.cfg:
-                loop.cfg, progress.total = shorter, shorter.max_iters
-                on_rank0(dist, lambda: write_config(out_dir, recorded(loop.cfg, resume)))
-                metrics.update_config(recorded(loop.cfg, resume), loop.step)
-                # (its checks were read: an evaluation or log step)
-                logging = logging or loop.step == loop.cfg.max_iters
+        if loop.planned:  # a budgeted run: its speed since the plan, and where it has fallen behind, a shorter count
+            logging = second_look(t, loop, tools, logging)
         if logging:  # speed as the mean over the steps since the last record
             dt = (loop.train_s - loop.logged[1]) / (loop.step - loop.logged[0])
             loop.logged = (loop.step, loop.train_s)
@@ -734,6 +702,48 @@ def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
     if profiler and tools.profiled_until >= steps:  # (written at the end, after the last second look)
         say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
             "written then, past its time budget")
+
+
+def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -> bool:
+    """A budgeted run after a step, once its count is fixed (loop.planned): the marks that time its speed, and the
+    look that shortens its count (loop.cfg) where it has fallen behind (shorten_to_budget). Whether the step is
+    logged: also where the count now ends."""
+    if loop.step == tools.profiled_until:  # (on every rank alike: they take the second look together)
+        loop.planned = (loop.step, loop.train_s)
+        loop.marks.clear()
+    if logging or not loop.marks:
+        loop.marks.append((loop.step, loop.train_s))
+    # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
+    # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
+    # the speed of its steps since the plan. Not while --profile records, whose steps are slow
+    # (they would cut the run for good).
+    # And between evaluations, where the losses were just read (the device waited: the time is
+    # exact), at the slowest speed that the steps since the plan and each of the last two log
+    # intervals agree on: a slowdown that lasts is seen within two intervals, and one slow
+    # interval alone (a pause of the machine) cuts nothing between evaluations (in a model of
+    # the loop, a 1 s pause just after the CPU default's plan cut it to 262 s of its 300 where
+    # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
+    # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
+    # 482 s into its 300 (session 24).
+    evaluation_next = loop.step % loop.cfg.eval_interval == 0
+    between = logging and len(loop.marks) == 3 and not evaluation_next
+    if (evaluation_next or between) and loop.planned[0] < loop.step < loop.cfg.max_iters \
+            and (tools.profiled_until is None or loop.step > tools.profiled_until):
+        step_s = (loop.train_s - loop.planned[1]) / (loop.step - loop.planned[0])
+        if between:
+            step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(loop.marks)))
+        shorter = shorten_to_budget(loop.cfg, tools.started, loop.step, step_s,
+                                    statistics.median(loop.eval_times) if loop.eval_times else None, tools.accum,
+                                    t.dist, tools.reserve_s, tools.say, evaluation_next,
+                                    # (and since when its speed is timed:)
+                                    "the restart" if t.budget_goes_on else "the count was fixed")
+        if shorter is not loop.cfg:
+            loop.cfg, tools.progress.total = shorter, shorter.max_iters
+            on_rank0(t.dist, lambda: write_config(t.out_dir, recorded(loop.cfg, t.resume)))
+            t.metrics.update_config(recorded(loop.cfg, t.resume), loop.step)
+            # (its checks were read: an evaluation or log step)
+            logging = logging or loop.step == loop.cfg.max_iters
+    return logging
 
 
 def optimizer_step(t: Training, cfg: TrainConfig,
