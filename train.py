@@ -369,8 +369,8 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
     resume, dist, device, dtype, out_dir = t.resume, t.dist, t.device, t.dtype, t.out_dir
-    run_lock, left_behind, data, model, base, metrics = t.run_lock, t.left_behind, t.data, t.model, t.base, t.metrics
-    train_batches, val_batches, optimizer, scaler = t.train_batches, t.val_batches, t.optimizer, t.scaler
+    data, model, metrics = t.data, t.model, t.metrics
+    val_batches, optimizer, scaler = t.val_batches, t.optimizer, t.scaler
     compiled, did_compile, graphs = t.compiled, t.did_compile, t.graphs
     compile_s, compile_parts = t.compile_s, t.compile_parts
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
@@ -380,45 +380,6 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
     start_step, block_size = loop.step, loop.cfg.block_size
     accum = loop.cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
-
-    def save(is_best: bool, val_loss: float | None):  # called where the step checks were just read
-        rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
-        if dist.is_main:
-            meta = {"config": recorded(loop.cfg, resume), "model_config": model.config.to_dict(),
-                    "tokens_seen": loop.tokens_seen, "val_loss": val_loss,
-                    "best_val_loss": None if math.isinf(loop.best_val) else loop.best_val,
-                    "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
-                    "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
-                    "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
-                    "world_size": dist.world_size, "device": device.type,
-                    "count_fixed_by_budget_s": loop.fixed_by_budget_s,
-                    # what --dtype resolved to: the config keeps "auto", the setting a resume resolves on its own
-                    # device, and no file said what a run trained in (bf16 or fp16 on a GPU: hunt 49-d D2)
-                    "dtype": dtype_name(dtype)}
-            if job := torchrun_job():  # (a restart of this job resumes the run: restarted_job_note)
-                meta["job"] = job
-            if device.type == "cpu":  # (its sums split across threads: another count rounds them otherwise, hunt 43-c C1)
-                meta["cpu_threads"] = torch.get_num_threads()
-            if getattr(model, "lora_config", None) is not None:
-                meta["lora"] = {**base, "config": model.lora_config.to_dict()}
-            state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
-                     "loader": train_batches.state_dict()}
-        # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays. So
-        # does a metrics.jsonl write that failed since the last save (Metrics keeps it until here), and
-        # before this save: a resume from the previous checkpoint redoes the records that were lost.
-        on_rank0(dist, lambda: (reclaim_out_dir(), metrics.check(),
-                                save_checkpoint(out_dir, loop.step, model, state, meta, keep_last=loop.cfg.keep_last,
-                                                is_best=is_best, left_behind=left_behind)))
-        left_behind.discard(f"{CKPT_PREFIX}{loop.step:07d}")  # (this run's now)
-        this_run.saved = True
-
-    def reclaim_out_dir() -> None:
-        """(rank 0) out_dir moved or removed since the run started: the save made it again without a
-        word, unlocked, without config.json, the records going on in the moved file (hunt 35-d D2)."""
-        if run_lock is not None and (note := run_lock.reclaim()):
-            say_error(f"warning: {note}")
-            metrics.reopen()
-            write_config(out_dir, recorded(loop.cfg, resume))
 
     def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
         saved = resume or this_run.saved
@@ -473,29 +434,6 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     if profiler:  # (recording stops however the run ends: an error, a second signal in a recorded step)
         on_exit.callback(profiler.discard)
 
-    def too_many_bad_steps() -> bool:  # then the run stops without saving: the last checkpoint stays
-        if checks.too_many:
-            say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
-                      f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
-        return checks.too_many
-
-    diverged_loss = DIVERGED_LOSS_TIMES * math.log(data.vocab_size)  # a loss above it stops the run
-
-    def diverged(which: str, loss: float) -> None:  # said once, by the main process; the caller stops the run
-        past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
-                                                   f"ln({data.vocab_size:,}) = {math.log(data.vocab_size):.2f}")
-        say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {loop.step}{past}: the model diverged; "
-                  f"stopping: {latest_note(out_dir, still=False)}. Try a lower learning_rate.")
-
-    def training_diverged(loss: float | None) -> bool:  # a step read (StepChecks.read): said where it did
-        # A finite training loss past the bound ends the run where it is read, not at the next evaluation: a byte model at
-        # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
-        # the global mean on every rank; a non-finite one is a bad step, counted by the read)
-        if loss is not None and math.isfinite(loss) and loss > diverged_loss:
-            diverged("training", loss)
-            return True
-        return False
-
     # The first step allocates the activations, gradients and optimizer state: as much as any step.
     # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
     # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
@@ -523,7 +461,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         loop.marks.append(loop.planned)
     reserve_s = budget_reserve_s(device)
     tools = LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=reserve_s, progress=progress,
-                      say=say, profiler=profiler, profiled_until=profiled_until)
+                      say=say, say_error=say_error, checks=checks, this_run=this_run, profiler=profiler,
+                      profiled_until=profiled_until,
+                      diverged_loss=DIVERGED_LOSS_TIMES * math.log(data.vocab_size))  # (a loss above it stops the run)
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
@@ -541,7 +481,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             # of a model whose unread training loss diverged: SIGTERM at step 5 of --learning_rate=30 (a loss of 7,520,
             # not yet read) saved that model as `latest`, the checkpoint a resume continues from (hunt 46-b B1)
             newest_loss, _ = checks.read()
-            if too_many_bad_steps() or training_diverged(newest_loss):
+            if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, newest_loss):
                 exit_status = 2
                 break
             # (not recorded as training steps: a run's last evaluation and save were, its files written after the loop.
@@ -554,11 +494,11 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             t_eval = time.perf_counter()
             with stop.interruptible(f"the evaluation at step {loop.step}"):
                 loop.val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
-            if loop.val_loss is not None and not loop.val_loss <= diverged_loss:  # (the same mean on every rank)
+            if loop.val_loss is not None and not loop.val_loss <= tools.diverged_loss:  # (the same mean on every rank)
                 # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
                 # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
                 # as best).
-                diverged("validation", loop.val_loss)
+                diverged(t, loop, tools, "validation", loop.val_loss)
                 exit_status = 2
                 break
             if loop.val_loss is not None:
@@ -576,7 +516,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                     or (not loop.cfg.max_iters and not resume):
                 is_best = loop.val_loss is not None and loop.val_loss < loop.best_val
                 loop.best_val = min(loop.best_val, loop.val_loss) if loop.val_loss is not None else loop.best_val
-                save(is_best, loop.val_loss)
+                save_the_step(t, loop, tools, is_best, loop.val_loss)
             loop.eval_times.append(time.perf_counter() - t_eval)
             if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
                 # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
@@ -622,7 +562,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                 or (not loop.cfg.max_iters and loop.step in (timing_start, warmup_check, loop.cfg.warmup_iters)) \
                 or (loop.planned and loop.step == profiled_until):
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
-            if too_many_bad_steps() or training_diverged(loss_value):
+            if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, loss_value):
                 exit_status = 2
                 break
         now = time.perf_counter()
@@ -675,8 +615,12 @@ class LoopTools:
     reserve_s: float  # what a time budget keeps for the end (budget_reserve_s)
     progress: object  # the progress bar (make_progress)
     say: Callable[[str], None]  # a line above the bar, by rank 0 (the others say nothing)
+    say_error: Callable[[str], None]  # the same on stderr: what went wrong, and how the run stopped
+    checks: StepChecks  # each step's loss and gradient norm, read where the loop needs them
+    this_run: RunSaves  # whether this run has saved a checkpoint yet (save_the_step sets it)
     profiler: StepProfiler | None  # rank 0's, with --profile
     profiled_until: int | None  # the last step --profile records (on every rank), else None
+    diverged_loss: float  # a loss above it stops the run
 
 
 def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
@@ -744,6 +688,79 @@ def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -
             # (its checks were read: an evaluation or log step)
             logging = logging or loop.step == loop.cfg.max_iters
     return logging
+
+
+def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool, val_loss: float | None) -> None:
+    """The run's checkpoint at loop.step (rank 0 writes it), called where the step checks were just read."""
+    dist, device, dtype, data, model, out_dir = t.dist, t.device, t.dtype, t.data, t.model, t.out_dir
+    checks, left_behind = tools.checks, t.left_behind
+    rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
+    if dist.is_main:
+        meta = {"config": recorded(loop.cfg, t.resume), "model_config": model.config.to_dict(),
+                "tokens_seen": loop.tokens_seen, "val_loss": val_loss,
+                "best_val_loss": None if math.isinf(loop.best_val) else loop.best_val,
+                "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
+                "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
+                "bad_steps_total": checks.total, "bad_steps_in_a_row": checks.in_a_row,
+                "world_size": dist.world_size, "device": device.type,
+                "count_fixed_by_budget_s": loop.fixed_by_budget_s,
+                # what --dtype resolved to: the config keeps "auto", the setting a resume resolves on its own
+                # device, and no file said what a run trained in (bf16 or fp16 on a GPU: hunt 49-d D2)
+                "dtype": dtype_name(dtype)}
+        if job := torchrun_job():  # (a restart of this job resumes the run: restarted_job_note)
+            meta["job"] = job
+        if device.type == "cpu":  # (its sums split across threads: another count rounds them otherwise, hunt 43-c C1)
+            meta["cpu_threads"] = torch.get_num_threads()
+        if getattr(model, "lora_config", None) is not None:
+            meta["lora"] = {**t.base, "config": model.lora_config.to_dict()}
+        state = {"optimizer": t.optimizer.state_dict(), "scaler": t.scaler.state_dict(), "rng": rngs,
+                 "loader": t.train_batches.state_dict()}
+    # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays. So
+    # does a metrics.jsonl write that failed since the last save (Metrics keeps it until here), and
+    # before this save: a resume from the previous checkpoint redoes the records that were lost.
+    on_rank0(dist, lambda: (reclaim_out_dir(t, loop, tools), t.metrics.check(),
+                            save_checkpoint(out_dir, loop.step, model, state, meta, keep_last=loop.cfg.keep_last,
+                                            is_best=is_best, left_behind=left_behind)))
+    left_behind.discard(f"{CKPT_PREFIX}{loop.step:07d}")  # (this run's now)
+    tools.this_run.saved = True
+
+
+def reclaim_out_dir(t: Training, loop: LoopState, tools: LoopTools) -> None:
+    """(rank 0) out_dir moved or removed since the run started: the save made it again without a
+    word, unlocked, without config.json, the records going on in the moved file (hunt 35-d D2)."""
+    if t.run_lock is not None and (note := t.run_lock.reclaim()):
+        tools.say_error(f"warning: {note}")
+        t.metrics.reopen()
+        write_config(t.out_dir, recorded(loop.cfg, t.resume))
+
+
+def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
+    """Whether max_bad_steps steps in a row were bad (said): then the run stops without saving, the last
+    checkpoint stays."""
+    checks = tools.checks
+    if checks.too_many:
+        tools.say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
+                        f"stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
+    return checks.too_many
+
+
+def diverged(t: Training, loop: LoopState, tools: LoopTools, which: str, loss: float) -> None:
+    """The `which` loss diverged: said once, by the main process; the caller stops the run."""
+    past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
+                                               f"ln({t.data.vocab_size:,}) = {math.log(t.data.vocab_size):.2f}")
+    tools.say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {loop.step}{past}: the model "
+                    f"diverged; stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
+
+
+def training_diverged(t: Training, loop: LoopState, tools: LoopTools, loss: float | None) -> bool:
+    """Whether a step read (StepChecks.read) diverged: said where it did."""
+    # A finite training loss past the bound ends the run where it is read, not at the next evaluation: a byte model at
+    # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
+    # the global mean on every rank; a non-finite one is a bad step, counted by the read)
+    if loss is not None and math.isfinite(loss) and loss > tools.diverged_loss:
+        diverged(t, loop, tools, "training", loss)
+        return True
+    return False
 
 
 def optimizer_step(t: Training, cfg: TrainConfig,
