@@ -368,10 +368,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                signals_at_exit: contextlib.ExitStack) -> int:
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
-    resume, dist, device, dtype, out_dir = t.resume, t.dist, t.device, t.dtype, t.out_dir
+    resume, dist, device, out_dir = t.resume, t.dist, t.device, t.out_dir
     data, model, metrics = t.data, t.model, t.metrics
-    val_batches, optimizer, scaler = t.val_batches, t.optimizer, t.scaler
-    compiled, did_compile, graphs = t.compiled, t.did_compile, t.graphs
+    optimizer, scaler, did_compile = t.optimizer, t.scaler, t.did_compile
     compile_s, compile_parts = t.compile_s, t.compile_parts
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
     evaluation_missing = t.evaluation_missing
@@ -461,7 +460,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         loop.marks.append(loop.planned)
     reserve_s = budget_reserve_s(device)
     tools = LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=reserve_s, progress=progress,
-                      say=say, say_error=say_error, checks=checks, this_run=this_run, profiler=profiler,
+                      say=say, say_error=say_error, stop=stop, checks=checks, this_run=this_run, profiler=profiler,
                       profiled_until=profiled_until,
                       diverged_loss=DIVERGED_LOSS_TIMES * math.log(data.vocab_size))  # (a loss above it stops the run)
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
@@ -477,59 +476,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         at_end = bool(loop.cfg.max_iters) and loop.step >= loop.cfg.max_iters
         if stopping or at_end or (loop.step % loop.cfg.eval_interval == 0
                                   and (loop.step > start_step or not resume or evaluation_missing)):
-            # (one process, a signal between reads) so that bad_steps_total is exact, and so that a stop's save is not
-            # of a model whose unread training loss diverged: SIGTERM at step 5 of --learning_rate=30 (a loss of 7,520,
-            # not yet read) saved that model as `latest`, the checkpoint a resume continues from (hunt 46-b B1)
-            newest_loss, _ = checks.read()
-            if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, newest_loss):
-                exit_status = 2
-                break
-            # (not recorded as training steps: a run's last evaluation and save were, its files written after the loop.
-            # A stop's save still comes first, within a preemption's grace: a long window's files are slow to write,
-            # 15.9 s for 116 of TINY's steps, 74 MB, on a 2-core VM)
-            t_profile = time.perf_counter()
-            if profiler and not stopping and (where := profiler.before_evaluation(last=at_end)):
-                say(where)
-                loop.profile_s += time.perf_counter() - t_profile
-            t_eval = time.perf_counter()
-            with stop.interruptible(f"the evaluation at step {loop.step}"):
-                loop.val_loss = None if stopping else evaluate(compiled, val_batches, device, dtype, dist, graphs)
-            if loop.val_loss is not None and not loop.val_loss <= tools.diverged_loss:  # (the same mean on every rank)
-                # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
-                # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
-                # as best).
-                diverged(t, loop, tools, "validation", loop.val_loss)
-                exit_status = 2
-                break
-            if loop.val_loss is not None:
-                record = {"step": loop.step, "val_loss": loop.val_loss,
-                          "val_bpb": data.bits_per_byte(loop.val_loss, "val"), "tokens_seen": loop.tokens_seen}
-                metrics.log(record)
-                say(val_line(loop.step, loop.val_loss, data))
-                if loop.cfg.sample_tokens and dist.is_main:
-                    say(sample_text(model, data, loop.cfg.sample_tokens, device, loop.step))
-            # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
-            # evaluation and the checkpoint after it (and the loss plot, 30 s apart since issue 9's seventh
-            # GPU session; not at step 0), and the save must be timed to count.
-            # A resumed run saves its start step again when it did the evaluation that was missing there.
-            if loop.step > start_step or (evaluation_missing and loop.val_loss is not None) \
-                    or (not loop.cfg.max_iters and not resume):
-                is_best = loop.val_loss is not None and loop.val_loss < loop.best_val
-                loop.best_val = min(loop.best_val, loop.val_loss) if loop.val_loss is not None else loop.best_val
-                save_the_step(t, loop, tools, is_best, loop.val_loss)
-            loop.eval_times.append(time.perf_counter() - t_eval)
-            if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
-                # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
-                signum = largest(stop.signum or 0, dist)
-                stopping = signum > 0
-            if stopping:
-                exit_status = 128 + signum  # the shell's convention (see StopSignal)
-                # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
-                way = (f"continue with --init_from=resume --out_dir={shlex.quote(str(out_dir))}"
-                       if resume or this_run.saved else "run the same command again to start over")
-                say_error(f"stopped by signal {signum} at step {loop.step}; {latest_note(out_dir, still=False)}, {way}")
-                break
-            if at_end:
+            stop_with = evaluate_and_save(t, loop, tools, signum, at_end)
+            if stop_with is not None:
+                exit_status = stop_with
                 break
             t_last = time.perf_counter()  # a step's time is the step's own
 
@@ -616,6 +565,7 @@ class LoopTools:
     progress: object  # the progress bar (make_progress)
     say: Callable[[str], None]  # a line above the bar, by rank 0 (the others say nothing)
     say_error: Callable[[str], None]  # the same on stderr: what went wrong, and how the run stopped
+    stop: StopSignal  # a signal's stop (the loop's signal handling)
     checks: StepChecks  # each step's loss and gradient norm, read where the loop needs them
     this_run: RunSaves  # whether this run has saved a checkpoint yet (save_the_step sets it)
     profiler: StepProfiler | None  # rank 0's, with --profile
@@ -688,6 +638,65 @@ def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -
             # (its checks were read: an evaluation or log step)
             logging = logging or loop.step == loop.cfg.max_iters
     return logging
+
+
+def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: int, at_end: bool) -> int | None:
+    """An evaluation's step, the last step or a stop's (`signum`, agreed by every rank): the step checks read, the
+    model evaluated and its checkpoint saved. The exit status the run stops with (2: diverged or too many bad steps,
+    128 + a signal's number, 0 at its end), else None: the loop goes on."""
+    dist, data, resume, out_dir = t.dist, t.data, t.resume, t.out_dir
+    checks, profiler, stop, say, say_error = tools.checks, tools.profiler, tools.stop, tools.say, tools.say_error
+    stopping = signum > 0
+    # (one process, a signal between reads) so that bad_steps_total is exact, and so that a stop's save is not
+    # of a model whose unread training loss diverged: SIGTERM at step 5 of --learning_rate=30 (a loss of 7,520,
+    # not yet read) saved that model as `latest`, the checkpoint a resume continues from (hunt 46-b B1)
+    newest_loss, _ = checks.read()
+    if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, newest_loss):
+        return 2
+    # (not recorded as training steps: a run's last evaluation and save were, its files written after the loop.
+    # A stop's save still comes first, within a preemption's grace: a long window's files are slow to write,
+    # 15.9 s for 116 of TINY's steps, 74 MB, on a 2-core VM)
+    t_profile = time.perf_counter()
+    if profiler and not stopping and (where := profiler.before_evaluation(last=at_end)):
+        say(where)
+        loop.profile_s += time.perf_counter() - t_profile
+    t_eval = time.perf_counter()
+    with stop.interruptible(f"the evaluation at step {loop.step}"):
+        loop.val_loss = None if stopping else evaluate(t.compiled, t.val_batches, t.device, t.dtype, dist, t.graphs)
+    if loop.val_loss is not None and not loop.val_loss <= tools.diverged_loss:  # (the same mean on every rank)
+        # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
+        # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
+        # as best).
+        diverged(t, loop, tools, "validation", loop.val_loss)
+        return 2
+    if loop.val_loss is not None:
+        record = {"step": loop.step, "val_loss": loop.val_loss,
+                  "val_bpb": data.bits_per_byte(loop.val_loss, "val"), "tokens_seen": loop.tokens_seen}
+        t.metrics.log(record)
+        say(val_line(loop.step, loop.val_loss, data))
+        if loop.cfg.sample_tokens and dist.is_main:
+            say(sample_text(t.model, data, loop.cfg.sample_tokens, t.device, loop.step))
+    # A budgeted run also saves at step 0: what an evaluation costs it (the plan's eval_s) is the
+    # evaluation and the checkpoint after it (and the loss plot, 30 s apart since issue 9's seventh
+    # GPU session; not at step 0), and the save must be timed to count.
+    # A resumed run saves its start step again when it did the evaluation that was missing there.
+    if loop.step > tools.start_step or (t.evaluation_missing and loop.val_loss is not None) \
+            or (not loop.cfg.max_iters and not resume):
+        is_best = loop.val_loss is not None and loop.val_loss < loop.best_val
+        loop.best_val = min(loop.best_val, loop.val_loss) if loop.val_loss is not None else loop.best_val
+        save_the_step(t, loop, tools, is_best, loop.val_loss)
+    loop.eval_times.append(time.perf_counter() - t_eval)
+    if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
+        # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
+        signum = largest(stop.signum or 0, dist)
+        stopping = signum > 0
+    if stopping:
+        # (with nothing saved, resume is refused: the same command starts over; hunt 30-e F4)
+        way = (f"continue with --init_from=resume --out_dir={shlex.quote(str(out_dir))}"
+               if resume or tools.this_run.saved else "run the same command again to start over")
+        say_error(f"stopped by signal {signum} at step {loop.step}; {latest_note(out_dir, still=False)}, {way}")
+        return 128 + signum  # the shell's convention (see StopSignal)
+    return 0 if at_end else None
 
 
 def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool, val_loss: float | None) -> None:
