@@ -370,8 +370,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     signal, or a divergence; then the end's lines. Its exit status."""
     resume, dist, device, out_dir = t.resume, t.dist, t.device, t.out_dir
     data, model, metrics = t.data, t.model, t.metrics
-    optimizer, scaler, did_compile = t.optimizer, t.scaler, t.did_compile
-    compile_s, compile_parts = t.compile_s, t.compile_parts
+    optimizer, scaler, compile_s = t.optimizer, t.scaler, t.compile_s
     bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
     evaluation_missing = t.evaluation_missing
     tokens_per_step = t.tokens_per_step
@@ -535,23 +534,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             log_the_step(t, progress, loop.step, loop.tokens_seen, dt, loss_value, grad_value, lr)
         progress.update(1)
 
-    stop.ending()
-    progress.close()
-    if profiler:  # the run ended inside the recorded steps: what they were
-        t_profile = time.perf_counter()
-        if where := profiler.close():
-            print(where)
-        loop.profile_s += time.perf_counter() - t_profile
-    note = metrics.close(exit_status)
-    if dist.is_main:
-        print(note or f"loss curve: {out_dir / 'loss.png'}")
-        if exit_status == 0:
-            if loop.planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
-                print(budget_spent(loop.cfg.time_budget, time.monotonic() - started, compile_s, loop.train_s,
-                                   sum(loop.eval_times), loop.profile_s,
-                                   compile_parts.get("evaluation", 0.0) if did_compile else 0.0,
-                                   before_loop_s, restarted=t.budget_goes_on))
-            say_done(loop.step, loop.best_val, loop.val_loss, out_dir, data.supervised)
+    end_the_run(t, loop, tools, exit_status, before_loop_s)
     return exit_status
 
 
@@ -770,6 +753,30 @@ def training_diverged(t: Training, loop: LoopState, tools: LoopTools, loss: floa
         diverged(t, loop, tools, "training", loss)
         return True
     return False
+
+
+def end_the_run(t: Training, loop: LoopState, tools: LoopTools, exit_status: int, before_loop_s: float) -> None:
+    """After the loop, however it stopped (`exit_status`): the bar closed, --profile's files of a run that ended
+    inside its recorded steps, metrics.jsonl and the loss curve closed; a finished run's lines (a budgeted run's
+    account of its time, done)."""
+    profiler = tools.profiler
+    tools.stop.ending()
+    tools.progress.close()
+    if profiler:  # the run ended inside the recorded steps: what they were
+        t_profile = time.perf_counter()
+        if where := profiler.close():
+            print(where)
+        loop.profile_s += time.perf_counter() - t_profile
+    note = t.metrics.close(exit_status)
+    if t.dist.is_main:
+        print(note or f"loss curve: {t.out_dir / 'loss.png'}")
+        if exit_status == 0:
+            if loop.planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
+                print(budget_spent(loop.cfg.time_budget, time.monotonic() - tools.started, t.compile_s, loop.train_s,
+                                   sum(loop.eval_times), loop.profile_s,
+                                   t.compile_parts.get("evaluation", 0.0) if t.did_compile else 0.0,
+                                   before_loop_s, restarted=t.budget_goes_on))
+            say_done(loop.step, loop.best_val, loop.val_loss, t.out_dir, t.data.supervised)
 
 
 def optimizer_step(t: Training, cfg: TrainConfig,
