@@ -368,100 +368,18 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                signals_at_exit: contextlib.ExitStack) -> int:
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
-    resume, dist, device, out_dir = t.resume, t.dist, t.device, t.out_dir
-    data, model, metrics = t.data, t.model, t.metrics
-    optimizer, scaler, compile_s = t.optimizer, t.scaler, t.compile_s
-    bad_total, bad_in_a_row = t.bad_total, t.bad_in_a_row
-    evaluation_missing = t.evaluation_missing
-    tokens_per_step = t.tokens_per_step
+    resume, dist, optimizer, compile_s = t.resume, t.dist, t.optimizer, t.compile_s
+    evaluation_missing, tokens_per_step = t.evaluation_missing, t.tokens_per_step
     loop = LoopState(cfg=t.cfg, step=t.step, tokens_seen=t.tokens_seen, best_val=t.best_val,
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
-    start_step, block_size = loop.step, loop.cfg.block_size
-    accum = loop.cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
-
-    def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
-        saved = resume or this_run.saved
-        return (f"a second {signal.Signals(signum).name} stopped the run at once, in {where}, without saving: "
-                f"{latest_note(out_dir)}" + (f" (the steps after it are lost), continue with --init_from=resume "
-                                             f"--out_dir={shlex.quote(str(out_dir))}" if saved else
-                                             ", run the same command again to start over"))
-    # Not in any process torchrun started, one alone included (--nproc_per_node=1): torchrun passes the signal it gets
-    # on to its processes, and a signal to every process of a job (a Slurm step's preemption or scancel, a kill of
-    # the job's processes) reached such a one twice, a second time from torchrun, and stopped it at once, unsaved
-    # (hunt 48-f F1)
-    one_signal_each = not dist.enabled and "TORCHELASTIC_RUN_ID" not in os.environ
-    stop, exit_status = StopSignal(announce=dist.is_main, at_once=stopped_at_once if one_signal_each else None), 0
-    # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
-    # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
-    signals_at_exit.callback(stop.restore)
-    progress = make_progress(dist.is_main, loop.step, loop.cfg.max_iters or None)
-    # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
-    # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7). Flushed: close
-    # writes its last newline without a flush, and a stdout that is not train.py's log keeps it in its buffer
-    # (bench.py's, whose figures are its product): the line went onto the bar's again (hunt 39-d R2, after
-    # hunt 38-e E1's patch)
-    def close_progress() -> None:
-        was_open = not progress.disable  # (close turns it on)
-        progress.close()
-        if was_open:
-            with contextlib.suppress(OSError, ValueError):
-                progress.fp.flush()
-    on_exit.callback(close_progress)
-    on_exit.callback(stop.ending)  # (an error's way out: the callbacks registered before run after it)
-    say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
-    # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
-    # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)
-    def say_error(text: str) -> None:
-        try:
-            progress.write(text, file=sys.stderr) if dist.is_main else None
-        except (OSError, ValueError):  # (stderr full or closed: it was a crash in place of the stop, review 33b)
-            say(text)  # the log has it
-    metrics.warn = say_error  # (a W&B or TensorBoard that fails mid-run: hunt 41-c C2)
-    # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
-    # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
-    # device, which a GPU would spend idle while the host queues the next step (issue 9).
-    checks = StepChecks(loop.cfg.max_bad_steps, bad_total, grad_overflow_skipped=scaler.is_enabled(), say=say,
-                        in_a_row=bad_in_a_row)
-    # A budgeted run records from the end of its warmup, and times its steps again after the recorded
-    # ones (the files are written after the last one): neither is charged to its plan or second look.
-    profile_after = 0 if loop.cfg.max_iters else loop.cfg.warmup_iters
-    profiler = StepProfiler(loop.cfg.profile, start_step, out_dir, device, profile_after, loop.cfg.eval_interval,
-                            loop.cfg.max_iters) if loop.cfg.profile and dist.is_main else None
-    profiled_until = StepProfiler.window(loop.cfg.profile, start_step, profile_after, loop.cfg.eval_interval,
-                                         loop.cfg.max_iters)[1] if loop.cfg.profile else None
-    if profiler:  # (recording stops however the run ends: an error, a second signal in a recorded step)
-        on_exit.callback(profiler.discard)
-
-    # The first step allocates the activations, gradients and optimizer state: as much as any step.
-    # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
-    # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
-    first_step = reported_oom(f"in the first training step ({model.num_params(False) / 1e6:,.2f}M parameters, "
-                              f"micro-batches of {loop.cfg.batch_size} x {block_size} tokens)",
-                              "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
-                              "step), --block_size, --n_embd or --n_layer"
-                              + (f"; this budgeted run saved step {loop.step} for its plan: a smaller --batch_size "
-                                 f"goes with --init_from=resume --out_dir={shlex.quote(str(out_dir))}, the other sizes "
-                                 "with another --out_dir"
-                                 if not loop.cfg.max_iters and not resume else ""))
-    # Timed from the first fifth of what is left of the warmup on, and at least one step left out
-    # where two or more are left: a resumed run's first step allocates as a new run's does (hunt,
-    # session 22: resumed at step 999 of a 1,000-step warmup, a run planned from that one step, 68 ms
-    # against its 4 ms ones, and ended 22 s early). With one step left that step is still all there
-    # is to time (a step past the warmup would need the count for its learning rate).
-    warmup_left = loop.cfg.warmup_iters - loop.step
-    timing_start = loop.step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
-    # where the warmup's own length is checked against the budget: within WARMUP_CHECK_WITHIN steps of
-    # the start (a 5 s budget with --warmup_iters=1e12 ran for good at a rate near 0, its check due
-    # at step 4e11: hunt 32-c F15)
-    warmup_check = min(2 * (loop.cfg.warmup_iters // 5), loop.step + WARMUP_CHECK_WITHIN) or 1
+    tools = loop_tools(t, loop, this_run, started, on_exit, signals_at_exit)
+    stop, progress, say, checks, profiler = tools.stop, tools.progress, tools.say, tools.checks, tools.profiler
+    start_step, accum, profiled_until = tools.start_step, tools.accum, tools.profiled_until
+    timing_start, warmup_check = tools.timing_start, tools.warmup_check
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
         loop.planned = (loop.step, loop.train_s)
         loop.marks.append(loop.planned)
-    reserve_s = budget_reserve_s(device)
-    tools = LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=reserve_s, progress=progress,
-                      say=say, say_error=say_error, stop=stop, checks=checks, this_run=this_run, profiler=profiler,
-                      profiled_until=profiled_until,
-                      diverged_loss=DIVERGED_LOSS_TIMES * math.log(data.vocab_size))  # (a loss above it stops the run)
+    exit_status = 0
     before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
@@ -489,7 +407,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         if profiler:
             profiler.before_step(loop.step)
         with stop.interruptible(f"step {loop.step + 1}"), \
-                first_step if loop.step == start_step else contextlib.nullcontext():
+                tools.first_step if loop.step == start_step else contextlib.nullcontext():
             loss_sum, grad_norm, targets = optimizer_step(t, loop.cfg, accum)
         optimizer.zero_grad(set_to_none=True)
         checks.add(loop.step, loss_sum, grad_norm, targets)
@@ -525,7 +443,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
             since = loop.timing_from if timing_start < loop.step else loop.first_done
             if loop.step > since[0]:
                 step_s = (loop.train_s - since[1]) / (loop.step - since[0])
-                warn_if_warmup_overruns(loop.cfg, started, loop.step, step_s, reserve_s, say)
+                warn_if_warmup_overruns(loop.cfg, started, loop.step, step_s, tools.reserve_s, say)
         if loop.planned:  # a budgeted run: its speed since the plan, and where it has fallen behind, a shorter count
             logging = second_look(t, loop, tools, logging)
         if logging:  # speed as the mean over the steps since the last record
@@ -540,7 +458,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
 
 @dataclass(kw_only=True)  # (by name: several of one type, swapped would run silently)
 class LoopTools:
-    """What the loop's phases use and do not change, made before the loop starts (train_loop)."""
+    """What the loop's phases use and do not change, made before its first step (loop_tools)."""
     started: float  # (time.monotonic() at the process's start: a time budget counts from there)
     start_step: int  # the step the loop started at
     accum: int  # micro-steps per process
@@ -553,7 +471,100 @@ class LoopTools:
     this_run: RunSaves  # whether this run has saved a checkpoint yet (save_the_step sets it)
     profiler: StepProfiler | None  # rank 0's, with --profile
     profiled_until: int | None  # the last step --profile records (on every rank), else None
+    first_step: contextlib.AbstractContextManager  # (reported_oom) its out-of-memory line, with what to make smaller
+    timing_start: int  # a budgeted run's warmup is timed from this step on
+    warmup_check: int  # and its length checked against the budget at this one
     diverged_loss: float  # a loss above it stops the run
+
+
+def loop_tools(t: Training, loop: LoopState, this_run: RunSaves, started: float, on_exit: contextlib.ExitStack,
+               signals_at_exit: contextlib.ExitStack) -> LoopTools:
+    """What the loop's phases use, made before its first step: its signal handling, progress bar, lines, step checks
+    and profiler, each put back or closed at exit however the run ends."""
+    resume, dist, device, out_dir = t.resume, t.dist, t.device, t.out_dir
+    start_step, block_size = loop.step, loop.cfg.block_size
+    accum = loop.cfg.gradient_accumulation_steps // dist.world_size  # micro-steps per process
+
+    def stopped_at_once(signum: int, where: str) -> str:  # (a second signal to one process: see StopSignal)
+        saved = resume or this_run.saved
+        return (f"a second {signal.Signals(signum).name} stopped the run at once, in {where}, without saving: "
+                f"{latest_note(out_dir)}" + (f" (the steps after it are lost), continue with --init_from=resume "
+                                             f"--out_dir={shlex.quote(str(out_dir))}" if saved else
+                                             ", run the same command again to start over"))
+    # Not in any process torchrun started, one alone included (--nproc_per_node=1): torchrun passes the signal it gets
+    # on to its processes, and a signal to every process of a job (a Slurm step's preemption or scancel, a kill of
+    # the job's processes) reached such a one twice, a second time from torchrun, and stopped it at once, unsaved
+    # (hunt 48-f F1)
+    one_signal_each = not dist.enabled and "TORCHELASTIC_RUN_ID" not in os.environ
+    stop = StopSignal(announce=dist.is_main, at_once=stopped_at_once if one_signal_each else None)
+    # Put back at exit, however the run ends (in-process callers keep Ctrl-C), after everything else
+    # there; not before, so that a KeyboardInterrupt (main) always comes from before the loop.
+    signals_at_exit.callback(stop.restore)
+    progress = make_progress(dist.is_main, loop.step, loop.cfg.max_iters or None)
+    # ended (its line finished) before main() says why a run stopped on an error: the one line ("saving checkpoint
+    # ... failed", status 3) was written onto the end of the bar's, on a terminal (hunt 35-d D7). Flushed: close
+    # writes its last newline without a flush, and a stdout that is not train.py's log keeps it in its buffer
+    # (bench.py's, whose figures are its product): the line went onto the bar's again (hunt 39-d R2, after
+    # hunt 38-e E1's patch)
+    def close_progress() -> None:
+        was_open = not progress.disable  # (close turns it on)
+        progress.close()
+        if was_open:
+            with contextlib.suppress(OSError, ValueError):
+                progress.fp.flush()
+    on_exit.callback(close_progress)
+    on_exit.callback(stop.ending)  # (an error's way out: the callbacks registered before run after it)
+    say = progress.write if dist.is_main else (lambda *args, **kwargs: None)
+    # What went wrong, and how the run stopped, go to stderr with train.py's other errors: on stdout
+    # they were lost exactly where stdout had failed (`> /dev/full`, `| head`: hunt 33-e E2)
+    def say_error(text: str) -> None:
+        try:
+            progress.write(text, file=sys.stderr) if dist.is_main else None
+        except (OSError, ValueError):  # (stderr full or closed: it was a crash in place of the stop, review 33b)
+            say(text)  # the log has it
+    t.metrics.warn = say_error  # (a W&B or TensorBoard that fails mid-run: hunt 41-c C2)
+    # Each step's loss and gradient norm stay on the device until read, every log_interval steps,
+    # before an evaluation, at the end and after max_bad_steps of them: reading waits for the
+    # device, which a GPU would spend idle while the host queues the next step (issue 9).
+    checks = StepChecks(loop.cfg.max_bad_steps, t.bad_total, grad_overflow_skipped=t.scaler.is_enabled(), say=say,
+                        in_a_row=t.bad_in_a_row)
+    # A budgeted run records from the end of its warmup, and times its steps again after the recorded
+    # ones (the files are written after the last one): neither is charged to its plan or second look.
+    profile_after = 0 if loop.cfg.max_iters else loop.cfg.warmup_iters
+    profiler = StepProfiler(loop.cfg.profile, start_step, out_dir, device, profile_after, loop.cfg.eval_interval,
+                            loop.cfg.max_iters) if loop.cfg.profile and dist.is_main else None
+    profiled_until = StepProfiler.window(loop.cfg.profile, start_step, profile_after, loop.cfg.eval_interval,
+                                         loop.cfg.max_iters)[1] if loop.cfg.profile else None
+    if profiler:  # (recording stops however the run ends: an error, a second signal in a recorded step)
+        on_exit.callback(profiler.discard)
+
+    # The first step allocates the activations, gradients and optimizer state: as much as any step.
+    # (A budgeted run has saved step 0 by then, for its plan: the same command would be refused as
+    # another run in out_dir, so the advice is a resume. Audit, 2026-11-26.)
+    first_step = reported_oom(f"in the first training step ({t.model.num_params(False) / 1e6:,.2f}M parameters, "
+                              f"micro-batches of {loop.cfg.batch_size} x {block_size} tokens)",
+                              "choose a smaller --batch_size (more --gradient_accumulation_steps keep the tokens per "
+                              "step), --block_size, --n_embd or --n_layer"
+                              + (f"; this budgeted run saved step {loop.step} for its plan: a smaller --batch_size "
+                                 f"goes with --init_from=resume --out_dir={shlex.quote(str(out_dir))}, the other sizes "
+                                 "with another --out_dir"
+                                 if not loop.cfg.max_iters and not resume else ""))
+    # Timed from the first fifth of what is left of the warmup on, and at least one step left out
+    # where two or more are left: a resumed run's first step allocates as a new run's does (hunt,
+    # session 22: resumed at step 999 of a 1,000-step warmup, a run planned from that one step, 68 ms
+    # against its 4 ms ones, and ended 22 s early). With one step left that step is still all there
+    # is to time (a step past the warmup would need the count for its learning rate).
+    warmup_left = loop.cfg.warmup_iters - loop.step
+    timing_start = loop.step + max(warmup_left // 5, 1 if warmup_left >= 2 else 0)
+    # where the warmup's own length is checked against the budget: within WARMUP_CHECK_WITHIN steps of
+    # the start (a 5 s budget with --warmup_iters=1e12 ran for good at a rate near 0, its check due
+    # at step 4e11: hunt 32-c F15)
+    warmup_check = min(2 * (loop.cfg.warmup_iters // 5), loop.step + WARMUP_CHECK_WITHIN) or 1
+    return LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=budget_reserve_s(device),
+                     progress=progress, say=say, say_error=say_error, stop=stop, checks=checks, this_run=this_run,
+                     profiler=profiler, profiled_until=profiled_until, first_step=first_step,
+                     timing_start=timing_start, warmup_check=warmup_check,
+                     diverged_loss=DIVERGED_LOSS_TIMES * math.log(t.data.vocab_size))  # (a loss above it stops the run)
 
 
 def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
