@@ -433,17 +433,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                 break
         now = time.perf_counter()
         loop.train_s, t_last, loop.profile_s = loop.train_s + now - t_last - writing, now, loop.profile_s + writing
-        if not loop.cfg.max_iters and loop.step == timing_start:
-            loop.timing_from = (loop.step, loop.train_s)
-        loop.first_done = loop.first_done or (loop.step, loop.train_s)
-        if not loop.cfg.max_iters and loop.step == warmup_check and dist.is_main:
-            # timed as the plan is where its timing began before; else from the end of the first step
-            # (which allocates): from the start, a check due where the timing begins was never made,
-            # for --warmup_iters=500 (review 32)
-            since = loop.timing_from if timing_start < loop.step else loop.first_done
-            if loop.step > since[0]:
-                step_s = (loop.train_s - since[1]) / (loop.step - since[0])
-                warn_if_warmup_overruns(loop.cfg, started, loop.step, step_s, tools.reserve_s, say)
+        time_the_warmup(t, loop, tools)
         if loop.planned:  # a budgeted run: its speed since the plan, and where it has fallen behind, a shorter count
             logging = second_look(t, loop, tools, logging)
         if logging:  # speed as the mean over the steps since the last record
@@ -566,6 +556,22 @@ def loop_tools(t: Training, loop: LoopState, this_run: RunSaves, started: float,
                      timing_start=timing_start, warmup_check=warmup_check,
                      diverged_loss=DIVERGED_LOSS_TIMES * math.log(t.data.vocab_size))  # (a loss above it stops the run)
 
+
+def time_the_warmup(t: Training, loop: LoopState, tools: LoopTools) -> None:
+    """After a step is timed: where a budgeted run's warmup timing starts (loop.timing_from), the end of this
+    process's first step (loop.first_done), and at tools.warmup_check a warning where the warmup alone would not fit
+    the budget (warn_if_warmup_overruns)."""
+    if not loop.cfg.max_iters and loop.step == tools.timing_start:
+        loop.timing_from = (loop.step, loop.train_s)
+    loop.first_done = loop.first_done or (loop.step, loop.train_s)
+    if not loop.cfg.max_iters and loop.step == tools.warmup_check and t.dist.is_main:
+        # timed as the plan is where its timing began before; else from the end of the first step
+        # (which allocates): from the start, a check due where the timing begins was never made,
+        # for --warmup_iters=500 (review 32)
+        since = loop.timing_from if tools.timing_start < loop.step else loop.first_done
+        if loop.step > since[0]:
+            step_s = (loop.train_s - since[1]) / (loop.step - since[0])
+            warn_if_warmup_overruns(loop.cfg, tools.started, loop.step, step_s, tools.reserve_s, tools.say)
 
 def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
     """A budgeted run (--max_iters=0) at the end of its warmup: the steps that fit its time budget, timed from the
