@@ -944,6 +944,7 @@ def read_options(argv: list[str], on_exit: contextlib.ExitStack, resuming: list[
             parsed, preset_keys = preset_as_resumed(argv, parsed, user_keys, cfg)  # (a LoRA run's: its [lora] table)
             preset_note = preset_not_applied(parsed, cfg, preset_keys - typed)
             refuse_a_count_below_the_step(cfg, typed, resume)
+            cfg = keep_the_decay_of_a_run_ended_at_its_step(cfg, typed, resume)
         elif torchrun and cfg.init_from not in ("scratch", "resume", *GPT2_HUB_CONFIGS):
             # the weights to start from, read as the checkpoint to resume is: a node without them said so
             # while the others prepared the data and then lost contact with it, two lines (hunt 35-b B3)
@@ -1475,6 +1476,20 @@ def refuse_a_count_below_the_step(cfg: TrainConfig, typed: set[str], resume) -> 
     its_count = f" (the run's is {own:,})" if own else ""
     raise ConfigError(f"--max_iters={cfg.max_iters} is below step {step}, where the run in {cfg.out_dir} is: give a "
                       f"larger count{its_count}, or leave --max_iters out")
+
+
+def keep_the_decay_of_a_run_ended_at_its_step(cfg: TrainConfig, typed: set[str], resume) -> TrainConfig:
+    """cfg, with the decay the run trained on where a resume's --max_iters ends it at the step it is at (a way to end
+    a run early, with its final evaluation): it recorded the typed count alone, so a later resume with a larger one
+    was told the decay "ended at 5" and to give --lr_decay_iters=5 to keep it, where steps 1-5 had trained on the
+    decay to 10 (hunt 51-b B2). Kept as a budgeted run whose count is cut keeps it (gpt.schedule.refit_schedule)."""
+    saved = {**BEFORE_OPTION, **resume.meta["config"]}
+    was_decay = saved.get("lr_decay_iters") or saved.get("max_iters") or 0
+    if (cfg.eval_only or cfg.max_iters != resume.meta["step"] or "lr_decay_iters" in typed
+            or cfg.lr_schedule not in ("cosine", "wsd") or saved["lr_schedule"] != cfg.lr_schedule
+            or (cfg.lr_decay_iters or cfg.max_iters) == was_decay or not was_decay > cfg.warmup_iters):
+        return cfg
+    return replace(cfg, lr_decay_iters=was_decay)
 
 
 def refuse_fewer_embeddings_than(tokenizer: str, vocab_size: int, init_from: str) -> None:

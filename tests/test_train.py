@@ -1689,6 +1689,28 @@ def test_a_resume_with_a_max_iters_below_the_runs_step_is_refused_and_changes_no
     assert train.main(["--init_from=resume", "--max_iters=3", "--eval_only=true", f"--out_dir={out}"]) == 0
 
 
+def test_a_resume_that_ends_a_run_at_its_step_records_the_decay_it_trained_on(byte_data, tmp_path, monkeypatch,
+                                                                              capsys):
+    # A run stopped at step 3 of 6, ended there by a resume with --max_iters=3 (its final evaluation), recorded
+    # max_iters 3 and no lr_decay_iters: resumed later with --max_iters=6, it was told its decay "ended at 3" and to
+    # give --lr_decay_iters=3 to keep it, where steps 1-3 had trained on the decay to 6 (hunt 51-b B2)
+    from gpt.optim import lr_at
+    out = tmp_path / "run"
+    during_steps(monkeypatch, {3: signal_self(signal.SIGTERM)})
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=6", "--eval_interval=100", f"--out_dir={out}"]) == 143
+    assert train.main(["--init_from=resume", "--max_iters=3", f"--out_dir={out}"]) == 0
+    ended = open_checkpoint(out)
+    assert (ended.meta["step"], ended.meta["config"]["max_iters"]) == (3, 3)
+    assert ended.meta["val_loss"] is not None  # (ended with its final evaluation)
+    assert ended.meta["config"]["lr_decay_iters"] == 6
+    capsys.readouterr()
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={out}"]) == 0
+    assert "it ended at" not in capsys.readouterr().out  # (no note of a moved schedule: it is the run's own)
+    logged = {r["step"]: r["lr"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+              if "lr" in r}
+    assert [logged[s] for s in range(4, 7)] == pytest.approx([lr_at(s - 1, 3e-3, 3e-4, 2, 6) for s in range(4, 7)])
+
+
 def test_sigterm_saves_a_checkpoint_that_resumes(byte_data, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"--data={byte_data}", *TINY,
