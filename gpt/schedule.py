@@ -63,7 +63,8 @@ def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
     from min_lr back up the decay in silence: a 1,000-step default run continued to 2,000 steps went from 4e-4
     to 2.27e-3 at once (hunt 37-a A2). So did a --warmup_iters typed past the step, back down a warmup: a run
     that ended at 4e-4 went on at 1.98e-4 (hunt 48-e E2). Said where this step's rate differs from the run's.
-    (A rate typed anew, --learning_rate or --min_lr, is the user's own: both rates are at the one typed.)"""
+    (A rate typed anew, --learning_rate or --min_lr, is the user's own: both rates are at the one typed.)
+    `step`: the checkpoint's, the steps already taken."""
     decays = cfg.lr_schedule in ("cosine", "wsd")
     decay = cfg.lr_decay_iters or cfg.max_iters
     # The run's own schedule, not the one typed now: a cosine run resumed with --lr_schedule=constant went from its
@@ -108,7 +109,9 @@ def schedule_moved(cfg: TrainConfig, saved: dict, step: int) -> str | None:
         return None
     kept = ("the decay it had (min_lr after it)" if keep == [f"--lr_decay_iters={was_decay}"]
             else "the schedule it had")
-    return (f"note: {', and '.join(moved)}: the learning rate at step {step:,} is {now:.3g} where the run's "
+    # Named by the step it trains, step + 1, as metrics.jsonl logs it and a stop names it: "at step 6" (the
+    # checkpoint's) gave the rate metrics.jsonl shows at step 7 (hunt 51-b B5)
+    return (f"note: {', and '.join(moved)}: the learning rate at step {step + 1:,} is {now:.3g} where the run's "
             f"schedule had {had:.3g}; give {' '.join(keep)} to keep {kept}")
 
 

@@ -14,19 +14,19 @@ def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rat
     # --warmup_iters too, the note gave constant's rate as the run's, and --warmup_iters=2 alone as the way to keep
     # "the schedule it had" (hunt 49-f F1)
     recipe = dict(max_iters=8, warmup_iters=2, learning_rate=3e-3, min_lr=3e-4)
-    saved = TrainConfig(**recipe).to_dict()  # cosine: 0.00232 at step 4
+    saved = TrainConfig(**recipe).to_dict()  # cosine: 0.00232 after step 4 (step 5's rate)
     assert gpt.schedule.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), saved, 4) == (
-        "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
+        "note: the schedule is now constant (it was cosine): the learning rate at step 5 is 0.003 where the run's "
         "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
     assert gpt.schedule.schedule_moved(TrainConfig(**{**recipe, "warmup_iters": 6}, lr_schedule="constant"), saved,
                                        4) == (
         "note: the schedule is now constant (it was cosine), and the warmup ends at step 6 (it ended at 2): the "
-        "learning rate at step 4 is 0.00214 where the run's schedule had 0.00232; give --lr_schedule=cosine "
+        "learning rate at step 5 is 0.00214 where the run's schedule had 0.00232; give --lr_schedule=cosine "
         "--warmup_iters=2 to keep the schedule it had")
     # a finished run continued without its decay: the way back keeps the decay's end too
     assert gpt.schedule.schedule_moved(TrainConfig(**{**recipe, "max_iters": 12}, lr_schedule="wsd"), saved, 8) == (
         "note: the schedule is now wsd (it was cosine), and the wsd decay at step 12 (it ended at 8): the learning "
-        "rate at step 8 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
+        "rate at step 9 is 0.003 where the run's schedule had 0.0003; give --lr_schedule=cosine --lr_decay_iters=8 to "
         "keep the schedule it had")
     assert gpt.schedule.schedule_moved(TrainConfig(**recipe), saved, 4) is None
     # options that moved, where this step's rate is the run's still (constant, both warmups over): no note (a note
@@ -39,7 +39,7 @@ def test_a_resume_whose_lr_schedule_moves_the_rate_says_so_with_the_runs_own_rat
     # (hunt 49-m M1)
     older = {k: v for k, v in saved.items() if k not in ("lr_schedule", "decay_fraction")}
     assert gpt.schedule.schedule_moved(TrainConfig(**recipe, lr_schedule="constant"), older, 4) == (
-        "note: the schedule is now constant (it was cosine): the learning rate at step 4 is 0.003 where the run's "
+        "note: the schedule is now constant (it was cosine): the learning rate at step 5 is 0.003 where the run's "
         "schedule had 0.00232; give --lr_schedule=cosine to keep the schedule it had")
 
 

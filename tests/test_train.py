@@ -285,10 +285,12 @@ def test_a_resume_whose_count_moves_the_decay_says_so(byte_data, tmp_path, capsy
     capsys.readouterr()
     assert train.main(["--init_from=resume", f"--out_dir={run}", "--max_iters=12"]) == 0
     out = capsys.readouterr().out
-    assert ("note: the cosine decay now ends at step 12 (it ended at 6): the learning rate at step 6 is 0.00207 where "
+    assert ("note: the cosine decay now ends at step 12 (it ended at 6): the learning rate at step 7 is 0.00207 where "
             "the run's schedule had 0.0003; give --lr_decay_iters=6 to keep the decay it had") in out
-    rates = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]
-    assert rates[6] == pytest.approx(2.07e-3, rel=0.01)  # step 6's rate (logged at step 7), as the note says
+    # step 7's rate as metrics.jsonl logs it, as the note names it: the note said "at step 6", the checkpoint's
+    # step, where the rate was logged at step 7 (hunt 51-b B5)
+    rates = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    assert rates[7] == pytest.approx(2.07e-3, rel=0.01)
     assert train.main(["--init_from=resume", f"--out_dir={kept}", "--max_iters=12", "--lr_decay_iters=6"]) == 0
     assert "decay now ends" not in capsys.readouterr().out  # the decay it had: min_lr on
     assert {r["lr"] for r in map(json.loads, (kept / "metrics.jsonl").read_text().splitlines())
@@ -307,16 +309,16 @@ def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsy
     shutil.copytree(run, same)
     capsys.readouterr()
     assert train.main(["--init_from=resume", f"--out_dir={run}", "--max_iters=6", "--warmup_iters=6"]) == 0
-    assert ("note: the warmup now ends at step 6 (it ended at 2): the learning rate at step 4 is 0.00214 where the "
+    assert ("note: the warmup now ends at step 6 (it ended at 2): the learning rate at step 5 is 0.00214 where the "
             "run's schedule had 0.00232; give --warmup_iters=2 to keep the schedule it had"
             ) in capsys.readouterr().out.splitlines()
-    rates = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]
-    assert rates[4] == pytest.approx(2.14e-3, rel=0.01)  # step 4's rate (logged at step 5), as the note says
+    rates = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    assert rates[5] == pytest.approx(2.14e-3, rel=0.01)  # step 5's rate as metrics.jsonl logs it, as the note says
     # past the decay's end too (the count moved it): both are named, and the way back to both
     assert train.main(["--init_from=resume", f"--out_dir={kept}", "--max_iters=6", "--lr_decay_iters=0",
                        "--warmup_iters=100"]) == 0
     assert ("note: the warmup now ends at step 100 (it ended at 2), and the cosine decay at step 6 (it ended at 8): "
-            "the learning rate at step 4 is 0.000149 where the run's schedule had 0.00232; give --warmup_iters=2 "
+            "the learning rate at step 5 is 0.000149 where the run's schedule had 0.00232; give --warmup_iters=2 "
             "--lr_decay_iters=8 to keep the schedule it had") in capsys.readouterr().out.splitlines()
     assert train.main(["--init_from=resume", f"--out_dir={same}", "--max_iters=8", "--warmup_iters=2"]) == 0
     assert "note: the warmup" not in capsys.readouterr().out  # the warmup it had
@@ -328,7 +330,7 @@ def test_a_resume_whose_warmup_moves_the_rate_says_so(byte_data, tmp_path, capsy
                       min_lr=1e-4)
     assert gpt.schedule.schedule_moved(wsd, {"lr_schedule": "wsd", "max_iters": 100, "warmup_iters": 10,
                                              "decay_fraction": 0.1}, 85) == (
-        "note: the decay now takes the last 0.2 of the steps (it took 0.1): the learning rate at step 85 is 0.000775 "
+        "note: the decay now takes the last 0.2 of the steps (it took 0.1): the learning rate at step 86 is 0.000775 "
         "where the run's schedule had 0.001; give --decay_fraction=0.1 to keep the schedule it had")
 
 
