@@ -1327,10 +1327,13 @@ def say_the_run(t: Training, recipe_notes: list[str], dtype_why: str, fp8_layers
         print(f"note: the run's count of {cfg.max_iters:,} steps was fixed by its time budget of "
               f"{fixed_by_budget_s:g} s: resumed, it runs them all, with no time limit (give --max_iters for "
               "another count)")
-    none, seen = train_batches.without_targets() if data.supervised else (0, 0)
+    # (the epochs the run trains in, each cut at its own offsets: hunt 51-f L1)
+    none, seen, epochs = (train_batches.without_targets(cfg.max_iters - step if cfg.max_iters else None)
+                          if data.supervised else (0, 0, 0))
     if none >= 0.1 * seen > 0:  # records longer than the window: steps of such windows logged loss 0
-        print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens hold no answer token (records "
-              "longer than the window) and train nothing: shorten the records" + (
+        over = f" over {epochs:,} epochs" if epochs > 1 else ""
+        print(f"warning: {none:,} of {seen:,} training windows of {block_size} tokens{over} hold no answer token "
+              "(records longer than the window) and train nothing: shorten the records" + (
                   " (a resumed run keeps its --block_size)" if resume else ", or raise --block_size"
                   if cfg.init_from == "scratch" else  # (the pretrained context: no --block_size goes past it,
                   # and one already at it was told to rise "up to the model's context": hunt 35-a A4)

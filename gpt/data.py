@@ -42,6 +42,8 @@ from gpt.shards import (  # noqa: F401  (re-exported: gpt.data is the one import
 )
 
 STATE_VERSION = 1
+# The most epochs TrainBatches.without_targets looks at: a run of many epochs of a small split repeats its offsets
+WITHOUT_TARGETS_EPOCHS = 1_000
 
 # The way to a larger validation split. --val_fraction is data/prepare.py's option, not train.py's, which
 # prepares raw text (--data=notes.txt, the fine-tuning route) with the default: "prepare with a larger
@@ -87,16 +89,17 @@ class _Windows:
         self.first = np.concatenate([[0], np.cumsum(self.counts)])
         self.total = int(self.first[-1])
 
-    def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
+    def without_targets(self, offsets: np.ndarray, limit: int = 100_000) -> tuple[int, int]:
         """(windows whose every target is masked out, windows looked at): of instruction data's first
-        `limit` windows (without an epoch's offset), where a record longer than the window leaves
-        windows of context alone, which train nothing. (0, 0) for data without a loss mask."""
+        `limit` windows, cut at the shards' `offsets` (an epoch's), where a record longer than the window
+        leaves windows of context alone, which train nothing. (0, 0) for data without a loss mask."""
         none = seen = 0
-        for mask, count in zip(self._masks, self.counts.tolist()):
+        for mask, count, offset in zip(self._masks, self.counts.tolist(), np.asarray(offsets).tolist()):
             n = min(count, limit - seen)
             if mask is None or n <= 0:
                 continue
-            targets = mask[: n * self.window].reshape(n, self.window)[:, 1:]  # window k's y: k*w+1 .. k*w+w-1
+            # window k's y: offset + k*w+1 .. offset + k*w+w-1
+            targets = mask[offset : offset + n * self.window].reshape(n, self.window)[:, 1:]
             none, seen = none + int((~targets.any(axis=1)).sum()), seen + n
         return none, seen
 
@@ -179,11 +182,15 @@ class TrainBatches:
         self._saved_sha256: str | None = None  # a loaded state's digest, kept where the data has none
         self._plan: tuple[int, int, np.ndarray, np.ndarray] | None = None
 
+    def _epoch_offsets(self, epoch: int) -> tuple[np.random.Generator, np.ndarray]:
+        """The per-shard offsets of an epoch, from (seed, epoch) alone, and the generator that drew them."""
+        rng = np.random.default_rng([self.seed, epoch])
+        return rng, rng.integers(0, self._windows.slack + 1)
+
     def _epoch_plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """The window order and the per-shard offsets of an epoch, from (seed, epoch) alone."""
         if self._plan is None or self._plan[:2] != (self.seed, epoch):
-            rng = np.random.default_rng([self.seed, epoch])
-            offsets = rng.integers(0, self._windows.slack + 1)
+            rng, offsets = self._epoch_offsets(epoch)
             order = np.arange(self.windows_per_epoch, dtype=np.int32 if self.windows_per_epoch < 2**31 else np.int64)
             rng.shuffle(order)
             self._plan = (self.seed, epoch, order, offsets)
@@ -227,9 +234,25 @@ class TrainBatches:
             self.epoch, self._position, self._taken = saved
         return self._windows._to_device(torch.tensor(counts, dtype=torch.int64))
 
-    def without_targets(self, limit: int = 100_000) -> tuple[int, int]:
-        """(windows without a target, windows looked at) of instruction data (`_Windows.without_targets`)."""
-        return self._windows.without_targets(limit)
+    def without_targets(self, steps: int | None = None, limit: int = 100_000,
+                        max_epochs: int = WITHOUT_TARGETS_EPOCHS) -> tuple[int, int, int]:
+        """(windows without a target, windows looked at, epochs looked at) of instruction data
+        (`_Windows.without_targets`): the windows of the epochs from this one to the one the next `steps`
+        steps reach (None: this one), each cut at its own offsets, up to `limit` windows and `max_epochs`
+        epochs in all. Epoch 0's windows alone, at no offset, were counted: on 2 records whose windows held
+        context alone there, "2 of 2 training windows ... train nothing", where later epochs' windows, cut
+        elsewhere, held answers and the run trained (hunt 51-f L1)."""
+        per_epoch = self.windows_per_epoch if self.streamed else self.steps_per_epoch * self.step_windows
+        last = self.epoch + (self._position + steps * self.step_windows - 1) // per_epoch if steps else self.epoch
+        none = seen = epochs = 0
+        for epoch in range(self.epoch, min(last, self.epoch + max_epochs - 1) + 1):
+            if seen >= limit:
+                break
+            n, s = self._windows.without_targets(self._epoch_offsets(epoch)[1], limit - seen)
+            if not s:  # (no loss mask)
+                break
+            none, seen, epochs = none + n, seen + s, epochs + 1
+        return none, seen, epochs
 
     def _roll_epoch(self) -> None:
         if self.streamed:  # on into the next epoch's order, where this one's ran out

@@ -197,10 +197,31 @@ def test_windows_without_targets_are_counted_by_their_targets_not_their_inputs(t
     # a count over the inputs' positions found window 0 empty (hunt 31-b D9).
     mask = np.zeros(19, dtype=np.uint8)
     mask[[4, 6, 12]] = 1
-    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4).without_targets() == (0, 3)
+    at_no_offset = np.zeros(1, dtype=np.int64)
+    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4)._windows.without_targets(at_no_offset) == (0, 3)
     mask[[4, 12]] = 0, 0
     mask[10] = 1  # window 2's first input, not a target of any window
-    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4).without_targets() == (2, 3)
+    assert TrainBatches(masked_data_dir(tmp_path, "train", mask), 1, 4)._windows.without_targets(at_no_offset) == (2, 3)
+
+
+def test_windows_without_targets_are_counted_in_the_epochs_the_run_trains_cut_where_each_epoch_cuts_them(tmp_path):
+    # Epoch 0's windows alone were counted, at no offset: on 2 records whose windows held context alone there, "2 of 2
+    # training windows ... train nothing", where later epochs cut the windows elsewhere, and they held answers and
+    # the run trained (hunt 51-f L1). The count is now that of the windows the steps draw. 19 tokens, windows of 5
+    # cut at offsets 0-4; answers at 5 and 10, the first inputs of windows 1 and 2 at offset 0: no target there.
+    mask = np.zeros(19, dtype=np.uint8)
+    mask[[5, 10]] = 1
+    data = masked_data_dir(tmp_path, "train", mask)
+    batches = TrainBatches(data, 1, 4, seed=1)
+    assert batches._windows.without_targets(np.zeros(1, dtype=np.int64)) == (3, 3)  # (what was counted)
+
+    def drawn_without_targets(steps: int) -> int:
+        return sum(bool((batches.next_batch()[1] == -1).all()) for _ in range(steps))
+    counted = batches.without_targets(6)  # two epochs of 3 windows
+    drawn = drawn_without_targets(6)
+    assert counted == (drawn, 6, 2) and drawn < 6
+    assert batches.without_targets(3) == (drawn_without_targets(3), 3, 1)  # from the epoch the loader is in
+    assert batches.without_targets() == batches.without_targets(3)  # (no count of steps: this epoch)
 
 
 @pytest.mark.parametrize("shards, batch_size, micro_batches, world_size", [

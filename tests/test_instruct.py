@@ -574,7 +574,8 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     # windows of context alone train nothing: steps of such windows logged a loss of 0 without a word
     pairs = [{"prompt": "x" * 3000, "response": "LONG"}, *({"prompt": "Hi", "response": "Yo"} for _ in range(40))]
     data = prepare_bytes(write_jsonl(tmp_path / "long.jsonl", pairs), tmp_path / "data", val_fraction=0.1)
-    none, seen = TrainBatches(data, 2, 32).without_targets()
+    none, seen, epochs = TrainBatches(data, 2, 32, seed=1337).without_targets(1)  # (the run's seed, its one step)
+    assert epochs == 1
     assert seen > 0 and none >= 3000 // 33 - 2  # the long prompt's windows (its split's share of them)
     run = [f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
            "--eval_iters=1", "--compile=false", "--device=cpu", f"--out_dir={tmp_path / 'run'}"]
@@ -592,10 +593,28 @@ def test_records_longer_than_the_window_are_warned_about(tmp_path, capsys):
     assert train.main([*tuned, f"--out_dir={tmp_path / 'at'}"]) == 0
     assert f"{warning} (the window is the model's whole context of 32 already)\n" in capsys.readouterr().err
     assert train.main([*tuned, "--block_size=16", f"--out_dir={tmp_path / 'below'}"]) == 0
-    none, seen = TrainBatches(data, 2, 16).without_targets()
+    none, seen, _ = TrainBatches(data, 2, 16, seed=1337).without_targets(1)
     assert (f"warning: {none:,} of {seen:,} training windows of 16 tokens hold no answer token (records longer than "
             "the window) and train nothing: shorten the records, or raise --block_size up to the model's context of "
             "32\n") in capsys.readouterr().err
+
+
+def test_the_warning_on_windows_without_an_answer_counts_the_epochs_the_run_trains(tmp_path, capsys):
+    # 2 records of 16-token windows: epoch 0's windows alone were counted, at no offset, "2 of 2 training windows ...
+    # train nothing", where the run's later epochs cut them elsewhere and step 4 trained (hunt 51-f L1)
+    pairs = [{"prompt": "Who says: line 0 xxxxxxxxxxxxxx", "response": "OPHELIA"},
+             {"prompt": "Who says: line 1 xxxxxxxxx", "response": "HAMLET"}]
+    data = prepare_bytes(write_jsonl(tmp_path / "two.jsonl", pairs), tmp_path / "data", val_fraction=0.5)
+    out = tmp_path / "run"
+    assert train.main([f"--data={data}", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=16",
+                       "--batch_size=2", "--eval_iters=1", "--compile=false", "--device=cpu", "--max_iters=4",
+                       "--log_interval=1", "--eval_interval=100", f"--out_dir={out}"]) == 0
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r["step"] for r in steps if r.get("loss") is not None]
+    assert trained  # (the run trained: a step held an answer token)
+    assert ("warning: 7 of 8 training windows of 16 tokens over 4 epochs hold no answer token (records longer than "
+            "the window) and train nothing") in capsys.readouterr().err
+    assert len(trained) == 1  # (3 steps of 2 windows without one, and 1 window of step 4)
 
 
 def test_a_step_without_an_answer_token_logs_no_loss(tmp_path):
