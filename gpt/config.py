@@ -189,11 +189,14 @@ class TrainConfig:
         elif self.gradient_accumulation_steps % world_size:
             errors.append(f"gradient_accumulation_steps ({self.gradient_accumulation_steps}) must be divisible by "
                           f"the number of processes ({world_size}): each process runs an equal share")
-        if not (0 < self.lora_alpha < float("inf") and 0 <= self.lora_dropout < 1):  # else LoRAConfig refuses
-            # them mid-setup, with a traceback
-            errors.append(f"lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got {self.lora_alpha}, "
-                          f"{self.lora_dropout}")
-        elif self.lora_rank > 0 and (why := lora_scale_out_of_range(self.lora_alpha, self.lora_rank)):
+        # (else LoRAConfig refuses them mid-setup, with a traceback). Each named alone: --lora_dropout=1.0 was told
+        # "lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got 16.0, 1.0" (hunt 51-f L4)
+        alpha_fits = 0 < self.lora_alpha < float("inf")
+        if not alpha_fits:
+            errors.append(f"lora_alpha must be finite and > 0, got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            errors.append(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if alpha_fits and self.lora_rank > 0 and (why := lora_scale_out_of_range(self.lora_alpha, self.lora_rank)):
             errors.append(f"lora_alpha / lora_rank {why}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             errors.append(f"n_embd must be even for sinusoidal positions, got {self.n_embd}")

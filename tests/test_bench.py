@@ -148,7 +148,7 @@ def test_prepare_refuses_a_loader_batch_larger_than_its_text_before_preparing(mo
     (1, 4500000, r"train_000000\.bin: 4314102 tokens is shorter than one window of block_size \+ 1 = 4500001 tokens"),
     # a batch of more windows than the split holds (each window fits in its shard): TrainBatches names the data
     # directory, here bench.py's temporary "shards", which the line gave as if it were a shard (hunt 50-d D6)
-    (2, 1500000, r"the train split has 1 windows of 1500001 tokens, fewer than one global batch of 2 x 1"),
+    (2, 1500000, r"the train split has 1 window of 1500001 tokens, fewer than one global batch of 2 x 1"),
 ])
 def test_prepare_refuses_a_loader_batch_the_prepared_train_split_cannot_hold_naming_no_temporary_directory(
         monkeypatch, tmp_path, batch_size, block_size, why):

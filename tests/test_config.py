@@ -776,6 +776,18 @@ def test_an_infinite_lora_alpha_given_in_python_is_refused_by_validate():  # not
         TrainConfig(lora_alpha=float("inf")).validate()
 
 
+def test_a_lora_alpha_and_a_lora_dropout_out_of_range_are_each_named_alone():
+    # --lora_dropout=1.0 was told "lora_alpha must be finite and > 0 and lora_dropout in [0, 1), got 16.0, 1.0",
+    # naming a lora_alpha that was fine (hunt 51-f L4)
+    with pytest.raises(ConfigError) as refused:
+        TrainConfig(lora_dropout=1.0).validate()
+    assert str(refused.value).splitlines()[1:] == ["  lora_dropout must be in [0, 1), got 1.0"]
+    with pytest.raises(ConfigError) as refused:
+        TrainConfig(lora_alpha=0.0, lora_dropout=-0.5).validate()
+    assert str(refused.value).splitlines()[1:] == ["  lora_alpha must be finite and > 0, got 0.0",
+                                                   "  lora_dropout must be in [0, 1), got -0.5"]
+
+
 def test_every_rank_seeds_within_range():  # rank r seeds with seed + r
     with pytest.raises(ConfigError, match=r"seed must be in \[0, 2\*\*64 - 2\]"):
         TrainConfig(seed=2**64 - 1, gradient_accumulation_steps=2).validate(world_size=2)
