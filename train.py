@@ -793,6 +793,8 @@ def end_the_run(t: Training, loop: LoopState, tools: LoopTools, exit_status: int
                                    sum(loop.eval_times), loop.profile_s,
                                    t.compile_parts.get("evaluation", 0.0) if t.did_compile else 0.0,
                                    before_loop_s, restarted=t.budget_goes_on))
+            if warning := no_better_than_the_start(t, loop):
+                print(warning)
             say_done(loop.step, loop.best_val, loop.val_loss, t.out_dir, t.data.supervised)
 
 
@@ -873,6 +875,36 @@ def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t:
             f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
             f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
             "repeats this run)")
+
+
+def no_better_than_the_start(t: Training, loop: LoopState) -> str | None:
+    """(rank 0, a finished run) The warning for a run from trained weights (a fine-tune, full or LoRA, resumed or not)
+    where no evaluation since step 0 was lower than the weights as loaded, with what to try; else None. Such a run
+    ended "best validation loss 9.2665" where step 0 had 4.6476 (lr 0.5: hunt 51-f L2), its `best` a checkpoint
+    worse than the weights it started from, of which a run of a step count saves none (a budgeted one saves step 0)."""
+    init_from = recorded(loop.cfg, t.resume)["init_from"]
+    if init_from in ("scratch", "resume") or not math.isfinite(loop.best_val) or loop.val_loss is None:
+        return None
+    # the weights as loaded, as a new run's first record, step 0's evaluation, has them (a resume keeps that record)
+    try:
+        first = next(t.metrics.each_record(), None)
+    except OSError:  # (metrics.jsonl unreadable now: a finished run is not a traceback for a warning's sake)
+        return None
+    start = first.get("val_loss") if first and first["step"] == 0 else None
+    if start is None or start > loop.best_val:
+        return None
+    if earlier_best_step(t.out_dir) == 0:
+        where = "--ckpt=best is step 0's checkpoint, those weights"
+    else:  # (the exact checkpoint it loaded, where this process knows it: a resumed full fine-tune records none)
+        source = t.base["base"] if t.base else init_from
+        where = ("no checkpoint of this run holds them: sample them with python sample.py "
+                 f"--init_from={shlex.quote(source)}")
+    rates = f"--learning_rate={loop.cfg.learning_rate:g}"
+    if loop.cfg.optimizer == "muon" and not loop.cfg.lora_rank:  # (a LoRA run's adapters are AdamW's)
+        rates = f"--muon_learning_rate={loop.cfg.muon_learning_rate:g} and {rates}"
+    return (f"warning: training did not improve on the weights it started from: no evaluation since step 0 had a "
+            f"lower validation loss than their {start:.4f} (the last {loop.val_loss:.4f}); {where}. Try a lower "
+            f"learning rate than this run's {rates}.")
 
 
 def say_done(step: int, best_val: float, val_loss: float | None, out_dir: Path, supervised: bool) -> None:

@@ -2014,6 +2014,43 @@ def test_a_new_run_from_weights_at_the_from_scratch_recipe_is_told_so(byte_data,
     assert notes["finetune"] == notes["rate typed"] == []
 
 
+def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_path, capsys):
+    # A fine-tune at too high a rate ended "done: step 10, best validation loss 9.2665" where the weights it started
+    # from had 4.6476 at step 0, its `best` a checkpoint worse than them, and nothing said so (hunt 51-f L2)
+    base = tmp_path / "base"
+    assert train.main([f"--data={byte_data}", *TINY, "--max_iters=10", f"--out_dir={base}"]) == 0
+    start = [f"--data={byte_data}", *TINY, "--eval_interval=2", "--warmup_iters=0", f"--init_from={base}"]
+
+    def finished(out: Path) -> tuple[dict[int, float], list[str]]:  # (its evaluations, its last two lines)
+        val = {r["step"]: r["val_loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+               if "val_loss" in r}
+        return val, capsys.readouterr().out.splitlines()[-2:]
+
+    capsys.readouterr()
+    for lora, rates in ([], "--muon_learning_rate=0.015 and --learning_rate=0.5"), (["--lora_rank=2"],
+                                                                                   "--learning_rate=0.5"):
+        out = tmp_path / ("lora" if lora else "full")
+        assert train.main([*start, *lora, "--learning_rate=0.5", "--max_iters=4", f"--out_dir={out}"]) == 0
+        val, (warning, done) = finished(out)
+        assert min(val, key=val.get) == 0 and (out / "best").read_text() != "ckpt-0000000\n"  # (the premise)
+        assert warning == (
+            "warning: training did not improve on the weights it started from: no evaluation since step 0 had a lower "
+            f"validation loss than their {val[0]:.4f} (the last {val[4]:.4f}); no checkpoint of this run holds them: "
+            f"sample them with python sample.py --init_from={shlex.quote(str(base / 'ckpt-0000010'))}. Try a lower "
+            f"learning rate than this run's {rates}.")
+        assert done.startswith(f"done: step 4, best validation loss {min(val[2], val[4]):.4f}")
+    # a resume too (step 0's record is kept in metrics.jsonl); a full fine-tune's records the --init_from typed
+    assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={tmp_path / 'full'}"]) == 0
+    val, (warning, done) = finished(tmp_path / "full")
+    assert min(val, key=val.get) == 0 and warning.startswith("warning: training did not improve") and warning.endswith(
+        f"python sample.py --init_from={shlex.quote(str(base))}. Try a lower learning rate than this run's "
+        "--muon_learning_rate=0.015 and --learning_rate=0.5.") and done.startswith("done: step 6, ")
+    # a fine-tune that improves on its start is not warned
+    assert train.main([*start, "--max_iters=4", f"--out_dir={tmp_path / 'gentle'}"]) == 0
+    val, (before, done) = finished(tmp_path / "gentle")
+    assert val[4] < val[0] and not before.startswith("warning:") and done.startswith("done: step 4, ")
+
+
 def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, tmp_path, capsys):
     # Only the base's weights were fingerprinted: its config.json edited since (n_head, every tensor's shape
     # the same) put the adapters onto another computation, sampled and resumed without a word (hunt 30-e F1)
