@@ -1128,6 +1128,22 @@ def test_a_small_text_file_of_a_few_lines_is_split_before_its_last_line_break(tm
     assert train == ["\n".join(paragraphs[:3]) + "\n"] and val == [paragraphs[3] + ending]
 
 
+def test_a_lone_file_of_a_title_line_then_one_long_line_keeps_most_of_it_for_training(tmp_path):
+    # "My notes\n" and then one 145 KB line: the cut went to the line break before the 90% point, the title's, so
+    # train got 9 bytes and validation all the rest, and train.py refused the 10-token train split (hunt 51-p P1);
+    # the same file over 1 MB was cut before a space (hunt 47-a A4). A paragraph per line stays cut before the
+    # last one (test_a_small_text_file_of_a_few_lines_is_split_before_its_last_line_break)
+    words = " ".join(f"word{i} {STORY.strip()}" for i in range(30))
+    for name, text in (("title.txt", "My notes\n" + words + "\n"), ("blank.txt", "\n\n" + words)):
+        (tmp_path / name).write_text(text)
+        out = run_prepare([tmp_path / name], tmp_path / f"out-{name}", tokenizer="gpt2")
+        train, val = documents(out, "train"), documents(out, "val")
+        assert len(train) == len(val) == 1 and train[0] + val[0] == text
+        assert val[0].startswith(" ") and 0.05 < len(val[0]) / len(text) < 0.15  # before a space, near the point
+        tok = get_tokenizer("gpt2")
+        assert tok.encode(train[0]) + tok.encode(val[0]) == tok.encode(text)
+
+
 def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
     # Windows editors start a UTF-8 file with EF BB BF; it was trained on as 3 byte tokens (audit, 2026-11-26)
     lines = "".join(f"line number {i} of the text\n" for i in range(20))
