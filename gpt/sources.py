@@ -568,12 +568,18 @@ def _refuse_written(item: str, path: Path) -> None:
 
 
 def _refuse_a_shard(item: str, path: Path) -> None:
-    """A token shard given as input is not text: named itself (`--data=data/notes-gpt2/train_000000.bin`), it was
-    "skipped, looks binary", then "no text found in the input (1 binary file(s) skipped)", with no word of the data
-    directory it belongs to (hunt 47-a A10). (One inside an input directory is skipped as binary, as before.)"""
+    """A token shard (or prepared data's meta.json) given as input is not text: named itself
+    (`--data=data/notes-gpt2/train_000000.bin`), it was "skipped, looks binary", then "no text found in the input
+    (1 binary file(s) skipped)", with no word of the data directory it belongs to (hunt 47-a A10). (One inside an
+    input directory is skipped as binary, as before.)"""
     if is_shard(path):
         raise PrepareError(f"{item} is a token shard (data/prepare.py's output), not text: train on the data directory "
                            f"that holds it and its meta.json, train.py --data={path.parent}")
+    # its meta.json (`--data=data/notes-gpt2/meta.json`) was read as a record: "no field 'text' (has: format_version,
+    # ...); choose one with ... --text_field FIELD", advice that leads nowhere (hunt 51-p P2)
+    if path.name == "meta.json" and _prepared_data(path.parent):
+        raise PrepareError(f"{item} is the meta.json of data prepared by data/prepare.py, not text: train on its "
+                           f"directory, train.py --data={path.parent}")
 
 
 # The way on for text that comes through a pipe: stdin (`-`, /dev/stdin) and bash's <(...) were refused with no word of

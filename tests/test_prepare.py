@@ -1207,8 +1207,15 @@ def test_prepared_data_or_a_run_given_as_the_input_directory_is_named_as_such(tm
     with pytest.raises(PrepareError, match=re.escape(f"{run} is a training run's directory or checkpoint")):
         run_prepare([run], tmp_path / "out")
     assert no_leftovers(tmp_path, tmp_path / "out")
-    # a file there, named itself, is read (as before)
-    assert sources.expand_inputs([prepared / "meta.json"]) == [prepared / "meta.json"]
+    # its meta.json named itself (`train.py --data=data/notes-gpt2/meta.json`) was read as a record: "no field 'text'
+    # (has: format_version, ...); choose one with ... --text_field FIELD", advice that leads nowhere (hunt 51-p P2)
+    with pytest.raises(PrepareError, match=re.escape(f"{prepared / 'meta.json'} is the meta.json of data prepared by "
+                                                     f"data/prepare.py, not text: train on its directory, "
+                                                     f"train.py --data={prepared}")):
+        run_prepare([prepared / "meta.json"], tmp_path / "out")
+    # a run's file there, named itself, is read (as before)
+    (run / "notes.txt").write_text(STORY)
+    assert sources.expand_inputs([run / "config.json", run / "notes.txt"]) == [run / "config.json", run / "notes.txt"]
     # but a token shard is no text: it was "skipped, looks binary", then "no text found in the input (1 binary
     # file(s) skipped)", with no word of its data directory (hunt 47-a A10)
     shard = prepared / "train_000000.bin"
