@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import sys
@@ -92,6 +93,9 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
             # such file or directory" (hunt, session 24)
             hint = "" if Path(data).suffix else (f" (python data/prepare.py ... --out_dir {data}; a preset's data: "
                                                     "its file in configs/ gives the command)")
+            if hub_dataset_name(data):  # (the advice was a folder of that name, with no word of --hf: hunt 51-p P3)
+                hint = (" (a Hugging Face dataset is prepared first, from the network: python data/prepare.py "
+                        f"--hf {data} --out_dir DIR, then --data=DIR)")
             if resuming:  # (moved data resumes where it is now, raw text too: gpt.config.data_moved)
                 hint += "; a run's data that was moved resumes with --data=<where it is now>"
             raise PrepareError(f"--data={data}: no such file or directory; give text (a file, a folder, a glob) "
@@ -146,6 +150,15 @@ def prepare_data(data: str, tokenizer: str | None, cache_root: str, dist: Dist, 
     if len(set(held)) > 1:
         raise ReportedByRank0(1)
     return path
+
+
+def hub_dataset_name(data: str) -> bool:
+    """Whether --data, not found, reads as a Hugging Face dataset's name (roneneldan/TinyStories), as other trainers
+    take one: OWNER/NAME, where no folder OWNER is. Not data/NAME, where data/prepare.py puts data by default (a
+    preset's, data/fineweb-edu-gpt2, run from outside the checkout)."""
+    owner, _, name = data.partition("/")
+    return bool(re.fullmatch(r"[\w.-]+", owner) and re.fullmatch(r"[\w.-]+", name) and not Path(name).suffix
+                and owner != "data" and not Path(owner).exists())
 
 
 def prepared_tokens(path: Path) -> tuple | None:

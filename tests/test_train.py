@@ -4217,6 +4217,16 @@ def test_data_that_is_not_there_says_how_to_make_it(tmp_path, capsys):
     assert train.main([f"--data={tmp_path / 'notes.txt'}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
     assert capsys.readouterr().err.endswith("no such file or directory; give text (a file, a folder, a glob) or a "
                                             "directory that data/prepare.py made\n")  # (a file's name: no prepare hint)
+    # a Hugging Face dataset's name, as other trainers take it: the advice was to prepare "... --out_dir
+    # roneneldan/TinyStories", a folder of that name, with no word of --hf (hunt 51-p P3)
+    assert train.main(["--data=roneneldan/TinyStories", f"--data_cache={tmp_path / 'cache'}", *TINY, "--max_iters=1",
+                       f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == (
+        "train.py: error: --data=roneneldan/TinyStories: no such file or directory; give text (a file, a folder, a "
+        "glob) or a directory that data/prepare.py made (a Hugging Face dataset is prepared first, from the network: "
+        "python data/prepare.py --hf roneneldan/TinyStories --out_dir DIR, then --data=DIR)\n")
+    from gpt.rundata import hub_dataset_name  # (not a preset's data run from outside the checkout, nor a folder's)
+    assert not any(map(hub_dataset_name, ["data/fineweb-edu-gpt2", str(tmp_path / "x"), "notes/a.txt", "a/b/c"]))
     # stdin: its advice was to prepare data "--out_dir -" (hunt 49-l L5)
     assert train.main(["--data=-", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
     assert capsys.readouterr().err == ("train.py: error: --data=-: stdin is not read; save it to a file first "
