@@ -837,6 +837,13 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if replaced:
         _say(quiet, f"note: this replaced the data {out} held, prepared from {replaced}: runs trained on that data "
                     "will not resume on this")
+    written = sum(s["tokens"] for s in meta["splits"].values())
+    if max_tokens is not None and written > 2 * max_tokens:  # (a lone 3.8 MB text file under --max_tokens 5000 wrote
+        # all of its 1,139,385 tokens without a word of the cap: hunt 51-p P4)
+        lone = (f" (a text file alone is two documents, its first {1 - val_fraction:.0%} and the rest)"
+                if source == "input" and sum(s["documents"] for s in meta["splits"].values()) == 2 else "")
+        _say(quiet, f"note: --max_tokens {max_tokens:,} stops at the end of a document, the second at the earliest: "
+                    f"these hold {written:,} tokens{lone}; to prepare less, give less text")
     return out
 
 

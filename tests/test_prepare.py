@@ -1996,6 +1996,21 @@ def test_invalid_utf8_read_before_max_tokens_stops_is_counted_and_said(tmp_path,
     assert written and DataDir(out).meta["invalid_utf8_documents"] >= len(written)
 
 
+def test_max_tokens_passed_many_times_over_by_whole_documents_is_said(tmp_path, capsys):
+    # `--max_tokens 5000` on a 3.8 MB input.txt wrote all of its 1,139,385 gpt2 tokens, the lone file's two documents
+    # taken whole, and said nothing of the cap it had passed 228 times over (hunt 51-p P4)
+    lines = "".join(f"line {i}: {STORY}" for i in range(40))
+    (tmp_path / "input.txt").write_text(lines)
+    run_prepare([tmp_path / "input.txt"], tmp_path / "out", max_tokens=100, quiet=False)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"note: --max_tokens 100 stops at the end of a document, the second at the earliest: these hold "
+        f"{len(lines) + 2:,} tokens (a text file alone is two documents, its first 90% and the rest); to prepare "
+        "less, give less text")
+    write_docs(tmp_path / "in", 20)  # a cap met near a document's end: nothing to say
+    run_prepare([tmp_path / "in"], tmp_path / "out2", max_tokens=1500, quiet=False)
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "PIECE_BYTES", 300)  # each document spans several pieces and chunks
     monkeypatch.setattr(prep, "CHUNK_CHARS", 300)
