@@ -919,7 +919,9 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
     # document, after all of it was tokenized (hunt 43-d D6): it is cut before a space instead, where a GPT-2 word
     # begins (it takes the space before it)
     one_line = split_at is not None and not _has_line_break(path)
-    least_train = split_at and split_at // 2  # (half of the train document the point gives)
+    if split_at is not None:  # the cuts at a line break that leave each document half its share at the least
+        size = path.stat().st_size
+        fair = range(split_at // 2, size - (size - split_at) // 2 + 1)
     with _said_when_stopped(lambda: stats.replaced(path, replaced + bad_document)), open_input(path) as f:
         data, pos = f.read(PIECE_BYTES), 0  # pos: the file offset of data[0]
         if data.startswith(codecs.BOM_UTF8):  # a mark of the file (Windows editors write one), not text: as
@@ -940,9 +942,10 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                     # one, which is gone: before a space in it, as in a file of one line (a file of short lines, then
                     # one longer than a piece, was refused as one document after all of it was tokenized: hunt 47-a A4)
                     line_end = _cut_near(data, at, cut, end, b" ", 0)
-                elif past and pos + line_end < least_train:  # the line break before the point leaves train under
-                    # half its share: before a space near the point, if the line has one ("My notes\n" and then a
-                    # 145 KB line gave train 9 bytes and validation the rest: hunt 51-p P1)
+                elif past and pos + line_end not in fair:  # the line break before the point leaves train under half
+                    # its share, or the one after it validation: before a space near the point, if the line has one
+                    # ("My notes\n" and then a 145 KB line gave train 9 bytes and validation the rest: hunt 51-p P1;
+                    # with "The end\n" after it, validation was that, whatever --val_fraction: P5)
                     line_end = _cut_near(data, at, cut, end, b" ", 0) or line_end
                 if line_end:
                     cut, end = line_end, True

@@ -1144,6 +1144,19 @@ def test_a_lone_file_of_a_title_line_then_one_long_line_keeps_most_of_it_for_tra
         assert tok.encode(train[0]) + tok.encode(val[0]) == tok.encode(text)
 
 
+def test_a_lone_file_whose_long_line_holds_the_point_keeps_validation_near_its_share(tmp_path):
+    # "My notes\n", a 145 KB line, then "The end\n": the cut went to the line break after the point, so validation
+    # was "The end\n", 9 tokens, whatever --val_fraction, and train.py's advice for it, a larger --val_fraction,
+    # changed nothing (hunt 51-p P5)
+    text = "My notes\n" + " ".join(f"word{i} {STORY.strip()}" for i in range(30)) + "\nThe end\n"
+    (tmp_path / "tail.txt").write_text(text)
+    for val_fraction in (0.1, 0.5):
+        out = run_prepare([tmp_path / "tail.txt"], tmp_path / f"out{val_fraction}", val_fraction=val_fraction)
+        train, val = documents(out, "train"), documents(out, "val")
+        assert len(train) == len(val) == 1 and train[0] + val[0] == text and val[0].startswith(" ")
+        assert abs(len(val[0]) / len(text) - val_fraction) < 0.05  # before a space near the point
+
+
 def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
     # Windows editors start a UTF-8 file with EF BB BF; it was trained on as 3 byte tokens (audit, 2026-11-26)
     lines = "".join(f"line number {i} of the text\n" for i in range(20))
@@ -2382,9 +2395,11 @@ def test_a_lone_text_file_whose_cut_falls_in_a_line_longer_than_a_piece_is_cut_a
     # document, refused as "too little text for a train/val split", line breaks and all (hunt 34-c C5)
     monkeypatch.setattr(sources, "PIECE_BYTES", 64)
     long_line = "word " * 100 + "end\n"
-    (tmp_path / "in.txt").write_text("first line\n" + long_line + "the last line\n")
+    # (a last line of half validation's share at the least: one shorter is cut before a space near the point, hunt 51-p P5)
+    last_line = "the last line, long enough for its share\n"
+    (tmp_path / "in.txt").write_text("first line\n" + long_line + last_line)
     out = run_prepare([tmp_path / "in.txt"], tmp_path / "out")
-    assert documents(out, "train") == ["first line\n" + long_line] and documents(out, "val") == ["the last line\n"]
+    assert documents(out, "train") == ["first line\n" + long_line] and documents(out, "val") == [last_line]
 
 
 def test_a_directory_that_can_be_listed_but_not_searched_inside_an_input_directory_is_an_error(tmp_path, monkeypatch):
