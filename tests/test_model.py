@@ -1236,6 +1236,22 @@ def test_compiled_linear_takes_one_row_linear_only_for_a_half_precision_cuda_row
                 assert taken == ([(1, rows, 8)] if compiling and expected else []), (compiling, device, dtype, rows)
 
 
+def offline_gpt2_snapshot(tmp_path, monkeypatch) -> tuple[Path, Path]:
+    """A tiny model's export, and an empty snapshot of "gpt2" in a hub cache under tmp_path (as hf_hub_download
+    leaves one), the hub client pointed at that cache and offline (no network, whatever happens)."""
+    import huggingface_hub.constants
+
+    export = tmp_path / "export"
+    tiny_model(seed=1).save_pretrained(export)
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return export, snapshot
+
+
 def test_a_hub_cache_holding_the_config_alone_is_downloaded_into_not_taken_as_it_is(tmp_path, monkeypatch):
     # transformers' AutoTokenizer.from_pretrained("gpt2") caches config.json (and the tokenizer) without the weights,
     # and the hub client returns such a snapshot as it is: from_pretrained("gpt2") said "... has neither
@@ -1243,16 +1259,10 @@ def test_a_hub_cache_holding_the_config_alone_is_downloaded_into_not_taken_as_it
     import shutil
 
     import huggingface_hub
-    import huggingface_hub.constants
 
     from gpt.errors import HubUnreachable
 
-    export = tmp_path / "export"
-    tiny_model(seed=1).save_pretrained(export)
-    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)  # (what hf_hub_download leaves)
-    snapshot.mkdir(parents=True)
-    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
-    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    export, snapshot = offline_gpt2_snapshot(tmp_path, monkeypatch)
     shutil.copy(export / "config.json", snapshot)
     real_snapshot_download, downloads = huggingface_hub.snapshot_download, []
 
@@ -1263,8 +1273,6 @@ def test_a_hub_cache_holding_the_config_alone_is_downloaded_into_not_taken_as_it
         shutil.copy(export / "model.safetensors", snapshot)
         return str(snapshot)
 
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     model = GPT.from_pretrained("gpt2")
     assert downloads == ["gpt2"]
@@ -1283,20 +1291,11 @@ def test_a_hub_cache_holding_pytorch_model_bin_is_taken_offline_as_before(tmp_pa
     # from_pretrained(..., use_safetensors=False), caches) loads here: _read_hf_weights reads either file. The check
     # that a snapshot holds the weights (hunt 50-g G3) asked for model.safetensors alone: offline, such a cache was
     # refused, "its cached copy ... lacks model.safetensors", where it loaded before (hunt 51-r R1)
-    import huggingface_hub
-    import huggingface_hub.constants
     from safetensors.torch import load_file
 
-    export = tmp_path / "export"
-    tiny_model(seed=1).save_pretrained(export)
-    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)  # (what hf_hub_download leaves)
-    snapshot.mkdir(parents=True)
-    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
-    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    export, snapshot = offline_gpt2_snapshot(tmp_path, monkeypatch)
     (snapshot / "config.json").write_text((export / "config.json").read_text())
     torch.save(load_file(export / "model.safetensors"), snapshot / "pytorch_model.bin")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
     model = GPT.from_pretrained("gpt2")
     assert torch.equal(model.transformer.wte.weight, tiny_model(seed=1).transformer.wte.weight)
 
