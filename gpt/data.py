@@ -161,8 +161,9 @@ class TrainBatches:
         self.global_batch = batch_size * world_size
         self.windows_per_epoch = self._windows.total
         if self.windows_per_epoch < self.global_batch:
-            raise ShardError(self._windows.data_dir.path, f"the {split} split has {self.windows_per_epoch} "
-                             f"window{'s' * (self.windows_per_epoch != 1)} of {block_size + 1} tokens, fewer than one global batch of {batch_size} x {world_size}; "
+            windows = f"{self.windows_per_epoch} window{'s' * (self.windows_per_epoch != 1)}"
+            raise ShardError(self._windows.data_dir.path, f"the {split} split has {windows} of {block_size + 1} "
+                             f"tokens, fewer than one global batch of {batch_size} x {world_size}; "
                              "use a smaller batch or block size, or more text")
         self.micro_batches, self._taken = micro_batches, 0  # (_taken: micro-batches of the current step)
         self.step_windows = self.global_batch * micro_batches
