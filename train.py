@@ -573,6 +573,7 @@ def time_the_warmup(t: Training, loop: LoopState, tools: LoopTools) -> None:
             step_s = (loop.train_s - since[1]) / (loop.step - since[0])
             warn_if_warmup_overruns(loop.cfg, tools.started, loop.step, step_s, tools.reserve_s, tools.say)
 
+
 def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
     """A budgeted run (--max_iters=0) at the end of its warmup: the steps that fit its time budget, timed from the
     warmup (fit_time_budget), become its count (loop.cfg.max_iters), in config.json and the records, and said; the
