@@ -685,7 +685,7 @@ def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: in
             or (not loop.cfg.max_iters and not resume):
         is_best = loop.val_loss is not None and loop.val_loss < loop.best_val
         loop.best_val = min(loop.best_val, loop.val_loss) if loop.val_loss is not None else loop.best_val
-        save_the_step(t, loop, tools, is_best, loop.val_loss)
+        save_the_step(t, loop, tools, is_best)
     loop.eval_times.append(time.perf_counter() - t_eval)
     if not stopping and not at_end:  # a signal during the evaluation or the save stops at its checkpoint,
         # not after another step and another save, out of a preemption's grace (hunt 31-c F6); every rank is here
@@ -700,14 +700,15 @@ def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: in
     return 0 if at_end else None
 
 
-def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool, val_loss: float | None) -> None:
-    """The run's checkpoint at loop.step (rank 0 writes it), called where the step checks were just read."""
+def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool) -> None:
+    """The run's checkpoint at loop.step (rank 0 writes it), with loop.val_loss (None: a stop's save, without an
+    evaluation), called where the step checks were just read."""
     dist, device, dtype, data, model, out_dir = t.dist, t.device, t.dtype, t.data, t.model, t.out_dir
     checks, left_behind = tools.checks, t.left_behind
     rngs = gather(rng_state(device), dist)  # every rank's streams, so resume is exact per rank
     if dist.is_main:
         meta = {"config": recorded(loop.cfg, t.resume), "model_config": model.config.to_dict(),
-                "tokens_seen": loop.tokens_seen, "val_loss": val_loss,
+                "tokens_seen": loop.tokens_seen, "val_loss": loop.val_loss,
                 "best_val_loss": None if math.isinf(loop.best_val) else loop.best_val,
                 "tokenizer": data.tokenizer_name, "vocab_size": data.vocab_size, "data": str(data.path),
                 "supervised": data.supervised,  # (sample.py --instruction and --chat: hunt 30-d F1)
