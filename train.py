@@ -407,7 +407,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         if profiler:
             profiler.before_step(loop.step)
         with stop.interruptible(f"step {loop.step + 1}"), \
-                tools.first_step if loop.step == start_step else contextlib.nullcontext():
+                tools.first_step_oom if loop.step == start_step else contextlib.nullcontext():
             loss_sum, grad_norm, targets = optimizer_step(t, loop.cfg, accum)
         optimizer.zero_grad(set_to_none=True)
         checks.add(loop.step, loss_sum, grad_norm, targets)
@@ -461,7 +461,7 @@ class LoopTools:
     this_run: RunSaves  # whether this run has saved a checkpoint yet (save_the_step sets it)
     profiler: StepProfiler | None  # rank 0's, with --profile
     profiled_until: int | None  # the last step --profile records (on every rank), else None
-    first_step: contextlib.AbstractContextManager  # (reported_oom) its out-of-memory line, with what to make smaller
+    first_step_oom: contextlib.AbstractContextManager  # (reported_oom) its out-of-memory line, what to make smaller
     timing_start: int  # a budgeted run's warmup is timed from this step on
     warmup_check: int  # and its length checked against the budget at this one
     diverged_loss: float  # a loss above it stops the run
@@ -552,7 +552,7 @@ def loop_tools(t: Training, loop: LoopState, this_run: RunSaves, started: float,
     warmup_check = min(2 * (loop.cfg.warmup_iters // 5), loop.step + WARMUP_CHECK_WITHIN) or 1
     return LoopTools(started=started, start_step=start_step, accum=accum, reserve_s=budget_reserve_s(device),
                      progress=progress, say=say, say_error=say_error, stop=stop, checks=checks, this_run=this_run,
-                     profiler=profiler, profiled_until=profiled_until, first_step=first_step,
+                     profiler=profiler, profiled_until=profiled_until, first_step_oom=first_step,
                      timing_start=timing_start, warmup_check=warmup_check,
                      diverged_loss=DIVERGED_LOSS_TIMES * math.log(t.data.vocab_size))  # (a loss above it stops the run)
 
@@ -668,7 +668,7 @@ def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: in
         # Finite weights that give a NaN loss are a diverged model too: not saved as `latest`; and so is one
         # whose loss is finite but absurd (5,400 for a byte model at --learning_rate=30 ended "done", saved
         # as best).
-        diverged(t, loop, tools, "validation", loop.val_loss)
+        say_diverged(t, loop, tools, "validation", loop.val_loss)
         return 2
     if loop.val_loss is not None:
         record = {"step": loop.step, "val_loss": loop.val_loss,
@@ -755,7 +755,7 @@ def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
     return checks.too_many
 
 
-def diverged(t: Training, loop: LoopState, tools: LoopTools, which: str, loss: float) -> None:
+def say_diverged(t: Training, loop: LoopState, tools: LoopTools, which: str, loss: float) -> None:
     """The `which` loss diverged: said once, by the main process; the caller stops the run."""
     past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
                                                f"ln({t.data.vocab_size:,}) = {math.log(t.data.vocab_size):.2f}")
@@ -769,7 +769,7 @@ def training_diverged(t: Training, loop: LoopState, tools: LoopTools, loss: floa
     # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
     # the global mean on every rank; a non-finite one is a bad step, counted by the read)
     if loss is not None and math.isfinite(loss) and loss > tools.diverged_loss:
-        diverged(t, loop, tools, "training", loss)
+        say_diverged(t, loop, tools, "training", loss)
         return True
     return False
 
