@@ -945,8 +945,13 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                 elif past and pos + line_end not in fair:  # the line break before the point leaves train under half
                     # its share, or the one after it validation: before a space near the point, if the line has one
                     # ("My notes\n" and then a 145 KB line gave train 9 bytes and validation the rest: hunt 51-p P1;
-                    # with "The end\n" after it, validation was that, whatever --val_fraction: P5)
-                    line_end = _cut_near(data, at, cut, end, b" ", 0) or line_end
+                    # with "The end\n" after it, validation was that, whatever --val_fraction: P5). Not before a
+                    # space that is neither fair nor nearer the point than the line break: a line without one
+                    # (Chinese, Japanese) took a space in the title or the last line, and made the short document
+                    # shorter still (hunt 51-x X1)
+                    space = _cut_near(data, at, cut, end, b" ", 0)
+                    if space and (not line_end or pos + space in fair or abs(space - at) < abs(line_end - at)):
+                        line_end = space
                 if line_end:
                     cut, end = line_end, True
                 # no line break in this piece (a line longer than it): the next piece's first one (a file

@@ -1157,6 +1157,29 @@ def test_a_lone_file_whose_long_line_holds_the_point_keeps_validation_near_its_s
         assert abs(len(val[0]) / len(text) - val_fraction) < 0.05  # before a space near the point
 
 
+def test_a_lone_file_whose_long_line_has_no_space_keeps_the_line_break_nearer_the_point(tmp_path):
+    # A long line without a space (Chinese, Japanese) holding the point, its line breaks under half a share from
+    # either end: the cut went before a space farther from the point, in the title or in the last line ("我的 笔记\n"
+    # gave train "我的", 6 bytes; "结束 了\n" gave validation " 了\n", 5), where the line break left more (hunt 51-x X1)
+    body = "这是一个很长的段落没有空格" * 500
+    for first, last in (("我的 笔记\n", ""), ("开头\n", "\n结束 了\n")):
+        text = first + body + (last or "\n")
+        (tmp_path / "cjk.txt").write_text(text, encoding="utf-8")
+        out = run_prepare([tmp_path / "cjk.txt"], tmp_path / f"out{len(last)}")
+        train, val = documents(out, "train"), documents(out, "val")
+        assert train[0] + val[0] == text
+        if last:  # validation from the line break before the last line
+            assert val == [last.removeprefix("\n")]
+        else:  # training up to the title's line break
+            assert train == [first]
+    # a space farther from the point than the line break is still taken where it leaves each its half (P5): here
+    # the line break leaves validation 4,000 bytes of its 10,000, the space before the point 20,002
+    text = "notes\n" + "ab " * 26_665 + "x" * 16_000 + "\n" + "y" * 3_999 + "\n"
+    (tmp_path / "fair.txt").write_text(text)
+    out = run_prepare([tmp_path / "fair.txt"], tmp_path / "out-fair")
+    assert documents(out, "val") == [" " + text.rpartition(" ")[2]]
+
+
 def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
     # Windows editors start a UTF-8 file with EF BB BF; it was trained on as 3 byte tokens (audit, 2026-11-26)
     lines = "".join(f"line number {i} of the text\n" for i in range(20))
