@@ -2045,6 +2045,15 @@ def test_max_tokens_passed_many_times_over_by_whole_documents_is_said(tmp_path, 
     write_docs(tmp_path / "in", 20)  # a cap met near a document's end: nothing to say
     run_prepare([tmp_path / "in"], tmp_path / "out2", max_tokens=1500, quiet=False)
     assert "note:" not in capsys.readouterr().out
+    # two documents that are two files, or a .jsonl's two records, are not "a text file alone" (hunt 51-x X2)
+    (tmp_path / "two").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "two" / name).write_text(STORY * 20)
+    (tmp_path / "two.jsonl").write_text(json.dumps({"text": STORY * 20}) + "\n" + json.dumps({"text": STORY}) + "\n")
+    for given in (tmp_path / "two", tmp_path / "two.jsonl"):
+        run_prepare([given], tmp_path / f"out-{given.name}", max_tokens=100, quiet=False)
+        note = capsys.readouterr().out.splitlines()[-1]
+        assert note.startswith("note: --max_tokens 100 stops at the end of a document") and "alone" not in note
 
 
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
