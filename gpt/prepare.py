@@ -842,7 +842,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if max_tokens is not None and written > 2 * max_tokens:  # (a lone 3.8 MB text file under --max_tokens 5000 wrote
         # all of its 1,139,385 tokens without a word of the cap: hunt 51-p P4)
         # (two documents of two files, or of a .jsonl's two records, were given that reason too: hunt 51-x X2)
-        lone = (f" (a text file alone is two documents, its first {1 - val_fraction:.0%} and the rest)"
+        # (its share as --val_fraction gives it: 0.005 was "its first 100%")
+        lone = (f" (a text file alone is two documents, its first {(1 - val_fraction) * 100:g}% and the rest)"
                 if source == "input" and sum(s["documents"] for s in meta["splits"].values()) == 2
                 and lone_text_file(expand_inputs(inputs), text_field) else "")
         _say(quiet, f"note: --max_tokens {max_tokens:,} stops at the end of a document, the second at the earliest: "

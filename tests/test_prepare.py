@@ -2054,6 +2054,9 @@ def test_max_tokens_passed_many_times_over_by_whole_documents_is_said(tmp_path, 
         run_prepare([given], tmp_path / f"out-{given.name}", max_tokens=100, quiet=False)
         note = capsys.readouterr().out.splitlines()[-1]
         assert note.startswith("note: --max_tokens 100 stops at the end of a document") and "alone" not in note
+    # the lone file's share as given: --val_fraction 0.005 said "its first 100% and the rest" (hunt 51-x X3)
+    run_prepare([tmp_path / "input.txt"], tmp_path / "out3", max_tokens=100, val_fraction=0.005, quiet=False)
+    assert "(a text file alone is two documents, its first 99.5% and the rest)" in capsys.readouterr().out
 
 
 def test_max_tokens_never_stops_inside_a_document(tmp_path, monkeypatch):
