@@ -557,23 +557,6 @@ def loop_tools(t: Training, loop: LoopState, this_run: RunSaves, started: float,
                      diverged_loss=DIVERGED_LOSS_TIMES * math.log(t.data.vocab_size))  # (a loss above it stops the run)
 
 
-def time_the_warmup(t: Training, loop: LoopState, tools: LoopTools) -> None:
-    """After a step is timed: where a budgeted run's warmup timing starts (loop.timing_from), the end of this
-    process's first step (loop.first_done), and at tools.warmup_check a warning where the warmup alone would not fit
-    the budget (warn_if_warmup_overruns)."""
-    if not loop.cfg.max_iters and loop.step == tools.timing_start:
-        loop.timing_from = (loop.step, loop.train_s)
-    loop.first_done = loop.first_done or (loop.step, loop.train_s)
-    if not loop.cfg.max_iters and loop.step == tools.warmup_check and t.dist.is_main:
-        # timed as the plan is where its timing began before; else from the end of the first step
-        # (which allocates): from the start, a check due where the timing begins was never made,
-        # for --warmup_iters=500 (review 32)
-        since = loop.timing_from if tools.timing_start < loop.step else loop.first_done
-        if loop.step > since[0]:
-            step_s = (loop.train_s - since[1]) / (loop.step - since[0])
-            warn_if_warmup_overruns(loop.cfg, tools.started, loop.step, step_s, tools.reserve_s, tools.say)
-
-
 def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
     """A budgeted run (--max_iters=0) at the end of its warmup: the steps that fit its time budget, timed from the
     warmup (fit_time_budget), become its count (loop.cfg.max_iters), in config.json and the records, and said; the
@@ -599,46 +582,25 @@ def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
             "written then, past its time budget")
 
 
-def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -> bool:
-    """A budgeted run after a step, once its count is fixed (loop.planned): the marks that time its speed, and the
-    look that shortens its count (loop.cfg) where it has fallen behind (shorten_to_budget). Whether the step is
-    logged: also where the count now ends."""
-    if loop.step == tools.profiled_until:  # (on every rank alike: they take the second look together)
-        loop.planned = (loop.step, loop.train_s)
-        loop.marks.clear()
-    if logging or not loop.marks:
-        loop.marks.append((loop.step, loop.train_s))
-    # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
-    # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
-    # the speed of its steps since the plan. Not while --profile records, whose steps are slow
-    # (they would cut the run for good).
-    # And between evaluations, where the losses were just read (the device waited: the time is
-    # exact), at the slowest speed that the steps since the plan and each of the last two log
-    # intervals agree on: a slowdown that lasts is seen within two intervals, and one slow
-    # interval alone (a pause of the machine) cuts nothing between evaluations (in a model of
-    # the loop, a 1 s pause just after the CPU default's plan cut it to 262 s of its 300 where
-    # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
-    # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
-    # 482 s into its 300 (session 24).
-    evaluation_next = loop.step % loop.cfg.eval_interval == 0
-    between = logging and len(loop.marks) == 3 and not evaluation_next
-    if (evaluation_next or between) and loop.planned[0] < loop.step < loop.cfg.max_iters \
-            and (tools.profiled_until is None or loop.step > tools.profiled_until):
-        step_s = (loop.train_s - loop.planned[1]) / (loop.step - loop.planned[0])
-        if between:
-            step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(loop.marks)))
-        shorter = shorten_to_budget(loop.cfg, tools.started, loop.step, step_s,
-                                    statistics.median(loop.eval_times) if loop.eval_times else None, tools.accum,
-                                    t.dist, tools.reserve_s, tools.say, evaluation_next,
-                                    # (and since when its speed is timed:)
-                                    "the restart" if t.budget_goes_on else "the count was fixed")
-        if shorter is not loop.cfg:
-            loop.cfg, tools.progress.total = shorter, shorter.max_iters
-            on_rank0(t.dist, lambda: write_config(t.out_dir, recorded(loop.cfg, t.resume)))
-            t.metrics.update_config(recorded(loop.cfg, t.resume), loop.step)
-            # (its checks were read: an evaluation or log step)
-            logging = logging or loop.step == loop.cfg.max_iters
-    return logging
+def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t: Training, started: float,
+                 say: Callable[[str], None]) -> None:
+    """(rank 0) A budgeted run's count, fixed at the end of its warmup (cfg.max_iters), and what it means for its
+    schedule; or, where no time is left for more, a warning."""
+    steps = cfg.max_iters
+    if steps > step + 1:
+        say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
+            f"= {(steps - start_step) * t.tokens_per_step / t.train_batches.tokens_per_epoch:.2f} epochs; "
+            f"--max_iters={steps} repeats this run (unless it is shortened later)")
+        count = f"the budget's {steps:,} steps"
+        # (review 33)
+        for note in (decay_cut_short(cfg, count), decay_too_short(cfg), steps_at_rate_zero(cfg, count)):
+            if note:
+                say(note)
+    else:  # (steps_in_budget's least: one step, however late)
+        say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
+            f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
+            f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
+            "repeats this run)")
 
 
 def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: int, at_end: bool) -> int | None:
@@ -745,61 +707,6 @@ def reclaim_out_dir(t: Training, loop: LoopState, tools: LoopTools) -> None:
         write_config(t.out_dir, recorded(loop.cfg, t.resume))
 
 
-def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
-    """Whether max_bad_steps steps in a row were bad (said): then the run stops without saving, the last
-    checkpoint stays."""
-    checks = tools.checks
-    if checks.too_many:
-        tools.say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
-                        f"stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
-    return checks.too_many
-
-
-def say_diverged(t: Training, loop: LoopState, tools: LoopTools, which: str, loss: float) -> None:
-    """The `which` loss diverged: said once, by the main process; the caller stops the run."""
-    past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
-                                               f"ln({t.data.vocab_size:,}) = {math.log(t.data.vocab_size):.2f}")
-    tools.say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {loop.step}{past}: the model "
-                    f"diverged; stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
-
-
-def training_diverged(t: Training, loop: LoopState, tools: LoopTools, loss: float | None) -> bool:
-    """Whether a step read (StepChecks.read) diverged: said where it did."""
-    # A finite training loss past the bound ends the run where it is read, not at the next evaluation: a byte model at
-    # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
-    # the global mean on every rank; a non-finite one is a bad step, counted by the read)
-    if loss is not None and math.isfinite(loss) and loss > tools.diverged_loss:
-        say_diverged(t, loop, tools, "training", loss)
-        return True
-    return False
-
-
-def end_the_run(t: Training, loop: LoopState, tools: LoopTools, exit_status: int, before_loop_s: float) -> None:
-    """After the loop, however it stopped (`exit_status`): the bar closed, --profile's files of a run that ended
-    inside its recorded steps, metrics.jsonl and the loss curve closed; a finished run's lines (a budgeted run's
-    account of its time, done)."""
-    profiler = tools.profiler
-    tools.stop.ending()
-    tools.progress.close()
-    if profiler:  # the run ended inside the recorded steps: what they were
-        t_profile = time.perf_counter()
-        if where := profiler.close():
-            print(where)
-        loop.profile_s += time.perf_counter() - t_profile
-    note = t.metrics.close(exit_status)
-    if t.dist.is_main:
-        print(note or f"loss curve: {t.out_dir / 'loss.png'}")
-        if exit_status == 0:
-            if loop.planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
-                print(budget_spent(loop.cfg.time_budget, time.monotonic() - tools.started, t.compile_s, loop.train_s,
-                                   sum(loop.eval_times), loop.profile_s,
-                                   t.compile_parts.get("evaluation", 0.0) if t.did_compile else 0.0,
-                                   before_loop_s, restarted=t.budget_goes_on))
-            if warning := no_better_than_the_start(t, loop):
-                print(warning)
-            say_done(loop.step, loop.best_val, loop.val_loss, t.out_dir, t.data.supervised)
-
-
 def optimizer_step(t: Training, cfg: TrainConfig,
                    accum: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """One training step: forward and backward over its `accum` micro-batches, the gradients clipped, the update
@@ -843,6 +750,94 @@ def optimizer_step(t: Training, cfg: TrainConfig,
     return loss_sum, grad_norm, targets
 
 
+def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
+    """Whether max_bad_steps steps in a row were bad (said): then the run stops without saving, the last
+    checkpoint stays."""
+    checks = tools.checks
+    if checks.too_many:
+        tools.say_error(f"train.py: error: {checks.in_a_row} consecutive steps had a non-finite loss or gradient; "
+                        f"stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
+    return checks.too_many
+
+
+def training_diverged(t: Training, loop: LoopState, tools: LoopTools, loss: float | None) -> bool:
+    """Whether a step read (StepChecks.read) diverged: said where it did."""
+    # A finite training loss past the bound ends the run where it is read, not at the next evaluation: a byte model at
+    # --learning_rate=30 trained 48 steps at losses of 800 to 19,000 until step 50's (the loss of the step read,
+    # the global mean on every rank; a non-finite one is a bad step, counted by the read)
+    if loss is not None and math.isfinite(loss) and loss > tools.diverged_loss:
+        say_diverged(t, loop, tools, "training", loss)
+        return True
+    return False
+
+
+def say_diverged(t: Training, loop: LoopState, tools: LoopTools, which: str, loss: float) -> None:
+    """The `which` loss diverged: said once, by the main process; the caller stops the run."""
+    past = "" if not math.isfinite(loss) else (f", over {DIVERGED_LOSS_TIMES} times a uniform guess's "
+                                               f"ln({t.data.vocab_size:,}) = {math.log(t.data.vocab_size):.2f}")
+    tools.say_error(f"train.py: error: the {which} loss is {loss:.6g} at step {loop.step}{past}: the model "
+                    f"diverged; stopping: {latest_note(t.out_dir, still=False)}. Try a lower learning_rate.")
+
+
+def time_the_warmup(t: Training, loop: LoopState, tools: LoopTools) -> None:
+    """After a step is timed: where a budgeted run's warmup timing starts (loop.timing_from), the end of this
+    process's first step (loop.first_done), and at tools.warmup_check a warning where the warmup alone would not fit
+    the budget (warn_if_warmup_overruns)."""
+    if not loop.cfg.max_iters and loop.step == tools.timing_start:
+        loop.timing_from = (loop.step, loop.train_s)
+    loop.first_done = loop.first_done or (loop.step, loop.train_s)
+    if not loop.cfg.max_iters and loop.step == tools.warmup_check and t.dist.is_main:
+        # timed as the plan is where its timing began before; else from the end of the first step
+        # (which allocates): from the start, a check due where the timing begins was never made,
+        # for --warmup_iters=500 (review 32)
+        since = loop.timing_from if tools.timing_start < loop.step else loop.first_done
+        if loop.step > since[0]:
+            step_s = (loop.train_s - since[1]) / (loop.step - since[0])
+            warn_if_warmup_overruns(loop.cfg, tools.started, loop.step, step_s, tools.reserve_s, tools.say)
+
+
+def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -> bool:
+    """A budgeted run after a step, once its count is fixed (loop.planned): the marks that time its speed, and the
+    look that shortens its count (loop.cfg) where it has fallen behind (shorten_to_budget). Whether the step is
+    logged: also where the count now ends."""
+    if loop.step == tools.profiled_until:  # (on every rank alike: they take the second look together)
+        loop.planned = (loop.step, loop.train_s)
+        loop.marks.clear()
+    if logging or not loop.marks:
+        loop.marks.append((loop.step, loop.train_s))
+    # A budgeted run that has fallen behind its plan stops sooner. Looked at where an evaluation
+    # comes next (at the loop's top), so that its checkpoint records the count the run is on, at
+    # the speed of its steps since the plan. Not while --profile records, whose steps are slow
+    # (they would cut the run for good).
+    # And between evaluations, where the losses were just read (the device waited: the time is
+    # exact), at the slowest speed that the steps since the plan and each of the last two log
+    # intervals agree on: a slowdown that lasts is seen within two intervals, and one slow
+    # interval alone (a pause of the machine) cuts nothing between evaluations (in a model of
+    # the loop, a 1 s pause just after the CPU default's plan cut it to 262 s of its 300 where
+    # the mean since the plan decided alone). The CPU default, its steps slowed from 163 to
+    # 1,009 ms by other work after its plan, looked first at step 500's evaluation and ended
+    # 482 s into its 300 (session 24).
+    evaluation_next = loop.step % loop.cfg.eval_interval == 0
+    between = logging and len(loop.marks) == 3 and not evaluation_next
+    if (evaluation_next or between) and loop.planned[0] < loop.step < loop.cfg.max_iters \
+            and (tools.profiled_until is None or loop.step > tools.profiled_until):
+        step_s = (loop.train_s - loop.planned[1]) / (loop.step - loop.planned[0])
+        if between:
+            step_s = min(step_s, *((b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(loop.marks)))
+        shorter = shorten_to_budget(loop.cfg, tools.started, loop.step, step_s,
+                                    statistics.median(loop.eval_times) if loop.eval_times else None, tools.accum,
+                                    t.dist, tools.reserve_s, tools.say, evaluation_next,
+                                    # (and since when its speed is timed:)
+                                    "the restart" if t.budget_goes_on else "the count was fixed")
+        if shorter is not loop.cfg:
+            loop.cfg, tools.progress.total = shorter, shorter.max_iters
+            on_rank0(t.dist, lambda: write_config(t.out_dir, recorded(loop.cfg, t.resume)))
+            t.metrics.update_config(recorded(loop.cfg, t.resume), loop.step)
+            # (its checks were read: an evaluation or log step)
+            logging = logging or loop.step == loop.cfg.max_iters
+    return logging
+
+
 def log_the_step(t: Training, progress, step: int, tokens_seen: int, dt: float, loss_value: float | None,
                  grad_value: float | None, lr: float) -> None:
     """A log step's record (metrics.jsonl) and the progress bar's loss and speed; `dt` is the mean seconds of the
@@ -858,25 +853,30 @@ def log_the_step(t: Training, progress, step: int, tokens_seen: int, dt: float, 
                          **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
 
 
-def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t: Training, started: float,
-                 say: Callable[[str], None]) -> None:
-    """(rank 0) A budgeted run's count, fixed at the end of its warmup (cfg.max_iters), and what it means for its
-    schedule; or, where no time is left for more, a warning."""
-    steps = cfg.max_iters
-    if steps > step + 1:
-        say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
-            f"= {(steps - start_step) * t.tokens_per_step / t.train_batches.tokens_per_epoch:.2f} epochs; "
-            f"--max_iters={steps} repeats this run (unless it is shortened later)")
-        count = f"the budget's {steps:,} steps"
-        # (review 33)
-        for note in (decay_cut_short(cfg, count), decay_too_short(cfg), steps_at_rate_zero(cfg, count)):
-            if note:
-                say(note)
-    else:  # (steps_in_budget's least: one step, however late)
-        say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
-            f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
-            f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
-            "repeats this run)")
+def end_the_run(t: Training, loop: LoopState, tools: LoopTools, exit_status: int, before_loop_s: float) -> None:
+    """After the loop, however it stopped (`exit_status`): the bar closed, --profile's files of a run that ended
+    inside its recorded steps, metrics.jsonl and the loss curve closed; a finished run's lines (a budgeted run's
+    account of its time, done)."""
+    profiler = tools.profiler
+    tools.stop.ending()
+    tools.progress.close()
+    if profiler:  # the run ended inside the recorded steps: what they were
+        t_profile = time.perf_counter()
+        if where := profiler.close():
+            print(where)
+        loop.profile_s += time.perf_counter() - t_profile
+    note = t.metrics.close(exit_status)
+    if t.dist.is_main:
+        print(note or f"loss curve: {t.out_dir / 'loss.png'}")
+        if exit_status == 0:
+            if loop.planned:  # where a budgeted run's time went (on an H100 the GPU default ran 3-5 s past its 90)
+                print(budget_spent(loop.cfg.time_budget, time.monotonic() - tools.started, t.compile_s, loop.train_s,
+                                   sum(loop.eval_times), loop.profile_s,
+                                   t.compile_parts.get("evaluation", 0.0) if t.did_compile else 0.0,
+                                   before_loop_s, restarted=t.budget_goes_on))
+            if warning := no_better_than_the_start(t, loop):
+                print(warning)
+            say_done(loop.step, loop.best_val, loop.val_loss, t.out_dir, t.data.supervised)
 
 
 def no_better_than_the_start(t: Training, loop: LoopState) -> str | None:
