@@ -563,6 +563,7 @@ class CheckedStdout:
     def __init__(self, stream, script: str, stop: str | None = None):
         self._stream, self._script, self._stop = stream, script, stop
         self.failed: OSError | None = None
+        self._encoder = None  # (the product's, made at its first write to the descriptor: see _encoded)
 
     def write(self, text: str) -> int:
         if self._stop is not None:
@@ -606,13 +607,32 @@ class CheckedStdout:
                 self.flush()
                 return written
             self.flush()  # (what the stream holds goes first)
-            encoding = getattr(self._stream, "encoding", None) or "utf-8"
-            try:
-                data = text.encode(encoding, getattr(self._stream, "errors", None) or "strict")
-            except UnicodeEncodeError:  # as _write writes it
-                data = text.encode(encoding, "backslashreplace")
-            self._guarded(_write_all, fd, data)
+            self._guarded(_write_all, fd, self._encoded(text, fd))
             return len(text)
+
+    def _encoded(self, text: str, fd: int) -> bytes:
+        """text's bytes as the stream would write them: one encoder for all the writes, as the stream has, where
+        each write encoded on its own began with a byte order mark under utf-8-sig or utf-16 (PYTHONIOENCODING;
+        a U+FEFF before each sample and streamed token: hunt 52-r R1); and none after text already there, as
+        the stream does (`>>`)."""
+        import codecs
+
+        if self._encoder is None:
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            self._encoder = codecs.getincrementalencoder(encoding)(getattr(self._stream, "errors", None) or "strict")
+            with contextlib.suppress(OSError):  # (a pipe or a terminal has no position)
+                if os.lseek(fd, 0, os.SEEK_CUR):
+                    self._encoder.setstate(0)
+        state, errors = self._encoder.getstate(), self._encoder.errors
+        try:
+            return self._encoder.encode(text)
+        except UnicodeEncodeError:  # as _write writes it
+            self._encoder.setstate(state)
+            self._encoder.errors = "backslashreplace"
+            try:
+                return self._encoder.encode(text)
+            finally:
+                self._encoder.errors = errors
 
     def _descriptor(self) -> int | None:
         if os.name != "posix":  # (a Windows console or a text-mode stdout: its own newlines and encoding)

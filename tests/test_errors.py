@@ -102,6 +102,24 @@ def test_a_logs_lines_reach_its_stream_as_they_are_written():
         assert raw.getvalue() == b"step 1\nstep 2 of"
 
 
+def test_a_products_writes_to_a_descriptor_carry_one_byte_order_mark_as_the_stream_would(tmp_path):
+    # The product's writes go to the descriptor, each encoded on its own (hunt 51-s S1): under an encoding that
+    # begins with a byte order mark (PYTHONIOENCODING=utf-8-sig or utf-16, `sample.py > out.txt`) every write began
+    # with one, a U+FEFF before each sample, each streamed token (hunt 52-r R1). The stream writes one, at its start
+    from gpt.errors import CheckedStdout
+
+    for encoding in ["utf-8-sig", "utf-16", "utf-32"]:
+        path = tmp_path / f"{encoding}.txt"
+        with open(path, "w", encoding=encoding) as stream:
+            out = CheckedStdout(stream, "sample.py", stop="the samples")
+            out.write("first sample\n")
+            out.write("second\n")
+        assert path.read_bytes() == "first sample\nsecond\n".encode(encoding), encoding
+        with open(path, "a", encoding=encoding) as stream:  # (after text: none, as the stream appends)
+            CheckedStdout(stream, "sample.py", stop="the samples").write("third\n")
+        assert path.read_text(encoding) == "first sample\nsecond\nthird\n", encoding
+
+
 def test_a_product_whose_stdout_fails_stops_at_once():
     import errno
 
