@@ -674,7 +674,7 @@ def answer(args: argparse.Namespace, instruction: str, model, tok, decode_step, 
 def samples_out(stream, as_json: bool, what: str = "the samples") -> CheckedStdout:
     """The script's stdout, checked and wrapped: refused when closed; where its encoding is not
     UTF-8 (a Latin-1 locale, Windows' cp1252 through a pipe), --json is written in UTF-8, JSON's
-    own encoding (RFC 8259), and text with '?' for what the encoding lacks, said once. Generated
+    own encoding (RFC 8259), and text with '?' for what the encoding lacks (not UTF-16's), said once. Generated
     text can hold any character, and both were UnicodeEncodeError tracebacks after generating
     (hunt, session 27)."""
     import codecs
@@ -682,10 +682,12 @@ def samples_out(stream, as_json: bool, what: str = "the samples") -> CheckedStdo
     if stream is None:  # (Python's sys.stdout for a closed descriptor 1)
         raise UsageError("stdout is closed: nowhere to write the samples (redirect it, e.g. > samples.txt)")
     encoding = getattr(stream, "encoding", None) or "utf-8"
-    if codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
+    name = codecs.lookup(encoding).name
+    if name != "utf-8" and hasattr(stream, "reconfigure"):
         if as_json:
             stream.reconfigure(encoding="utf-8")
-        else:
+        elif not name.startswith("utf-"):  # (UTF-16, utf-8-sig: every character has its bytes there, and the
+            # warning that it lacks some was false: hunt 52-r R2)
             stream.reconfigure(errors="replace")
             print(f"warning: stdout's encoding is {encoding}: characters it lacks are printed as '?' "
                   "(PYTHONIOENCODING=utf-8 keeps them)", file=sys.stderr)

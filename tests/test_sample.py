@@ -1537,6 +1537,24 @@ def test_a_stdout_that_is_not_utf8_gets_json_in_utf8_and_text_with_question_mark
     assert json.loads(as_json.stdout.decode("utf-8"))["prompt"] == "café ✓"  # JSON's own encoding, exact
 
 
+def test_a_stdout_in_utf16_or_utf8_sig_is_not_said_to_lack_characters(capsys):
+    # Every character has its bytes there: "characters it lacks are printed as '?'" was false, and the text went
+    # out in its encoding (hunt 52-r R2). --json is still written in UTF-8, JSON's own encoding
+    import io
+
+    from sample import samples_out
+
+    for encoding in ["utf-16", "utf-8-sig", "utf-32-le"]:
+        stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+        samples_out(stream, as_json=False).write("café ✓ 日本\n")
+        assert capsys.readouterr().err == "" and stream.encoding == encoding and stream.errors == "strict"
+        stream.flush()
+        assert stream.buffer.getvalue().decode(encoding) == "café ✓ 日本\n"
+        stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+        samples_out(stream, as_json=True)
+        assert stream.encoding == "utf-8" and capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("args, closed, message", [
     (["--start=-"], 0, "stdin is closed: nothing to read for --start=-"),
     (["--chat"], 0, "stdin is closed: nothing to read for --chat"),
