@@ -459,6 +459,43 @@ def test_greedy_generate_takes_the_argmax_of_the_full_forward_at_every_step():
     assert torch.equal(logits.argmax(-1)[0, 2:], out[0, 3:])
 
 
+def windowed_greedy(model: GPT, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """The README's rule in the plainest code: the argmax of a full forward pass over the window, which starts as
+    the prompt's last block_size tokens and, once it holds more than block_size, keeps its last block_size // 2
+    (at least one)."""
+    block = model.config.block_size
+    window, drawn = prompt[:, -block:], []
+    for _ in range(new_tokens):
+        drawn.append(model(window)[0][:, -1].argmax(-1, keepdim=True))
+        window = torch.cat((window, drawn[-1]), dim=1)
+        if window.size(1) > block:
+            window = window[:, -max(1, block // 2):]
+    return torch.cat(drawn, dim=1)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 8])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
+def test_every_decoding_path_is_the_windowed_full_forwards_argmax_past_the_block(block_size, pos_encoding):
+    # Property: whatever the block (1 and odd ones included, where block // 2 rounds), the prompt's length (shorter
+    # than, as long as, longer than the block) and the slides, the cached, static-step and uncached greedy tokens of
+    # every row are the argmax of plain full forward passes over the documented window. The other tests look at one
+    # block size, 32 or 8, with the paths compared to each other or to the first 20 tokens only (hunt 52-g).
+    model = tiny_model(block_size=block_size, pos_encoding=pos_encoding, n_layer=1, n_head=2, n_embd=16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4)  # peaked logits: the tokens depend on the context, so a wrong window shows
+    g = torch.Generator().manual_seed(block_size)
+    for prompt_len in sorted({1, block_size, block_size + 2}):
+        prompt = torch.randint(0, 97, (2, prompt_len), generator=g)
+        new = 3 * block_size + 2  # at least two slides
+        with torch.no_grad():
+            expected = windowed_greedy(model, prompt, new)
+        for kw in (dict(decode_step=None), dict(decode_step="static"), dict(use_cache=False)):
+            out = model.generate(prompt, new, temperature=0, **kw)
+            assert torch.equal(out[:, :prompt_len], prompt)
+            assert torch.equal(out[:, prompt_len:], expected), (prompt_len, kw)
+
+
 def test_sampling_is_reproducible_with_a_seeded_generator():
     model = tiny_model()
     prompt = torch.randint(0, 97, (2, 4))
