@@ -176,8 +176,13 @@ class Answerer:
                       f"is longer in the template than the model's context of {block_size}: all but its last "
                       f"{block_size} tokens were dropped")
         elif cropped:
-            first = f"its first {cropped} tokens were" if cropped > 1 else "its first token was"  # (hunt 44-b B5)
-            self.warn(f"{where}the message is {len(ids) + cropped} tokens in the template, longer than the "
+            # Kept beside it, the system messages stand first and go first: a message of 2 characters after a long
+            # system message was "the message is 77 tokens in the template ...: its first 45 tokens were dropped",
+            # where the message was whole and the system message cut (hunt 52-g G2)
+            what, its = ("the message with the system messages before it", "their") if len(kept) > 1 else \
+                ("the message", "its")
+            first = f"{its} first {cropped} tokens were" if cropped > 1 else f"{its} first token was"  # (hunt 44-b B5)
+            self.warn(f"{where}{what} is {len(ids) + cropped} tokens in the template, longer than the "
                       f"model's context of {block_size}: {first} dropped")
         samples = generate_samples(self.model, self.tokenizer, ids, num_samples, self.max_new_tokens,
                                    generator=self.generator, decode_step=self.decode_step, on_text=on_text,

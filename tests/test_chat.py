@@ -706,6 +706,20 @@ def test_a_json_request_cut_to_the_context_is_named_by_its_line():
     assert warned[1:] == ["line 2: the message is 100 tokens in the template, longer than the model's context of 64: its "
                           "first 36 tokens were dropped"]
 
+def test_a_short_message_after_system_messages_too_long_for_the_context_is_not_said_to_be_long():
+    # A request of "hi" after a long system message: the prompt's first tokens dropped are the system message's, the
+    # message is whole. The warning said "the message is 100 tokens in the template ... its first 36 tokens were
+    # dropped" of a message of 2 characters (hunt 52-g G2)
+    warned = []
+    system = {"role": "system", "content": "x" * 68}
+    messages = [system, user("hi")]
+    assert len(prompt_ids(BYTE, messages)) == 100  # eot, System:\n, 68 x's, \n\n: 79; User:\nhi\n\nAssistant:\n: 21
+    _, kept, _ = sampling_answerer(max_new_tokens=30, warn=warned.append).answer(messages)
+    assert kept == messages
+    assert warned == ["the message with the system messages before it is 100 tokens in the template, longer than the "
+                      "model's context of 64: their first 36 tokens were dropped"]
+
+
 def test_a_message_one_token_longer_than_the_context_says_it_in_the_singular():
     # "its first 1 tokens were dropped" (hunt 44-b B5); 80 x's are 100 tokens in the template, so 45 are 65
     warned = []
