@@ -196,7 +196,8 @@ class KVCache:
 
     Position p of the sequence lives at index p. A forward pass over tokens at positions
     [pos, pos + T) writes there and attends over [0, pos + T); whatever lies beyond was never
-    read, so starting again at pos 0 is a reset."""
+    read, so starting again at pos 0 is a reset. (The static decode step reads beyond, masked:
+    `GPT.generate_tokens` zeroes the caches before it runs.)"""
 
     def __init__(self, batch_size: int, n_head: int, max_len: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device):
@@ -743,6 +744,14 @@ class GPT(nn.Module):
             with self.cpu_bf16_packed(batch):
                 if use_cache:
                     self.setup_kv_cache(batch, block)
+                    if decode_step is not None:
+                        # The static step attends over the whole cache, the positions not written yet masked out;
+                        # a masked position still weighs in as 0 x its value, and 0 x NaN is NaN. A NaN or inf left
+                        # there by an earlier generation that went non-finite made every later one on the model
+                        # refuse its tokens, whatever its prompt, where the ordinary step was fine (hunt 52-g G3).
+                        for layer in self.transformer.h:
+                            layer.attn.kv_cache.k.zero_()
+                            layer.attn.kv_cache.v.zero_()
                 # The window's newest token, clamped (a NON_FINITE row goes on as a valid id): the
                 # decode step's input. With the cache it is the model's own input buffer, written in
                 # place, so a CUDA graph of the step reads it where it was captured (no copy per token).

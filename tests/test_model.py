@@ -496,6 +496,25 @@ def test_every_decoding_path_is_the_windowed_full_forwards_argmax_past_the_block
             assert torch.equal(out[:, prompt_len:], expected), (prompt_len, kw)
 
 
+def test_a_generation_that_went_non_finite_leaves_nothing_that_makes_the_static_steps_next_one_fail():
+    # The static step (CUDA's default) attends over the whole cache with the positions not written yet masked, and
+    # a masked NaN still counts: 0 x NaN. A model whose position 20 is broken fails a prompt that reaches it; a
+    # prompt that does not then failed too with the static step, for the NaN its cache kept there, while the
+    # ordinary step and a fresh model gave its tokens (hunt 52-g G3)
+    def broken():
+        model = tiny_model()
+        with torch.no_grad():
+            model.transformer.wpe.weight[20] = float("inf")
+        return model
+
+    model, prompt = broken(), torch.tensor([[1, 2, 3]])
+    expected = broken().generate(prompt, 10, temperature=0, decode_step="static")
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        model.generate(torch.randint(0, 97, (1, 21)), 1, decode_step="static")  # its prefill reaches position 20
+    assert torch.equal(model.generate(prompt, 10, temperature=0, decode_step="static"), expected)
+    assert torch.equal(model.generate(prompt, 10, temperature=0, decode_step=None), expected)
+
+
 def test_sampling_is_reproducible_with_a_seeded_generator():
     model = tiny_model()
     prompt = torch.randint(0, 97, (2, 4))
