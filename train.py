@@ -278,6 +278,7 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     on_rank0(dist, lambda: (metrics.check(), write_config(out_dir, recorded(cfg, resume))))
     training = Training(cfg=cfg, resume=resume, dist=dist, device=device, dtype=dtype, out_dir=out_dir,
                         run_lock=run_lock, left_behind=left_behind, data=data, model=model, base=base,
+                        started_from=started_from(cfg, resume, base),
                         train_batches=train_batches, val_batches=val_batches, optimizer=optimizer, scaler=scaler,
                         compiled=compiled, train_model=train_model, did_compile=did_compile, compile_s=compile_s,
                         compile_parts=compile_parts, graphs=graphs, metrics=metrics, step=step,
@@ -313,6 +314,9 @@ class Training:
     data: DataDir
     model: GPT
     base: dict | None  # the weights it started from (lora_base)
+    # a run from trained weights: which (their exact place); its checkpoints record it (meta.json's started_from),
+    # else None (from scratch, or resumed from a checkpoint saved before it was recorded)
+    started_from: dict | None
     train_batches: TrainBatches
     val_batches: ValBatches
     optimizer: torch.optim.Optimizer
@@ -686,6 +690,8 @@ def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool)
             meta["cpu_threads"] = torch.get_num_threads()
         if getattr(model, "lora_config", None) is not None:
             meta["lora"] = {**t.base, "config": model.lora_config.to_dict()}
+        if t.started_from is not None:  # (a resume names them: hunt 52-k K2)
+            meta["started_from"] = dict(t.started_from)
         state = {"optimizer": t.optimizer.state_dict(), "scaler": t.scaler.state_dict(), "rng": rngs,
                  "loader": t.train_batches.state_dict()}
     # A failed save (SaveError, exit status 3) stops every rank; the previous checkpoint stays. So
@@ -897,8 +903,8 @@ def no_better_than_the_start(t: Training, loop: LoopState) -> str | None:
         return None
     if earlier_best_step(t.out_dir) == 0:
         where = "--ckpt=best is step 0's checkpoint, those weights"
-    else:  # (the exact checkpoint it loaded, where this process knows it: a resumed full fine-tune records none)
-        source = t.base["base"] if t.base else init_from
+    else:  # (the exact checkpoint it loaded; a resume of a checkpoint saved before started_from: as typed then)
+        source = t.started_from["weights"] if t.started_from else t.base["base"] if t.base else init_from
         where = ("no checkpoint of this run holds them: sample them with python sample.py "
                  f"--init_from={shlex.quote(source)}")
     rates = f"--learning_rate={loop.cfg.learning_rate:g}"
@@ -1393,6 +1399,20 @@ def recorded(cfg: TrainConfig, resume) -> dict:
     # --lora_base is this invocation's: where the base was found is the checkpoint's "lora" record (hunt 36-c A6)
     config = {k: v for k, v in cfg.to_dict().items() if k != "lora_base"}
     return {**config, "init_from": resume.meta["config"].get("init_from", "resume")} if resume else config
+
+
+def started_from(cfg: TrainConfig, resume, base: dict | None) -> dict | None:
+    """What a run from trained weights records of them (Training.started_from): their exact place, lora_base's record
+    (a checkpoint by its name, an absolute directory, a hub name), kept by a resume. A resumed full fine-tune recorded
+    only the --init_from typed, which named a run that had trained on since, or a relative path that a resume from
+    another directory no longer found (hunt 52-k K2). None from scratch."""
+    if resume:
+        saved = resume.meta.get("started_from")
+        if not (isinstance(saved, dict) and isinstance(saved.get("weights"), str)):
+            return None  # (from scratch, or saved before it was recorded)
+        # a LoRA run's base where it was found now (moved with the run, or --lora_base), as its "lora" record
+        return {**saved, "weights": base["base"]} if base else dict(saved)
+    return None if cfg.init_from == "scratch" else {"weights": base["base"]}
 
 
 def other_cpu_threads(meta: dict, device: torch.device) -> str | None:

@@ -2039,12 +2039,15 @@ def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_
             f"sample them with python sample.py --init_from={shlex.quote(str(base / 'ckpt-0000010'))}. Try a lower "
             f"learning rate than this run's {rates}.")
         assert done.startswith(f"done: step 4, best validation loss {min(val[2], val[4]):.4f}")
-    # a resume too (step 0's record is kept in metrics.jsonl); a full fine-tune's records the --init_from typed
+    # a resume too (step 0's record is kept in metrics.jsonl), naming the checkpoint the run started from: a resumed
+    # full fine-tune named the --init_from typed, a run that may have trained on since, or a relative path that a
+    # resume from another directory no longer finds (hunt 52-k K2)
     assert train.main(["--init_from=resume", "--max_iters=6", f"--out_dir={tmp_path / 'full'}"]) == 0
     val, (warning, done) = finished(tmp_path / "full")
     assert min(val, key=val.get) == 0 and warning.startswith("warning: training did not improve") and warning.endswith(
-        f"python sample.py --init_from={shlex.quote(str(base))}. Try a lower learning rate than this run's "
-        "--muon_learning_rate=0.015 and --learning_rate=0.5.") and done.startswith("done: step 6, ")
+        f"python sample.py --init_from={shlex.quote(str(base / 'ckpt-0000010'))}. Try a lower learning rate than "
+        "this run's --muon_learning_rate=0.015 and --learning_rate=0.5.") and done.startswith("done: step 6, ")
+    assert open_checkpoint(tmp_path / "full").meta["started_from"] == {"weights": str(base / "ckpt-0000010")}
     # a fine-tune that improves on its start is not warned
     assert train.main([*start, "--max_iters=4", f"--out_dir={tmp_path / 'gentle'}"]) == 0
     val, (before, done) = finished(tmp_path / "gentle")
