@@ -250,7 +250,7 @@ def load(args: argparse.Namespace, device: torch.device):
     --init_from, --ckpt or --out_dir; a model and tokenizer that do not belong together are refused."""
     from gpt.checkpoint import (CKPT_PREFIX, NoBestCheckpoint, incomplete_checkpoints, is_hf_gpt2_dir, list_checkpoints,
                                 load_base_model, load_model, lost_files, refuse_a_pointer,
-                                refuse_another_hf_tokenizer, weights_dir, without_state)
+                                refuse_another_hf_tokenizer, weights_dir, without_state, worse_than_its_start)
     from gpt.errors import UnreadableFile
     from gpt.generation import check_vocab
     from gpt.rundir import lock_holder
@@ -358,6 +358,8 @@ def load(args: argparse.Namespace, device: torch.device):
             print(f"warning: {source} was trained on instruction data ({meta.get('data')}), its loss on the answers "
                   "only (and on any plain text beside them): sampled from end-of-text, as here, it writes what it "
                   "never learned to but for such text; ask it with --instruction=TEXT or --chat", file=sys.stderr)
+        if worse := worse_than_its_start(ckpt, source):
+            print(f"warning: {worse}", file=sys.stderr)
         # (and at those of the Hugging Face directory the run was fine-tuned from, as its export does: hunt 51-f F1)
         end_tokens = other_end_tokens(model, tokenizer,
                                       f"{source}, like the Hugging Face model it was fine-tuned from,")

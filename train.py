@@ -314,8 +314,9 @@ class Training:
     data: DataDir
     model: GPT
     base: dict | None  # the weights it started from (lora_base)
-    # a run from trained weights: which (their exact place); its checkpoints record it (meta.json's started_from),
-    # else None (from scratch, or resumed from a checkpoint saved before it was recorded)
+    # a run from trained weights: which (their exact place) and their step 0 validation loss, once evaluated; its
+    # checkpoints record it (meta.json's started_from), else None (from scratch, or resumed from a checkpoint saved
+    # before it was recorded)
     started_from: dict | None
     train_batches: TrainBatches
     val_batches: ValBatches
@@ -640,6 +641,8 @@ def evaluate_and_save(t: Training, loop: LoopState, tools: LoopTools, signum: in
         record = {"step": loop.step, "val_loss": loop.val_loss,
                   "val_bpb": data.bits_per_byte(loop.val_loss, "val"), "tokens_seen": loop.tokens_seen}
         t.metrics.log(record)
+        if loop.step == 0 and t.started_from is not None:  # the weights as loaded (trained on from step 0)
+            t.started_from["val_loss"] = loop.val_loss
         say(val_line(loop.step, loop.val_loss, data))
         if loop.cfg.sample_tokens and dist.is_main:
             say(sample_text(t.model, data, loop.cfg.sample_tokens, t.device, loop.step))
@@ -690,7 +693,8 @@ def save_the_step(t: Training, loop: LoopState, tools: LoopTools, is_best: bool)
             meta["cpu_threads"] = torch.get_num_threads()
         if getattr(model, "lora_config", None) is not None:
             meta["lora"] = {**t.base, "config": model.lora_config.to_dict()}
-        if t.started_from is not None:  # (a resume names them: hunt 52-k K2)
+        # (a resume names them, hunt 52-k K2; sample.py says where this checkpoint is worse than them, K1)
+        if t.started_from is not None:
             meta["started_from"] = dict(t.started_from)
         state = {"optimizer": t.optimizer.state_dict(), "scaler": t.scaler.state_dict(), "rng": rngs,
                  "loader": t.train_batches.state_dict()}

@@ -348,6 +348,26 @@ def earlier_best_step(out_dir: Path) -> int | None:
     return _step(best) if best and latest and best != latest else None
 
 
+def worse_than_its_start(ckpt: Checkpoint, source: str) -> str | None:
+    """The warning for a checkpoint of a run from trained weights whose validation loss is higher than theirs at
+    step 0 (meta.json's started_from), naming them: a fine-tune of a step count saves no checkpoint at step 0, and
+    sample.py --ckpt=best of one that only made its weights worse gave the least bad of its checkpoints in silence
+    (hunt 52-k K1; train.py's end says so once). None where it is not worse, or not known: a checkpoint without its
+    evaluation (a stop's save), of a run from scratch, or saved before started_from was recorded (2026-11-29)."""
+    start, own = ckpt.meta.get("started_from"), ckpt.meta.get("val_loss")
+    if not isinstance(start, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and
+                                              math.isfinite(v) for v in (own, start.get("val_loss"))):
+        return None
+    # a LoRA run's base where this load found it (moved with the run, or --lora_base), else the recorded place
+    weights = ckpt.base_found if ckpt.meta.get("lora") and ckpt.base_found else start.get("weights")
+    if own <= start["val_loss"] or not isinstance(weights, str):
+        return None
+    gone = ", which are no longer there" if Path(weights).is_absolute() and weights_dir(weights) is None else ""
+    return (f"{source} has a validation loss of {own:.4f}, higher than the {start['val_loss']:.4f} of the weights its "
+            f"run started from (step 0's evaluation): training made them worse; sample those with "
+            f"--init_from={shlex.quote(weights)}{gone}")
+
+
 def _step(ckpt: Path) -> int | None:
     name = name_of(ckpt)
     try:

@@ -938,6 +938,30 @@ def test_a_model_of_instruction_data_sampled_from_end_of_text_is_sampled_with_a_
     assert err.count("warning: ") == (supervised is True) and (warning in err) == (supervised is True), err
 
 
+def test_a_fine_tunes_checkpoint_worse_than_the_weights_it_started_from_is_sampled_with_a_warning(capsys, tmp_path):
+    # --ckpt=best of a fine-tune of a step count that only made its weights worse gave the least bad of its
+    # checkpoints, worse than the start (which such a run does not save), without a word (hunt 52-k K1)
+    base = make_run(tmp_path / "base") / "ckpt-0000007"
+    for name, meta, warned in [
+        ("worse", {"val_loss": 5.5976, "started_from": {"weights": str(base), "val_loss": 4.6226}}, str(base)),
+        ("base gone", {"val_loss": 5.5, "started_from": {"weights": str(tmp_path / "gone"), "val_loss": 4.5}},
+         f"{tmp_path / 'gone'}, which are no longer there"),
+        ("hub", {"val_loss": 5.5, "started_from": {"weights": "gpt2", "val_loss": 4.5}}, "gpt2"),
+        ("better", {"val_loss": 4.5, "started_from": {"weights": str(base), "val_loss": 4.6}}, None),
+        ("a stop's save", {"val_loss": None, "started_from": {"weights": str(base), "val_loss": 4.6}}, None),
+        ("saved before it was recorded", {"val_loss": 5.5}, None),
+        ("edited", {"val_loss": 5.5, "started_from": {"weights": str(base), "val_loss": "4.6"}}, None),
+        ("edited too", {"val_loss": 5.5, "started_from": ["x"]}, None),
+    ]:
+        run = make_run(tmp_path / name, **meta)
+        rc, out, err = cli(capsys, f"--out_dir={run}", "--max_new_tokens=2", "--device=cpu")
+        assert rc == 0 and out, err
+        warning = (f"warning: {run / 'ckpt-0000007'} (step 7) has a validation loss of {meta['val_loss']:.4f}, higher "
+                   f"than the {meta['started_from']['val_loss']:.4f} of the weights its run started from (step 0's "
+                   f"evaluation): training made them worse; sample those with --init_from={warned}\n") if warned else ""
+        assert err.count("warning: ") == bool(warned) and warning in err, (name, err)
+
+
 def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(capsys, run_dir, monkeypatch, tmp_path):
     # --out_dir and --ckpt=PATH beside --init_from were silently ignored, --ckpt=best too (the latest
     # was sampled); an empty --instruction was answered (audit, 2026-11-26)

@@ -23,7 +23,7 @@ import gpt.budget
 import gpt.rundata
 import gpt.schedule
 import train
-from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint
+from gpt.checkpoint import find_checkpoint, list_checkpoints, load_model, open_checkpoint, worse_than_its_start
 from gpt.config import MODEL_KEYS, parse_args
 from gpt.model import GPT
 
@@ -2039,6 +2039,10 @@ def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_
             f"sample them with python sample.py --init_from={shlex.quote(str(base / 'ckpt-0000010'))}. Try a lower "
             f"learning rate than this run's {rates}.")
         assert done.startswith(f"done: step 4, best validation loss {min(val[2], val[4]):.4f}")
+        # its checkpoints record the weights and their step 0 loss, which sample.py --ckpt=best warns by (hunt 52-k K1)
+        _, best = load_model(out, "best")
+        assert best.meta["started_from"] == {"weights": str(base / "ckpt-0000010"), "val_loss": val[0]}
+        assert worse_than_its_start(best, "it").endswith(f"--init_from={shlex.quote(str(base / 'ckpt-0000010'))}")
     # a resume too (step 0's record is kept in metrics.jsonl), naming the checkpoint the run started from: a resumed
     # full fine-tune named the --init_from typed, a run that may have trained on since, or a relative path that a
     # resume from another directory no longer finds (hunt 52-k K2)
@@ -2047,11 +2051,13 @@ def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_
     assert min(val, key=val.get) == 0 and warning.startswith("warning: training did not improve") and warning.endswith(
         f"python sample.py --init_from={shlex.quote(str(base / 'ckpt-0000010'))}. Try a lower learning rate than "
         "this run's --muon_learning_rate=0.015 and --learning_rate=0.5.") and done.startswith("done: step 6, ")
-    assert open_checkpoint(tmp_path / "full").meta["started_from"] == {"weights": str(base / "ckpt-0000010")}
+    assert open_checkpoint(tmp_path / "full").meta["started_from"] == {"weights": str(base / "ckpt-0000010"),
+                                                                      "val_loss": val[0]}
     # a fine-tune that improves on its start is not warned
     assert train.main([*start, "--max_iters=4", f"--out_dir={tmp_path / 'gentle'}"]) == 0
     val, (before, done) = finished(tmp_path / "gentle")
     assert val[4] < val[0] and not before.startswith("warning:") and done.startswith("done: step 4, ")
+    assert worse_than_its_start(load_model(tmp_path / "gentle")[1], "it") is None
 
 
 def test_a_lora_run_whose_hugging_face_bases_config_changed_is_refused(hf_dir, tmp_path, capsys):
