@@ -289,6 +289,7 @@ def load(args: argparse.Namespace, device: torch.device):
             # one here (the working directory's of another run was sampled without a word: review 34 R4)
             if len(path.parts) == 1 and ((Path(args.out_dir) / path).exists() or not path.exists()):
                 path = Path(args.out_dir) / path
+            refuse_a_pointer(str(path), "--ckpt")  # (--ckpt=out/best: said, with the checkpoint it names)
         try:
             model, ckpt = load_model(path, which, device=device, lora_base=args.lora_base)
         except FileNotFoundError as e:

@@ -434,14 +434,15 @@ def weights_dir(init_from: str | Path) -> Path | None:
     return path if path.is_dir() else None
 
 
-def refuse_a_pointer(init_from: str) -> None:
+def refuse_a_pointer(init_from: str, option: str = "--init_from") -> None:
     """MissingFile where --init_from names a run's `latest` or `best` file, with the checkpoint it points to: it
     was "'out/best' is neither a directory nor one of gpt2, ...", where a run's best checkpoint (the instruct
-    preset's, before overfitting) is the one to fine-tune further or answer with (hunt 47-c C2)."""
+    preset's, before overfitting) is the one to fine-tune further or answer with (hunt 47-c C2). sample.py's --ckpt
+    too (`option`), where it was "out/best is a file, not a run's out_dir or a checkpoint directory" (hunt 52-k K3)."""
     path = Path(init_from)
     if path.name in ("latest", "best") and path.is_file() and (ckpt := _pointer(path.parent, path.name)):
         raise MissingFile(f"{init_from} is a file, the pointer to the {path.name} checkpoint of the run in "
-                          f"{path.parent}: give the checkpoint itself, --init_from={shlex.quote(str(ckpt))}")
+                          f"{path.parent}: give the checkpoint itself, {option}={shlex.quote(str(ckpt))}")
 
 
 def _pointer(out_dir: Path, name: str, weights_only: bool = False) -> Path | None:

@@ -995,6 +995,14 @@ def test_init_from_names_the_model_alone_and_an_empty_instruction_is_refused(cap
         assert rc == 1 and out == "" and err == (
             f"sample.py: error: {tmp_path / 'run' / ckpt} is a file, the pointer to the {ckpt} checkpoint of the run in "
             f"{tmp_path / 'run'}: give the checkpoint itself, --init_from={tmp_path / 'run' / f'ckpt-{step:07d}'}\n")
+        # and as --ckpt, its path or its name with a slash: it was "RUN/best is a file, not a run's out_dir or a
+        # checkpoint directory" (hunt 52-k K3)
+        for given in [f"--ckpt={tmp_path / 'run' / ckpt}"], [f"--out_dir={tmp_path / 'run'}", f"--ckpt={ckpt}/"]:
+            rc, out, err = cli(capsys, *given, "--max_new_tokens=1", "--device=cpu")
+            assert rc == 1 and out == "" and err == (
+                f"sample.py: error: {tmp_path / 'run' / ckpt} is a file, the pointer to the {ckpt} checkpoint of the "
+                f"run in {tmp_path / 'run'}: give the checkpoint itself, --ckpt={tmp_path / 'run' / f'ckpt-{step:07d}'}"
+                "\n"), err
     # with one checkpoint's directory, best was dropped and that checkpoint sampled (hunt 28-a F9)
     one = tmp_path / "run" / "ckpt-0000007"
     for given in f"--init_from={one}", f"--out_dir={one}":
