@@ -610,10 +610,24 @@ def _fingerprint(*parts) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def _is_up_to_date(out: Path, fingerprint: str) -> bool:
+def _fingerprints(source: Source, options: dict) -> tuple[str, str]:
+    """The fingerprint of the data a source gives with these options, and the one that data prepared before
+    2026-11-29 has (hunt 52-d D1). The data is made from the files, each in its place in the order (the stamps: its
+    real path, size, inode and times) and read as its listed name says (read_as: a link named notes.txt to a .jsonl is
+    read as text), and from the options: not from the inputs as typed. The older fingerprint held them as typed, so
+    `--input title.txt`, then `./title.txt`, its absolute path or a link to it prepared the same file again, token
+    for token. That one is still taken where it matches, the inputs typed as they were, so that no data prepared before
+    is prepared once more for the change (under another spelling it is, once). It cannot tell a link renamed to be read
+    another way: data prepared before keeps that gap."""
+    untyped = {key: value for key, value in source.description.items() if key != "inputs"}
+    return _fingerprint(untyped, source.stamp, source.read_as, options), _fingerprint(source.description, source.stamp,
+                                                                                      options)
+
+
+def _is_up_to_date(out: Path, fingerprints: tuple[str, ...]) -> bool:
     try:
         meta = json.loads((out / META_NAME).read_text(encoding="utf-8"))
-        return meta.get("fingerprint") == fingerprint and _shards_intact(out)
+        return meta.get("fingerprint") in fingerprints and _shards_intact(out)
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -748,8 +762,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer, hf_split)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")
-    fingerprint = _fingerprint(src.description, src.stamp, options)
-    if not force and _is_up_to_date(out, fingerprint):
+    fingerprint, as_typed = _fingerprints(src, options)
+    if not force and _is_up_to_date(out, (fingerprint, as_typed)):
         with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed
             _remove_stale_builds(out.resolve())  # until a run that was not up to date); a failure changes nothing
         _say(quiet, f"{out} is up to date (same inputs and options); --force rebuilds it")

@@ -1113,6 +1113,14 @@ class Source:
     description: dict  # what meta.json records as the source
     stamp: list  # identifies the inputs' current contents cheaply, for the up-to-date check
     pieces: Callable[[SourceStats], Pieces]  # (text, ends a document) pieces, in order
+    read_as: list = field(default_factory=list)  # how each input file is read (read_as), in order
+
+
+def read_as(path: Path) -> str:
+    """How a listed file is read, which its name's suffix decides (a link's own name, not its target's): the suffix of
+    a record file (RECORD_SUFFIXES), else "text"."""
+    suffix = path.suffix.lower()
+    return suffix if suffix in RECORD_SUFFIXES else "text"
 
 
 def file_stamps(files: list[Path], root: Path | None = None) -> list:
@@ -1157,7 +1165,8 @@ def make_source(source: str, *, inputs=None, hf_name=None, hf_config=None, hf_sp
         # (data prepared from an .ndjson read as text, before hunt 43-d D7, is not up to date)
         ndjson = {"ndjson": "json lines"} if any(f.suffix.lower() == ".ndjson" for f in files) else {}
         return Source({"kind": "input", "inputs": list(map(str, inputs)), "files": len(files), **csv_reader, **ndjson},
-                      file_stamps(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats))
+                      file_stamps(files), lambda stats: _file_pieces(files, text_field, val_fraction, stats),
+                      [read_as(f) for f in files])
     if source == "hf":
         if not (hf_name or "").strip():  # (a blank name went to the Hub, and came back a network error: hunt 33-b B4)
             raise PrepareError("source 'hf' needs a dataset name (--hf NAME)")

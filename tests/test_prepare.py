@@ -426,6 +426,51 @@ def test_rerun_is_a_no_op_and_force_rebuilds(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_the_same_files_named_another_way_are_up_to_date(tmp_path, monkeypatch, capsys):
+    # The fingerprint held the inputs as typed: `--input title.txt`, then `./title.txt`, its absolute path or a link
+    # to it prepared the same file again, token for token (hunt 51-p, left; hunt 52-d D1)
+    monkeypatch.chdir(tmp_path)
+    Path("title.txt").write_text("A title\n" + STORY * 40)
+    Path("link.txt").symlink_to("title.txt")
+    out = run_prepare(["title.txt"], tmp_path / "out")
+    shard = DataDir(out).shard_paths("train")[0]
+    before = shard.stat().st_ino
+    for spelling in ("./title.txt", str(tmp_path / "title.txt"), "link.txt", "t*.txt", "title.txt"):
+        capsys.readouterr()
+        run_prepare([spelling], out, quiet=False)
+        assert "is up to date" in capsys.readouterr().out, spelling
+    assert shard.stat().st_ino == before
+    # data prepared before: its fingerprint, of the inputs as typed, is still taken for them (not prepared once more)
+    meta = json.loads((out / "meta.json").read_text())
+    source = sources.make_source("input", inputs=["./title.txt"])
+    meta["fingerprint"] = prep._fingerprint(source.description, source.stamp, meta["options"])
+    (out / "meta.json").write_text(json.dumps(meta))
+    run_prepare(["./title.txt"], out, quiet=False)
+    assert "is up to date" in capsys.readouterr().out and shard.stat().st_ino == before
+    run_prepare(["title.txt"], out, quiet=False)  # (under another spelling: prepared once more, as before)
+    assert "is up to date" not in capsys.readouterr().out
+    run_prepare(["./title.txt"], out, quiet=False)
+    assert "is up to date" in capsys.readouterr().out
+
+
+def test_a_link_renamed_to_be_read_another_way_is_prepared_again(tmp_path, capsys):
+    # A link's own name says how its file is read, and the stamps hold its target's: a notes.txt link to a .jsonl
+    # (read as text) renamed notes.jsonl (read as records) was "up to date", the JSON syntax still trained on
+    # (hunt 52-d D2)
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps({"text": f"record {i}. {STORY}"}) + "\n" for i in range(4)))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "notes.txt").symlink_to(records)
+    (tmp_path / "in" / "other.txt").write_text(STORY)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    assert any('{"text": "record 0.' in d for d in documents(out, "train") + documents(out, "val"))
+    (tmp_path / "in" / "notes.txt").rename(tmp_path / "in" / "notes.jsonl")
+    run_prepare([tmp_path / "in"], out, quiet=False)
+    assert "is up to date" not in capsys.readouterr().out
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted(
+        [f"record {i}. {STORY}" for i in range(4)] + [STORY])
+
+
 def test_a_rerun_with_another_option_rebuilds(tmp_path, capsys):
     # only reruns with the same options were tested: with the options out of the fingerprint, another
     # --tokenizer into the same --out_dir said "up to date" and kept the old data (hunt 32-a PP20)
