@@ -811,6 +811,62 @@ def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys)
                       "--shard_tokens", "4096", "--num_proc", "1", "--out_dir", str(tmp_path / "out")]) == 0
 
 
+@pytest.mark.parametrize("name", ["notes.txt", "notes.jsonl"])
+def test_a_file_written_to_while_it_is_read_is_refused_and_the_data_before_kept(tmp_path, monkeypatch, capsys, name):
+    # A file appended to while data/prepare.py read it (a log, a script still writing it) gave shards of part of one
+    # version and part of another, exit status 0, without a word (hunt 51-p, left; hunt 52-d D3)
+    write_docs(tmp_path / "in", 3)
+    notes = tmp_path / "in" / name
+    line = json.dumps({"text": STORY}) if name.endswith(".jsonl") else STORY
+    notes.write_text(f"{line}\n" * 400)  # (over 64 KiB: a .jsonl smaller is read once before, to see it holds records)
+    argv = ["--input", str(tmp_path / "in"), "--tokenizer", "byte", "--num_proc", "1", "--quiet", "--out_dir",
+            str(tmp_path / "out")]
+    assert prep.main(argv) == 0
+    shard = DataDir(tmp_path / "out").shard_paths("train")[0]
+    before = shard.stat().st_ino
+    notes.write_text(f"{line}\n" * 500)  # (edited since: not up to date)
+    decode, appended = sources._decode, []
+
+    def appended_while_read(data):  # (once: a .jsonl's reader reads on into what is appended)
+        if data.startswith(line.encode()) and not appended:  # (notes' text: the other files begin "Document")
+            with open(notes, "a") as f:
+                f.write(f"{line}\n")
+            appended.append(notes)
+        return decode(data)
+
+    monkeypatch.setattr(sources, "_decode", appended_while_read)
+    assert prep.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"data/prepare.py: error: {notes} changed while it was read (written to, or replaced), so its documents would "
+        "hold part of one version and part of another: nothing was written; run again once nothing writes to it (or "
+        "give a copy of it)\n")
+    assert shard.stat().st_ino == before and sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+    monkeypatch.undo()
+    assert prep.main(argv) == 0 and shard.stat().st_ino != before  # nothing writes to it now
+
+
+def test_a_large_file_written_to_while_it_is_read_is_refused_before_all_of_it_is_read(tmp_path, monkeypatch):
+    # looked at only once it was read, a 150 MB file appended to was refused after all of it was tokenized (20 s):
+    # it is looked at every LOOK_SECONDS too (hunt 52-d D3)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 1024)
+    monkeypatch.setattr(sources, "LOOK_SECONDS", 0.0, raising=False)  # (at every piece)
+    big = tmp_path / "big.txt"
+    big.write_text(STORY * 200)  # (about 30 pieces)
+    decode, decoded = sources._decode, []
+
+    def appended_while_read(data):
+        if not decoded:
+            with open(big, "a") as f:
+                f.write(STORY)
+        decoded.append(len(data))
+        return decode(data)
+
+    monkeypatch.setattr(sources, "_decode", appended_while_read)
+    with pytest.raises(PrepareError, match=re.escape(f"{big} changed while it was read (written to, or replaced)")):
+        run_prepare([big], tmp_path / "out")
+    assert len(decoded) == 1 and no_leftovers(tmp_path, tmp_path / "out")
+
+
 def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # `data/prepare.py > /dev/full` was a traceback from its summary line (hunt 33-a F4)
     import errno
