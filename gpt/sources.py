@@ -679,8 +679,14 @@ def _said_when_stopped(say: Callable[[], None]):
         raise
 
 
+# A JSON array of records saved as .jsonl (the mirror of JSON lines in a .json: hunt 47-a A8) was "not valid JSON
+# (Expecting value)" where it is spread over lines, and "no field 'text' (has: a list); choose one with ...
+# --text_field FIELD" on one line: advice that leads nowhere (hunt 52-d D4)
+_ARRAY_IN_JSONL = "an array of records belongs in a .json file (a .jsonl file holds one record a line)"
+
+
 def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
-    replaced = 0
+    replaced, records_seen = 0, False
     with _said_when_stopped(lambda: stats.replaced(path, replaced)), open_input(path) as f:
         for lineno, line in enumerate(f, 1):
             # a byte order mark (Windows editors) is refused by json.loads: dropped, before the blank-line check (a
@@ -692,13 +698,20 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
                 continue
             text, bad = _decode(line)
             replaced += bad
+            first = not records_seen
+            records_seen = True
             try:
                 record = parse_json(text)
             except json.JSONDecodeError as e:
                 wide = lineno == 1 and wide_text(line)
                 raise PrepareError(f"{path}:{lineno}: not valid JSON ({e.msg})"
                                    + (f"; the file is {wide[0]} ({wide[1]}): save it as UTF-8" if wide else "")
-                                   ) from None
+                                   + (f"; it begins a JSON array: {_ARRAY_IN_JSONL}"  # (that goes on past the line:
+                                      # not one that is bad in the line, nor nested too deeply)
+                                      if first and not wide and text.lstrip().startswith("[")
+                                      and e.pos >= len(text.rstrip()) else "")) from None
+            if first and isinstance(record, list):
+                raise PrepareError(f"{path}:{lineno}: a JSON array, not a record: {_ARRAY_IN_JSONL}")
             piece = _record_text(record, text_field, f"{path}:{lineno}")
             # the line's bytes and its decoded text are let go before the piece is: kept while it was tokenized,
             # they were two more copies of a large record (hunt 44-c C1)

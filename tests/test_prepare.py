@@ -139,6 +139,26 @@ def test_a_json_file_that_is_not_json_is_told_of_jsonl_only_where_it_holds_json_
         assert str(e.value).endswith("; JSON lines belong in a .jsonl file") == told, str(e.value)
 
 
+def test_a_json_array_saved_as_jsonl_is_told_of_json(tmp_path):
+    # the mirror of A8: an array of records in a .jsonl was "not valid JSON (Expecting value)" spread over lines, and
+    # on one line "no field 'text' (has: a list); choose one with ... --text_field FIELD" (hunt 52-d D4)
+    way = "an array of records belongs in a .json file (a .jsonl file holds one record a line)"
+    for name, text, said in (
+            ("one.jsonl", '[{"text": "a"}, {"text": "b"}]\n', f"one.jsonl:1: a JSON array, not a record: {way}"),
+            ("spread.jsonl", '\n[\n  {"text": "a"},\n  {"text": "b"}\n]\n',
+             f"spread.jsonl:2: not valid JSON (Expecting value); it begins a JSON array: {way}"),
+            # (a bad line that is no start of an array spread over lines; after a record: a bad line, not an array)
+            ("bad.jsonl", '[1 2]\n', "bad.jsonl:1: not valid JSON (Expecting ',' delimiter)"),
+            ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n", "deep.jsonl:1: not valid JSON (nested too deeply)"),
+            ("later.jsonl", '{"text": "a"}\n[1]\n', "later.jsonl:2: no field 'text' (has: a list)"),
+            ("cut.jsonl", '{"text": "a"}\n[1\n', "cut.jsonl:2: not valid JSON (Expecting ',' delimiter)")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrepareError) as e:
+            run_prepare([tmp_path / name], tmp_path / "out")
+        assert str(e.value).startswith(str(tmp_path / said)), str(e.value)
+        assert (way in str(e.value)) == (name in ("one.jsonl", "spread.jsonl")), str(e.value)
+
+
 def test_parquet_and_csv(tmp_path, monkeypatch):
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     # read without the datasets package, whose local loaders left lock files in ~/.cache (hunt 28-b)
