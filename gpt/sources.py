@@ -772,7 +772,8 @@ def _table_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
         with open_input(path) as f:
             _refuse_wide_encoding(path, f.read(8192))
     line = [0]  # (the line of the CSV row read last: a bad record is named by its line, as in a .jsonl)
-    records = _library_rows(path, builder, lambda: _csv_rows(path, line) if builder == "csv" else _parquet_rows(path))
+    records = _library_rows(path, builder, lambda: _csv_rows(path, line, text_field) if builder == "csv"
+                            else _parquet_rows(path))
     # (a row counted from 0 pointed at the line before the bad one, or two before it: hunt 31-a F1)
     where = (lambda i: f"{path}:{line[0]}") if builder == "csv" else (lambda i: f"{path}: row {i + 1}")
     replaced = 0
@@ -812,12 +813,13 @@ CSV_READER = 2
 LINE_ENDS = re.compile(r"\r\n|\r|\n")
 
 
-def _csv_rows(path: Path, line: list[int]) -> Iterator[dict[str, str]]:
+def _csv_rows(path: Path, line: list[int], text_field: str | None = None) -> Iterator[dict[str, str]]:
     """A .csv's rows, each cell the text written there: the first row names the columns. (datasets'
     CSV loader, through pandas, read "NA", "null", "nan", "None" or "#N/A" as missing and counted
     those documents as empty, in silence, and refused a column of numbers: hunt 29-b.) A row whose
     cell count is not the header's is refused: an unquoted comma in a text cut it in silence.
-    line[0]: the line the row yielded last begins on (a quoted cell may go on over several)."""
+    line[0]: the line the row yielded last begins on (a quoted cell may go on over several).
+    A header of one column, not text_field, that holds a ';' or a tab is a file of another separator, refused."""
     csv.field_size_limit(2**31 - 1)  # a document per cell: the default limit, 128 KiB, is a short story
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         rows = csv.reader(f, strict=True)
@@ -827,6 +829,14 @@ def _csv_rows(path: Path, line: list[int]) -> Iterator[dict[str, str]]:
                 # was read, in silence; pandas read the first: review 29)
                 raise ValueError(f"line {rows.line_num}: the header names {', '.join(map(repr, repeated))} more "
                                  "than once")
+            # A .csv separated by ';' (as Excel saves one where the comma is the decimal mark) or by tabs was "no field
+            # 'text' (has: text;id); choose one with ... --text_field FIELD": that option, given 'text;id', trained on
+            # each whole line, its other cells and separators too (hunt 52-d D5)
+            other = header and len(header) == 1 and header[0] != text_field and next(
+                (name for sep, name in ((";", "';'"), ("\t", "tabs")) if sep in header[0]), None)
+            if other:
+                raise ValueError(f"line {rows.line_num}: one column, named {header[0]!r}: its cells look separated by "
+                                 f"{other}, and a .csv is read separated by commas: save it with commas, or as .jsonl")
             while (row := next(rows, None)) is not None:
                 # (where the row began: csv counts \r\n, \r and \n each as a line's end, as here)
                 line[0] = rows.line_num - sum(len(LINE_ENDS.findall(cell)) for cell in row)

@@ -640,6 +640,24 @@ def test_csv_rows_short_of_the_header_and_text_cut_in_a_character_are_said(tmp_p
     assert json.loads((out / "meta.json").read_text())["invalid_utf8_documents"] == 1
 
 
+def test_a_csv_separated_by_semicolons_or_tabs_is_named_so(tmp_path):
+    # Excel saves a .csv separated by ';' where the comma is the decimal mark: it was "no field 'text' (has: text;id);
+    # choose one with ... --text_field FIELD", and `--text_field 'text;id'` trained on whole lines, separators and all
+    # (hunt 52-d D5)
+    for name, text, other in (("semi.csv", "text;id\nhello there;1\nsecond row;2\n", "';'"),
+                              ("tabs.csv", "\ufeffid\ttext\n1\thello there\n2\tsecond row\n", "tabs")):
+        (tmp_path / name).write_text(text)
+        header = text.lstrip("\ufeff").split("\n")[0]
+        with pytest.raises(PrepareError, match=re.escape(
+                f"{tmp_path / name}: cannot read as csv (line 1: one column, named {header!r}: its cells look separated "
+                f"by {other}, and a .csv is read separated by commas: save it with commas, or as .jsonl)")):
+            run_prepare([tmp_path / name], tmp_path / "out")
+    # a column named so, and asked for by that name, is read as before
+    (tmp_path / "named.csv").write_text('text;id\n"a; b"\nc\n')
+    out = run_prepare([tmp_path / "named.csv"], tmp_path / "out", text_field="text;id")
+    assert sorted(documents(out, "train") + documents(out, "val")) == ["a; b", "c"]
+
+
 def test_the_end_of_text_marker_written_in_the_input_is_said(tmp_path):
     # A dump whose documents are separated by "<|endoftext|>" lines was prepared without a word as documents
     # holding that text: the marker is text (README, "Tokenizers"), so nothing split there and samples of a model
