@@ -54,6 +54,7 @@ from gpt.progress import ProgressBar, check_settings
 from gpt.shards import (FORMAT_VERSION, MASKED_FORMAT_VERSION, META_NAME, DataDir, ShardError, ShardWriter, is_shard,
                         token_dtype, write_meta)
 from gpt.sources import (  # noqa: F401  (PrepareWarning, expand_inputs: part of this module's API)
+    BLANK_HELD_CHARS,
     CSV_READER,
     SHAKESPEARE_CONVERSION,
     PrepareError,
@@ -116,9 +117,6 @@ class _SplitPicker:
         block, offset = divmod(doc - 2, self.block)
         digest = hashlib.blake2b(f"{self.seed}:{block}".encode(), digest_size=8).digest()
         return offset == int.from_bytes(digest, "little") % self.block
-
-
-BLANK_HELD_CHARS = 16 << 20  # (see _chunks)
 
 
 def _empty_document(text) -> bool:

@@ -1008,14 +1008,31 @@ def _cut_near(data: bytes, at: int, cut: int, end: bool, nl: bytes, past: int) -
 RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
 
 
+# A text file of whitespace alone is an empty document, skipped, up to this many characters; a larger one is taken as
+# a document (gpt/prepare.py's _chunks, which holds its pieces while they are blank)
+BLANK_HELD_CHARS = 16 << 20
+
+
 def _skipped_unread(path: Path) -> bool:
     """Whether _text_pieces will skip this text file for its first bytes (binary, compressed, UTF-16:
-    _unreadable_text), or it is empty or blank (a small one)."""
+    _unreadable_text), or it is empty or blank. Blank only where under 64 KiB, a corpus.txt beside a 64 KiB file of
+    blank lines was refused as "1 document(s)" after all of it was tokenized, where a smaller blank file was skipped
+    and corpus.txt cut in two (hunt 52-d D6). A file with text is read up to its first block that has some, as
+    before; a blank one through, up to twice BLANK_HELD_CHARS. (Past about BLANK_HELD_CHARS, _chunks takes a blank
+    file as a document: one under twice that, taken as skipped here, is a third document beside the lone file's two.)"""
     with open_input(path) as f:
-        head = f.read(1 << 16)
-    text = head.removeprefix(codecs.BOM_UTF8)
-    return bool(_unreadable_text(text)) or (len(head) < 1 << 16
-                                            and (not text or text.decode("utf-8", "replace").isspace()))
+        text = f.read(1 << 16).removeprefix(codecs.BOM_UTF8)
+        if _unreadable_text(text):
+            return True
+        if path.stat().st_size > 2 * BLANK_HELD_CHARS:  # (a document, blank or not: not read through)
+            return False
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        while text:
+            if (chars := decoder.decode(text)) and not chars.isspace():
+                return False
+            text = f.read(1 << 20)
+        rest = decoder.decode(b"", final=True)  # (a character cut short at the end: U+FFFD, text)
+        return not rest or rest.isspace()
 
 
 def lone_text_file(files: list[Path], text_field: str = "text") -> Path | None:

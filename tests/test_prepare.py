@@ -2421,6 +2421,23 @@ def test_a_text_file_alone_beside_skipped_files_is_cut_in_two(tmp_path):
     assert sources.lone_text_file([tmp_path / "in" / "corpus.txt", tmp_path / "r.jsonl"]) is None
 
 
+def test_a_text_file_alone_beside_a_blank_file_over_64_kib_is_cut_in_two(tmp_path):
+    # blank files were looked at through their first 64 KiB only: a corpus.txt beside 65,536 blank lines was refused
+    # as "1 document(s)", after all of it was tokenized, where 65,535 were skipped and corpus.txt cut in two (hunt
+    # 52-d D6)
+    text = "".join(f"line {i}: {STORY}\n" for i in range(20))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "corpus.txt").write_text(text)
+    (tmp_path / "in" / "blank.txt").write_text("\n" * 65_536)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out")
+    cut = text.index("\n", int(len(text) * 0.9)) + 1
+    assert documents(out, "train") == [text[:cut]] and documents(out, "val") == [text[cut:]]
+    assert DataDir(out).meta["empty_documents_skipped"] == 1
+    (tmp_path / "in" / "blank.txt").write_text("\n" * 65_536 + "text after all\n")  # (blank through 64 KiB, not after)
+    out = run_prepare([tmp_path / "in"], tmp_path / "out2")
+    assert sorted(documents(out, "train") + documents(out, "val")) == sorted([text, "\n" * 65_536 + "text after all\n"])
+
+
 @pytest.mark.parametrize("name, content", [("data.jsonl", ""), ("data.jsonl", '\n{"text": " "}\n'), ("data.json", "[]"),
                                            ("data.csv", "id,text\n")])
 def test_a_lone_text_file_beside_a_record_file_with_no_records_is_cut_in_two(tmp_path, name, content):
