@@ -651,7 +651,8 @@ def _record_text(record, text_field: str, where: str) -> str | Segments:
         except RecordError as e:
             raise PrepareError(str(e)) from None
     if not isinstance(record, dict) or text_field not in record:
-        fields = ", ".join(map(str, record)) if isinstance(record, dict) else json_kind(record)
+        # (an empty object, `{}`, was "(has: )": hunt 52-d D7)
+        fields = (", ".join(map(str, record)) or "no fields") if isinstance(record, dict) else json_kind(record)
         # (train.py has no --text_field: the message names the command that has one, for both)
         raise PrepareError(f"{where}: no field {text_field!r} (has: {fields}); choose one with data/prepare.py "
                            "--input FILE --text_field FIELD --out_dir DIR (then train.py --data=DIR), "

@@ -640,6 +640,14 @@ def test_csv_rows_short_of_the_header_and_text_cut_in_a_character_are_said(tmp_p
     assert json.loads((out / "meta.json").read_text())["invalid_utf8_documents"] == 1
 
 
+def test_an_empty_record_is_said_to_have_no_fields(tmp_path):
+    # `{}` was "no field 'text' (has: ); choose one with ..." (hunt 52-d D7)
+    for name, text, where in (("x.jsonl", '{"text": "a"}\n{}\n', "x.jsonl:2"), ("x.json", "{}", "x.json: record 1")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrepareError, match=re.escape(f"{tmp_path / where}: no field 'text' (has: no fields); ")):
+            run_prepare([tmp_path / name], tmp_path / "out")
+
+
 def test_a_csv_separated_by_semicolons_or_tabs_is_named_so(tmp_path):
     # Excel saves a .csv separated by ';' where the comma is the decimal mark: it was "no field 'text' (has: text;id);
     # choose one with ... --text_field FIELD", and `--text_field 'text;id'` trained on whole lines, separators and all
