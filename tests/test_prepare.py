@@ -640,6 +640,22 @@ def test_csv_rows_short_of_the_header_and_text_cut_in_a_character_are_said(tmp_p
     assert json.loads((out / "meta.json").read_text())["invalid_utf8_documents"] == 1
 
 
+def test_json_that_fails_at_a_character_says_where(tmp_path):
+    # a tab written as itself in a string was "not valid JSON (Invalid control character at)", at nothing; and a
+    # string never closed "(Unterminated string starting at)" (hunt 52-d D8)
+    for name, text, said in (("tab.jsonl", '{"text": "a\tb"}\n', "tab.jsonl:1: not valid JSON (Invalid control "
+                                                                 "character at column 12)"),
+                             ("open.jsonl", '{"text": "a"}\n{"text": "b', "open.jsonl:2: not valid JSON (Unterminated "
+                                                                           "string starting at column 10)"),
+                             ("tab.json", '[{"text": "a"},\n {"text": "a\tb"}]', "tab.json: not valid JSON (Invalid "
+                                                                                "control character at column 13, line 2)"),
+                             ("cut.jsonl", '{"text": }\n', "cut.jsonl:1: not valid JSON (Expecting value)")):  # (as was)
+        (tmp_path / name).write_text(text)
+        with pytest.raises(PrepareError) as e:
+            run_prepare([tmp_path / name], tmp_path / "out")
+        assert str(e.value) == str(tmp_path / said)
+
+
 def test_an_empty_record_is_said_to_have_no_fields(tmp_path):
     # `{}` was "no field 'text' (has: ); choose one with ..." (hunt 52-d D7)
     for name, text, where in (("x.jsonl", '{"text": "a"}\n{}\n', "x.jsonl:2"), ("x.json", "{}", "x.json: record 1")):
