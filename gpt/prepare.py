@@ -801,6 +801,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
             meta = _tokenize(src, building, tok, val_fraction=val_fraction, seed=seed, num_proc=num_proc,
                              shard_tokens=shard_tokens, max_tokens=max_tokens, quiet=quiet)
             meta.update(options=options, fingerprint=fingerprint, prepare_version=PREPARE_VERSION)
+            if source == "input":
+                meta["inputs_where"] = _inputs_where(inputs)
             write_meta(building, meta)  # last: a directory with meta.json is complete
             # made or written to since it was checked (a training run's --out_dir, a user's files): it was
             # replaced whole, without a word (hunt 35-d D6)
@@ -882,23 +884,36 @@ def _source_said(meta: dict) -> str:
     return f"{said} with the {meta.get('tokenizer')} tokenizer"
 
 
+def _inputs_where(inputs: list[str]) -> str:
+    """Where the inputs are, whatever the working directory: a hash of their real paths (the paths themselves are not
+    written into the data, which may be shared)."""
+    real = [os.path.realpath(os.path.expanduser(str(i))) for i in inputs]
+    return hashlib.sha256(json.dumps(real).encode()).hexdigest()
+
+
 def _other_data(out: Path, meta: dict) -> str | None:
     """What out holds, said, where it is data of another source or tokenizer than `meta`'s: such data was replaced
     without a word (prepare's own data, so allowed), and the runs trained on it learnt of it only when they could
     not resume (hunt 43-d D11). The same inputs prepared again (files edited, other options) are not another source;
     nor the same data, token for token (its splits' shards and hashes): `--input src/` after `--input ./src`, or
-    the same files in another order, were named as data runs "will not resume on", and they resumed (hunt 43-f F6)."""
-    def kind(m: dict):
+    the same files in another order, were named as data runs "will not resume on", and they resumed (hunt 43-f F6).
+    The inputs are compared by where they were (inputs_where), where both record it: as typed, `--input notes.txt`
+    in another project's folder replaced the data of the first one's notes.txt in the checkout's data/notes-gpt2
+    without a word (hunt 52-d D9); data prepared before that was recorded is compared as typed."""
+    def kind(m: dict, where: bool):
         source = m.get("source") or {}
-        return (source.get("kind"), source.get("inputs"), source.get("name"), source.get("config"),
-                source.get("split"), m.get("tokenizer"))
+        return (source.get("kind"), m["inputs_where"] if where else source.get("inputs"), source.get("name"),
+                source.get("config"), source.get("split"), m.get("tokenizer"))
 
     try:
         old = json.loads((out / META_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # (an empty directory, or none: nothing of another's)
         return None
-    return (_source_said(old) if isinstance(old, dict) and kind(old) != kind(meta)
-            and old.get("splits") != meta.get("splits") else None)
+    if not isinstance(old, dict):
+        return None
+    where = all(isinstance(m.get("inputs_where"), str) for m in (old, meta))
+    return (_source_said(old) if kind(old, where) != kind(meta, where) and old.get("splits") != meta.get("splits")
+            else None)
 
 
 def prepare_cached(inputs: list[str], *, tokenizer: str, cache_root: str | Path, **opts) -> Path:

@@ -1659,6 +1659,24 @@ def test_data_of_other_inputs_replaced_in_the_out_dir_is_named_in_a_note(tmp_pat
     assert f"prepared from --input {tmp_path / 'b'} with the byte tokenizer" in capsys.readouterr().out
 
 
+def test_data_of_a_file_of_the_same_name_elsewhere_replaced_is_named_in_a_note(tmp_path, monkeypatch, capsys):
+    # `--input notes.txt` in another project's folder replaced the data of the first one's notes.txt (the checkout's
+    # data/notes-gpt2 by default) without a word: the inputs were compared as typed (hunt 52-d D9)
+    for project, n in (("a", 3), ("b", 5)):
+        (tmp_path / project).mkdir()
+        (tmp_path / project / "notes.txt").write_text("".join(f"{project} line {i}: {STORY}\n" for i in range(n)))
+    monkeypatch.chdir(tmp_path / "a")
+    run_prepare(["notes.txt"], tmp_path / "out", quiet=False)
+    monkeypatch.chdir(tmp_path / "b")
+    capsys.readouterr()
+    run_prepare(["notes.txt"], tmp_path / "out", quiet=False)
+    assert (f"note: this replaced the data {tmp_path / 'out'} held, prepared from --input notes.txt with the byte "
+            "tokenizer") in capsys.readouterr().out
+    (tmp_path / "b" / "notes.txt").write_text(f"edited: {STORY}\n" * 4)  # the same file, edited: no note, as before
+    run_prepare(["./notes.txt"], tmp_path / "out", quiet=False)
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_a_stop_between_the_two_renames_puts_the_previous_data_back(tmp_path, monkeypatch):
     # The old directory was renamed aside, then the stop (Ctrl-C, SIGTERM's Terminated) removed the
     # finished new build, left the old one hidden, and said "nothing was written" (hunt, session 26)
