@@ -557,16 +557,23 @@ def restart_of_job(recorded: str | None, environ=os.environ, proc: str = "/proc"
     or where the checkpoint was saved (`saved_at`, its time.time()) since this node's launcher started. (Rank 0's
     answer is the stricter: where it differs the processes stop, see gpt.torchrun.agree_on_what_was_read.) The count
     alone does not tell a restart: on several nodes the agent of a node whose processes still ran restarts them for
-    the others' new round without counting it (c10d rendezvous, hunt 50-b B2)."""
+    the others' new round without counting it (c10d rendezvous, hunt 50-b B2). Rank 0's machine can change from
+    round to round of a `--nnodes=MIN:MAX` job (rank 0's node lost, or a node joining whose host sorts first): the
+    launcher that saved is then another node's, and rank 0 takes the run id and a save since its own launcher
+    started, not the count, which another job of that run id restarted after its refusal would have too."""
     # (a "job" that is no text, in a hand-edited meta.json, records no job: split() of it was a traceback on another
     # node than rank 0's, hunt 48-f F3)
     if not recorded or not isinstance(recorded, str) or "TORCHELASTIC_RUN_ID" not in environ:
         return False
-    if environ.get("GROUP_RANK", "0").strip() == "0":
-        return recorded == torchrun_job(environ, proc)
+    on_rank_0s_node = environ.get("GROUP_RANK", "0").strip() == "0"
+    if on_rank_0s_node and recorded == torchrun_job(environ, proc):
+        return True
     if recorded.split(" ")[0] != environ.get("TORCHELASTIC_RUN_ID"):
         return False
-    if torchrun_restart(environ):
+    # (on rank 0's node the launcher alone decided: the node that took rank 0 from a lost one restarted counted,
+    # and was refused "holds a run" where the job went on; a node joining that sorts first, its first attempt
+    # uncounted, started a new run where the others resumed, and the job stopped, hunt 52-t T1)
+    if torchrun_restart(environ) and not on_rank_0s_node:
         return True
     launched = launcher_started(time.monotonic(), environ, proc)  # (its age, from /proc; now where it cannot say)
     return saved_at is not None and saved_at >= time.time() - (time.monotonic() - launched)

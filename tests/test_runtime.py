@@ -476,6 +476,22 @@ def test_a_restart_resumes_only_a_run_its_own_job_saved(tmp_path, monkeypatch):
     assert not any(restart_of_job(bad, {**env, "GROUP_RANK": rank}, proc) for bad in (5, ["job"]) for rank in "01")
 
 
+def test_a_node_that_took_rank_0_in_a_new_round_resumes_what_its_job_saved_since_its_launcher_started(tmp_path):
+    # --nnodes=1:2, c10d: rank 0's node lost, the other restarted (counted) as rank 0, or a node joining whose host
+    # sorts first taking rank 0 (uncounted): the checkpoint records the launcher of the node that was rank 0, and
+    # rank 0 compared that alone; the job was refused "holds a run", or stopped on "do not all resume" (hunt 52-t T1)
+    node0 = fake_proc(tmp_path / "node0", uptime_s=1000.0, parent_started_s=990.0)  # the launcher that saved
+    job = torchrun_job({"TORCHELASTIC_RUN_ID": "job"}, node0)
+    here = fake_proc(tmp_path / "here", uptime_s=1000.0, parent_started_s=900.0)  # this node's: started 100 s ago
+    for count in ("1", "0"):
+        env = {"TORCHELASTIC_RUN_ID": "job", "TORCHELASTIC_RESTART_COUNT": count, "GROUP_RANK": "0"}
+        assert restart_of_job(job, env, here, saved_at=time.time() - 5)  # saved while this launcher ran
+        assert not restart_of_job(job, env, here, saved_at=time.time() - 200)  # before: another job of that run id
+        assert not restart_of_job(job, {**env, "TORCHELASTIC_RUN_ID": "other"}, here, saved_at=time.time() - 5)
+    # nor by its count alone: another job of that run id, restarted after it was refused a run it did not save
+    assert not restart_of_job(job, {"TORCHELASTIC_RUN_ID": "job", "TORCHELASTIC_RESTART_COUNT": "1"}, here)
+
+
 def test_steps_in_budget_counts_steps_evaluations_and_the_reserve():
     # 10 s gone at step 50, steps of 1 s, evaluations of 5 s at every 50th step and at the end:
     # n = 130 costs 10 + 80 + 5 * 2 (at 100 and 130) = 100; n = 131 would cost 101.

@@ -1388,6 +1388,27 @@ def test_a_restart_that_torchrun_did_not_count_resumes_its_jobs_run(byte_data, t
     assert open_checkpoint(out).meta["step"] == 3
 
 
+def test_a_restart_whose_rank_0_is_another_node_than_the_one_that_saved_resumes_its_jobs_run(byte_data, tmp_path,
+                                                                                              monkeypatch, capsys):
+    # --nnodes=1:2 (c10d), measured with two torchruns on one machine: rank 0's node killed, the other node's restart
+    # took rank 0 and was refused "holds a run (latest ckpt-0000200)", its restart spent, the job ended (status 1);
+    # rank 0 knew only the launcher that saved, another node's (hunt 52-t T1)
+    from gpt.runtime import torchrun_job
+    out = tmp_path / "run"
+    command = [f"--data={byte_data}", *TINY, "--eval_interval=4", "--max_iters=2", f"--out_dir={out}"]
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "this-job")
+    monkeypatch.setenv("GROUP_RANK", "0")
+    assert train.main(command) == 0
+    meta = json.loads((out / "ckpt-0000002" / "meta.json").read_text())
+    (out / "ckpt-0000002" / "meta.json").write_text(json.dumps({**meta, "job": "this-job node0:4242:1"}))
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    capsys.readouterr()
+    assert train.main([*command[:-2], "--max_iters=3", command[-1]]) == 0
+    said = capsys.readouterr().out
+    assert f"note: torchrun restarted this job (restart 1), whose run is in {out}: resuming it from ckpt-0000002\n" in said
+    assert open_checkpoint(out).meta["step"] == 3 and open_checkpoint(out).meta["job"] == torchrun_job()
+
+
 def test_a_restart_of_a_budgeted_job_past_its_warmup_runs_the_count_its_plan_fixed(byte_data, tmp_path, monkeypatch,
                                                                                      capsys):
     # torchrun restarts the first attempt's command: --max_iters=0 --time_budget=N (the CPU default's way) was
