@@ -984,6 +984,13 @@ def _text_pieces(path: Path, stats: SourceStats, split_at: int | None = None) ->
                     space = _cut_near(data, at, cut, end, b" ", 0)
                     if space and (not line_end or pos + space in fair or abs(space - at) < abs(line_end - at)):
                         line_end = space
+                if not (line_end and pos + line_end in fair):  # no line break or space in this piece leaves each
+                    # document half its share: between two characters near the point, where the text there is of a
+                    # script written without spaces (Chinese, Japanese). "我的 笔记\n" and then a 120 KB line gave
+                    # train those 14 bytes at any --val_fraction; such a line alone was refused as one document, and
+                    # so was the titled one over a piece long, its next line break looked for to the end (hunt 52-j J1)
+                    line_end = _between_wide_characters(data, at, cut, range(fair.start - pos, fair.stop - pos)) \
+                        or line_end
                 if line_end:
                     cut, end = line_end, True
                 # no line break in this piece (a line longer than it): the next piece's first one (a file
@@ -1011,6 +1018,22 @@ def _cut_near(data: bytes, at: int, cut: int, end: bool, nl: bytes, past: int) -
     if not after and end:  # and before a blank tail, which would leave the second document empty (a
         at = min(at, len(data[:cut].rstrip()))  # file ending in blank lines was one: hunt, session 27)
     return after or max(data.rfind(nl, 0, at) + past, 0)
+
+
+# The end of a character of two or more UTF-8 bytes where another begins; reversed, the start of one where another ends
+_WIDE_PAIR, _WIDE_PAIR_REVERSED = re.compile(rb"[\x80-\xff](?=[\xc0-\xff])"), re.compile(rb"[\xc0-\xff](?=[\x80-\xff])")
+
+
+def _between_wide_characters(data: bytes, at: int, cut: int, fair: range) -> int:
+    """Where in data[:cut], within `fair`, two characters of more than one byte meet (text of Chinese or Japanese,
+    which has no space between words) nearest byte `at`: the first such place after it, else the last before it; 0
+    where there is none. Text of ASCII without a space is not cut (a word, a hex or base64 string). A GPT-2 pre-token
+    may go on across the cut: as safe_cut's own fallback, it may change the tokens at that one point."""
+    if after := _WIDE_PAIR.search(data, max(at - 1, fair.start - 1, 0), min(cut, fair.stop)):
+        return after.end()
+    start, stop = max(fair.start, 1), min(at, fair.stop)  # (data[start - 1:stop] backwards: its first match is the
+    before = _WIDE_PAIR_REVERSED.search(data[start - 1:stop][::-1]) if start < stop else None  # last place before)
+    return stop - 1 - before.start() if before else 0
 
 
 RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")

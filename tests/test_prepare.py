@@ -1258,10 +1258,11 @@ def test_a_text_file_of_one_line_is_cut_in_two_before_a_space(tmp_path, monkeypa
     assert train == [text[:cut]] and val == [text[cut:]]
     tok = get_tokenizer("gpt2")  # before a space, where a word begins: the tokens are the whole text's
     assert tok.encode(train[0]) + tok.encode(val[0]) == tok.encode(text)
-    # no space either: one document, refused as before
-    (tmp_path / "cjk.txt").write_text("文" * 3000)
+    # no space either, in ASCII (a word, a hex string): one document, refused as before; a line of Chinese or
+    # Japanese is cut between two characters (test_a_lone_file_whose_long_line_has_no_space_is_cut_between_characters)
+    (tmp_path / "hex.txt").write_text("0123456789abcdef" * 600)
     with pytest.raises(PrepareError, match=r"too little text for a train/val split: 1 document"):
-        run_prepare([tmp_path / "cjk.txt"], tmp_path / "out2")
+        run_prepare([tmp_path / "hex.txt"], tmp_path / "out2")
 
 
 def test_a_text_file_whose_last_line_is_longer_than_a_piece_is_cut_in_two_before_a_space(tmp_path, monkeypatch):
@@ -1320,21 +1321,27 @@ def test_a_lone_file_whose_long_line_holds_the_point_keeps_validation_near_its_s
         assert abs(len(val[0]) / len(text) - val_fraction) < 0.05  # before a space near the point
 
 
-def test_a_lone_file_whose_long_line_has_no_space_keeps_the_line_break_nearer_the_point(tmp_path):
+def test_a_lone_file_whose_long_line_has_no_space_is_cut_between_characters(tmp_path, monkeypatch):
     # A long line without a space (Chinese, Japanese) holding the point, its line breaks under half a share from
     # either end: the cut went before a space farther from the point, in the title or in the last line ("我的 笔记\n"
-    # gave train "我的", 6 bytes; "结束 了\n" gave validation " 了\n", 5), where the line break left more (hunt 51-x X1)
+    # gave train "我的", 6 bytes; "结束 了\n" gave validation " 了\n", 5: hunt 51-x X1), then to the line break, which
+    # left train the title's 14 bytes, or validation the last line's 11, at any --val_fraction; and the line alone,
+    # with no line break, was refused as one document (hunt 52-j J1). Now between two characters near the point, in
+    # a file read in one piece or in many
     body = "这是一个很长的段落没有空格" * 500
-    for first, last in (("我的 笔记\n", ""), ("开头\n", "\n结束 了\n")):
-        text = first + body + (last or "\n")
-        (tmp_path / "cjk.txt").write_text(text, encoding="utf-8")
-        out = run_prepare([tmp_path / "cjk.txt"], tmp_path / f"out{len(last)}")
-        train, val = documents(out, "train"), documents(out, "val")
-        assert train[0] + val[0] == text
-        if last:  # validation from the line break before the last line
-            assert val == [last.removeprefix("\n")]
-        else:  # training up to the title's line break
-            assert train == [first]
+    cases = {"title": "我的 笔记\n" + body + "\n", "last line": "开头\n" + body + "\n结束 了\n", "one line": body,
+             "one line with a space": "我的 笔记" + body, "english ends": "Title words here\n" + body + " end word\n"}
+    for piece_bytes in (1000, sources.PIECE_BYTES):  # (a piece of 1000 bytes, then the usual, for the case below)
+        monkeypatch.setattr(sources, "PIECE_BYTES", piece_bytes)
+        for name, text in cases.items():
+            (tmp_path / "cjk.txt").write_text(text, encoding="utf-8")
+            for val_fraction in (0.1, 0.5):
+                out = run_prepare([tmp_path / "cjk.txt"], tmp_path / f"out-{piece_bytes}-{name}-{val_fraction}",
+                                  val_fraction=val_fraction)
+                train, val = documents(out, "train"), documents(out, "val")
+                assert len(train) == len(val) == 1 and train[0] + val[0] == text, (name, piece_bytes)
+                share = len(val[0].encode()) / len(text.encode())  # within a few characters of the point
+                assert abs(share - val_fraction) < 0.001, (name, piece_bytes, val_fraction, share)
     # a space farther from the point than the line break is still taken where it leaves each its half (P5): here
     # the line break leaves validation 4,000 bytes of its 10,000, the space before the point 20,002
     text = "notes\n" + "ab " * 26_665 + "x" * 16_000 + "\n" + "y" * 3_999 + "\n"
