@@ -36,7 +36,7 @@ import torch
 from gpt.errors import Terminated, UsageError, WideText
 from gpt.files import decode_utf8
 from gpt.generation import Sample, generate_samples, json_line, past_context_note
-from gpt.instruct import RecordError, Segments, last_prompt_ids, parse_json, segments, to_messages
+from gpt.instruct import RecordError, Segments, json_error_reason, last_prompt_ids, parse_json, segments, to_messages
 from gpt.tokenizer import LONG_TEXT_CHARS
 
 SEPARATOR = "---------------"  # sample.py's, between samples
@@ -297,7 +297,8 @@ def chat(answerer: Answerer, lines: Iterable[str | bytes], out: IO[str], *, as_j
             try:
                 messages = to_messages(parse_json(text), f"line {lineno}", answered=False)
             except (json.JSONDecodeError, RecordError) as e:
-                refuse(f"line {lineno}: not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(e))
+                refuse(f"line {lineno}: not valid JSON ({json_error_reason(e)})" if isinstance(e, json.JSONDecodeError)
+                       else str(e))
             else:
                 if seed is not None:
                     answerer.generator.manual_seed(seed)

@@ -87,6 +87,14 @@ def parse_json(text: str):
         raise json.JSONDecodeError(str(e).split(";")[0], text, 0) from None
 
 
+def json_error_reason(e: json.JSONDecodeError) -> str:
+    """json's reason, with its column where the reason ends in "at": a tab or a line break written as itself in a
+    string (not \\t, \\n: a record written by hand or by string formatting) was "not valid JSON (Invalid control
+    character at)", and a string never closed "(Unterminated string starting at)", at nothing, in data preparation
+    (hunt 52-d D8) and in chat --json's error records (hunt 52-j J2)."""
+    return f"{e.msg} column {e.colno}" if e.msg.endswith(" at") else e.msg
+
+
 def is_supervised(record, text_field: str = "text") -> bool:
     """A record in one of the forms above (and without the plain-text field, which wins)."""
     return isinstance(record, dict) and text_field not in record and any(k in record for k in SUPERVISED_FIELDS)

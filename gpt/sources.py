@@ -45,7 +45,8 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gpt.errors import install_hint, unsearchable_directory, unusable_path
 from gpt.errors import is_dir_strictly as _is_dir, is_file_strictly as _is_file
-from gpt.instruct import RecordError, Segments, is_supervised, json_kind, parse_json, segments, to_messages
+from gpt.instruct import RecordError, Segments, is_supervised, json_error_reason, json_kind, parse_json, segments
+from gpt.instruct import to_messages
 from gpt.shards import is_shard
 
 PIECE_BYTES = 1 << 20  # text files are read in pieces of about this size
@@ -680,13 +681,6 @@ def _said_when_stopped(say: Callable[[], None]):
         raise
 
 
-def _json_error(e: json.JSONDecodeError) -> str:
-    """json's reason, with its column where the reason ends in "at": a tab or a line break written as itself in a
-    string (not \\t, \\n: a record written by hand or by string formatting) was "not valid JSON (Invalid control
-    character at)", and a string never closed "(Unterminated string starting at)", at nothing (hunt 52-d D8)."""
-    return f"{e.msg} column {e.colno}" if e.msg.endswith(" at") else e.msg
-
-
 # A JSON array of records saved as .jsonl (the mirror of JSON lines in a .json: hunt 47-a A8) was "not valid JSON
 # (Expecting value)" where it is spread over lines, and "no field 'text' (has: a list); choose one with ...
 # --text_field FIELD" on one line: advice that leads nowhere (hunt 52-d D4)
@@ -712,7 +706,7 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
                 record = parse_json(text)
             except json.JSONDecodeError as e:
                 wide = lineno == 1 and wide_text(line)
-                raise PrepareError(f"{path}:{lineno}: not valid JSON ({_json_error(e)})"
+                raise PrepareError(f"{path}:{lineno}: not valid JSON ({json_error_reason(e)})"
                                    + (f"; the file is {wide[0]} ({wide[1]}): save it as UTF-8" if wide else "")
                                    + (f"; it begins a JSON array: {_ARRAY_IN_JSONL}"  # (that goes on past the line:
                                       # not one that is bad in the line, nor nested too deeply)
@@ -742,7 +736,7 @@ def _json_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
     except json.JSONDecodeError as e:  # (JSON lines, a value after the first, are "Extra data": only they are
         # told of .jsonl, which a file cut short or nested too deeply was told too: hunt 47-a A8)
         lines = "; JSON lines belong in a .jsonl file" if e.msg == "Extra data" else ""
-        raise PrepareError(f"{path}: not valid JSON ({_json_error(e)}, line {e.lineno}){lines}") from None
+        raise PrepareError(f"{path}: not valid JSON ({json_error_reason(e)}, line {e.lineno}){lines}") from None
     # The file's bytes and text are let go once parsed, and each record once taken: all were held until the last
     # record was tokenized (a file of one 50 MB record peaked at 3.5 times its size with gpt2, 5.0 with the byte
     # tokenizer; 3.0 and 4.0 since: hunt 44-c C1)

@@ -587,6 +587,22 @@ def test_hostile_json_lines_get_their_error_record_and_the_next_line_is_answered
     assert records[4]["text"] == answers[0].text
 
 
+def test_a_json_line_that_fails_at_a_character_says_its_column():
+    # a tab written as itself in a string, as hand-made lines have it, was "not valid JSON (Invalid control character
+    # at)", and a string never closed "(Unterminated string starting at)", at nothing: data preparation says where
+    # since hunt 52-d D8, and chat --json now says it alike (hunt 52-j J2)
+    tok = get_tokenizer("byte")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.n_vocab, block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+    out, warned = io.StringIO(), []
+    lines = ['{"prompt": "hi\tthere"}\n', '{"prompt": "hi\n', '{"prompt": "hi" "there"}\n']
+    errors, _ = chat(Answerer(model, tok, 4, warn=warned.append, temperature=0), lines, out, as_json=True)
+    assert errors == 3 and [json.loads(line)["error"] for line in out.getvalue().splitlines()] == [
+        "line 1: not valid JSON (Invalid control character at column 15)",
+        "line 2: not valid JSON (Unterminated string starting at column 12)",
+        "line 3: not valid JSON (Expecting ',' delimiter)"]  # (a reason that names no place: as it was)
+
+
 def sampling_answerer(max_new_tokens=8, block_size=64, **kw):
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=257, block_size=block_size, n_layer=1, n_head=2, n_embd=16)).eval()
