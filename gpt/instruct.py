@@ -40,6 +40,8 @@ This module needs only numpy (data preparation starts without importing torch).
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 from typing import Iterable
 
@@ -67,8 +69,17 @@ def json_kind(value) -> str:
     user's records named Python's types ("got NoneType", "is a int": hunts, sessions 24 and 27)."""
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-            dict: "an object"}.get(type(value), f"a {type(value).__name__}")
+    if kind := {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+                dict: "an object"}.get(type(value)):
+        return kind
+    # a .parquet's cells have kinds JSON lacks: a binary column was "is a bytes", a timestamp "is a Timestamp" (pandas'
+    # own, which pyarrow gives for nanoseconds, the unit pandas writes: hunt 52-j J3). datetime before date, its base
+    for types, kind in (((bytes, bytearray), "binary data"), (decimal.Decimal, "a number"),
+                        (datetime.datetime, "a date and time"), (datetime.date, "a date"),
+                        (datetime.time, "a time of day"), (datetime.timedelta, "a duration")):
+        if isinstance(value, types):
+            return kind
+    return f"a {type(value).__name__}"
 
 
 def parse_json(text: str):

@@ -219,6 +219,25 @@ def test_a_bad_record_is_named_by_its_line_or_counted_from_1(tmp_path):
             run_prepare([tmp_path / name], tmp_path / "out")
 
 
+def test_a_parquet_column_of_a_kind_json_lacks_is_named_in_the_users_words(tmp_path):
+    # a binary text column was "field 'text' is a bytes, not text", a timestamp "is a Timestamp" (pandas' own, which
+    # pyarrow gives for nanoseconds, the unit pandas writes) or "is a datetime" (hunt 52-j J3)
+    import datetime
+    import decimal
+
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    columns = {"binary data": pa.array([b"hello"], pa.binary()), "a date and time": pa.array([1], pa.timestamp("ns")),
+               "a date": pa.array([datetime.date(2026, 11, 29)]), "a number": pa.array([decimal.Decimal("1.5")]),
+               "a duration": pa.array([1], pa.duration("ns")), "a time of day": pa.array([datetime.time(17, 40)])}
+    for kind, column in columns.items():
+        pq.write_table(pa.table({"text": column}), tmp_path / "t.parquet")
+        with pytest.raises(PrepareError, match=re.escape(f"t.parquet: row 1: field 'text' is {kind}, not text") + "$"):
+            run_prepare([tmp_path / "t.parquet"], tmp_path / "out")
+    pq.write_table(pa.table({"prompt": pa.array([b"hi"]), "response": ["there"]}), tmp_path / "pairs.parquet")
+    with pytest.raises(PrepareError, match=r"pairs\.parquet: row 1: field 'prompt' is binary data, not text$"):
+        run_prepare([tmp_path / "pairs.parquet"], tmp_path / "out")
+
+
 def test_data_prepared_from_a_csv_by_the_older_reader_is_prepared_again(tmp_path, monkeypatch):
     # The reader's change (NA-like cells kept) reached only new data: an output made by the pandas
     # reader was "up to date", and train.py's cache of the same file reused (review 29)
