@@ -1109,7 +1109,7 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
         if path.suffix.lower() in RECORD_SUFFIXES:
             records = 0
             with contextlib.closing(_record_reader(path)(path, text_field, stats)) as read:  # (closed with this)
-                for piece in _unchanged_while_read(path, read):
+                for piece in _unchanged_while_read(path, read, read_whole=path.suffix.lower() == ".json"):
                     records += 1
                     yield piece
             if not records:  # a file of no records (0 bytes, a header alone, blank lines, `[]`) is an empty
@@ -1129,37 +1129,56 @@ def _file_pieces(files: list[Path], text_field: str, val_fraction: float, stats:
 LOOK_SECONDS = 1.0  # (see _unchanged_while_read)
 
 
-def _unchanged_while_read(path: Path, pieces: Pieces) -> Pieces:
+def _unchanged_while_read(path: Path, pieces: Pieces, read_whole: bool = False) -> Pieces:
     """A file's pieces, refused where the file changes while they are read. A file written to meanwhile (a log
     appended to, an editor's save, a script rewriting it) gave documents of part of one version and part of another,
     prepared without a word (hunt 52-d D3; train.py's cache refused it, data/prepare.py did not). Refused, as train.py's
-    cache refuses it: nothing is written. Looked at once it is read, and every LOOK_SECONDS while it is read: looked
-    at only at its end, a 150 MB file appended to was refused once all of it was tokenized, 20 s here."""
-    with contextlib.closing(pieces):
-        before, look_at = _stamp_now(path), time.monotonic() + LOOK_SECONDS
+    cache refuses it: nothing is written. Looked at before the first piece, and every LOOK_SECONDS while it is read:
+    looked at only at its end, a 150 MB file appended to was refused once all of it was tokenized, 20 s here.
+    The file looked at is the one open when its read began: one saved over by a rename (an editor's, rsync's) is read
+    on as it was, one version, and a .json (read_whole: all of it read before its first piece) is looked at once, then;
+    both were refused, by their path, though what was read was one version (hunt 52-v V1)."""
+    with contextlib.closing(pieces), _held_open(path) as fd:
+        before, look_at = _stamp_now(fd), time.monotonic()
         for piece in pieces:
+            if fd is not None and time.monotonic() >= look_at:
+                _refuse_changed(path, fd, before)
+                look_at = float("inf") if read_whole else time.monotonic() + LOOK_SECONDS
             yield piece
-            if time.monotonic() >= look_at:
-                _refuse_changed(path, before)
-                look_at = time.monotonic() + LOOK_SECONDS
-        _refuse_changed(path, before)
+        if fd is not None and not read_whole:
+            _refuse_changed(path, fd, before)
 
 
-def _refuse_changed(path: Path, before: tuple | None) -> None:
-    if _stamp_now(path) != before:
+@contextlib.contextmanager
+def _held_open(path: Path) -> Iterator[int | None]:
+    """A descriptor of the file at path now, for _stamp_now, or None where it cannot be opened (reading it says why)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        fd = None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _refuse_changed(path: Path, fd: int, before: tuple) -> None:
+    size, mtime, ctime, links = _stamp_now(fd)
+    # (a link removed, the file saved over by a rename or deleted, changes its ctime, and nothing of what is read)
+    if (size, mtime) != before[:2] or ctime != before[2] and links == before[3]:
         raise PrepareError(f"{path} changed while it was read (written to, or replaced), so its documents would hold "
                            "part of one version and part of another: nothing was written; run again once nothing "
                            "writes to it (or give a copy of it)")
 
 
-def _stamp_now(path: Path) -> tuple | None:
-    """A file's size, inode, mtime and ctime (file_stamps' without its real path, which took 80 us a file here, the
-    stat alone 6), or None where it cannot be looked at now (gone: reading it says so)."""
-    try:
-        st = os.stat(path)
-    except OSError:
+def _stamp_now(fd: int | None) -> tuple | None:
+    """An open file's size, mtime, ctime and link count (file_stamps' without its path and inode: the file open is the
+    one read)."""
+    if fd is None:
         return None
-    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+    st = os.fstat(fd)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink
 
 
 # ----------------------------------------------------------------------------- hugging face

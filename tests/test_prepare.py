@@ -948,6 +948,43 @@ def test_a_large_file_written_to_while_it_is_read_is_refused_before_all_of_it_is
     assert len(decoded) == 1 and no_leftovers(tmp_path, tmp_path / "out")
 
 
+@pytest.mark.parametrize("meanwhile", ["replaced by a rename while read", "written to once read whole"])
+def test_a_file_read_as_one_version_is_prepared_whatever_happens_to_it_meanwhile(tmp_path, monkeypatch, meanwhile):
+    # A file saved over by a rename (an editor's, rsync's, gpt/atomic.py's save) while it is read is read on as it
+    # was, from the file open; a .json is read whole before its first record is tokenized: each gave one version,
+    # token for token, and each was refused as "changed while it was read ... part of one version and part of
+    # another" (hunt 52-v V1, of 52-d D3)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 1024)
+    monkeypatch.setattr(sources, "LOOK_SECONDS", 0.0)  # (looked at at every piece)
+    if meanwhile.startswith("replaced"):
+        name, text = "big.txt", STORY * 200  # (about 30 pieces)
+    else:
+        name, text = "records.json", json.dumps([{"text": f"Record {i}. {STORY}"} for i in range(20)])
+    (tmp_path / "first").mkdir()
+    (tmp_path / "first" / name).write_text(text)
+    path = tmp_path / name
+    path.write_text(text)
+    run_prepare([tmp_path / "first" / name], tmp_path / "first-out")
+    step, stepped = (sources, "_decode") if name.endswith(".txt") else (sources, "_record_text")
+    original, calls = getattr(step, stepped), []
+
+    def saved_over_meanwhile(*args):
+        calls.append(1)
+        if len(calls) == 3:  # (once its read has begun; a .json's once it is read whole and a record tokenized)
+            if meanwhile.startswith("replaced"):
+                (tmp_path / "new.txt").write_text("Another version. " * 300)
+                os.replace(tmp_path / "new.txt", path)
+            else:
+                path.write_text(json.dumps([{"text": "Another version."}]))
+        return original(*args)
+
+    monkeypatch.setattr(step, stepped, saved_over_meanwhile)
+    run_prepare([path], tmp_path / "out")
+    assert len(calls) > 3
+    splits = [json.loads((tmp_path / out / "meta.json").read_text())["splits"] for out in ("first-out", "out")]
+    assert splits[0] == splits[1]  # the version read, whole
+
+
 def test_a_summary_that_cannot_be_written_is_one_line_and_the_data_is_prepared(tmp_path, monkeypatch, capsys):
     # `data/prepare.py > /dev/full` was a traceback from its summary line (hunt 33-a F4)
     import errno
