@@ -712,7 +712,10 @@ def _jsonl_pieces(path: Path, text_field: str, stats: SourceStats) -> Pieces:
                                       # not one that is bad in the line, nor nested too deeply)
                                       if first and not wide and text.lstrip().startswith("[")
                                       and e.pos >= len(text.rstrip()) else "")) from None
-            if first and isinstance(record, list):
+            # (the file's only line: lines of arrays each, a conversation's messages, are no .json, whose reader says
+            # "JSON lines belong in a .jsonl file": they are told of messages records, as any record not one is below;
+            # hunt 52-v V2)
+            if first and isinstance(record, list) and all(not more.removeprefix(codecs.BOM_UTF8).strip() for more in f):
                 raise PrepareError(f"{path}:{lineno}: a JSON array, not a record: {_ARRAY_IN_JSONL}")
             piece = _record_text(record, text_field, f"{path}:{lineno}")
             # the line's bytes and its decoded text are let go before the piece is: kept while it was tokenized,

@@ -141,7 +141,8 @@ def test_a_json_file_that_is_not_json_is_told_of_jsonl_only_where_it_holds_json_
 
 def test_a_json_array_saved_as_jsonl_is_told_of_json(tmp_path):
     # the mirror of A8: an array of records in a .jsonl was "not valid JSON (Expecting value)" spread over lines, and
-    # on one line "no field 'text' (has: a list); choose one with ... --text_field FIELD" (hunt 52-d D4)
+    # on one line "no field 'text' (has: a list); choose one with ... --text_field FIELD" (hunt 52-d D4); lines of
+    # arrays were told the same (hunt 52-v V2)
     way = "an array of records belongs in a .json file (a .jsonl file holds one record a line)"
     for name, text, said in (
             ("one.jsonl", '[{"text": "a"}, {"text": "b"}]\n', f"one.jsonl:1: a JSON array, not a record: {way}"),
@@ -151,6 +152,10 @@ def test_a_json_array_saved_as_jsonl_is_told_of_json(tmp_path):
             ("bad.jsonl", '[1 2]\n', "bad.jsonl:1: not valid JSON (Expecting ',' delimiter)"),
             ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n", "deep.jsonl:1: not valid JSON (nested too deeply)"),
             ("later.jsonl", '{"text": "a"}\n[1]\n', "later.jsonl:2: no field 'text' (has: a list)"),
+            # (a line of an array each, a conversation's messages, is no .json: told of messages records, as any
+            # record that is not one; "belongs in a .json file" led to .json's "JSON lines belong in a .jsonl file")
+            ("lines.jsonl", '[{"role": "user", "content": "hi"}]\n\n[{"role": "user", "content": "bye"}]\n',
+             "lines.jsonl:1: no field 'text' (has: a list); choose one with"),
             ("cut.jsonl", '{"text": "a"}\n[1\n', "cut.jsonl:2: not valid JSON (Expecting ',' delimiter)")):
         (tmp_path / name).write_text(text)
         with pytest.raises(PrepareError) as e:
