@@ -991,7 +991,9 @@ def loader_row(out_dir, batch_size: int, block_size: int, seconds: float) -> Non
 
 
 def add_prepare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mb", type=positive_float, default=100, help="MB of text to prepare (default: 100)")
+    # the text is whole copies of the plays: --mb 3 prepared 5 MB under a help that said 3 (hunt 52-n N1)
+    p.add_argument("--mb", type=positive_float, default=100,
+                   help="MB of text to prepare, at least: whole copies of the plays, 5 MB each (default: 100)")
     from gpt.tokenizer import TOKENIZER_NAMES
 
     p.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_NAMES, help="(default: gpt2)")

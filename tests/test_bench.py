@@ -1251,6 +1251,19 @@ def test_a_row_on_another_device_than_the_reference_is_not_compared_with_it(refe
     assert re.search(r"  float32 adamw: [\d.]+x the reference's tokens/s", out), out  # (the first row, compared)
 
 
+def test_prepare_help_says_its_text_is_whole_copies_of_the_plays_and_their_size():
+    # --mb 3 prepared 5.0 MB, "the Shakespeare plays x 1", under a help that said "MB of text to prepare" (hunt 52-n N1)
+    import argparse
+
+    from gpt.sources import shakespeare_files, shakespeare_play_text
+    parser = argparse.ArgumentParser()
+    bench.add_prepare_args(parser)
+    (mb,) = [action for action in parser._actions if action.dest == "mb"]
+    plays_mb = sum(len(shakespeare_play_text(p.read_text(encoding="utf-8")).encode()) for p in shakespeare_files()) / 1e6
+    assert "at least: whole copies of the plays" in mb.help
+    assert f"{plays_mb:.0f} MB each" in mb.help, (mb.help, plays_mb)
+
+
 @pytest.mark.parametrize("command", sorted(bench.COMMANDS))
 def test_every_option_of_a_command_says_what_it_is_and_its_number_default(command):
     # bench.py decode --help listed --n_layer, --n_head, --n_embd, --prompt_len and --new_tokens bare, with neither
