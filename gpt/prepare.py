@@ -760,6 +760,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer, hf_split)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")
+    check_num_proc(num_proc)  # (before the up-to-date check: `--num_proc 0` was 'up to date', exit 0, where the same
+    # command with --force was refused, hunt 52-n N3)
     fingerprint, as_typed = _fingerprints(src, options)
     if not force and _is_up_to_date(out, (fingerprint, as_typed)):
         with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed
@@ -776,7 +778,6 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
-    check_num_proc(num_proc)
     check_settings(_BAR_OPTIONS)  # (its bar's TQDM_* settings: before the source is read, hunt 42-d D1)
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)

@@ -347,6 +347,14 @@ def test_shakespeare_data_of_another_conversion_is_rebuilt(tmp_path, monkeypatch
     assert not any("Scene III:" in doc for doc in documents(out, "train") + documents(out, "val"))
 
 
+def test_a_bad_num_proc_is_refused_where_the_data_is_up_to_date_too(tmp_path):
+    # `--num_proc 0` was "up to date", exit 0, where the same command with --force was refused (hunt 52-n N3)
+    out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1, quiet=True)
+    for bad in (0, -3):
+        with pytest.raises(PrepareError, match=f"--num_proc {bad} must be >= 1"):
+            prepare(tokenizer="byte", out_dir=out, num_proc=bad, quiet=True)
+
+
 def test_each_split_records_the_sha256_of_its_shards(tmp_path):
     import hashlib
 
