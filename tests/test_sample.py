@@ -1162,7 +1162,11 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
     # a path outside a typed --out_dir: the run named was never looked at, without a word (hunt 34-a A10)
     rc, out, err = cli(capsys, "--out_dir=empty", "--ckpt=run/ckpt-0000004", "--device=cpu")
     assert rc == 1 and out == "" and err == ("sample.py: error: --ckpt=run/ckpt-0000004 is not in --out_dir=empty: "
-                                             "give one of them, or --ckpt the name of a checkpoint of empty "
+                                             "give one of them, or --ckpt the name of a checkpoint of empty\n")
+    # its name is offered where --out_dir has a checkpoint of that name (empty had none: hunt 52-n N2)
+    rc, out, err = cli(capsys, "--out_dir=run", "--ckpt=other/ckpt-0000004", "--device=cpu")
+    assert rc == 1 and out == "" and err == ("sample.py: error: --ckpt=other/ckpt-0000004 is not in --out_dir=run: "
+                                             "give one of them, or --ckpt the name of a checkpoint of run "
                                              "(ckpt-0000004, say)\n")
 
 
