@@ -37,6 +37,7 @@ import re
 import socket
 import stat
 import time
+import unicodedata
 import urllib.parse
 import warnings
 from dataclasses import dataclass, field
@@ -1023,14 +1024,42 @@ _WIDE_PAIR, _WIDE_PAIR_REVERSED = re.compile(rb"[\x80-\xff](?=[\xc0-\xff])"), re
 
 def _between_wide_characters(data: bytes, at: int, cut: int, fair: range) -> int:
     """Where in data[:cut], within `fair`, two characters of more than one byte meet (text of Chinese or Japanese,
-    which has no space between words) nearest byte `at`: the first such place after it, else the last before it; 0
-    where there is none. Text of ASCII without a space is not cut (a word, a hex or base64 string). A GPT-2 pre-token
-    may go on across the cut: as safe_cut's own fallback, it may change the tokens at that one point."""
-    if after := _WIDE_PAIR.search(data, max(at - 1, fair.start - 1, 0), min(cut, fair.stop)):
-        return after.end()
+    which has no space between words) nearest byte `at`, not inside what a reader sees as one character: the first
+    such place after it, else the last before it; 0 where there is none. Text of ASCII without a space is not cut (a
+    word, a hex or base64 string). A GPT-2 pre-token may go on across the cut: as safe_cut's own fallback, it may
+    change the tokens at that one point."""
+    for after in _WIDE_PAIR.finditer(data, max(at - 1, fair.start - 1, 0), min(cut, fair.stop)):
+        if not _inside_a_character_as_read(data, after.end()):
+            return after.end()
     start, stop = max(fair.start, 1), min(at, fair.stop)  # (data[start - 1:stop] backwards: its first match is the
-    before = _WIDE_PAIR_REVERSED.search(data[start - 1:stop][::-1]) if start < stop else None  # last place before)
-    return stop - 1 - before.start() if before else 0
+    for before in _WIDE_PAIR_REVERSED.finditer(data[start - 1:stop][::-1]) if start < stop else ():  # last before)
+        if not _inside_a_character_as_read(data, stop - 1 - before.start()):
+            return stop - 1 - before.start()
+    return 0
+
+
+def _inside_a_character_as_read(data: bytes, i: int) -> bool:
+    """Whether byte i, where a character of several UTF-8 bytes begins after another, is inside what a reader sees
+    as one character (Unicode's grapheme cluster, as far as this needs): before a combining mark (an accent, a
+    variation selector, a Thai or Devanagari vowel sign; Thai and Lao's SARA AM, a letter by its category), a skin
+    tone or an emoji tag; next to U+200D, which joins emoji (a family of four people is one); after a virama (a
+    Devanagari conjunct) or a Korean leading consonant, or before a vowel or final consonant (Korean decomposed, as
+    macOS writes it); between the two regional indicators of a flag. A cut there left validation starting with the
+    half that cannot stand alone (hunt 52-x X1)."""
+    first = i - 1
+    while first > 0 and data[first] & 0xC0 == 0x80:
+        first -= 1
+    before = data[first:i].decode("utf-8", "replace")[-1]
+    after = data[i:i + 4].decode("utf-8", "replace")[0]
+    if (unicodedata.category(after) in ("Mn", "Mc", "Me") or "\u200d" in (before, after)
+            or after in "\u0e33\u0eb3" or 0x1F3FB <= ord(after) <= 0x1F3FF or 0xE0020 <= ord(after) <= 0xE007F
+            or unicodedata.combining(before) == 9 or 0x1160 <= ord(after) <= 0x11FF or 0xD7B0 <= ord(after) <= 0xD7FF
+            or 0x1100 <= ord(before) <= 0x115F or 0xA960 <= ord(before) <= 0xA97F):
+        return True
+    flags, start = 0, i  # the regional indicators (4 bytes each) just before i: a flag is each two, from the first
+    while start >= 4 and 0x1F1E6 <= ord(data[start - 4:start].decode("utf-8", "replace")[-1]) <= 0x1F1FF:
+        flags, start = flags + 1, start - 4
+    return flags % 2 == 1 and 0x1F1E6 <= ord(after) <= 0x1F1FF
 
 
 RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")

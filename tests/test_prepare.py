@@ -3,8 +3,10 @@
 import codecs
 import contextlib
 import csv
+import itertools
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -1417,6 +1419,27 @@ def test_a_lone_file_whose_long_line_has_no_space_is_cut_between_characters(tmp_
     (tmp_path / "fair.txt").write_text(text)
     out = run_prepare([tmp_path / "fair.txt"], tmp_path / "out-fair")
     assert documents(out, "val") == [" " + text.rpartition(" ")[2]]
+
+
+def test_a_lone_line_without_spaces_is_cut_between_two_characters_as_a_reader_sees_them(tmp_path):
+    # The cut between two characters of more than one byte each went inside what a reader sees as one character:
+    # an emoji of several people ("👨‍👩‍👧‍👦", joined by U+200D), a flag (two regional indicators), a skin tone, a
+    # letter and its combining accent, a Korean syllable in its decomposed form (macOS), a Devanagari conjunct, a
+    # Thai consonant and its vowel; validation began with the half that cannot stand alone (hunt 52-x X1)
+    import unicodedata
+
+    units = ["\U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466", "\U0001F1EF\U0001F1F5",
+             "\U0001F44D\U0001F3FD", "\u2764\ufe0f", "\u6587\u0301", unicodedata.normalize("NFD", "\ud55c"),
+             "\u0928\u094d\u0926\u0940", "\u0e01\u0e33", "\u0e21\u0e48", "\u6587"]
+    rng = random.Random(0)
+    sequence = [rng.choice(units) for _ in range(3000)]
+    text = "".join(sequence)
+    ends = set(itertools.accumulate(map(len, sequence)))  # where one unit ends and the next begins
+    (tmp_path / "wide.txt").write_text(text, encoding="utf-8")
+    for n, val_fraction in enumerate((0.1, 0.13, 0.2, 0.27, 0.31, 0.5)):
+        out = run_prepare([tmp_path / "wide.txt"], tmp_path / f"out{n}", val_fraction=val_fraction)
+        train, val = documents(out, "train"), documents(out, "val")
+        assert train[0] + val[0] == text and len(train[0]) in ends, (val_fraction, val[0][:4])
 
 
 def test_a_byte_order_mark_that_starts_a_text_file_is_not_text(tmp_path):
