@@ -373,13 +373,12 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                signals_at_exit: contextlib.ExitStack) -> int:
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
-    resume, dist, optimizer, compile_s = t.resume, t.dist, t.optimizer, t.compile_s
-    evaluation_missing, tokens_per_step = t.evaluation_missing, t.tokens_per_step
+    resume, dist, compile_s, evaluation_missing = t.resume, t.dist, t.compile_s, t.evaluation_missing
     loop = LoopState(cfg=t.cfg, step=t.step, tokens_seen=t.tokens_seen, best_val=t.best_val,
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
     tools = loop_tools(t, loop, this_run, started, on_exit, signals_at_exit)
     stop, progress, say, checks, profiler = tools.stop, tools.progress, tools.say, tools.checks, tools.profiler
-    start_step, accum, profiled_until = tools.start_step, tools.accum, tools.profiled_until
+    start_step, profiled_until = tools.start_step, tools.profiled_until
     timing_start, warmup_check = tools.timing_start, tools.warmup_check
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
         loop.planned = (loop.step, loop.train_s)
@@ -408,15 +407,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         decay_iters = loop.cfg.lr_decay_iters or loop.cfg.max_iters or loop.cfg.warmup_iters
         lr = lr_at(loop.step, loop.cfg.learning_rate, loop.cfg.min_lr, loop.cfg.warmup_iters, decay_iters,
                    loop.cfg.lr_schedule, loop.cfg.decay_fraction)
-        set_lr(optimizer, lr)
-        if profiler:
-            profiler.before_step(loop.step)
-        with stop.interruptible(f"step {loop.step + 1}"), \
-                tools.first_step_oom if loop.step == start_step else contextlib.nullcontext():
-            loss_sum, grad_norm, targets = optimizer_step(t, loop.cfg, accum)
-        optimizer.zero_grad(set_to_none=True)
-        checks.add(loop.step, loss_sum, grad_norm, targets)
-        loop.step, loop.tokens_seen = loop.step + 1, loop.tokens_seen + tokens_per_step
+        train_one_step(t, loop, tools, lr)
         writing = 0.0  # seconds of writing the profile's files (after its last recorded step), not the step's
         t_profile = time.perf_counter()
         if profiler and (where := profiler.after_step(loop.step)):
@@ -715,6 +706,23 @@ def reclaim_out_dir(t: Training, loop: LoopState, tools: LoopTools) -> None:
         tools.say_error(f"warning: {note}")
         t.metrics.reopen()
         write_config(t.out_dir, recorded(loop.cfg, t.resume))
+
+
+def train_one_step(t: Training, loop: LoopState, tools: LoopTools, lr: float) -> None:
+    """One step of the loop at learning rate `lr` (optimizer_step): a second signal inside it stops the run at once,
+    the first step's out-of-memory says what to make smaller, and --profile starts recording at its window's first
+    step. Its loss and gradient norm join the step checks, unread (the device is not waited for), and it is counted
+    (loop.step, loop.tokens_seen)."""
+    optimizer, profiler = t.optimizer, tools.profiler
+    set_lr(optimizer, lr)
+    if profiler:
+        profiler.before_step(loop.step)
+    with tools.stop.interruptible(f"step {loop.step + 1}"), \
+            tools.first_step_oom if loop.step == tools.start_step else contextlib.nullcontext():
+        loss_sum, grad_norm, targets = optimizer_step(t, loop.cfg, tools.accum)
+    optimizer.zero_grad(set_to_none=True)
+    tools.checks.add(loop.step, loss_sum, grad_norm, targets)
+    loop.step, loop.tokens_seen = loop.step + 1, loop.tokens_seen + t.tokens_per_step
 
 
 def optimizer_step(t: Training, cfg: TrainConfig,
