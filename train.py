@@ -377,7 +377,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
     loop = LoopState(cfg=t.cfg, step=t.step, tokens_seen=t.tokens_seen, best_val=t.best_val,
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
     tools = loop_tools(t, loop, this_run, started, on_exit, signals_at_exit)
-    stop, progress, say, checks, profiler = tools.stop, tools.progress, tools.say, tools.checks, tools.profiler
+    stop, progress, checks = tools.stop, tools.progress, tools.checks
     start_step, profiled_until = tools.start_step, tools.profiled_until
     timing_start, warmup_check = tools.timing_start, tools.warmup_check
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
@@ -408,16 +408,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         lr = lr_at(loop.step, loop.cfg.learning_rate, loop.cfg.min_lr, loop.cfg.warmup_iters, decay_iters,
                    loop.cfg.lr_schedule, loop.cfg.decay_fraction)
         train_one_step(t, loop, tools, lr)
-        writing = 0.0  # seconds of writing the profile's files (after its last recorded step), not the step's
-        t_profile = time.perf_counter()
-        if profiler and (where := profiler.after_step(loop.step)):
-            say(where)
-        if loop.step == profiled_until:
-            # Rank 0 wrote them; the others wait for it here, not in their next step's all-reduce, whose
-            # time the plan's second look took for the slowest rank's steps (a 2-process run on 20 s
-            # planned 648 steps of 18 ms, saw 201 ms and stopped at step 79: hunt, session 26)
-            largest(0, dist)
-            writing = time.perf_counter() - t_profile
+        writing = write_the_profile(t, loop, tools)  # (its seconds are not the step's)
         logging = loop.step % loop.cfg.log_interval == 0 or loop.step == loop.cfg.max_iters
         # (the same steps on every rank; the last two: timing starts or ends where the device was waited for)
         if logging or loop.step % loop.cfg.eval_interval == 0 or checks.unread >= loop.cfg.max_bad_steps \
@@ -766,6 +757,23 @@ def optimizer_step(t: Training, cfg: TrainConfig,
     step_unless(optimizer, scaler, skip)
     scaler.update()
     return loss_sum, grad_norm, targets
+
+
+def write_the_profile(t: Training, loop: LoopState, tools: LoopTools) -> float:
+    """After a step: where it was --profile's last recorded one, its files written (rank 0) and waited for (the
+    others). The seconds that took, which are not the step's (0.0 after any other step)."""
+    profiler = tools.profiler
+    writing = 0.0
+    t_profile = time.perf_counter()
+    if profiler and (where := profiler.after_step(loop.step)):
+        tools.say(where)
+    if loop.step == tools.profiled_until:
+        # Rank 0 wrote them; the others wait for it here, not in their next step's all-reduce, whose
+        # time the plan's second look took for the slowest rank's steps (a 2-process run on 20 s
+        # planned 648 steps of 18 ms, saw 201 ms and stopped at step 79: hunt, session 26)
+        largest(0, t.dist)
+        writing = time.perf_counter() - t_profile
+    return writing
 
 
 def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
