@@ -378,8 +378,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
     tools = loop_tools(t, loop, this_run, started, on_exit, signals_at_exit)
     stop, progress, checks = tools.stop, tools.progress, tools.checks
-    start_step, profiled_until = tools.start_step, tools.profiled_until
-    timing_start, warmup_check = tools.timing_start, tools.warmup_check
+    start_step = tools.start_step
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
         loop.planned = (loop.step, loop.train_s)
         loop.marks.append(loop.planned)
@@ -410,10 +409,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         train_one_step(t, loop, tools, lr)
         writing = write_the_profile(t, loop, tools)  # (its seconds are not the step's)
         logging = loop.step % loop.cfg.log_interval == 0 or loop.step == loop.cfg.max_iters
-        # (the same steps on every rank; the last two: timing starts or ends where the device was waited for)
-        if logging or loop.step % loop.cfg.eval_interval == 0 or checks.unread >= loop.cfg.max_bad_steps \
-                or (not loop.cfg.max_iters and loop.step in (timing_start, warmup_check, loop.cfg.warmup_iters)) \
-                or (loop.planned and loop.step == profiled_until):
+        if logging or checks_due(loop, tools):
             loss_value, grad_value = checks.read()  # the step's, after waiting for the device
             if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, loss_value):
                 exit_status = 2
@@ -774,6 +770,15 @@ def write_the_profile(t: Training, loop: LoopState, tools: LoopTools) -> float:
         largest(0, t.dist)
         writing = time.perf_counter() - t_profile
     return writing
+
+
+def checks_due(loop: LoopState, tools: LoopTools) -> bool:
+    """Whether the step checks are read after this step, where it is not a log step: an evaluation next, max_bad_steps
+    of them unread, or a budgeted run's timing starting or ending here."""
+    # (the same steps on every rank; the last two: timing starts or ends where the device was waited for)
+    return loop.step % loop.cfg.eval_interval == 0 or tools.checks.unread >= loop.cfg.max_bad_steps \
+        or (not loop.cfg.max_iters and loop.step in (tools.timing_start, tools.warmup_check, loop.cfg.warmup_iters)) \
+        or (loop.planned is not None and loop.step == tools.profiled_until)
 
 
 def too_many_bad_steps(t: Training, tools: LoopTools) -> bool:
