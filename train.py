@@ -419,10 +419,8 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         time_the_warmup(t, loop, tools)
         if loop.planned:  # a budgeted run: its speed since the plan, and where it has fallen behind, a shorter count
             logging = second_look(t, loop, tools, logging)
-        if logging:  # speed as the mean over the steps since the last record
-            dt = (loop.train_s - loop.logged[1]) / (loop.step - loop.logged[0])
-            loop.logged = (loop.step, loop.train_s)
-            log_the_step(t, progress, loop.step, loop.tokens_seen, dt, loss_value, grad_value, lr)
+        if logging:
+            log_the_step(t, loop, tools, loss_value, grad_value, lr)
         progress.update(1)
 
     end_the_run(t, loop, tools, exit_status, before_loop_s)
@@ -869,19 +867,21 @@ def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -
     return logging
 
 
-def log_the_step(t: Training, progress, step: int, tokens_seen: int, dt: float, loss_value: float | None,
-                 grad_value: float | None, lr: float) -> None:
-    """A log step's record (metrics.jsonl) and the progress bar's loss and speed; `dt` is the mean seconds of the
-    steps since the last record."""
+def log_the_step(t: Training, loop: LoopState, tools: LoopTools, loss_value: float | None, grad_value: float | None,
+                 lr: float) -> None:
+    """A log step's record (metrics.jsonl) and the progress bar's loss and speed, the speed as the mean over the
+    steps since the last record (loop.logged)."""
     tokens_per_step, flops_per_step, peak = t.tokens_per_step, t.flops_per_step, t.peak
-    record = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
-              "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": tokens_seen}
+    dt = (loop.train_s - loop.logged[1]) / (loop.step - loop.logged[0])
+    loop.logged = (loop.step, loop.train_s)
+    record = {"step": loop.step, "loss": loss_value, "lr": lr, "grad_norm": grad_value,
+              "tokens_per_s": tokens_per_step / dt, "ms_per_step": 1000 * dt, "tokens_seen": loop.tokens_seen}
     if peak:
         record["mfu"] = flops_per_step / dt / (peak * t.dist.world_size)
     t.metrics.log(record)
-    progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
-                         tok_s=f"{tokens_per_step / dt:,.0f}",
-                         **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
+    tools.progress.set_postfix(loss="none" if loss_value is None else f"{loss_value:.4f}",
+                               tok_s=f"{tokens_per_step / dt:,.0f}",
+                               **({"mfu": f"{record['mfu']:.1%}"} if peak else {}), refresh=False)
 
 
 def end_the_run(t: Training, loop: LoopState, tools: LoopTools, exit_status: int, before_loop_s: float) -> None:
