@@ -418,8 +418,9 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         loop.train_s, t_last, loop.profile_s = loop.train_s + now - t_last - writing, now, loop.profile_s + writing
         time_the_warmup(t, loop, tools)
         if loop.planned:  # a budgeted run: its speed since the plan, and where it has fallen behind, a shorter count
-            logging = second_look(t, loop, tools, logging)
-        if logging:
+            second_look(t, loop, tools, logging)
+        # (and the last of a count the second look just shortened: its checks were read, an evaluation or log step's)
+        if logging or loop.step == loop.cfg.max_iters:
             log_the_step(t, loop, tools, loss_value, grad_value, lr)
         progress.update(1)
 
@@ -825,10 +826,9 @@ def time_the_warmup(t: Training, loop: LoopState, tools: LoopTools) -> None:
             warn_if_warmup_overruns(loop.cfg, tools.started, loop.step, step_s, tools.reserve_s, tools.say)
 
 
-def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -> bool:
-    """A budgeted run after a step, once its count is fixed (loop.planned): the marks that time its speed, and the
-    look that shortens its count (loop.cfg) where it has fallen behind (shorten_to_budget). Whether the step is
-    logged: also where the count now ends."""
+def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -> None:
+    """A budgeted run after a step (`logging`: a log step), once its count is fixed (loop.planned): the marks that
+    time its speed, and the look that shortens its count (loop.cfg) where it has fallen behind (shorten_to_budget)."""
     if loop.step == tools.profiled_until:  # (on every rank alike: they take the second look together)
         loop.planned = (loop.step, loop.train_s)
         loop.marks.clear()
@@ -862,9 +862,6 @@ def second_look(t: Training, loop: LoopState, tools: LoopTools, logging: bool) -
             loop.cfg, tools.progress.total = shorter, shorter.max_iters
             on_rank0(t.dist, lambda: write_config(t.out_dir, recorded(loop.cfg, t.resume)))
             t.metrics.update_config(recorded(loop.cfg, t.resume), loop.step)
-            # (its checks were read: an evaluation or log step)
-            logging = logging or loop.step == loop.cfg.max_iters
-    return logging
 
 
 def log_the_step(t: Training, loop: LoopState, tools: LoopTools, loss_value: float | None, grad_value: float | None,

@@ -643,6 +643,20 @@ def test_a_budgeted_run_that_slows_down_between_evaluations_stops_within_its_bud
     assert took < budget + 2.5, (took, steps, plan["first"])  # the plan's count would have taken about 3x the rest
 
 
+def test_a_look_that_ends_a_budgeted_run_at_the_step_it_looks_at_logs_that_step(byte_data, tmp_path, monkeypatch,
+                                                                                  one_thread):
+    # A second look that cuts the count to the step it looks at (its time all spent) makes that step the run's last,
+    # logged as any run's last step is, though not a log step here (the loop's second look, hunt 51-w W5)
+    monkeypatch.setattr(train, "shorten_to_budget", lambda cfg, started, step, *args, **kwargs:
+                        replace(cfg, max_iters=step))
+    plan_at_least(monkeypatch, 30)  # (the first look, at step 11's evaluation, is before the plan's end)
+    monkeypatch.setattr("gpt.metrics.plot_losses", lambda records, path: None)
+    out = tmp_path / "run"
+    assert train.main([f"--data={byte_data}", *TINY, "--log_interval=1000", "--warmup_iters=10", "--eval_interval=11",
+                       "--max_iters=0", "--time_budget=60", f"--out_dir={out}"]) == 0
+    assert list(losses(out)) == [11] and open_checkpoint(out).meta["step"] == 11
+
+
 def test_one_pause_between_evaluations_does_not_cut_a_budgeted_run(byte_data, tmp_path, monkeypatch, one_thread,
                                                                    imports_done):
     # A look between evaluations takes the slowest speed that the steps since the plan and each of
