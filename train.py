@@ -373,17 +373,14 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
                signals_at_exit: contextlib.ExitStack) -> int:
     """The loop: steps, evaluations, saves and a budgeted run's plan and looks, until the run's last step, a
     signal, or a divergence; then the end's lines. Its exit status."""
-    resume, dist, compile_s, evaluation_missing = t.resume, t.dist, t.compile_s, t.evaluation_missing
     loop = LoopState(cfg=t.cfg, step=t.step, tokens_seen=t.tokens_seen, best_val=t.best_val,
                      fixed_by_budget_s=t.fixed_by_budget_s, timing_from=(t.step, 0.0), logged=(t.step, 0.0))
     tools = loop_tools(t, loop, this_run, started, on_exit, signals_at_exit)
-    stop, progress, checks = tools.stop, tools.progress, tools.checks
-    start_step = tools.start_step
     if t.budget_goes_on:  # (its looks time the steps from here: the plan was an earlier attempt's)
         loop.planned = (loop.step, loop.train_s)
         loop.marks.append(loop.planned)
     exit_status = 0
-    before_loop_s = time.monotonic() - started - compile_s  # (the account's: what of "the rest" came first)
+    before_loop_s = time.monotonic() - started - t.compile_s  # (the account's: what of "the rest" came first)
     t_last = time.perf_counter()
     while True:
         if not loop.cfg.max_iters and loop.step >= loop.cfg.warmup_iters:
@@ -391,11 +388,11 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         # Under torchrun the ranks agree on a stop (an all-reduce, which waits for the device) only
         # where every rank has just read its step checks, which waited anyway; one process sees a
         # signal at the next step. A signal to any rank stops them all, with its status.
-        signum = largest(stop.signum or 0, dist) if not dist.enabled or not checks.unread else 0
+        signum = largest(tools.stop.signum or 0, t.dist) if not t.dist.enabled or not tools.checks.unread else 0
         stopping = signum > 0
         at_end = bool(loop.cfg.max_iters) and loop.step >= loop.cfg.max_iters
         if stopping or at_end or (loop.step % loop.cfg.eval_interval == 0
-                                  and (loop.step > start_step or not resume or evaluation_missing)):
+                                  and (loop.step > tools.start_step or not t.resume or t.evaluation_missing)):
             stop_with = evaluate_and_save(t, loop, tools, signum, at_end)
             if stop_with is not None:
                 exit_status = stop_with
@@ -410,7 +407,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         writing = write_the_profile(t, loop, tools)  # (its seconds are not the step's)
         logging = loop.step % loop.cfg.log_interval == 0 or loop.step == loop.cfg.max_iters
         if logging or checks_due(loop, tools):
-            loss_value, grad_value = checks.read()  # the step's, after waiting for the device
+            loss_value, grad_value = tools.checks.read()  # the step's, after waiting for the device
             if too_many_bad_steps(t, tools) or training_diverged(t, loop, tools, loss_value):
                 exit_status = 2
                 break
@@ -422,7 +419,7 @@ def train_loop(t: Training, this_run: RunSaves, started: float, on_exit: context
         # (and the last of a count the second look just shortened: its checks were read, an evaluation or log step's)
         if logging or loop.step == loop.cfg.max_iters:
             log_the_step(t, loop, tools, loss_value, grad_value, lr)
-        progress.update(1)
+        tools.progress.update(1)
 
     end_the_run(t, loop, tools, exit_status, before_loop_s)
     return exit_status
