@@ -555,20 +555,20 @@ def fix_the_count(t: Training, loop: LoopState, tools: LoopTools) -> None:
     on_rank0(dist, lambda: write_config(t.out_dir, recorded(cfg, t.resume)))
     t.metrics.update_config(recorded(cfg, t.resume), loop.step)  # (and W&B's: it kept max_iters 0, hunt 42-a A4)
     if dist.is_main:
-        say_the_plan(cfg, loop.step, step_s, tools.start_step, t, tools.started, say)
+        say_the_plan(t, loop, tools, step_s)
     if profiler and tools.profiled_until >= steps:  # (written at the end, after the last second look)
         say(f"note: --profile={cfg.profile} records until the run's last step ({steps:,}): its files are "
             "written then, past its time budget")
 
 
-def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t: Training, started: float,
-                 say: Callable[[str], None]) -> None:
-    """(rank 0) A budgeted run's count, fixed at the end of its warmup (cfg.max_iters), and what it means for its
-    schedule; or, where no time is left for more, a warning."""
+def say_the_plan(t: Training, loop: LoopState, tools: LoopTools, step_s: float) -> None:
+    """(rank 0) A budgeted run's count, just fixed at the end of its warmup (loop.cfg.max_iters) from its steps of
+    `step_s` seconds, and what it means for its schedule; or, where no time is left for more, a warning."""
+    cfg, step, say = loop.cfg, loop.step, tools.say
     steps = cfg.max_iters
     if steps > step + 1:
         say(f"time budget {cfg.time_budget:g} s: {steps:,} steps of {1000 * step_s:.0f} ms (the warmup's mean) "
-            f"= {(steps - start_step) * t.tokens_per_step / t.train_batches.tokens_per_epoch:.2f} epochs; "
+            f"= {(steps - tools.start_step) * t.tokens_per_step / t.train_batches.tokens_per_epoch:.2f} epochs; "
             f"--max_iters={steps} repeats this run (unless it is shortened later)")
         count = f"the budget's {steps:,} steps"
         # (review 33)
@@ -576,7 +576,7 @@ def say_the_plan(cfg: TrainConfig, step: int, step_s: float, start_step: int, t:
             if note:
                 say(note)
     else:  # (steps_in_budget's least: one step, however late)
-        say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - started:.0f} s are gone at the end "
+        say(f"warning: time budget {cfg.time_budget:g} s: {time.monotonic() - tools.started:.0f} s are gone at the end "
             f"of the warmup, which leaves room for one step at most: stopping at step {steps:,}, without the "
             f"learning rate's decay; give fewer --warmup_iters or a longer --time_budget (--max_iters={steps} "
             "repeats this run)")
