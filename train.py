@@ -252,7 +252,8 @@ def train(argv: list[str], on_exit: contextlib.ExitStack, started: float, resumi
     # first save failed) takes its mark back (it pinned the base for good: audit, 2026-11-26).
     this_run = RunSaves()
     # (a Hugging Face directory too, which save_pretrained then spares: a model exported over it made the adapters
-    # unusable without a word, hunt 37-h h1; a hub name's cache is not ours to write in)
+    # unusable without a word, hunt 37-h h1; a hub name's cache, a snapshot of it by path too (base_dir), is not
+    # ours to write in)
     if base and base_dir(base) is not None and is_lora(model) and not cfg.eval_only:
         # by rank 0, the others told of its refusal: raised on rank 0 alone (its base pruned meanwhile), the
         # others went on into their first collective and said "lost contact with another process" too (hunt 37-g G4)

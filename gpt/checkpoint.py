@@ -50,7 +50,7 @@ from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveErr
                         is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
 from gpt.files import (LFS_POINTER, computable_weights, describe_error, read_safetensors, read_torch_file,
                        refuse_an_lfs_pointer, safetensors_error)
-from gpt.huggingface import hub_gpt2, is_token_id, missing_hf_weights, read_hf_config
+from gpt.huggingface import hub_gpt2, in_hub_cache, is_token_id, missing_hf_weights, read_hf_config
 from gpt.model import GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -627,10 +627,13 @@ def unmark_lora_base(base: Path, lora_out_dir: Path) -> None:
 def base_dir(base: dict) -> Path | None:
     """The directory of the weights that a LoRA run's base record (lora_base's) names, where its list of
     LoRA runs goes (mark_lora_base): the checkpoint (or the stranded copy that is its step's only one,
-    copy_of) or the Hugging Face directory; None for a hub name, whose files are Hugging Face's cache's."""
+    copy_of) or the Hugging Face directory; None for a hub name, whose files are Hugging Face's cache's, and so
+    for a snapshot of the hub cache given by its path: the run wrote its lora-runs.txt into the hub client's
+    snapshot, which then listed it among the revision's files (hunt 52-l L1). Its fingerprint is checked all the
+    same; save_pretrained has no business there to be refused."""
     if "base_step" in base:
         return copy_of(Path(base["base"]))
-    return Path(base["base"]) if os.path.isabs(base["base"]) else None
+    return Path(base["base"]) if os.path.isabs(base["base"]) and not in_hub_cache(Path(base["base"])) else None
 
 
 def live_lora_runs(base: Path) -> list[str]:

@@ -314,6 +314,12 @@ def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
 HUB_STALL_S = 30.0
 
 
+def in_hub_cache(path: Path) -> bool:
+    """Whether directory `path` is a snapshot in a Hugging Face hub cache (…/models--NAME/snapshots/REVISION, as the
+    hub client lays it out, wherever the cache lies): the hub client's files, not the user's, as a hub name's are."""
+    return path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--")
+
+
 def hub_gpt2(name: str) -> Path:
     """The local directory of a hub model (gpt2, ...): from the hub cache, or downloaded into it."""
     if name not in GPT2_HUB_CONFIGS:

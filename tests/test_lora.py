@@ -437,6 +437,29 @@ def test_a_hugging_face_base_is_recorded_absolute_with_its_fingerprint(trained, 
         load_model(tmp_path / "lora")
 
 
+def test_a_snapshot_of_the_hub_cache_as_the_base_gets_no_list_of_lora_runs_written_into_it(trained, tmp_path):
+    # --init_from=~/.cache/huggingface/hub/models--gpt2/snapshots/<revision> (a path, not the hub name) was taken for
+    # a Hugging Face directory of the user's: the LoRA run wrote its lora-runs.txt into the hub client's snapshot,
+    # which then listed it among the revision's files (hunt 52-l L1). It is the hub cache's, as the hub name's
+    # weights are: recorded with its fingerprint, and no list
+    from gpt.checkpoint import base_dir, load_model, lora_base, unmark_removed_lora_run
+
+    base, model, _ = trained
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
+    base.save_pretrained(snapshot)
+    record = lora_base(str(snapshot))
+    assert record["base"] == str(snapshot) and record["base_weights"]  # (still checked by its fingerprint)
+    assert base_dir(record) is None  # where train.py lists the run (mark_the_lora_base): nowhere
+    save_lora_run(tmp_path / "lora", model, record)
+    x, _ = batch()
+    assert torch.allclose(logits(load_model(tmp_path / "lora")[0], x), logits(model, x), atol=1e-5)
+    unmark_removed_lora_run(tmp_path / "lora")
+    assert sorted(p.name for p in snapshot.iterdir()) == ["config.json", "generation_config.json", "model.safetensors"]
+    # a directory of the user's of the same name elsewhere keeps its list (save_pretrained spares it)
+    base.save_pretrained(tmp_path / "snapshots" / "mine")
+    assert base_dir(lora_base(str(tmp_path / "snapshots" / "mine"))) == tmp_path / "snapshots" / "mine"
+
+
 def test_an_older_versions_lora_checkpoint_whose_base_moved_says_how_to_load_it(trained, tmp_path, capsys):
     # A LoRA checkpoint saved before 2026-11-25 (the base's path alone, no fingerprint) whose base moved said
     # "which is missing" with no way on, and --lora_base was passed over in silence (hunt 36-d D3). Nothing
