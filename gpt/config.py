@@ -720,6 +720,26 @@ RECIPE_KEYS = ("optimizer", "learning_rate", "muon_learning_rate", "lr_schedule"
                "lora_dropout")
 
 
+# The optimizer and its learning rates: a LoRA run's are its adapters', some ten times a full fine-tune's.
+RATE_KEYS = ("optimizer", "learning_rate", "muon_learning_rate", "min_lr")
+
+
+def rates_of_the_other_kind(saved: dict) -> str:
+    """What advice for a new run of the other kind (LoRA from a run of every weight, or the other way round) says of
+    the rates of the run whose config is `saved`, which it leaves out (resume_config)."""
+    adamw = f"AdamW at {saved.get('learning_rate', TrainConfig.learning_rate):g}"
+    if saved.get("lora_rank"):  # (a LoRA run's adapters train with AdamW, whatever its --optimizer: recipe_options)
+        return (f"the run's learning rates ({adamw}) were its adapters', which take some ten times a full "
+                "fine-tune's: give a full fine-tune's too (--config=finetune, or your own --optimizer, --learning_rate "
+                "and --min_lr)")
+    rates = adamw
+    if saved.get("optimizer", TrainConfig.optimizer) == "muon":
+        rates = f"Muon at {saved.get('muon_learning_rate', TrainConfig.muon_learning_rate):g} and {adamw}"
+    return (f"the run's learning rates ({rates}) trained every weight, and adapters take some ten times a full "
+            "fine-tune's: give a LoRA run's too (--config=finetune gives them with --lora_rank, or your own "
+            "--learning_rate and --min_lr)")
+
+
 def recipe_options(cfg: TrainConfig) -> list[str]:
     """cfg's RECIPE_KEYS that differ from the defaults, as options, each where it applies (as
     check_options_apply would take it typed)."""
@@ -847,8 +867,14 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         on = copy.copy(cfg)  # (not replace(), which checks it again: its typed sizes meet the defaults' there, A4)
         if "data" not in user_keys:
             on.data, on.data_cache = saved.get("data", cfg.data), saved.get("data_cache", cfg.data_cache)
+        # From LoRA to every weight or back, the run's rates are the other kind's: a LoRA run's AdamW at 2e-4 (the
+        # finetune preset's [lora] table) or 1e-2, refused with --lora_rank=0, was advised a full fine-tune at those,
+        # some ten times a full fine-tune's rate, and the new run's note on a from-scratch recipe was silenced by them
+        # (hunt 52-l L2). They are left out, where none is typed: the new run says what it then trains at.
+        other_kind = ("lora_rank" in changed and bool(saved["lora_rank"]) != bool(cfg.lora_rank)
+                      and not user_keys & set(RATE_KEYS))
         for k in RECIPE_KEYS:  # the run's recipe, but for what was typed (new_run_from; hunt 47-c C4)
-            if k not in user_keys and k in saved:
+            if k not in user_keys and k in saved and not (other_kind and k in RATE_KEYS):
                 setattr(on, k, saved[k])
         # (with a shape or tokenizer that the weights keep, the way on is a new model, which takes the data's tokenizer)
         data_tokenizer = _prepared_tokenizer(cfg.data) if "data" in changed and not reshaped else None
@@ -869,6 +895,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
                    f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")
         else:
             way = f"to start a new run from these weights with these options, give them with {new_run_from(cfg.out_dir, on)}"
+            if other_kind and not any(getattr(on, k) != getattr(TrainConfig, k) for k in RATE_KEYS):
+                way += "; " + rates_of_the_other_kind(saved)
         raise ConfigError("cannot resume with a different architecture, tokenizer, data, optimizer or seed:\n  "
                           + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)
                           + f"\n({way})")

@@ -434,6 +434,43 @@ def test_resume_keeps_the_saved_optimizer_and_the_recipe_of_runs_saved_before_th
     assert (merged.optimizer, merged.lr_schedule, merged.label_smoothing) == ("adamw", "cosine", 0.0)
 
 
+def test_a_resume_refused_for_another_kind_of_run_is_not_advised_the_other_kinds_rates():
+    # A LoRA run resumed with --lora_rank=0 was advised a full fine-tune at its adapters' AdamW rate, some ten times a
+    # full fine-tune's (the finetune preset's [lora] 2e-4, with its --optimizer=adamw; or a typed 1e-2), and those
+    # rates, typed, silenced the new run's note on a from-scratch recipe (hunt 52-l L2). The reverse too
+    way = "(to start a new run from these weights with these options, give them with --init_from=L --data=notes "
+
+    def advice(saved: TrainConfig, *typed: str) -> str:
+        cfg, keys = parse_args(["--init_from=resume", "--out_dir=L", *typed])
+        with pytest.raises(ConfigError) as err:
+            resume_config(saved.to_dict(), cfg, keys)
+        assert str(err.value).splitlines()[-1].startswith(way), str(err.value)
+        return str(err.value).splitlines()[-1].removeprefix(way)
+
+    lora = TrainConfig(init_from="base", data="notes", lora_rank=4, learning_rate=1e-2, min_lr=1e-3, warmup_iters=0,
+                      max_iters=10)
+    assert advice(lora, "--lora_rank=0") == (
+        "--warmup_iters=0 --out_dir=<another directory>; the run's learning rates (AdamW at 0.01) were its adapters', "
+        "which take some ten times a full fine-tune's: give a full fine-tune's too (--config=finetune, or your own "
+        "--optimizer, --learning_rate and --min_lr))")
+    preset, _ = parse_args(["--config=finetune", "--init_from=base", "--data=notes", "--lora_rank=4"])
+    assert (preset.optimizer, preset.learning_rate) == ("adamw", 2e-4)  # (its [lora] table's)
+    assert advice(preset, "--lora_rank=0").startswith(
+        "--warmup_iters=20 --weight_decay=0.0 --dropout=0.1 --out_dir=<another directory>; the run's learning rates "
+        "(AdamW at 0.0002) were its adapters'")
+    full = TrainConfig(init_from="base", data="notes", learning_rate=1e-2, min_lr=1e-3, max_iters=10)
+    assert advice(full, "--lora_rank=4") == (
+        "--lora_rank=4 --out_dir=<another directory>; the run's learning rates (Muon at 0.015 and AdamW "
+        "at 0.01) trained every weight, and adapters take some ten times a full fine-tune's: give a LoRA run's too "
+        "(--config=finetune gives them with --lora_rank, or your own --learning_rate and --min_lr))")
+    # rates typed with the other rank: those, and the run's others, as before
+    assert advice(lora, "--lora_rank=0", "--learning_rate=3e-3") == (
+        "--learning_rate=0.003 --min_lr=0.001 --warmup_iters=0 --out_dir=<another directory>)")
+    # another rank of the same kind: the run's rates, as before
+    assert advice(lora, "--lora_rank=8") == (
+        "--learning_rate=0.01 --min_lr=0.001 --warmup_iters=0 --lora_rank=8 --out_dir=<another directory>)")
+
+
 @pytest.mark.parametrize("argv, error", [
     (["--decay_fraction=0.5"], "--decay_fraction applies to --lr_schedule=wsd, and this run's --lr_schedule is cosine: "
                                "leave it out, or give --lr_schedule=wsd"),
