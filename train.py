@@ -1373,7 +1373,8 @@ def say_the_run(t: Training, recipe_notes: list[str], dtype_why: str, fp8_layers
     print(f"model {layers} layer{'s' if layers != 1 else ''}, {heads} head{'s' if heads != 1 else ''}, "
           f"{model.config.n_embd} wide, context {block_size}: {model.num_params(False) / 1e6:.2f}M parameters, "
           f"{trainable / 1e6:.2f}M trained"
-          + (f" (from {base['base']})" if base else ""))
+          # (a resumed full fine-tune has no base record: the weights it started from, as its checkpoints recorded them)
+          + (f" (from {base['base'] if base else t.started_from['weights']})" if base or t.started_from else ""))
     print(f"data {data.path}: {data.tokenizer_name} tokenizer, {data.num_tokens('train'):,} train / "
           f"{data.num_tokens('val'):,} val tokens" + (f"; instruction data: loss on the "
           f"{data.meta['splits']['train']['target_tokens']:,} response tokens only" if data.supervised else ""))

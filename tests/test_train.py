@@ -2056,10 +2056,13 @@ def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_
     assert train.main([f"--data={byte_data}", *TINY, "--max_iters=10", f"--out_dir={base}"]) == 0
     start = [f"--data={byte_data}", *TINY, "--eval_interval=2", "--warmup_iters=0", f"--init_from={base}"]
 
+    said = []  # (each run's whole output)
+
     def finished(out: Path) -> tuple[dict[int, float], list[str]]:  # (its evaluations, its last two lines)
         val = {r["step"]: r["val_loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                if "val_loss" in r}
-        return val, capsys.readouterr().out.splitlines()[-2:]
+        said.append(capsys.readouterr().out)
+        return val, said[-1].splitlines()[-2:]
 
     capsys.readouterr()
     for lora, rates in ([], "--muon_learning_rate=0.015 and --learning_rate=0.5"), (["--lora_rank=2"],
@@ -2088,6 +2091,8 @@ def test_a_fine_tune_that_only_made_its_weights_worse_is_told_so(byte_data, tmp_
         "this run's --muon_learning_rate=0.015 and --learning_rate=0.5.") and done.startswith("done: step 6, ")
     assert open_checkpoint(tmp_path / "full").meta["started_from"] == {"weights": str(base / "ckpt-0000010"),
                                                                       "val_loss": val[0]}
+    # and its model line says so, as a new fine-tune's and a LoRA run's, resumed or not (hunt 52-l L3)
+    assert re.search(rf"^model .*trained \(from {re.escape(str(base / 'ckpt-0000010'))}\)$", said[-1], re.M), said[-1]
     # a fine-tune that improves on its start is not warned
     assert train.main([*start, "--max_iters=4", f"--out_dir={tmp_path / 'gentle'}"]) == 0
     val, (before, done) = finished(tmp_path / "gentle")
