@@ -46,11 +46,11 @@ import torch
 from gpt.atomic import TMP_PREFIX, fsync_dir, same_mode_as, write_text_atomic
 from gpt.atomic import files_sha256 as file_sha256  # (one file; tests count its calls)
 from gpt.config import another_versions_values, saved_config
-from gpt.errors import (ChangedBase, ConfigError, Diverged, MissingFile, SaveError, UnreadableFile, is_dir_strictly,
-                        is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
+from gpt.errors import (ChangedBase, ConfigError, Diverged, HubUnreachable, MissingFile, SaveError, UnreadableFile,
+                        is_dir_strictly, is_file_strictly, out_of_memory, sizes_apart, unsearchable_directory)
 from gpt.files import (LFS_POINTER, computable_weights, describe_error, read_safetensors, read_torch_file,
                        refuse_an_lfs_pointer, safetensors_error)
-from gpt.huggingface import hub_gpt2, in_hub_cache, is_token_id, missing_hf_weights, read_hf_config
+from gpt.huggingface import WITHOUT_A_NETWORK, hub_gpt2, in_hub_cache, is_token_id, missing_hf_weights, read_hf_config
 from gpt.model import GELU_APPROXIMATE, GPT2_HUB_CONFIGS, POS_ENCODINGS, TIED_KEY, GPT, GPTConfig
 from gpt.tokenizer import TOKENIZER_NAMES
 
@@ -1263,13 +1263,6 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         return base
     step = lora.get("base_step")
     what = f"LoRA checkpoint {ckpt} was trained on base {base}" + (f" (step {step})" if step is not None else "")
-    if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
-        weights = _hf_weights(hub_gpt2(base))  # (the file lora_base fingerprinted: the one from_pretrained reads)
-        if not weights.is_file():
-            raise ChangedBase(f"{what}, which is missing")
-        if not base_unchanged(weights, lora):
-            raise ChangedBase(f"{what}, which has changed since")
-        return base
     ours = step is not None
 
     def weights_at(place: Path) -> tuple[Path, Path]:  # (the directory to load, its weights file)
@@ -1298,6 +1291,8 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         return {"missing": missing, "other weights": other}.get(
             looked[place], f"cannot be searched here ({unsearchable.get(place)})")
 
+    if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
+        return checked_hub_base(what, base, lora, override, found_at)
     looked: dict[Path, str] = {}  # place -> what was there, in the order looked
     if override is not None:
         place = override.place(base, ours)
@@ -1335,6 +1330,34 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
         "ckpt-* directory)" if ours else "if it is elsewhere now (moved or copied), point to it with --lora_base=PATH "
         "(its directory)"]
     raise ChangedBase("; ".join([f"{what}, {said}", *others, *given]))
+
+
+def checked_hub_base(what: str, base: str, lora: dict, override: BaseOverride | None, found_at) -> str:
+    """checked_base for a base recorded as a hub name: `override`'s place (--lora_base) where its weights are the
+    recorded ones, else the hub cache's, where they are. --lora_base was not looked at: with the hub cache cleared
+    and no network (another machine), a copy of those very weights could not stand in, refused as "not a LoRA
+    checkpoint whose base has a fingerprint to check another place by", and nothing else loaded the adapters
+    (hunt 52-l L4). `what`: the checkpoint and its base, as said; `found_at`: checked_base's."""
+    if override is not None:
+        place = override.place(base, ours=False)
+        where, why = found_at(place, given=True)
+        if why is None:
+            override.used = True
+            return str(where)
+        override.tried.append(override.found(place, why))
+    way = ("if a copy of the weights it was trained on is at hand, point to it with --lora_base=PATH (its directory)"
+           if override is None else f"{override.option()}: {override.tried[-1]}")
+    try:
+        weights = _hf_weights(hub_gpt2(base))  # (the file lora_base fingerprinted: the one from_pretrained reads)
+    except HubUnreachable as e:
+        # (the hub's way on, a local directory for --init_from, is --lora_base's here)
+        raise HubUnreachable(f"{what}: {str(e).removesuffix(' ' + WITHOUT_A_NETWORK)} {way[0].upper()}{way[1:]}") \
+            from None
+    if not weights.is_file():
+        raise ChangedBase(f"{what}, which is missing; {way}")
+    if not base_unchanged(weights, lora):
+        raise ChangedBase(f"{what}, which has changed since; {way}")
+    return base
 
 
 def rebased(lora: dict, found: str) -> dict:

@@ -320,6 +320,10 @@ def in_hub_cache(path: Path) -> bool:
     return path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--")
 
 
+# What each HubUnreachable of the hub's model ends with: the way on where --init_from named it.
+WITHOUT_A_NETWORK = "Without a network, pass a local directory holding config.json and model.safetensors."
+
+
 def hub_gpt2(name: str) -> Path:
     """The local directory of a hub model (gpt2, ...): from the hub cache, or downloaded into it."""
     if name not in GPT2_HUB_CONFIGS:
@@ -360,19 +364,17 @@ def _download_gpt2(name: str) -> Path:
         now = _bytes_in(cache)
         if now == received:
             raise HubUnreachable(f"no answer from the hub in {HUB_STALL_S:g} s for {name!r} (a proxy or network that "
-                                 "accepts connections but does not answer?). Without a network, pass a local "
-                                 "directory holding config.json and model.safetensors.")
+                                 f"accepts connections but does not answer?). {WITHOUT_A_NETWORK}")
         received = now
         thread.join(HUB_STALL_S)
     if isinstance(outcome[0], Exception):
         e = outcome[0]
         raise HubUnreachable(
             f"could not download {name!r} from the Hugging Face hub ({type(e).__name__}: {describe_error(e)}). "
-            "Without a network, pass a local directory holding config.json and model.safetensors.")
+            + WITHOUT_A_NETWORK)
     if missing := _lacks_weights(outcome[0]):  # (the same snapshot, offline)
         raise HubUnreachable(f"could not download {name!r} from the Hugging Face hub: its cached copy {outcome[0]} "
-                             f"lacks {' and '.join(missing)} (HF_HUB_OFFLINE set?). Without a network, pass a local "
-                             "directory holding config.json and model.safetensors.")
+                             f"lacks {' and '.join(missing)} (HF_HUB_OFFLINE set?). {WITHOUT_A_NETWORK}")
     return outcome[0]
 
 

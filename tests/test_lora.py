@@ -460,6 +460,47 @@ def test_a_snapshot_of_the_hub_cache_as_the_base_gets_no_list_of_lora_runs_writt
     assert base_dir(lora_base(str(tmp_path / "snapshots" / "mine"))) == tmp_path / "snapshots" / "mine"
 
 
+def test_a_lora_run_on_a_hub_name_takes_lora_base_where_its_weights_are_a_copy_of_the_hubs(trained, tmp_path,
+                                                                                           monkeypatch):
+    # A LoRA run on `gpt2`, with the hub cache cleared since and no network (another machine): --lora_base naming a
+    # copy of those very weights was refused as "not a LoRA checkpoint whose base has a fingerprint to check another
+    # place by" (it has one), and nothing loaded the adapters; the hub's "pass a local directory" had no option to go
+    # in (hunt 52-l L4). The copy is taken by its fingerprint, as a moved base of any other kind
+    import shutil
+
+    import huggingface_hub.constants
+
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.errors import ChangedBase, HubUnreachable
+
+    base, model, _ = trained
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
+    base.save_pretrained(snapshot)
+    (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # (no network, whatever happens)
+    save_lora_run(tmp_path / "lora", model, lora_base("gpt2"))
+    shutil.copytree(snapshot, tmp_path / "copy")
+    tiny_model(seed=7).save_pretrained(tmp_path / "other")
+    x, _ = batch()
+    expected = logits(model, x)
+    assert torch.allclose(logits(load_model(tmp_path / "lora", lora_base=tmp_path / "copy")[0], x), expected, atol=1e-5)
+    with pytest.raises(ChangedBase, match=r"^--lora_base=\S+other is not the base of \S+ \(it holds other weights than "
+                                          r"the base the adapters were trained on \(by their fingerprint\)\), whose base "
+                                          r"was found without it: leave out --lora_base$"):
+        load_model(tmp_path / "lora", lora_base=tmp_path / "other")
+    shutil.rmtree(snapshot)
+    with pytest.raises(HubUnreachable, match=r"^LoRA checkpoint \S+ was trained on base gpt2: could not download 'gpt2' "
+                                             r"from the Hugging Face hub .*\. If a copy of the weights it was trained on "
+                                             r"is at hand, point to it with --lora_base=PATH \(its directory\)$"):
+        load_model(tmp_path / "lora")
+    assert torch.allclose(logits(load_model(tmp_path / "lora", lora_base=tmp_path / "copy")[0], x), expected, atol=1e-5)
+    with pytest.raises(HubUnreachable, match=r"\. --lora_base=\S+other: it holds other weights than the base the "
+                                             r"adapters were trained on \(by their fingerprint\)$"):
+        load_model(tmp_path / "lora", lora_base=tmp_path / "other")
+
+
 def test_an_older_versions_lora_checkpoint_whose_base_moved_says_how_to_load_it(trained, tmp_path, capsys):
     # A LoRA checkpoint saved before 2026-11-25 (the base's path alone, no fingerprint) whose base moved said
     # "which is missing" with no way on, and --lora_base was passed over in silence (hunt 36-d D3). Nothing

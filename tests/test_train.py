@@ -2145,7 +2145,9 @@ def test_a_lora_run_on_a_hub_name_loads_only_onto_the_weights_it_was_trained_on(
     assert recorded["base"] == "gpt2" and "base_weights" in recorded
     assert checked_base(tmp_path / "lora" / "ckpt-0000005", recorded) == "gpt2"
     (cache / "refs" / "main").write_text("rev2")  # the hub's gpt2 as another cache serves it
-    with pytest.raises(ChangedBase, match=r"was trained on base gpt2, which has changed since$"):
+    with pytest.raises(ChangedBase, match=r"was trained on base gpt2, which has changed since; if a copy of the weights "
+                                          r"it was trained on is at hand, point to it with --lora_base=PATH \(its "
+                                          r"directory\)$"):  # (the way on: hunt 52-l L4)
         checked_base(tmp_path / "lora" / "ckpt-0000005", recorded)
 
 
