@@ -1219,8 +1219,11 @@ class BaseOverride:
         """What `place` (self.place's) held, said of the option."""
         if why == "missing" and not os.path.isdir(self.path):
             return "no such directory"
-        if why == "missing":
-            return f"{place} is missing" if place == Path(os.path.abspath(self.path)) else f"it has no {place.name}"
+        if why == "missing" and place != Path(os.path.abspath(self.path)):
+            return f"it has no {place.name}"
+        if why == "missing":  # (a directory without the weights: a run of ours given for a Hugging Face base was said
+            # to be "missing", there: hunt 52-l L5)
+            return "it has neither model.safetensors nor pytorch_model.bin" if place.is_dir() else f"{place} is missing"
         return (("it holds" if place == Path(os.path.abspath(self.path)) else f"its {place.name} holds")
                 + " other weights than the base the adapters were trained on (by their fingerprint)")
 

@@ -499,6 +499,11 @@ def test_a_lora_run_on_a_hub_name_takes_lora_base_where_its_weights_are_a_copy_o
     with pytest.raises(HubUnreachable, match=r"\. --lora_base=\S+other: it holds other weights than the base the "
                                              r"adapters were trained on \(by their fingerprint\)$"):
         load_model(tmp_path / "lora", lora_base=tmp_path / "other")
+    # a directory without such weights (a run of ours) is said to be one, not to be missing (hunt 52-l L5)
+    save_run(tmp_path / "run", 5, base)
+    with pytest.raises(HubUnreachable, match=r"\. --lora_base=\S+run: it has neither model\.safetensors nor "
+                                             r"pytorch_model\.bin$"):
+        load_model(tmp_path / "lora", lora_base=tmp_path / "run")
 
 
 def test_an_older_versions_lora_checkpoint_whose_base_moved_says_how_to_load_it(trained, tmp_path, capsys):
