@@ -1295,7 +1295,7 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
             looked[place], f"cannot be searched here ({unsearchable.get(place)})")
 
     if base in GPT2_HUB_CONFIGS and not Path(base).is_dir():  # (as the hub cache serves it now)
-        return checked_hub_base(what, base, lora, override, found_at)
+        return checked_hub_base(ckpt, what, base, lora, override, found_at)
     looked: dict[Path, str] = {}  # place -> what was there, in the order looked
     if override is not None:
         place = override.place(base, ours)
@@ -1335,12 +1335,13 @@ def checked_base(ckpt: Path, lora: dict, override: BaseOverride | None = None) -
     raise ChangedBase("; ".join([f"{what}, {said}", *others, *given]))
 
 
-def checked_hub_base(what: str, base: str, lora: dict, override: BaseOverride | None, found_at) -> str:
+def checked_hub_base(ckpt: Path, what: str, base: str, lora: dict, override: BaseOverride | None, found_at) -> str:
     """checked_base for a base recorded as a hub name: `override`'s place (--lora_base) where its weights are the
-    recorded ones, else the hub cache's, where they are. --lora_base was not looked at: with the hub cache cleared
-    and no network (another machine), a copy of those very weights could not stand in, refused as "not a LoRA
-    checkpoint whose base has a fingerprint to check another place by", and nothing else loaded the adapters
-    (hunt 52-l L4). `what`: the checkpoint and its base, as said; `found_at`: checked_base's."""
+    recorded ones, else the hub cache's, where they are, else where the run's other checkpoints recorded them since
+    (a resume given --lora_base). --lora_base was not looked at: with the hub cache cleared and no network (another
+    machine), a copy of those very weights could not stand in, refused as "not a LoRA checkpoint whose base has a
+    fingerprint to check another place by", and nothing else loaded the adapters (hunt 52-l L4). `what`: the
+    checkpoint and its base, as said; `found_at`: checked_base's."""
     if override is not None:
         place = override.place(base, ours=False)
         where, why = found_at(place, given=True)
@@ -1352,15 +1353,17 @@ def checked_hub_base(what: str, base: str, lora: dict, override: BaseOverride | 
            if override is None else f"{override.option()}: {override.tried[-1]}")
     try:
         weights = _hf_weights(hub_gpt2(base))  # (the file lora_base fingerprinted: the one from_pretrained reads)
+        if weights.is_file() and base_unchanged(weights, lora):
+            return base
+        error = ChangedBase(f"{what}, which {'has changed since' if weights.is_file() else 'is missing'}; {way}")
     except HubUnreachable as e:
         # (the hub's way on, a local directory for --init_from, is --lora_base's here)
-        raise HubUnreachable(f"{what}: {str(e).removesuffix(' ' + WITHOUT_A_NETWORK)} {way[0].upper()}{way[1:]}") \
-            from None
-    if not weights.is_file():
-        raise ChangedBase(f"{what}, which is missing; {way}")
-    if not base_unchanged(weights, lora):
-        raise ChangedBase(f"{what}, which has changed since; {way}")
-    return base
+        error = HubUnreachable(f"{what}: {str(e).removesuffix(' ' + WITHOUT_A_NETWORK)} {way[0].upper()}{way[1:]}")
+    for place in dict.fromkeys(p for p in recorded_since(ckpt, lora) if str(p) != base):  # (not the hub name again)
+        where, why = found_at(place)
+        if why is None:
+            return str(where)
+    raise error
 
 
 def rebased(lora: dict, found: str) -> dict:

@@ -499,11 +499,16 @@ def test_a_lora_run_on_a_hub_name_takes_lora_base_where_its_weights_are_a_copy_o
     with pytest.raises(HubUnreachable, match=r"\. --lora_base=\S+other: it holds other weights than the base the "
                                              r"adapters were trained on \(by their fingerprint\)$"):
         load_model(tmp_path / "lora", lora_base=tmp_path / "other")
-    # a directory without such weights (a run of ours) is said to be one, not to be missing (hunt 52-l L5)
+    # a directory without such weights (a run of ours) is said to hold none, not to be missing (hunt 52-l L5)
     save_run(tmp_path / "run", 5, base)
     with pytest.raises(HubUnreachable, match=r"\. --lora_base=\S+run: it has neither model\.safetensors nor "
                                              r"pytorch_model\.bin$"):
         load_model(tmp_path / "lora", lora_base=tmp_path / "run")
+    # a resume given the copy records it (train.py, rebased): the run's older checkpoints find it there too, as those
+    # of any other base do (hunt 52-l L6)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(tmp_path / "copy")), step=5)
+    loaded, ckpt = load_model(tmp_path / "lora" / "ckpt-0000003")
+    assert torch.allclose(logits(loaded, x), expected, atol=1e-5) and ckpt.base_found == str(tmp_path / "copy")
 
 
 def test_an_older_versions_lora_checkpoint_whose_base_moved_says_how_to_load_it(trained, tmp_path, capsys):
