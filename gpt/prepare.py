@@ -721,12 +721,14 @@ def _remove_stale_builds(out: Path, every_name: bool = False) -> None:
 PROCESSES_PER_CORE = 4  # --num_proc's limit: more only costs memory (a tokenizer each) and forks
 
 
-def check_num_proc(num_proc: int | None) -> None:
+def check_num_proc(num_proc: int | None, *, cores: bool = True) -> None:
     """PrepareError for a --num_proc below 1, or above PROCESSES_PER_CORE for each core (100000 were
-    forked for minutes: hunt 32-c F3). None: one a core."""
+    forked for minutes: hunt 32-c F3). None: one a core. cores=False: the first alone, which holds on any machine
+    (where the data is up to date nothing is forked: a script's --num_proc for a bigger machine is not refused
+    there, hunt 52-y Y1)."""
     if num_proc is not None and num_proc < 1:
         raise PrepareError(f"--num_proc {num_proc} must be >= 1")
-    if num_proc is not None and num_proc > PROCESSES_PER_CORE * _cpu_count():
+    if cores and num_proc is not None and num_proc > PROCESSES_PER_CORE * _cpu_count():
         raise PrepareError(f"--num_proc {num_proc} is more than {PROCESSES_PER_CORE} processes for each of the "
                            f"{_cpu_count()} cores this process may use; tokenizing gains nothing past one a core: "
                            f"give at most {PROCESSES_PER_CORE * _cpu_count()}, or leave it out for one a core")
@@ -760,8 +762,8 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     out = Path(out_dir) if out_dir is not None else default_out_dir(source, inputs, hf_name, hf_config, tokenizer, hf_split)
     if why := unusable_path(out):
         raise PrepareError(f"--out_dir {out}: {why}")
-    check_num_proc(num_proc)  # (before the up-to-date check: `--num_proc 0` was 'up to date', exit 0, where the same
-    # command with --force was refused, hunt 52-n N3)
+    check_num_proc(num_proc, cores=False)  # (before the up-to-date check: `--num_proc 0` was 'up to date', exit 0,
+    # where the same command with --force was refused, hunt 52-n N3; its cores after it: hunt 52-y Y1)
     fingerprint, as_typed = _fingerprints(src, options)
     if not force and _is_up_to_date(out, (fingerprint, as_typed)):
         with contextlib.suppress(OSError):  # a killed build's leftovers go here too (hunt 29-b: they stayed
@@ -778,6 +780,7 @@ def prepare(*, source: str = "shakespeare", inputs: list[str] | None = None, hf_
     if out.exists() and not _made_by_prepare(out):
         raise PrepareError(f"{out} exists and is not a data directory made by data/prepare.py; "
                            "choose another --out_dir or remove it")
+    check_num_proc(num_proc)
     check_settings(_BAR_OPTIONS)  # (its bar's TQDM_* settings: before the source is read, hunt 42-d D1)
     num_proc = num_proc or _cpu_count()
     tok = get_tokenizer(tokenizer)

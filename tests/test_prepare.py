@@ -357,6 +357,16 @@ def test_a_bad_num_proc_is_refused_where_the_data_is_up_to_date_too(tmp_path):
             prepare(tokenizer="byte", out_dir=out, num_proc=bad, quiet=True)
 
 
+def test_a_num_proc_above_this_machines_cores_is_up_to_date_where_nothing_is_tokenized(tmp_path, monkeypatch):
+    # a script's --num_proc for a bigger machine (64 here) whose data is prepared already forks nothing: it said
+    # 'up to date' until the check of a bad --num_proc moved before that (hunt 52-n N3), then refused it (hunt 52-y Y1)
+    out = prepare(tokenizer="byte", out_dir=tmp_path / "sk", num_proc=1, quiet=True)
+    monkeypatch.setattr(prep, "_cpu_count", lambda: 2)
+    assert prepare(tokenizer="byte", out_dir=out, num_proc=64, quiet=True) == out
+    with pytest.raises(PrepareError, match="--num_proc 64 is more than 4 processes for each of the 2 cores"):
+        prepare(tokenizer="byte", out_dir=out, num_proc=64, force=True, quiet=True)
+
+
 def test_each_split_records_the_sha256_of_its_shards(tmp_path):
     import hashlib
 
