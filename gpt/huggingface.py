@@ -66,7 +66,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     together (gpt.atomic.replace_files): an export interrupted over an earlier one (Ctrl-C, a full disk) left that
     one's weights cut short, or new weights beside the old config, a directory that loaded nowhere. Refuses a
     directory that LoRA runs were trained on (its lora-runs.txt, gpt.checkpoint.mark_lora_base), as it refuses a
-    run or a checkpoint.
+    run, a checkpoint or a snapshot of the hub cache (in_hub_cache).
     `eot_token`: the tokenizer's end-of-text id, written as the config's eos_token_id (and bos_token_id,
     as GPT-2's), where transformers' generate stops, as sample.py does. Without it, the end-of-text of the
     tokenizer the model was trained with where it is known (`tokenizer_name`: a model from
@@ -122,6 +122,11 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     if (out_dir / "latest").is_file() or any(out_dir.glob("ckpt-*/meta.json")) or training_output(out_dir):
         raise ValueError(f"{out_dir} holds a run of train.py: save the model in the GPT-2 layout to another "
                          "directory")
+    if in_hub_cache(Path(os.path.realpath(out_dir))):  # the hub client's files (by a link to them too): a LoRA run
+        # on them lists itself nowhere (hunt 52-l L1), so an export over them replaced the hub's weights in the hub
+        # client's cache, and its LoRA runs' base no longer matched their fingerprint (hunt 52-y Y2)
+        raise ValueError(f"{out_dir} is a snapshot of the Hugging Face hub cache (the hub client's files, which a hub "
+                         "name's runs load): save the model to another directory")
     if runs := live_lora_runs(out_dir):  # their adapters load onto these very weights (by their fingerprint):
         # written over, the runs could neither sample nor resume any more, and nothing said so (hunt 37-h h1)
         raise ValueError(f"{out_dir} is the base of the LoRA run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, "

@@ -3,6 +3,7 @@ adapter checkpoints round-trip strictly, bad configs fail naming the field."""
 
 import copy
 import json
+import re
 
 import pytest
 import torch
@@ -49,6 +50,17 @@ def logits(model: GPT, x: torch.Tensor) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
         return model(x)[0]
+
+
+def hub_snapshot(model: GPT, tmp_path):
+    """A snapshot of "gpt2" in a hub cache under tmp_path holding `model`'s export, copied there as the hub client
+    leaves its files (save_pretrained refuses to write into one)."""
+    import shutil
+
+    model.save_pretrained(tmp_path / "export-for-the-hub")
+    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
+    shutil.copytree(tmp_path / "export-for-the-hub", snapshot)
+    return snapshot
 
 
 @pytest.fixture(scope="module")
@@ -445,8 +457,7 @@ def test_a_snapshot_of_the_hub_cache_as_the_base_gets_no_list_of_lora_runs_writt
     from gpt.checkpoint import base_dir, load_model, lora_base, unmark_removed_lora_run
 
     base, model, _ = trained
-    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
-    base.save_pretrained(snapshot)
+    snapshot = hub_snapshot(base, tmp_path)
     record = lora_base(str(snapshot))
     assert record["base"] == str(snapshot) and record["base_weights"]  # (still checked by its fingerprint)
     assert base_dir(record) is None  # where train.py lists the run (mark_the_lora_base): nowhere
@@ -458,6 +469,28 @@ def test_a_snapshot_of_the_hub_cache_as_the_base_gets_no_list_of_lora_runs_writt
     # a directory of the user's of the same name elsewhere keeps its list (save_pretrained spares it)
     base.save_pretrained(tmp_path / "snapshots" / "mine")
     assert base_dir(lora_base(str(tmp_path / "snapshots" / "mine"))) == tmp_path / "snapshots" / "mine"
+
+
+def test_save_pretrained_refuses_a_snapshot_of_the_hub_cache(trained, tmp_path):
+    # A LoRA run on a snapshot of the hub cache by its path lists itself there no more (hunt 52-l L1), so the list no
+    # longer kept save_pretrained from exporting over the snapshot: the merged model replaced the hub's weights in the
+    # hub client's cache, and the LoRA run's base no longer matched its fingerprint (hunt 52-y Y2)
+    from gpt.checkpoint import load_model, lora_base
+    from gpt.lora import merge_lora
+
+    base, model, _ = trained
+    snapshot = hub_snapshot(base, tmp_path)
+    save_lora_run(tmp_path / "lora", model, lora_base(str(snapshot)))
+    before = sorted((p.name, p.read_bytes()) for p in snapshot.iterdir())
+    with pytest.raises(ValueError, match="^" + re.escape(f"{snapshot} is a snapshot of the Hugging Face hub cache")):
+        merge_lora(copy.deepcopy(model)).save_pretrained(snapshot)
+    assert sorted((p.name, p.read_bytes()) for p in snapshot.iterdir()) == before
+    load_model(tmp_path / "lora")  # (loads: its base is whole)
+    with pytest.raises(ValueError, match="hub cache"):  # nor a hub name's own snapshot, of no run at all
+        base.save_pretrained(snapshot)
+    (tmp_path / "link").symlink_to(snapshot)  # nor by a link to it
+    with pytest.raises(ValueError, match="hub cache"):
+        base.save_pretrained(tmp_path / "link")
 
 
 def test_a_lora_run_on_a_hub_name_takes_lora_base_where_its_weights_are_a_copy_of_the_hubs(trained, tmp_path,
@@ -474,8 +507,7 @@ def test_a_lora_run_on_a_hub_name_takes_lora_base_where_its_weights_are_a_copy_o
     from gpt.errors import ChangedBase, HubUnreachable
 
     base, model, _ = trained
-    snapshot = tmp_path / "hub" / "models--gpt2" / "snapshots" / ("0" * 40)
-    base.save_pretrained(snapshot)
+    snapshot = hub_snapshot(base, tmp_path)
     (tmp_path / "hub" / "models--gpt2" / "refs").mkdir()
     (tmp_path / "hub" / "models--gpt2" / "refs" / "main").write_text("0" * 40)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
