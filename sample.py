@@ -228,8 +228,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.out_dir is not None and len(ckpt_path.parts) > 1 and \
             ckpt_path.parent.resolve() != Path(args.out_dir).resolve():  # (it was ignored without a word: hunt 34-a A10)
         # (its name offered only where --out_dir has it: `--out_dir=out --ckpt=out-nobias/ckpt-0000004` offered
-        # ckpt-0000004 of an out that had none, hunt 52-n N2)
-        has_it = (Path(args.out_dir) / ckpt_path.name).is_dir()
+        # ckpt-0000004 of an out that had none, hunt 52-n N2; os.path's, False where --out_dir cannot be searched:
+        # Path.is_dir's PermissionError was a traceback, hunt 52-y Y3)
+        has_it = os.path.isdir(Path(args.out_dir) / ckpt_path.name)
         raise UsageError(f"--ckpt={args.ckpt} is not in --out_dir={args.out_dir}: give one of them, or --ckpt the name "
                          f"of a checkpoint of {args.out_dir}" + (f" ({ckpt_path.name}, say)" if has_it else ""))
     if args.out_dir is None:

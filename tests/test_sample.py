@@ -1170,6 +1170,28 @@ def test_a_bare_checkpoint_name_is_looked_up_in_the_run_and_a_missing_one_lists_
                                              "(ckpt-0000004, say)\n")
 
 
+def test_a_ckpt_outside_an_out_dir_that_cannot_be_searched_is_said_so_without_a_traceback(capsys, tmp_path,
+                                                                                           monkeypatch):
+    # Whether --out_dir has a checkpoint of --ckpt's name (hunt 52-n N2) was asked of a directory this user cannot
+    # search (another user's run: EACCES on its entries; root passes, hence the stand-in): a PermissionError
+    # traceback where the same command said "is not in --out_dir" before (hunt 52-y Y3)
+    import errno
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locked").mkdir()
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.fspath(path).endswith(os.path.join("locked", "ckpt-0000004")):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    rc, out, err = cli(capsys, "--out_dir=locked", "--ckpt=run/ckpt-0000004", "--device=cpu")
+    assert rc == 1 and out == "" and err == ("sample.py: error: --ckpt=run/ckpt-0000004 is not in --out_dir=locked: "
+                                             "give one of them, or --ckpt the name of a checkpoint of locked\n")
+
+
 def test_a_step_whose_only_copy_is_stranded_goes_by_its_name(capsys, tmp_path, monkeypatch):
     # A re-save of step 5 killed between its two renames leaves the earlier save set aside as the step's
     # only copy; LoRA runs record it as ckpt-0000005 (hunt 30-c F10). --init_from took that name for a hub
