@@ -870,9 +870,10 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
         # From LoRA to every weight or back, the run's rates are the other kind's: a LoRA run's AdamW at 2e-4 (the
         # finetune preset's [lora] table) or 1e-2, refused with --lora_rank=0, was advised a full fine-tune at those,
         # some ten times a full fine-tune's rate, and the new run's note on a from-scratch recipe was silenced by them
-        # (hunt 52-l L2). They are left out, where none is typed: the new run says what it then trains at.
-        other_kind = ("lora_rank" in changed and bool(saved["lora_rank"]) != bool(cfg.lora_rank)
-                      and not user_keys & set(RATE_KEYS))
+        # (hunt 52-l L2). They are left out, but for those typed: the new run says what it then trains at. (Left out
+        # only where none was typed, a typed --min_lr or --optimizer brought the adapters' learning rate back into a
+        # full fine-tune's advice: hunt 52-y Y4.)
+        other_kind = "lora_rank" in changed and bool(saved["lora_rank"]) != bool(cfg.lora_rank)
         for k in RECIPE_KEYS:  # the run's recipe, but for what was typed (new_run_from; hunt 47-c C4)
             if k not in user_keys and k in saved and not (other_kind and k in RATE_KEYS):
                 setattr(on, k, saved[k])
@@ -895,7 +896,8 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
                    f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")
         else:
             way = f"to start a new run from these weights with these options, give them with {new_run_from(cfg.out_dir, on)}"
-            if other_kind and not any(getattr(on, k) != getattr(TrainConfig, k) for k in RATE_KEYS):
+            if other_kind and not any(getattr(on, k) != getattr(TrainConfig, k)
+                                      for k in ("learning_rate", "muon_learning_rate")):  # (at the defaults' rates)
                 way += "; " + rates_of_the_other_kind(saved)
         raise ConfigError("cannot resume with a different architecture, tokenizer, data, optimizer or seed:\n  "
                           + "\n  ".join(f"{k}: checkpoint {saved[k]!r}, now {getattr(cfg, k)!r}" for k in changed)

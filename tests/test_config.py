@@ -463,9 +463,15 @@ def test_a_resume_refused_for_another_kind_of_run_is_not_advised_the_other_kinds
         "--lora_rank=4 --out_dir=<another directory>; the run's learning rates (Muon at 0.015 and AdamW "
         "at 0.01) trained every weight, and adapters take some ten times a full fine-tune's: give a LoRA run's too "
         "(--config=finetune gives them with --lora_rank, or your own --learning_rate and --min_lr))")
-    # rates typed with the other rank: those, and the run's others, as before
+    # rates typed with the other rank: those alone (the run's min_lr was its adapters' too)
     assert advice(lora, "--lora_rank=0", "--learning_rate=3e-3") == (
-        "--learning_rate=0.003 --min_lr=0.001 --warmup_iters=0 --out_dir=<another directory>)")
+        "--learning_rate=0.003 --warmup_iters=0 --out_dir=<another directory>)")
+    # a typed --min_lr or --optimizer brought the adapters' 0.01 back into a full fine-tune's advice (hunt 52-y Y4)
+    for typed, options in (("--min_lr=1e-5", "--min_lr=1e-05 "), ("--optimizer=adamw", "--optimizer=adamw ")):
+        assert advice(lora, "--lora_rank=0", typed) == (
+            f"{options}--warmup_iters=0 --out_dir=<another directory>; the run's learning rates (AdamW at 0.01) were "
+            "its adapters', which take some ten times a full fine-tune's: give a full fine-tune's too "
+            "(--config=finetune, or your own --optimizer, --learning_rate and --min_lr))")
     # another rank of the same kind: the run's rates, as before
     assert advice(lora, "--lora_rank=8") == (
         "--learning_rate=0.01 --min_lr=0.001 --warmup_iters=0 --lora_rank=8 --out_dir=<another directory>)")
