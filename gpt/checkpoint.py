@@ -815,6 +815,10 @@ def read_meta(ckpt: Path) -> dict:
         raise ConfigError(f"{ckpt / META}: the checkpoint's model has options this version of the project does not "
                           f"have ({', '.join(newer)}): saved by another version (which reads it), or edited")
     tokenizer = meta.get("tokenizer")
+    if "tokenizer" in meta and not isinstance(tokenizer, str):
+        # (a list was a TypeError traceback in sample.py, null "unknown tokenizer None; choose one of ...": hunt 52-h H1)
+        raise UnreadableFile(ckpt / META, f"unreadable checkpoint metadata ('tokenizer' is {type(tokenizer).__name__}, "
+                                          "not str)")
     if isinstance(tokenizer, str) and tokenizer not in TOKENIZER_NAMES:
         # One that another version of this project (or a fork) has: "unknown tokenizer ...; choose one of gpt2, ..."
         # (sample.py, --init_from) and "invalid configuration: tokenizer must be one of ..." (a resume) told the user

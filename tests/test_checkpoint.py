@@ -1230,6 +1230,18 @@ def test_fine_tuning_from_a_checkpoint_without_a_tokenizer_names_its_meta_json(t
         pretrained_tokenizer(str(tmp_path))
 
 
+@pytest.mark.parametrize("tokenizer, kind", [(["byte"], "list"), (None, "NoneType")])
+def test_a_tokenizer_that_is_no_name_is_damage_to_every_reader_of_the_checkpoint(tmp_path, tokenizer, kind):
+    # sample.py (load_model) took it on: a list was "TypeError: unhashable type: 'list'" (a traceback), null
+    # "unknown tokenizer None; choose one of gpt2, byte, shakespeare-bpe" of a tokenizer no option chose (hunt 52-h H1)
+    newest = save(tmp_path, 1, make_model(), tokenizer=tokenizer)
+    said = re.escape(f"{newest / 'meta.json'}: unreadable checkpoint metadata ('tokenizer' is {kind}, not str)")
+    for read in (load_model, open_checkpoint):
+        with pytest.raises(UnreadableFile, match=said) as e:
+            read(tmp_path)
+        assert e.value.damaged
+
+
 def test_pruning_never_removes_the_checkpoint_just_saved_for_higher_steps(tmp_path):
     # Audit bug 1: checkpoints of higher steps (another history in the directory) were counted as the
     # newest, so pruning deleted the checkpoint just saved, and `latest` named nothing.
