@@ -108,7 +108,8 @@ from gpt.rundata import open_loaders, prepare_data
 from gpt.rundir import (RunDirLock, hold_run_dir, not_a_runs_files, on_rank0, refuse_an_unsearchable_out_dir,
                         refuse_if_busy)
 from gpt.schedule import SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved, steps_at_rate_zero
-from gpt.shards import DataDir, holds_prepared_data
+from gpt.shards import META_NAME, DataDir, holds_prepared_data
+from gpt.tokenizer import TOKENIZER_NAMES
 from gpt.torchrun import (agree_on_what_was_read, refuse_other_weights_on_a_node, report_lost_peer, restarted_job_note,
                           typed_device)
 
@@ -1162,6 +1163,11 @@ def open_the_data(cfg: TrainConfig, run: Options, out_dir: Path) -> tuple[DataDi
             print(f"note: {note}", file=sys.stderr)
     data = DataDir(prepare_data(cfg.data, tokenizer, cfg.data_cache, dist, resuming=resume is not None,
                                 cache_typed="data_cache" in typed))
+    if data.tokenizer_name not in TOKENIZER_NAMES:  # another version's (a BPE added since): "invalid configuration:
+        # tokenizer must be one of ...", as if typed, where the run took the data's tokenizer (hunt 52-h H2)
+        raise DataRefused(f"{data.path / META_NAME}: the data's tokenizer {data.tokenizer_name!r} is not one this "
+                          f"version of the project has ({', '.join(TOKENIZER_NAMES)}): prepared by another version "
+                          "(which reads it), or edited")
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "

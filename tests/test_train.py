@@ -3451,6 +3451,30 @@ def test_a_run_on_prepared_shards_records_their_tokenizer_and_refuses_another(by
     assert not (tmp_path / "other").exists()
 
 
+def test_prepared_data_of_a_tokenizer_this_version_does_not_have_is_said_as_such(byte_data, tmp_path, capsys):
+    # Shards of another version's tokenizer (a BPE added since, under a new name as gpt/bpe.py asks): "invalid
+    # configuration: tokenizer must be one of gpt2, byte, shakespeare-bpe, got 'bpe-2k'", as if the user had typed it
+    # (hunt 52-h H2; a checkpoint's was mended in hunt 47-d D3)
+    import hashlib
+    import shutil
+
+    data = Path(shutil.copytree(byte_data, tmp_path / "data"))
+    meta = json.loads((data / "meta.json").read_text())
+    meta["tokenizer"] = meta["options"]["tokenizer"] = "bpe-2k"
+    for split in meta["splits"].values():
+        for shard in split["shards"]:
+            header = bytearray((data / shard).read_bytes())
+            header[32:64] = b"bpe-2k".ljust(32, b"\0")  # the shard's tokenizer name (README's layout)
+            (data / shard).write_bytes(header)
+        split["sha256"] = hashlib.sha256(b"".join((data / s).read_bytes() for s in split["shards"])).hexdigest()
+    (data / "meta.json").write_text(json.dumps(meta))
+    assert train.main([f"--data={data}", *TINY, "--max_iters=1", f"--out_dir={tmp_path / 'run'}"]) == 1
+    assert capsys.readouterr().err == (f"train.py: error: {data / 'meta.json'}: the data's tokenizer 'bpe-2k' is not "
+                                       "one this version of the project has (gpt2, byte, shakespeare-bpe): prepared by "
+                                       "another version (which reads it), or edited\n")
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys, monkeypatch):
     # --n_layer=4 --n_embd=64 with a 2 x 32 base trained the 2 x 32 model without a word (audit,
     # 2026-11-26, finetune bug 4); the values the weights have are accepted
