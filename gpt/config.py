@@ -891,6 +891,12 @@ def resume_config(saved: dict, cfg: TrainConfig, user_keys: set[str], model_conf
             # options, in place (hunt 46-a A2)
             way = (f"to evaluate these weights with these options, give them with "
                    f"--init_from={shlex.quote(str(cfg.out_dir))} --eval_only=true {data_options(on)}")
+        elif reshaped and "tokenizer" in reshaped and (held := _prepared_tokenizer(on.data)) not in (None, cfg.tokenizer):
+            # (prepared data of another tokenizer: "start a new model with them and --data=DIR" was refused in turn,
+            # "--tokenizer=X, but DIR holds Y tokens, prepared already": hunt 52-h H4)
+            way = (f"the weights keep their {', '.join(reshaped)}, and {on.data} holds {held} tokens, prepared already: "
+                   f"to train with these options, start a new model with them and --data=<the text, or data prepared "
+                   f"with --tokenizer={cfg.tokenizer}> --out_dir=<another directory>, without --init_from")
         elif reshaped:
             way = (f"the weights keep their {', '.join(reshaped)}: to train with these options, start a new model "
                    f"with them and {data_options(on)} --out_dir=<another directory>, without --init_from")

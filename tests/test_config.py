@@ -245,6 +245,24 @@ def test_a_resume_on_prepared_data_of_another_tokenizer_is_told_to_prepare_it_wi
         resume_config(saved, cfg, keys)
 
 
+def test_a_resume_typed_another_tokenizer_on_prepared_data_is_not_advised_that_data(tmp_path):
+    # "start a new model with them and --data=<the run's prepared byte data> ..." was refused in turn: "--tokenizer=
+    # shakespeare-bpe, but DIR holds byte tokens, prepared already" (hunt 52-h H4)
+    from gpt.prepare import prepare
+    (tmp_path / "a.txt").write_text("The first document.\n")
+    (tmp_path / "b.txt").write_text("The second one.\n")
+    data = str(prepare(source="input", inputs=[str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], tokenizer="byte",
+                       out_dir=tmp_path / "byte", num_proc=1, quiet=True))
+    saved = TrainConfig(tokenizer="byte", data=data, max_iters=10).to_dict()
+    cfg, keys = parse_args(["--init_from=resume", "--tokenizer=shakespeare-bpe"])
+    with pytest.raises(ConfigError) as err:
+        resume_config(saved, cfg, keys)
+    assert str(err.value).endswith(f"\n(the weights keep their tokenizer, and {data} holds byte tokens, prepared "
+                                   "already: to train with these options, start a new model with them and "
+                                   "--data=<the text, or data prepared with --tokenizer=shakespeare-bpe> "
+                                   "--out_dir=<another directory>, without --init_from)")
+
+
 def test_a_fine_tune_trains_at_the_weights_context_unless_a_preset_or_the_command_line_says():
     # Without either it trained at the default 128 tokens, not GPT-2's 1,024, without a note (hunt 32-b CF9)
     from dataclasses import replace
