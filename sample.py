@@ -176,7 +176,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         arg = unknown[0]
         if not arg.startswith("--"):
             i = argv.index(arg)
-            if unquoted := unquoted_value(argv, i):  # (`--start=To be`)
+            if unquoted := unquoted_value(argv, i, text=("start", "stop", "instruction")):  # (`--start=To be`)
                 raise UsageError(unquoted + (" (several stop strings: repeat --stop)"
                                              if argv[i - 1].startswith("--stop=") else ""))
             raise UsageError(f"unexpected argument {arg!r}: options are --key=value (see python sample.py --help)")

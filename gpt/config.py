@@ -378,6 +378,9 @@ def _convert(key: str, value, kind: type, where: str | None = None):
 
 
 LIST_OPTIONS = "train.py --help lists them"
+# The options whose value is a name of the run's own making, any text: a word typed after one unquoted is its value's
+# rest (gpt.errors.unquoted_value); after another option's value only where the words joined name a path that is there.
+NAMES_TO_MAKE = ("out_dir", "data_cache", "wandb_project")
 
 
 def _check_keys(keys, where: str, command_line: bool = False) -> None:
@@ -461,7 +464,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, set[str]]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
-            raise ConfigError(unquoted_value(argv, i)  # (`--out_dir=my run`)
+            raise ConfigError(unquoted_value(argv, i, text=NAMES_TO_MAKE)  # (`--out_dir=my run`)
                               or f"unexpected argument {arg!r}: options are --key=value; {LIST_OPTIONS}")
         typed, eq, value = arg[2:].partition("=")
         key = typed.replace("-", "_")

@@ -18,12 +18,14 @@ import functools
 import importlib.metadata
 import itertools
 import os
+import re
 import shlex
 import signal
 import stat
 import sys
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 
@@ -482,18 +484,26 @@ def typed_value(argv: list[str], key: str) -> str | None:
     return value
 
 
-def unquoted_value(argv: list[str], i: int) -> str | None:
+def unquoted_value(argv: list[str], i: int, text: Collection[str] = ()) -> str | None:
     """Where argv[i], no option, is the rest of the value of the `--key=value` before it (`--start=To be`: the
     shell's two arguments), what to say of it: the quoted form. "options are --key=value" said nothing of the
-    quotes (hunt 50-f F2). None where it is no such rest."""
+    quotes (hunt 50-f F2). None where it is no such rest: where the value with the words joined to it makes no sense
+    for that option, neither one of `text` (the options whose value is any text, a name to be made) nor a path that
+    is there. `train.py --init_from=resume out` (--out_dir=out meant) was advised --init_from='resume out', and
+    --n_layer=2 4, --n_layer='2 4' (hunt 51-r R2)."""
     option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
     # (a word that begins with "-" is an option, not a value's rest: `--out_dir=x -n 3` was told "must be quoted:
     # --out_dir=x", the very words typed, as the rest is taken up to the next option: hunt 51-r R6)
     if not (option.startswith("--") and eq) or argv[i].startswith("-"):
         return None
-    words = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i:]))
+    # ... but past the first, "-5" or "-" is a word of the value, only "--key" or "-n" an option: `--start=The answer
+    # is -5 degrees` was advised --start='The answer is', losing the rest (hunt 51-v V5)
+    words = list(itertools.takewhile(lambda a: not re.match(r"--|-[^\W\d]", a), argv[i:]))
+    joined = " ".join([value, *words])
+    if option[2:].replace("-", "_") not in text and not os.path.lexists(os.path.expanduser(joined)):
+        return None
     return (f"unexpected argument {argv[i]!r} after {argv[i - 1]}: a value with spaces must be quoted: "
-            f"{option}={shlex.quote(' '.join([value, *words]))}")
+            f"{option}={shlex.quote(joined)}")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -882,6 +882,11 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--stop=b", "c"], "--stop='b c' (several stop strings: repeat --stop)"),
     # a short option is no rest of a value: it was "must be quoted: --start=hello", the very words typed (hunt 51-r R6)
     (["--start=hello", "-n", "3"], "unexpected argument '-n': options are --key=value"),
+    # past the first word, "-5" is a word of the text: it was quoted as --start='The answer is', the rest lost (hunt 52-c C2)
+    (["--start=The", "answer", "is", "-5", "degrees", "--json"], "quoted: --start='The answer is -5 degrees'"),
+    # a word after a value it would make nothing of is said to be no option: it was "a value with spaces must be
+    # quoted: --ckpt='best out'", a checkpoint that is nowhere (--out_dir=out meant; hunt 52-c C1)
+    (["--ckpt=best", "out"], "unexpected argument 'out': options are --key=value (see python sample.py --help)"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
     (["--start=FILE:"], "--start=FILE: names no file"),  # was "cannot read the prompt file ." (hunt, session 24)
