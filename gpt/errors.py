@@ -456,16 +456,31 @@ def signals_blocked(*signals: signal.Signals):
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+# Other trainers' and samplers' names for our options (nanoGPT's are ours; Hugging Face's, litgpt's, llama.cpp's...),
+# which no likeness of spelling finds: --lr got no hint, --grad_accum was offered --grad_clip, another knob that
+# takes a number as well, and --max_steps --max_bad_steps first (hunt 52-c C4). Offered where the script has ours.
+OTHER_NAMES = {"lr": "learning_rate", "max_steps": "max_iters", "steps": "max_iters", "num_steps": "max_iters",
+               "warmup_steps": "warmup_iters", "grad_accum": "gradient_accumulation_steps",
+               "gradient_accumulation": "gradient_accumulation_steps", "accumulation_steps": "gradient_accumulation_steps",
+               "seq_len": "block_size", "max_seq_len": "block_size", "context_length": "block_size",
+               "d_model": "n_embd", "hidden_size": "n_embd", "wd": "weight_decay", "eval_every": "eval_interval",
+               "save_every": "eval_interval", "log_every": "log_interval", "resume": "init_from=resume",
+               "model": "init_from", "prompt": "start", "checkpoint": "ckpt", "n_predict": "max_new_tokens"}
+
+
 def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
     """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
     difflib alone offered --stream for --temp (audit, 2026-11-26). Compared without case: --N_LAYER and
-    --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4)."""
+    --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4). Another trainer's name for
+    one of `valid` (OTHER_NAMES) comes before all."""
     folded = {v.lower(): v for v in valid}
     typed = key.lower()
-    close = [v for v in valid if v.lower().startswith(typed)][:n] if len(key) >= 3 else []
+    ours = OTHER_NAMES.get(typed.replace("-", "_"), "")
+    close = [ours] if ours.partition("=")[0] in valid else []
+    close += [v for v in valid if v.lower().startswith(typed) and v not in close][:n] if len(key) >= 3 else []
     close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)
               if folded[c] not in close][:n - len(close)]
-    return f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+    return f" (did you mean {', '.join('--' + c for c in close[:n])}?)" if close else ""
 
 
 def typed_value(argv: list[str], key: str) -> str | None:

@@ -37,6 +37,17 @@ def test_an_option_typed_in_another_case_gets_its_hint(typed, hint):
         parse_args([typed])
 
 
+@pytest.mark.parametrize("typed, hint", [("--lr=1e-3", "--learning_rate?"), ("--max_steps=9", "--max_iters, "),
+                                         ("--grad_accum=8", "--gradient_accumulation_steps, "),
+                                         ("--resume", "--init_from=resume?"), ("--seq_len=64", "--block_size?")])
+def test_another_trainers_name_for_an_option_gets_ours_first(typed, hint):
+    # no likeness of spelling finds them: --lr got no hint, --grad_accum was offered --grad_clip, another knob that
+    # takes a number too, and --max_steps --max_bad_steps first (gpt.errors.OTHER_NAMES, hunt 52-c C4)
+    with pytest.raises(ConfigError, match=f"unknown option {typed.partition('=')[0]} in the command line "
+                                          rf"\(did you mean {re.escape(hint)}"):
+        parse_args([typed])
+
+
 @pytest.mark.parametrize("arg, needle", [
     ("--n_layer=two", "expects int"),
     ("--bias=maybe", "expects bool"),

@@ -875,6 +875,7 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--json", "--stream=true"], "--stream=true prints the text as it comes, --json whole records"),  # (hunt 32-c F14)
     (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
     (["--temp=1"], "unknown option --temp (did you mean --temperature, --stream?)"),  # was --stream alone
+    (["--prompt=hi"], "unknown option --prompt (did you mean --start?)"),  # no hint before (hunt 52-c C4)
     (["ROMEO"], "unexpected argument 'ROMEO'"),
     # the shell's two arguments of an unquoted value: "options are --key=value" said nothing of quoting (hunt 50-f F2)
     (["--start=To", "be", "or", "--json"], "unexpected argument 'be' after --start=To: a value with spaces must be "
