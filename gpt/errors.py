@@ -514,7 +514,8 @@ def unquoted_value(argv: list[str], i: int, text: Collection[str] = ()) -> str |
     # ... but past the first, "-5" or "-" is a word of the value, only "--key" or "-n" an option: `--start=The answer
     # is -5 degrees` was advised --start='The answer is', losing the rest (hunt 51-v V5)
     words = list(itertools.takewhile(lambda a: not re.match(r"--|-[^\W\d]", a), argv[i:]))
-    joined = " ".join([value, *words])
+    # (`--start= To be`, a space typed after "=": the value is the words, not " To be" with the space the shell took)
+    joined = " ".join([value, *words] if value else words)
     if option[2:].replace("-", "_") not in text and not os.path.lexists(os.path.expanduser(joined)):
         return None
     return (f"unexpected argument {argv[i]!r} after {argv[i - 1]}: a value with spaces must be quoted: "

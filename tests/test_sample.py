@@ -887,6 +887,9 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--start=The", "answer", "is", "-5", "degrees", "--json"], "quoted: --start='The answer is -5 degrees'"),
     # a word after a value it would make nothing of is said to be no option: it was "a value with spaces must be
     # quoted: --ckpt='best out'", a checkpoint that is nowhere (--out_dir=out meant; hunt 52-c C1)
+    # a space typed after "=" is no space the value begins with: it was advised --start=' To be' (hunt 51-r R2, 52-c C3)
+    (["--start=", "To", "be"], "unexpected argument 'To' after --start=: a value with spaces must be quoted: "
+                               "--start='To be'"),
     (["--ckpt=best", "out"], "unexpected argument 'out': options are --key=value (see python sample.py --help)"),
     (["--use_cache=maybe"], "expected true or false"),
     (["--start=FILE:/nonexistent/prompt.txt"], "cannot read the prompt file"),
