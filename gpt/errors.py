@@ -528,25 +528,32 @@ class OneLineParser(argparse.ArgumentParser):
     until hunt 32-c F13). Options are not taken by a prefix: data/prepare.py read --val_fractio as
     --val_fraction, and a later option sharing a prefix would change what an old command means."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, names_to_make: Collection[str] = (), **kwargs):
+        """names_to_make: the options whose value is any name (unquoted_value's `text`)."""
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.names_to_make = names_to_make
 
     def error(self, message: str):
         raise SystemExit(f"{self.prog}: error: {message}")
 
     def parse_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
-            self.error(self.not_taken(unknown))
+            self.error(self.not_taken(unknown, args))
         return parsed
 
-    def not_taken(self, unknown: list[str]) -> str:
+    def not_taken(self, unknown: list[str], argv: list[str] = ()) -> str:
         """What parse_known_args left, said as train.py and sample.py say an unknown option, with the
         options it is close to: the data scripts and bench.py said argparse's 'unrecognized arguments:
-        --val-fraction=0.1', naming none (hunt 48-g G2). Words that are no --option keep argparse's."""
+        --val-fraction=0.1', naming none (hunt 48-g G2). Words that are no --option keep argparse's, but for
+        the rest of an unquoted value in `argv` (the arguments parsed), said as train.py and sample.py say it:
+        data/prepare.py --input=my notes.txt was 'unrecognized arguments: notes.txt' (hunt 52-c C5)."""
         if not unknown[0].startswith("--") or unknown[0] == "--":
-            return f"unrecognized arguments: {' '.join(unknown)}"
+            i = argv.index(unknown[0]) if unknown[0] in argv else 0
+            return (unquoted_value(argv, i, self.names_to_make)
+                    or f"unrecognized arguments: {' '.join(unknown)}")
         key = unknown[0][2:].split("=", 1)[0]
         valid = [o[2:] for o in self._option_string_actions if o.startswith("--")]
         return f"unknown option --{key}{did_you_mean(key, valid)}; see python {self.prog} --help"

