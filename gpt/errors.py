@@ -565,6 +565,25 @@ class OneLineParser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         return status
 
+    def _parse_known_args(self, arg_strings, *args, **kwargs):
+        self._arg_strings = arg_strings  # (for _match_argument's message)
+        return super()._parse_known_args(arg_strings, *args, **kwargs)
+
+    def _match_argument(self, action, arg_strings_pattern):
+        # `--stop ---` (a markdown rule) or `--start -x`: a value that begins with "-" is taken for an option, and
+        # argparse's "argument --stop: expected at least one argument" said nothing of the way to give it (hunt 52-c
+        # C6). Not where the word is one of the options: `--start --json` wants a value before it.
+        try:
+            return super()._match_argument(action, arg_strings_pattern)
+        except argparse.ArgumentError as e:
+            words = getattr(self, "_arg_strings", [])
+            after = [w for typed, w in zip(words, words[1:]) if typed in action.option_strings
+                     and w.startswith("-") and w.split("=", 1)[0] not in self._option_string_actions]
+            if not after:
+                raise
+            raise argparse.ArgumentError(action, f"{e.message} (a value that begins with \"-\" is typed after \"=\": "
+                                                 f"{action.option_strings[-1]}={shlex.quote(after[0])})") from None
+
     def _get_values(self, action, arg_strings):
         # --key=--: "--" is the value. Python 3.11's argparse takes it for the end of options and hands
         # the option [], neither converted nor checked: sample.py --start=-- and data/prepare.py

@@ -199,6 +199,23 @@ def test_one_line_parser_says_a_value_that_names_a_path_when_joined_must_be_quot
                             "quoted: --input='my notes.txt'")
 
 
+def test_one_line_parser_says_how_a_value_that_begins_with_a_dash_is_given():
+    # `--start -x`, `--stop ---`: argparse's "expected one argument" said nothing of --start=-x (hunt 52-c C6); not
+    # where the word is an option (`--start --json`: the value was left out)
+    from gpt.errors import OneLineParser
+
+    p = OneLineParser(prog="x")
+    p.add_argument("--start")
+    p.add_argument("--json", action="store_true")
+    for argv, said in ((["--start", "-x"], ' (a value that begins with "-" is typed after "=": --start=-x)'),
+                       (["--start", "-->"], ' (a value that begins with "-" is typed after "=": --start=\'-->\')'),
+                       (["--start", "--json"], "")):
+        with pytest.raises(SystemExit) as e:
+            p.parse_args(argv)
+        assert e.value.code == f"x: error: argument --start: expected one argument{said}"
+    assert p.parse_args(["--start=-x"]).start == "-x"
+
+
 @pytest.mark.parametrize("nargs", [None, "?", "+"])
 def test_one_line_parser_takes_two_dashes_after_an_equals_sign_as_the_value(nargs):
     # Python 3.11's argparse took --key=-- for the end of options and gave the option [], unchecked

@@ -875,6 +875,9 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--json", "--stream=true"], "--stream=true prints the text as it comes, --json whole records"),  # (hunt 32-c F14)
     (["--temprature=1"], "unknown option --temprature (did you mean --temperature?)"),
     (["--temp=1"], "unknown option --temp (did you mean --temperature, --stream?)"),  # was --stream alone
+    # a value that begins with "-", taken for an option: argparse's words alone said not how to give it (hunt 52-c C6)
+    (["--stop", "---"], 'argument --stop: expected at least one argument (a value that begins with "-" is typed after '
+                        '"=": --stop=---)'),
     (["--prompt=hi"], "unknown option --prompt (did you mean --start?)"),  # no hint before (hunt 52-c C4)
     (["ROMEO"], "unexpected argument 'ROMEO'"),
     # the shell's two arguments of an unquoted value: "options are --key=value" said nothing of quoting (hunt 50-f F2)
