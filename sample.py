@@ -164,7 +164,7 @@ def make_parser() -> _Parser:
     a("--chat", type=_bool, nargs="?", const=True, default=False,
       help="a conversation: each stdin line is the next user message (--json: one JSON request per line)")
     a("--stream", default="auto", type=parse_auto_bool, choices=("auto", "true", "false"),
-      help="print tokens as they are produced (never with --json); auto: when stdout is a terminal")
+      help="print tokens as they are produced (never with --json); auto: when stdout is a terminal (default: auto)")
     a("-h", "--help", action="store_true", help="show this help and exit")
     return p
 

@@ -1989,6 +1989,15 @@ def test_seed_help_says_the_samples_depend_on_num_samples_too(capsys, run_dir):
     assert "the same seed and --num_samples give the same samples" in seed_help
 
 
+def test_help_names_the_default_of_every_option_that_has_one():
+    # --stream's help said what auto does, not that auto is the default, where --compile and --cuda_graph beside it
+    # say theirs (hunt 52-c C7); an option off by default (None, False, empty) is off where its help says nothing
+    import argparse
+    unsaid = [a.option_strings[-1] for a in sample.make_parser()._actions
+              if a.default not in (None, False, "", [], argparse.SUPPRESS) and "default" not in a.help]
+    assert unsaid == []
+
+
 def test_the_readme_flag_table_names_sample_py_options_with_their_defaults():
     # The README's table of sample.py's flags is what a newcomer reads before --help: each flag it names must exist,
     # with the default it gives (hunt 49-e: a README walk; kept in step as the options change)
