@@ -461,7 +461,8 @@ def signals_blocked(*signals: signal.Signals):
 # takes a number as well, and --max_steps --max_bad_steps first (hunt 52-c C4). Offered where the script has ours.
 OTHER_NAMES = {"lr": "learning_rate", "max_steps": "max_iters", "steps": "max_iters", "num_steps": "max_iters",
                "warmup_steps": "warmup_iters", "grad_accum": "gradient_accumulation_steps",
-               "gradient_accumulation": "gradient_accumulation_steps", "accumulation_steps": "gradient_accumulation_steps",
+               "gradient_accumulation": "gradient_accumulation_steps",
+               "accumulation_steps": "gradient_accumulation_steps",
                "seq_len": "block_size", "max_seq_len": "block_size", "context_length": "block_size",
                "d_model": "n_embd", "hidden_size": "n_embd", "wd": "weight_decay", "eval_every": "eval_interval",
                "save_every": "eval_interval", "log_every": "log_interval", "resume": "init_from=resume",
@@ -500,13 +501,18 @@ def typed_value(argv: list[str], key: str) -> str | None:
 
 
 def unquoted_value(argv: list[str], i: int, text: Collection[str] = ()) -> str | None:
-    """Where argv[i], no option, is the rest of the value of the `--key=value` before it (`--start=To be`: the
-    shell's two arguments), what to say of it: the quoted form. "options are --key=value" said nothing of the
-    quotes (hunt 50-f F2). None where it is no such rest: where the value with the words joined to it makes no sense
-    for that option, neither one of `text` (the options whose value is any text, a name to be made) nor a path that
-    is there. `train.py --init_from=resume out` (--out_dir=out meant) was advised --init_from='resume out', and
-    --n_layer=2 4, --n_layer='2 4' (hunt 51-r R2)."""
+    """Where argv[i], no option, is the rest of the value of the `--key=value` (or `--key value`) before it
+    (`--start=To be`: the shell's two arguments), what to say of it: the quoted form. "options are --key=value" said
+    nothing of the quotes (hunt 50-f F2). None where it is no such rest: where the value with the words joined to it
+    makes no sense for that option, neither one of `text` (the options whose value is any text, a name to be made)
+    nor a path that is there. `train.py --init_from=resume out` (--out_dir=out meant) was advised
+    --init_from='resume out', and --n_layer=2 4, --n_layer='2 4' (hunt 51-r R2)."""
     option, eq, value = argv[i - 1].partition("=") if i else ("", "", "")
+    typed = argv[i - 1] if i else ""
+    # (`--start To be`, the value after a space, as the scripts take it too: it was "unexpected argument 'be': options
+    # are --key=value", no word of quoting: hunt 52-c C8)
+    if not eq and i >= 2 and argv[i - 2].startswith("--") and "=" not in argv[i - 2] and not typed.startswith("-"):
+        option, eq, value, typed = argv[i - 2], " ", typed, f"{argv[i - 2]} {typed}"
     # (a word that begins with "-" is an option, not a value's rest: `--out_dir=x -n 3` was told "must be quoted:
     # --out_dir=x", the very words typed, as the rest is taken up to the next option: hunt 51-r R6)
     if not (option.startswith("--") and eq) or argv[i].startswith("-"):
@@ -518,7 +524,7 @@ def unquoted_value(argv: list[str], i: int, text: Collection[str] = ()) -> str |
     joined = " ".join([value, *words] if value else words)
     if option[2:].replace("-", "_") not in text and not os.path.lexists(os.path.expanduser(joined)):
         return None
-    return (f"unexpected argument {argv[i]!r} after {argv[i - 1]}: a value with spaces must be quoted: "
+    return (f"unexpected argument {argv[i]!r} after {typed}: a value with spaces must be quoted: "
             f"{option}={shlex.quote(joined)}")
 
 

@@ -1039,17 +1039,19 @@ def test_an_unknown_option_is_one_line_with_its_hint_and_a_preset_file_takes_no_
 def test_a_word_after_a_value_is_offered_as_its_rest_only_where_that_makes_sense(tmp_path, monkeypatch):
     # `--init_from=resume out` (--out_dir=out meant) was advised "a value with spaces must be quoted: --init_from='resume
     # out'", a run that is nowhere, and --n_layer=2 4 was advised --n_layer='2 4' (hunt 51-r R2, 52-c C1)
-    for typed in (["--init_from=resume", "out"], ["--n_layer=2", "4"], ["--data=a.txt", "b.txt"]):
+    for typed in (["--init_from=resume", "out"], ["--n_layer=2", "4"], ["--data=a.txt", "b.txt"],
+                  ["--init_from", "resume", "out"]):
         with pytest.raises(ConfigError) as refused:
             parse_args(typed)
-        assert str(refused.value) == (f"unexpected argument {typed[1]!r}: options are --key=value; "
+        assert str(refused.value) == (f"unexpected argument {typed[-1]!r}: options are --key=value; "
                                       "train.py --help lists them")
     # ... but a path that is there, once joined, is the quoted value meant; so is any name of a directory to make
     (tmp_path / "my notes.txt").write_text("hi")
     monkeypatch.setenv("HOME", str(tmp_path))  # (~ is the home directory in --data, as typed after "=")
     for typed, meant in (([f"--data={tmp_path}/my", "notes.txt"], f"'{tmp_path}/my notes.txt'"),
                          (["--data=~/my", "notes.txt"], "'~/my notes.txt'"),
-                         (["--data_cache=my", "cache", "-1"], "'my cache -1'")):
+                         (["--data_cache=my", "cache", "-1"], "'my cache -1'"),
+                         (["--out_dir", "my", "run"], "'my run'")):  # (--key VALUE: no hint before, hunt 52-c C8)
         with pytest.raises(ConfigError) as refused:
             parse_args(typed)
         assert str(refused.value).endswith(f"a value with spaces must be quoted: {typed[0].split('=')[0]}={meant}")

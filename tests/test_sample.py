@@ -883,6 +883,9 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     # the shell's two arguments of an unquoted value: "options are --key=value" said nothing of quoting (hunt 50-f F2)
     (["--start=To", "be", "or", "--json"], "unexpected argument 'be' after --start=To: a value with spaces must be "
                                            "quoted: --start='To be or'"),
+    # and after a value given as --key VALUE: it was "unexpected argument 'be': options are --key=value" (hunt 52-c C8)
+    (["--start", "To", "be", "--json"], "unexpected argument 'be' after --start To: a value with spaces must be quoted: "
+                                        "--start='To be'"),
     (["--stop=b", "c"], "--stop='b c' (several stop strings: repeat --stop)"),
     # a short option is no rest of a value: it was "must be quoted: --start=hello", the very words typed (hunt 51-r R6)
     (["--start=hello", "-n", "3"], "unexpected argument '-n': options are --key=value"),
