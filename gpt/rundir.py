@@ -247,7 +247,12 @@ def lock_holder(out_dir: str | Path) -> str | None:
 
 def _read_holder(fd: int) -> str:
     try:
-        record = json.loads(os.read(fd, 4096).decode() or "{}")
+        # to its end: one read of 4,096 bytes cut a longer record (a long command line), which was then "not
+        # recorded yet" (hunt 52-m M1); 4 MiB at most (a command line is at most ARG_MAX, 2 MiB on Linux)
+        text = b""
+        while len(text) < 1 << 22 and (chunk := os.read(fd, 1 << 16)):
+            text += chunk
+        record = json.loads(text.decode() or "{}")
         return (f"process {record['pid']} on {record['host']}, started {record['started']}: "
                 f"{record['command']}")
     except (OSError, ValueError, KeyError, TypeError):  # just taken and not written yet; Windows' byte lock

@@ -269,6 +269,20 @@ def test_a_longer_record_left_by_a_killed_holder_is_overwritten_whole(tmp_path):
         first.release()
 
 
+def test_a_holder_whose_command_is_longer_than_one_read_is_still_named(tmp_path, monkeypatch):
+    # The record was read with one os.read of 4,096 bytes: a run whose command line is longer (a sweep tool's
+    # generated command, long paths) was named "its process id is not recorded yet", by the refused run and by
+    # sample.py alike, the holder's pid, host and command being in the file (hunt 52-m M1)
+    from gpt.rundir import lock_holder
+    monkeypatch.setattr(sys, "argv", ["train.py", "--wandb_project=" + "x" * 5000])
+    first = RunDirLock(tmp_path).acquire()
+    try:
+        with pytest.raises(RunDirBusy, match=rf"process {os.getpid()} on .*: train.py --wandb_project=x{{5000}}\)"):
+            RunDirLock(tmp_path).acquire()
+        assert lock_holder(tmp_path).startswith(f"process {os.getpid()} on ")
+    finally:
+        first.release()
+
 def test_a_lock_refused_by_the_filesystem_is_not_called_another_run(tmp_path, monkeypatch):
     # flock's ENOLCK (NFS without its lock daemon) said "in use by another training run" of none, on every
     # try, and left an empty train.lock (hunt 33-a F12, by strace)
