@@ -50,6 +50,7 @@ class RunDirLock:
         self._dir_stat: os.stat_result | None = None  # out_dir as it was locked: moved or removed since, or not
         self._made_dir = False
         self._made_parents: list[Path] = []
+        self._not_ours: str | None = None  # why the lock file last opened could not be written: another user's (_open)
 
     def acquire(self) -> "RunDirLock":
         self._made_dir = not self.out_dir.exists()
@@ -63,6 +64,8 @@ class RunDirLock:
             except OSError as e:  # a filesystem without locks (NFS without its lock daemon: ENOLCK), an I/O
                 # error: it said "in use by another training run", of none (hunt 33-a F12)
                 os.close(fd)
+                if self._not_ours:  # (on NFS, flock's exclusive lock needs a file open to write: EBADF, flock(2))
+                    raise UsageError(f"cannot use out_dir {self.out_dir}: {self._not_ours}") from None
                 with contextlib.suppress(OSError):  # what this try made, and only that (review 33)
                     if made_file:
                         self.path.unlink()
@@ -75,6 +78,9 @@ class RunDirLock:
                 os.close(fd)
                 raise RunDirBusy(f"{self.out_dir} is in use by another training run ({holder}); wait for it to "
                                  "finish or stop it, or choose another --out_dir")
+            if self._not_ours:  # unlocked: left by a run that ended (SIGKILL leaves the file), another user's
+                self._replace_a_leftover(fd)
+                continue
             # The holder before us may have removed the file between our open and our lock:
             # then we locked a file nobody else will ever see. Start over on the current one.
             try:
@@ -97,7 +103,9 @@ class RunDirLock:
         return self
 
     def _open(self) -> int:
-        """The lock file's descriptor, or one line naming out_dir and why it cannot be used."""
+        """The lock file's descriptor, or one line naming out_dir and why it cannot be used. Read-only
+        (self._not_ours) where the file is another user's: a run of theirs holds it, or left it."""
+        self._not_ours = None
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise UsageError(f"out_dir {self.out_dir} is not a directory")
         try:
@@ -105,6 +113,17 @@ class RunDirLock:
             # (not through a symbolic link by that name: the holder's record was written over the file it points to,
             # cut to it, a user's file lost: hunt 47-d D7)
             return os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except PermissionError as e:
+            # Another user's lock file in a run directory they share (made 0644): a run of theirs that holds it was
+            # said as "Permission denied (out/train.lock)", not named, and one that a SIGKILL ended left it so for
+            # good, every other user's run refused there (hunt 52-m M2). Opened to read, it is locked all the same
+            # (flock), and the holder named or the leftover replaced (_replace_a_leftover).
+            if fcntl is not None and self.path.is_file() and not self.path.is_symlink():
+                with contextlib.suppress(OSError):
+                    fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                    self._not_ours = describe_error(e)
+                    return fd
+            raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
         except OSError as e:  # a file above it, no permission, a full disk, a read-only filesystem
             if e.errno == errno.ELOOP and self.path.is_symlink():
                 raise UsageError(f"cannot use out_dir {self.out_dir}: its {LOCK_NAME} is a symbolic link to "
@@ -118,6 +137,20 @@ class RunDirLock:
                 raise UsageError(f"cannot use out_dir {self.out_dir}: {link} is a symbolic link to {os.readlink(link)}, "
                                  "which does not exist: make that directory, or choose another --out_dir") from None
             raise UsageError(f"cannot use out_dir {self.out_dir}: {describe_error(e)}") from None
+
+    def _replace_a_leftover(self, fd: int) -> None:
+        """Remove the lock file `fd` holds locked, read-only: another user's, left by a run of theirs that ended,
+        which this run cannot write its record into; acquire() then makes its own. Removed while still locked,
+        as release() does, so that an opener waiting on it starts over on the new one."""
+        holder = _read_holder(fd)
+        try:
+            self.path.unlink()
+        except OSError as e:  # (a sticky directory, /tmp's kind, or one this user cannot write)
+            raise UsageError(f"cannot use out_dir {self.out_dir}: its {LOCK_NAME}, left by a run that has ended "
+                             f"({holder}), is another user's and cannot be replaced ({describe_error(e)}): its owner "
+                             "can remove it, or choose another --out_dir") from None
+        finally:
+            os.close(fd)
 
     def reclaim(self) -> str | None:
         """None while out_dir/train.lock is still the file this run locked. Else out_dir was moved or

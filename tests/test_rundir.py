@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from gpt.errors import RunDirBusy
+from gpt.errors import RunDirBusy, UsageError
 from gpt.rundir import LOCK_NAME, RunDirLock, hold_run_dir, refuse_if_busy
 from gpt.runtime import Dist
 
@@ -282,6 +282,65 @@ def test_a_holder_whose_command_is_longer_than_one_read_is_still_named(tmp_path,
         assert lock_holder(tmp_path).startswith(f"process {os.getpid()} on ")
     finally:
         first.release()
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_another_users_lock_file_names_its_run_or_is_replaced_once_that_run_ended(tmp_path, monkeypatch):
+    # A lock file made by another user (0644) in a run directory they share could not be opened to write: a run of
+    # theirs holding it was said as "Permission denied (run/train.lock)", not named, and one that a SIGKILL ended
+    # left it so for good, every other user's run refused there (hunt 52-m M2; reproduced with two uids by
+    # setpriv). Here the holder's file is refused to writers as another user's would be.
+    import errno
+    out = tmp_path / "run"
+    holder = hold_in_another_process(out)
+    theirs = os.stat(out / LOCK_NAME).st_ino
+    real_open, real_unlink = os.open, os.unlink
+
+    def as_another_user(path, flags, *args, **kwargs):
+        if flags & (os.O_RDWR | os.O_WRONLY) and os.path.exists(path) and os.stat(path).st_ino == theirs:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", as_another_user)
+    try:
+        with pytest.raises(RunDirBusy, match=rf"in use by another training run \(process {holder.pid} on "):
+            RunDirLock(out).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    # their run killed: the file they left is not ours to write, but it is replaced where the directory lets us
+    monkeypatch.setattr(os, "unlink", lambda path, **kw: (_ for _ in ()).throw(
+        PermissionError(errno.EPERM, "Operation not permitted", str(path))))
+    with pytest.raises(UsageError, match=rf"its {LOCK_NAME}, left by a run that has ended \(process {holder.pid} on .*"
+                                         r"\), is another user's and cannot be replaced"):
+        RunDirLock(out).acquire()
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    with RunDirLock(out) as lock:
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+    assert not (out / LOCK_NAME).exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_another_users_lock_file_that_cannot_be_locked_open_to_read_is_said_as_theirs(tmp_path, monkeypatch):
+    # On NFS an exclusive flock needs a file open to write (EBADF, flock(2)): another user's lock file, opened to
+    # read (hunt 52-m M2), is said as before, not as "choose a filesystem that supports locks"
+    import errno
+    import gpt.rundir
+    (tmp_path / LOCK_NAME).write_text('{"pid": 1, "host": "h", "started": "x", "command": "train.py"}\n')
+    theirs = os.stat(tmp_path / LOCK_NAME).st_ino
+    real_open = os.open
+
+    def as_another_user(path, flags, *args, **kwargs):
+        if flags & (os.O_RDWR | os.O_WRONLY) and os.path.exists(path) and os.stat(path).st_ino == theirs:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", as_another_user)
+
+    def nfs_flock_on_a_file_open_to_read(fd):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+    monkeypatch.setattr(gpt.rundir, "_try_lock", nfs_flock_on_a_file_open_to_read)
+    with pytest.raises(UsageError, match=rf"^cannot use out_dir {tmp_path}: Permission denied "
+                                         rf"\({tmp_path / LOCK_NAME}\)$"):
+        RunDirLock(tmp_path).acquire()
+    assert (tmp_path / LOCK_NAME).exists()
 
 def test_a_lock_refused_by_the_filesystem_is_not_called_another_run(tmp_path, monkeypatch):
     # flock's ENOLCK (NFS without its lock daemon) said "in use by another training run" of none, on every
