@@ -1272,7 +1272,7 @@ def say_already_finished(cfg: TrainConfig, resume, base: dict | None, step: int,
         if cfg.lora_base and base and base["base"] != resume.meta["lora"]["base"]:  # (a save records it: hunt 36-c A6)
             print(f"note: its base, found at {base['base']}, is recorded by its next checkpoint only: give "
                   f"--lora_base={shlex.quote(base['base'])} to sample.py, or continue the run")
-        if plot_note := draw_if_stale(out_dir):  # (but the closing plot, where a kill came before it)
+        if plot_note := draw_if_stale(out_dir, upto=step):  # (but the closing plot, where a kill came before it)
             print("note:", plot_note)
 
 

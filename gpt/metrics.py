@@ -260,19 +260,21 @@ class Metrics:
         return _plot_records(self, png)
 
 
-def draw_if_stale(out_dir: Path) -> str | None:
+def draw_if_stale(out_dir: Path, upto: int | None = None) -> str | None:
     """Draw loss.png again where it is missing or older than metrics.jsonl (a run killed after its
     last checkpoint, before its closing plot, is resumed as finished: hunt 31-c F3); returns a note
-    when the plot was skipped, as Metrics.close() does."""
+    when the plot was skipped, as Metrics.close() does. `upto`: the finished run's step, past which
+    records are of training no checkpoint holds (a continuation killed before its first save: its steps,
+    drawn, went on past the "already finished: step 8" said with them, hunt 52-m M3)."""
     log, png = out_dir / "metrics.jsonl", out_dir / "loss.png"
     # (a picture dated in the future, a clock set back since or files copied from a machine ahead of this one,
     # is not known to be newer than the log: it was kept stale for good, hunt 35-d D5)
     if not log.exists() or png.exists() and log.stat().st_mtime_ns <= png.stat().st_mtime_ns <= time.time_ns():
         return None
-    return _plot_records(Metrics(out_dir, enabled=False), png)
+    return _plot_records(Metrics(out_dir, enabled=False), png, upto)
 
 
-def _plot_records(metrics: Metrics, png: Path) -> str | None:
+def _plot_records(metrics: Metrics, png: Path, upto: int | None = None) -> str | None:
     """plot_losses of the records in metrics.jsonl; a note where they cannot be read (a directory in
     its place, an I/O error: a traceback took the place of a failed write's own one line and status
     3 at the end of a run, hunt 33-e E3, and of the resume of a finished run, hunt 34-b B3). A run
@@ -281,7 +283,8 @@ def _plot_records(metrics: Metrics, png: Path) -> str | None:
         # Only what plot_losses reads of each record, its keys the same strings for all: a redraw (in the
         # training loop, every 30 s) held every record whole, +205 MB at 200,000 records (a 33 MB log),
         # growing with the run (hunt 43-g G2)
-        records = [{k: r[k] for k in PLOTTED if k in r} for r in metrics.each_record()]
+        records = [{k: r[k] for k in PLOTTED if k in r} for r in metrics.each_record()
+                   if upto is None or r["step"] <= upto]
     except OSError as e:
         return f"loss curve not drawn: {metrics.path} cannot be read ({e.strerror or e})"
     return plot_losses(records, png) if records else None

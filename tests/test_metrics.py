@@ -519,3 +519,18 @@ def test_a_redraw_holds_its_curves_not_every_record_of_the_log(tmp_path, monkeyp
         tracemalloc.stop()
     assert "matplotlib is not installed" in note
     assert peak < 8_000_000, peak  # 20,000 records held whole: 18.9 MB; only their plotted values: 5.6 MB
+
+
+def test_a_finished_run_resumed_draws_its_curve_up_to_its_step_not_a_killed_continuations(tmp_path, monkeypatch):
+    # A finished run (step 8) continued with a larger --max_iters and killed (SIGKILL) before its next
+    # checkpoint left the records of steps 9-78 in metrics.jsonl; the same command as before, with the run's
+    # max_iters, said "already finished: step 8; nothing to do" and drew loss.png with training to step 78,
+    # steps that no checkpoint holds (hunt 52-m M3; reproduced with train.py)
+    import gpt.metrics
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"step": 0, "val_loss": 5.5, "val_bpb": 8.0}, *({"step": s, "loss": 5.0 - s / 20} for s in range(1, 79)),
+        {"step": 8, "val_loss": 4.7, "val_bpb": 6.8})))
+    drawn = []
+    monkeypatch.setattr(gpt.metrics, "plot_losses", lambda records, png: drawn.append(records))
+    assert draw_if_stale(tmp_path, upto=8) is None
+    assert max(r["step"] for r in drawn[0]) == 8 and len(drawn[0]) == 10
