@@ -62,6 +62,9 @@ class Metrics:
         self._wandb = self._tb = None
         self.plot_note: str | None = None
         self.unreadable_lines = 0  # lines of metrics.jsonl that records() skipped (warned about once)
+        # an append of this run's failed (the file closed, self.failure kept): the line it may have cut short is said by
+        # the run's status-3 line, not again by a warning at the closing plot (hunt 52-m M4)
+        self._append_failed = False
         # A write that failed (a full disk, a permission): kept, not raised here, since only rank 0
         # writes and every rank must stop alike; train.py raises it through on_rank0 (check()).
         self.failure: Exception | None = None
@@ -150,7 +153,7 @@ class Metrics:
                     yield record
                 else:
                     bad += 1
-        if bad and not self.unreadable_lines:
+        if bad and not self.unreadable_lines and not self._append_failed:
             print(f"warning: {self.path}: skipped {bad} line(s) that are not a JSON record with a step and numbers "
                   f"for {', '.join(NUMBERS)} (a write cut short, e.g. by a full disk or a crash, or a damaged or "
                   "hand-edited line)", file=sys.stderr)
@@ -184,7 +187,7 @@ class Metrics:
             self.failure = write_failed(self.path, e)
             with contextlib.suppress(OSError):  # closing flushes the buffer again, which fails the same way
                 self._file.close()
-            self._file = None
+            self._file, self._append_failed = None, True
             return
         wait_s = max(self.redraw_every_s, self._drawing_s / REDRAW_SHARE) if self.redraw_every_s else 0.0
         if "val_loss" in record and time.monotonic() - self._drawn_at >= wait_s:  # refresh the picture

@@ -1,4 +1,5 @@
 import json
+import os
 
 from gpt.metrics import Metrics, draw_if_stale, plot_losses
 
@@ -534,3 +535,36 @@ def test_a_finished_run_resumed_draws_its_curve_up_to_its_step_not_a_killed_cont
     monkeypatch.setattr(gpt.metrics, "plot_losses", lambda records, png: drawn.append(records))
     assert draw_if_stale(tmp_path, upto=8) is None
     assert max(r["step"] for r in drawn[0]) == 8 and len(drawn[0]) == 10
+
+
+def test_a_run_whose_append_failed_is_not_warned_of_its_own_torn_line_at_the_close(tmp_path, capsys):
+    # A full disk met by an append (the record's first bytes landed) stops the run at its next save with one line,
+    # status 3, "writing out/metrics.jsonl failed: No space left on device; ..."; the closing plot, reading the
+    # log back, printed before it "warning: ... skipped 1 line(s) ... (a write cut short, e.g. by a full disk ...)"
+    # of that same record (measured on a full tmpfs, hunt 52-m M4)
+    import errno
+
+    import pytest
+
+    from gpt.errors import SaveError
+    metrics = Metrics(tmp_path, enabled=True)
+    metrics.log({"step": 1, "loss": 2.0})
+    file = metrics._file
+
+    class FullDisk:
+        def write(self, text):
+            file.write(text[:10])
+            file.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self):
+            file.close()
+    metrics._file = FullDisk()
+    metrics.log({"step": 2, "loss": 1.0})
+    with pytest.raises(SaveError, match="No space left on device"):
+        metrics.check()
+    assert metrics.close() is None and (tmp_path / "loss.png").exists()  # (the records there, drawn)
+    assert "skipped" not in capsys.readouterr().err
+    # (a resume's, after space was freed, still says it: the line is dropped there)
+    Metrics(tmp_path, enabled=False, resume_step=None).records()
+    assert "skipped 1 line(s)" in capsys.readouterr().err
