@@ -22,7 +22,7 @@ import torch
 from gpt.atomic import TMP_PREFIX, refuse_special, remove_dead_writers_parts, replace_files, same_mode_as
 from gpt.errors import HubUnreachable, MissingFile, UnreadableFile
 from gpt.files import computable_weights, describe_error, read_safetensors, read_torch_file
-from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, one_integer
+from gpt.model import GPT2_HUB_CONFIGS, TIED_KEY, GPT, GPTConfig, one_integer, sinusoidal_positions
 
 
 # Hugging Face's activation_function names of GPTConfig's activations.
@@ -77,7 +77,9 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     A vocabulary padded past the data's (`data_vocab_size`: a run trained on a GPU, bytes' 257 ids to 320,
     GPT-2's 50,257 to 50,304) is written without the padding, whose ids no tokenizer knows: an export of it
     drew them again in transformers' generate and in from_pretrained's (49 of 200 tokens of an untrained
-    byte model: hunt 43-f F7)."""
+    byte model: hunt 43-f F7).
+    A model without biases, or with sinusoidal positions, is written with what GPT-2 has in their place (zero biases,
+    the fixed table: gpt2_tensors); rotary positions, QK-norm and a qk_scale other than 1 are refused."""
     from safetensors.torch import save_file
 
     from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
@@ -105,9 +107,13 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     if is_lora(model):  # its adapters' keys are not GPT-2's: transformers loaded the file without them, in silence
         raise ValueError("this model has LoRA adapters: merge them into its weights first "
                          "(gpt.lora.merge_lora(model)), then save it in the GPT-2 layout")
-    if cfg.pos_encoding != "learned" or not cfg.bias or cfg.qk_norm or cfg.qk_scale != 1.0:
-        raise ValueError("only GPT-2-shaped models (learned positions, bias=True, no qk_norm, qk_scale 1) "
-                         "can be saved in the GPT-2 layout")
+    # GPT-2's attention has none of these (no biases, or sinusoidal positions, its layout holds: gpt2_tensors); the
+    # message names the model's own (it said "only GPT-2-shaped models (learned positions, bias=True, ...)")
+    settings = ((f"pos_encoding {cfg.pos_encoding!r}", cfg.pos_encoding == "rope"), ("qk_norm", cfg.qk_norm),
+                (f"qk_scale {cfg.qk_scale!r}", cfg.qk_scale != 1.0))
+    if beyond_gpt2 := [what for what, there in settings if there]:
+        raise ValueError(f"this model's {' and '.join(beyond_gpt2)} cannot be saved in the GPT-2 layout, whose "
+                         "attention has no rotary positions, no QK-norm and a qk_scale of 1")
     out_dir = Path(out_dir)
     for name in EXPORT_FILES:  # (before the reads below: a pipe's waits for a writer)
         refuse_special(out_dir / name)
@@ -135,7 +141,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_writers_parts(out_dir, EXPORT_FILES)
     tensors = {}
-    for k, v in model.state_dict().items():
+    for k, v in gpt2_tensors(model).items():
         if k == TIED_KEY:
             continue  # tied: stored once, as transformers does
         v = v.detach().cpu()
@@ -168,6 +174,25 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
         for part in parts:
             part.unlink(missing_ok=True)
+
+
+def gpt2_tensors(model: GPT) -> dict[str, torch.Tensor]:
+    """The model's state dict with what GPT-2 has and it lacks: zero biases where it has none (bias=False: a Linear or
+    LayerNorm with a zero bias computes what one without does), and the fixed table of sinusoidal positions as the
+    position table (transformer.wpe, the same values added to the token embeddings: gpt.model.GPT.embed), each in
+    the dtype of the weight beside it. Both were refused, "only GPT-2-shaped models ...", train.py's default
+    bias=false among them (hunt 52-e E1)."""
+    cfg = model.config
+    tensors = model.state_dict()
+    for k, shape in GPT.empty(replace(cfg, bias=True, pos_encoding="learned")).state_dict().items():
+        if k in tensors:
+            continue
+        if k == "transformer.wpe.weight":
+            wte = tensors["transformer.wte.weight"]
+            tensors[k] = sinusoidal_positions(torch.arange(cfg.block_size), cfg.n_embd).to(wte.dtype)
+        else:  # a bias
+            tensors[k] = torch.zeros(shape.shape, dtype=tensors[k.removesuffix("bias") + "weight"].dtype)
+    return tensors
 
 
 def generation_config(eot_token: int | None, extra_ends: list[int]) -> dict:

@@ -787,6 +787,34 @@ def test_exact_gelu_models_export_to_and_import_from_transformers(hf_gpt2, tmp_p
         assert not torch.equal(tanh(idx)[0], ours(idx)[0])
 
 
+def test_models_without_biases_or_with_sinusoidal_positions_export_to_transformers(hf_gpt2, tmp_path):
+    # GPT-2's layout holds both: zero biases, and the fixed table as its position table. train.py's default bias=false
+    # (so a bare GPU run's, learned positions and all) was refused, "only GPT-2-shaped models ..." (hunt 52-e E1)
+    transformers, _, _ = hf_gpt2
+    torch.manual_seed(0)
+    for settings in (dict(bias=False), dict(pos_encoding="sinusoidal"), dict(bias=False, pos_encoding="sinusoidal")):
+        ours = GPT(GPTConfig(vocab_size=211, block_size=48, n_layer=2, n_head=4, n_embd=48, **settings)).eval()
+        with torch.no_grad():  # (LayerNorm gains and biases away from 1 and 0: a weight put in the wrong place shows)
+            for p in ours.parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+        out = tmp_path / "-".join(f"{k}={v}" for k, v in settings.items())
+        ours.save_pretrained(out)
+        theirs = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
+        back = GPT.from_pretrained(str(out)).eval()
+        idx = torch.randint(0, 211, (2, 48))
+        with torch.no_grad():
+            expected = ours(idx)[0]
+            assert (theirs(idx).logits - expected).abs().max().item() <= 1e-5, settings
+            assert (back(idx)[0] - expected).abs().max().item() <= 1e-5, settings
+    # What the layout cannot hold is refused by its name, before anything is written
+    for settings, named in ((dict(pos_encoding="rope"), "pos_encoding 'rope'"), (dict(qk_norm=True), "qk_norm"),
+                            (dict(qk_scale=2.0), "qk_scale 2.0")):
+        model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16, **settings))
+        with pytest.raises(ValueError, match=rf"^this model's {named} .*GPT-2 layout"):
+            model.save_pretrained(tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+
+
 def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
     _, hf, _ = hf_gpt2
     torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
@@ -1208,8 +1236,7 @@ def test_from_pretrained_says_a_bad_dropout_is_the_callers_not_the_config_files(
 
 
 def test_save_pretrained_refuses_non_gpt2_shapes(tmp_path):
-    with pytest.raises(ValueError, match="GPT-2"):
-        tiny_model(pos_encoding="sinusoidal").save_pretrained(tmp_path)
+    # (sinusoidal positions export, as GPT-2's position table: test_models_without_biases_or_with_sinusoidal_...)
     with pytest.raises(ValueError, match="GPT-2"):
         tiny_model(pos_encoding="rope").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="GPT-2"):
