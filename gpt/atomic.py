@@ -8,6 +8,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import signal
 import stat
 import threading
@@ -100,7 +101,10 @@ def remove_dead_writers_parts(directory: Path, names: tuple[str, ...]) -> None:
                 pid = part.name.rsplit(".", 1)[1]
                 if pid.isdigit() and not _process_alive(int(pid)):
                     with contextlib.suppress(OSError):
-                        part.unlink()
+                        if part.is_dir() and not part.is_symlink():  # (a part written in a directory of its own:
+                            shutil.rmtree(part)  # an export's weights, gpt.huggingface.save_pretrained)
+                        else:
+                            part.unlink()
 
 
 def _process_alive(pid: int) -> bool:

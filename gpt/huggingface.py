@@ -13,6 +13,7 @@ import contextlib
 import json
 import numbers
 import os
+import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -154,8 +155,16 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
                   and is_token_id(i, cfg.vocab_size)]
     files = [out_dir / name for name in EXPORT_FILES]
     parts = [out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in files]
+    # The weights are written in a directory of their own, under their part's name: safetensors' save_file writes
+    # beside the name it is given, under one of its own (.tmpXXXXXX), and an export killed there (SIGTERM's default
+    # action, kill -9) left the new weights hidden in out_dir, where nothing removed them (hunt 52-e E2). The next
+    # save's remove_dead_writers_parts removes that directory, as it removes the other parts.
+    weights_dir = parts[0]
+    parts[0] = weights_dir / EXPORT_FILES[0]
     weights_tmp, config_tmp, generation_tmp = parts
     try:
+        shutil.rmtree(weights_dir, ignore_errors=True)  # (a dead process's of this one's pid: a file there was replaced)
+        weights_dir.mkdir()
         save_file(tensors, str(weights_tmp), metadata={"format": "pt"})
         config_tmp.write_text(json.dumps(config_to_hf(cfg, eot_token), indent=2) + "\n", encoding="utf-8")
         # the end ids replace those of a generation_config.json already there; its other settings (do_sample,
@@ -172,8 +181,9 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         same_mode_as(weights_tmp, config_tmp)
         replace_files(list(zip(parts, files)))
     finally:  # (interrupted: their parts are removed; replaced: nothing is left of those names)
-        for part in parts:
+        for part in parts[1:]:
             part.unlink(missing_ok=True)
+        shutil.rmtree(weights_dir, ignore_errors=True)
 
 
 def gpt2_tensors(model: GPT) -> dict[str, torch.Tensor]:

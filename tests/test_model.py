@@ -1511,6 +1511,37 @@ def test_save_pretrained_removes_what_a_save_killed_outright_left(tmp_path):
                        tiny_model(seed=1).transformer.wte.weight)
 
 
+def test_an_export_stopped_inside_safetensors_save_file_leaves_nothing_behind(tmp_path, monkeypatch):
+    # safetensors' save_file (0.8) writes the weights beside the name it is given, as .tmpXXXXXX (the Rust tempfile
+    # crate's name), renamed once written: an export killed meanwhile (SIGTERM, kill -9) left the new weights there,
+    # a hidden 171 MiB of a 45M-parameter model, that no later save removed (hunt 52-e E2)
+    import safetensors.torch
+
+    tiny_model(seed=1).save_pretrained(tmp_path)
+
+    def stopped(tensors, filename, metadata=None):  # (what safetensors leaves, killed inside its write; raised
+        # here, so that the save's own clean-up is seen as well)
+        (Path(filename).parent / ".tmpAbCdEf").write_bytes(b"the new weights, cut short")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(safetensors.torch, "save_file", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        tiny_model(seed=2).save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPORT_FILES)
+    # killed outright there (SIGTERM's default action, kill -9: nothing of the save's own runs): the next save removes
+    # what it left, its weights' part with safetensors' file in it
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    dead = ended.pid
+    (tmp_path / f".tmp-model.safetensors.{dead}").mkdir()
+    (tmp_path / f".tmp-model.safetensors.{dead}" / ".tmpAbCdEf").write_bytes(b"the new weights, cut short")
+    monkeypatch.undo()
+    tiny_model(seed=2).save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPORT_FILES)
+    assert torch.equal(GPT.from_pretrained(str(tmp_path)).transformer.wte.weight,
+                       tiny_model(seed=2).transformer.wte.weight)
+
+
 def test_save_pretrained_stopped_between_its_two_files_keeps_a_pair_that_loads(tmp_path, monkeypatch, umask_mode):
     # the weights were replaced, then config.json written and synced (1-4 ms): an export of another shape
     # stopped then left the new weights beside the old config, a pair that loaded nowhere (hunt 40-a A3).
