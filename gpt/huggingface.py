@@ -34,6 +34,9 @@ CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight"
 GPT2_END_OF_TEXT = 50256  # GPT-2's <|endoftext|>: an export's end-of-text where nothing names another
 # The files of an export, replaced together (the weights first: see save_pretrained).
 EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json")
+# GPT-2's tokenizer in transformers' layout, written with the export of a model trained with it: its vocab.json and
+# merges.txt are OpenAI's encoder.json and vocab.bpe, the files gpt.tokenizer reads (checked against tiktoken's hashes)
+GPT2_TOKENIZER_FILES = {"vocab.json": "encoder.json", "merges.txt": "vocab.bpe"}
 # Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
 IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
@@ -79,6 +82,8 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     GPT-2's 50,257 to 50,304) is written without the padding, whose ids no tokenizer knows: an export of it
     drew them again in transformers' generate and in from_pretrained's (49 of 200 tokens of an untrained
     byte model: hunt 43-f F7).
+    A model trained with GPT-2's tokenizer (`tokenizer_name` "gpt2") gets its files as well, vocab.json and merges.txt,
+    which transformers' AutoTokenizer loads (hunt 52-e E3).
     A model without biases, or with sinusoidal positions, is written with what GPT-2 has in their place (zero biases,
     the fixed table: gpt2_tensors); rotary positions, QK-norm and a qk_scale other than 1 are refused."""
     from safetensors.torch import save_file
@@ -86,7 +91,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
     from gpt.lora import is_lora
     from gpt.sources import training_output
-    from gpt.tokenizer import get_tokenizer
+    from gpt.tokenizer import _gpt2_data_dir, _read_verified, get_tokenizer
 
     cfg = model.config
     rows = model.data_vocab_size if model.data_vocab_size and model.data_vocab_size < cfg.vocab_size else None
@@ -116,7 +121,10 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         raise ValueError(f"this model's {' and '.join(beyond_gpt2)} cannot be saved in the GPT-2 layout, whose "
                          "attention has no rotary positions, no QK-norm and a qk_scale of 1")
     out_dir = Path(out_dir)
-    for name in EXPORT_FILES:  # (before the reads below: a pipe's waits for a writer)
+    # With GPT-2's tokenizer, its files too: transformers' AutoTokenizer.from_pretrained(out_dir) found no tokenizer
+    # there, and its user had to know which to take, and to have the network for it (hunt 52-e E3)
+    names = EXPORT_FILES + (tuple(GPT2_TOKENIZER_FILES) if model.tokenizer_name == "gpt2" else ())
+    for name in names:  # (before the reads below: a pipe's waits for a writer)
         refuse_special(out_dir / name)
     if "model_config" in _json_keys(out_dir / "meta.json"):  # a checkpoint: its model.safetensors, in our
         # layout, was overwritten in GPT-2's (Conv1D weights transposed), and the run could no longer
@@ -140,7 +148,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
                          "whose adapters load onto these very weights: save the model to another directory (or "
                          f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_dead_writers_parts(out_dir, EXPORT_FILES)
+    remove_dead_writers_parts(out_dir, EXPORT_FILES + tuple(GPT2_TOKENIZER_FILES))
     tensors = {}
     for k, v in gpt2_tensors(model).items():
         if k == TIED_KEY:
@@ -153,7 +161,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     # which eot_token replaces: written back, not lost (hunt 50-g G1)
     extra_ends = [int(i) for i in model.end_tokens if i not in (model.export_eot_token, eot_token)
                   and is_token_id(i, cfg.vocab_size)]
-    files = [out_dir / name for name in EXPORT_FILES]
+    files = [out_dir / name for name in names]
     parts = [out_dir / f"{TMP_PREFIX}{path.name}.{os.getpid()}" for path in files]
     # The weights are written in a directory of their own, under their part's name: safetensors' save_file writes
     # beside the name it is given, under one of its own (.tmpXXXXXX), and an export killed there (SIGTERM's default
@@ -161,8 +169,10 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     # save's remove_dead_writers_parts removes that directory, as it removes the other parts.
     weights_dir = parts[0]
     parts[0] = weights_dir / EXPORT_FILES[0]
-    weights_tmp, config_tmp, generation_tmp = parts
+    weights_tmp, config_tmp, generation_tmp, *tokenizer_tmps = parts
     try:
+        for tmp, name in zip(tokenizer_tmps, GPT2_TOKENIZER_FILES.values()):
+            tmp.write_bytes(_read_verified(_gpt2_data_dir() / name))
         shutil.rmtree(weights_dir, ignore_errors=True)  # (a dead process's of this one's pid: a file there was replaced)
         weights_dir.mkdir()
         save_file(tensors, str(weights_tmp), metadata={"format": "pt"})

@@ -815,6 +815,25 @@ def test_models_without_biases_or_with_sinusoidal_positions_export_to_transforme
     assert not (tmp_path / "refused").exists()
 
 
+def test_an_export_of_a_gpt2_tokenizer_model_holds_that_tokenizer_for_transformers(hf_gpt2, tmp_path):
+    # transformers' AutoTokenizer.from_pretrained(export) found no tokenizer there, and its user had to know to take
+    # GPT-2's, by name, from the network (hunt 52-e E3)
+    from gpt.tokenizer import get_tokenizer
+
+    transformers, _, _ = hf_gpt2
+    model = GPT(GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    model.tokenizer_name = "gpt2"  # (as gpt.checkpoint.load_model sets it, from the checkpoint)
+    model.save_pretrained(tmp_path / "gpt2")
+    theirs, ours = transformers.AutoTokenizer.from_pretrained(tmp_path / "gpt2"), get_tokenizer("gpt2")
+    for text in ("Hello world! It's 3:14 pm.\n\n  indented\ttabs", "naïve café — 日本語 🙂", "   trailing   "):
+        assert theirs(text)["input_ids"] == ours.encode(text)
+    assert theirs.eos_token_id == ours.eot_token
+    model = GPT(GPTConfig(vocab_size=257, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    model.tokenizer_name = "byte"  # a tokenizer transformers has no counterpart of: none written
+    model.save_pretrained(tmp_path / "byte")
+    assert sorted(p.name for p in (tmp_path / "byte").iterdir()) == sorted(EXPORT_FILES)
+
+
 def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
     _, hf, _ = hf_gpt2
     torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
