@@ -37,6 +37,9 @@ EXPORT_FILES = ("model.safetensors", "config.json", "generation_config.json")
 # GPT-2's tokenizer in transformers' layout, written with the export of a model trained with it: its vocab.json and
 # merges.txt are OpenAI's encoder.json and vocab.bpe, the files gpt.tokenizer reads (checked against tiktoken's hashes)
 GPT2_TOKENIZER_FILES = {"vocab.json": "encoder.json", "merges.txt": "vocab.bpe"}
+# The files of a tokenizer in transformers' layout (its tokenizer.save_pretrained's; GPT2_TOKENIZER_FILES among them)
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                      "added_tokens.json")
 # Causal-mask buffers that old GPT-2 checkpoints carry; they hold no learned weights.
 IGNORED_HF_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
@@ -147,6 +150,14 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
         raise ValueError(f"{out_dir} is the base of the LoRA run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, "
                          "whose adapters load onto these very weights: save the model to another directory (or "
                          f"delete {out_dir / LORA_BASE_MARK} once those runs are of no more use)")
+    # A tokenizer left there (an earlier export's GPT-2 one, a transformers directory's) that cannot be this model's:
+    # AutoTokenizer.from_pretrained(out_dir) loaded it for the new model, a byte model's text encoded in GPT-2's ids
+    # (hunt 52-e E4). Not removed: the files may be the user's.
+    if model.tokenizer_name not in (None, "gpt2") or cfg.vocab_size <= GPT2_END_OF_TEXT:
+        if stale := [name for name in HF_TOKENIZER_FILES if (out_dir / name).is_file()]:
+            raise ValueError(f"{out_dir} holds a tokenizer ({', '.join(stale)}) that is not this model's "
+                             f"({model.tokenizer_name or f'{cfg.vocab_size} ids'}), which transformers would load "
+                             "with it: save the model to another directory, or delete those files first")
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_writers_parts(out_dir, EXPORT_FILES + tuple(GPT2_TOKENIZER_FILES))
     tensors = {}

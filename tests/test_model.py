@@ -1,5 +1,6 @@
 import math
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -832,6 +833,16 @@ def test_an_export_of_a_gpt2_tokenizer_model_holds_that_tokenizer_for_transforme
     model.tokenizer_name = "byte"  # a tokenizer transformers has no counterpart of: none written
     model.save_pretrained(tmp_path / "byte")
     assert sorted(p.name for p in (tmp_path / "byte").iterdir()) == sorted(EXPORT_FILES)
+    # nor saved over one left there, which transformers loaded for it, GPT-2's ids for a byte model (hunt 52-e E4)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "gpt2").iterdir()}
+    for tokenizer_name in ("byte", None):  # (None: a model built here, of fewer ids than GPT-2's)
+        model.tokenizer_name = tokenizer_name
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / 'gpt2'))} holds a tokenizer \(vocab.json, "
+                                             r"merges.txt\) that is not this model's \((byte|257 ids)\), which "
+                                             r"transformers would load with it: save the model to another directory, "
+                                             r"or delete those files first$"):
+            model.save_pretrained(tmp_path / "gpt2")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "gpt2").iterdir()} == before
 
 
 def test_from_pretrained_reads_pytorch_model_bin(hf_gpt2, tmp_path):
