@@ -78,18 +78,21 @@ class RunDirLock:
                 os.close(fd)
                 raise RunDirBusy(f"{self.out_dir} is in use by another training run ({holder}); wait for it to "
                                  "finish or stop it, or choose another --out_dir")
-            if self._not_ours:  # unlocked: left by a run that ended (SIGKILL leaves the file), another user's
-                self._replace_a_leftover(fd)
-                continue
             # The holder before us may have removed the file between our open and our lock:
-            # then we locked a file nobody else will ever see. Start over on the current one.
+            # then we locked a file nobody else will ever see. Start over on the current one. (Before a leftover is
+            # replaced too: removing the path then removed the lock file another run had just made, both held out_dir,
+            # hunt 52-q Q1.)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
                 same = False
-            if same:
-                break
-            os.close(fd)
+            if not same:
+                os.close(fd)
+                continue
+            if self._not_ours:  # unlocked: left by a run that ended (SIGKILL leaves the file), another user's
+                self._replace_a_leftover(fd)
+                continue
+            break
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
         try:

@@ -319,6 +319,41 @@ def test_another_users_lock_file_names_its_run_or_is_replaced_once_that_run_ende
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_two_runs_replacing_another_users_leftover_lock_file_do_not_both_hold_the_directory(tmp_path, monkeypatch):
+    # Two runs start on a directory whose lock file another user's killed run left (hunt 52-m M2). The second opened
+    # that file before the first replaced it, and locked it once the first had closed it: a file no longer there.
+    # It removed what was there, the first run's own new lock file, and made a third, so both held the directory
+    # (hunt 52-q Q1). A leftover is replaced only while it is still the lock file, as every other lock is taken.
+    import errno
+    import gpt.rundir
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_NAME).write_text('{"pid": 1, "host": "h", "started": "x", "command": "train.py"}\n')
+    theirs = os.stat(out / LOCK_NAME).st_ino
+    real_open, real_try_lock = os.open, gpt.rundir._try_lock
+
+    def as_another_user(path, flags, *args, **kwargs):
+        if flags & (os.O_RDWR | os.O_WRONLY) and os.path.exists(path) and os.stat(path).st_ino == theirs:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", as_another_user)
+    first, started = RunDirLock(out), []
+
+    def the_first_run_starts_between_our_open_and_our_lock(fd):
+        if not started:
+            started.append(True)
+            first.acquire()
+        return real_try_lock(fd)
+    monkeypatch.setattr(gpt.rundir, "_try_lock", the_first_run_starts_between_our_open_and_our_lock)
+    try:
+        with pytest.raises(RunDirBusy, match=rf"in use by another training run \(process {os.getpid()} on "):
+            RunDirLock(out).acquire()
+        assert os.path.samestat(os.fstat(first._fd), os.stat(out / LOCK_NAME))
+    finally:
+        first.release()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
 def test_another_users_lock_file_that_cannot_be_locked_open_to_read_is_said_as_theirs(tmp_path, monkeypatch):
     # On NFS an exclusive flock needs a file open to write (EBADF, flock(2)): another user's lock file, opened to
     # read (hunt 52-m M2), is said as before, not as "choose a filesystem that supports locks"
