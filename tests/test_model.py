@@ -829,6 +829,12 @@ def test_an_export_of_a_gpt2_tokenizer_model_holds_that_tokenizer_for_transforme
     for text in ("Hello world! It's 3:14 pm.\n\n  indented\ttabs", "naïve café — 日本語 🙂", "   trailing   "):
         assert theirs(text)["input_ids"] == ours.encode(text)
     assert theirs.eos_token_id == ours.eot_token
+    # The text "<|endoftext|>" is transformers' end-of-text token, ordinary text here, unless it is told so: README
+    # said the export's tokenizer "encodes as get_tokenizer("gpt2") does", of every text (hunt 52-q Q2)
+    text = "one<|endoftext|>two"
+    assert theirs(text)["input_ids"] == [505, ours.eot_token, 11545] != ours.encode(text)
+    split = transformers.AutoTokenizer.from_pretrained(tmp_path / "gpt2", split_special_tokens=True)
+    assert split(text)["input_ids"] == ours.encode(text)
     model = GPT(GPTConfig(vocab_size=257, block_size=16, n_layer=1, n_head=2, n_embd=16))
     model.tokenizer_name = "byte"  # a tokenizer transformers has no counterpart of: none written
     model.save_pretrained(tmp_path / "byte")
