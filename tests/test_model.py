@@ -807,6 +807,8 @@ def test_models_without_biases_or_with_sinusoidal_positions_export_to_transforme
             expected = ours(idx)[0]
             assert (theirs(idx).logits - expected).abs().max().item() <= 1e-5, settings
             assert (back(idx)[0] - expected).abs().max().item() <= 1e-5, settings
+        # loaded back, it is GPT-2's shape, whose biases and position table a fine-tune trains (README; hunt 52-q Q3)
+        assert (back.config.bias, back.config.pos_encoding) == (True, "learned"), settings
     # What the layout cannot hold is refused by its name, before anything is written
     for settings, named in ((dict(pos_encoding="rope"), "pos_encoding 'rope'"), (dict(qk_norm=True), "qk_norm"),
                             (dict(qk_scale=2.0), "qk_scale 2.0")):
