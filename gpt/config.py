@@ -17,7 +17,7 @@ from pathlib import Path
 
 import tomllib
 
-from gpt.errors import ConfigError, did_you_mean, unquoted_value, unusable_path
+from gpt.errors import TRAIN_OTHER_NAMES, ConfigError, did_you_mean, unquoted_value, unusable_path
 from gpt.lora import scale_out_of_range as lora_scale_out_of_range
 from gpt.model import FLOAT32_MAX, POS_ENCODINGS, qk_scale_underflow
 from gpt.optim import LR_SCHEDULES, OPTIMIZERS
@@ -387,7 +387,8 @@ def _check_keys(keys, where: str, command_line: bool = False) -> None:
     valid = [f.name for f in fields(TrainConfig)]
     for key in keys:
         if key not in valid:
-            hint = did_you_mean(key, valid + ["config"] * command_line)  # (--confg: no hint before, hunt 41-d D3)
+            # (--confg: no hint before, hunt 41-d D3)
+            hint = did_you_mean(key, valid + ["config"] * command_line, other_names=TRAIN_OTHER_NAMES)
             # one line, as sample.py's argparse says it: the 56-line options table after a typo buried its hint
             # (hunt 43-e N1); --help has the table
             raise ConfigError(f"unknown option --{key} in {where}{hint}; {LIST_OPTIONS}")

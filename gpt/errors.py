@@ -465,18 +465,21 @@ OTHER_NAMES = {"lr": "learning_rate", "max_steps": "max_iters", "steps": "max_it
                "accumulation_steps": "gradient_accumulation_steps",
                "seq_len": "block_size", "max_seq_len": "block_size", "context_length": "block_size",
                "d_model": "n_embd", "hidden_size": "n_embd", "wd": "weight_decay", "eval_every": "eval_interval",
-               "save_every": "eval_interval", "log_every": "log_interval", "resume": "init_from=resume",
+               "save_every": "eval_interval", "log_every": "log_interval",
                "model": "init_from", "prompt": "start", "checkpoint": "ckpt", "n_predict": "max_new_tokens"}
+# ... and train.py's alone: sample.py, which has --init_from too, refuses --init_from=resume ("'resume' is neither a
+# directory nor one of gpt2, ...") and was offered it for --resume (hunt 52-z Z1)
+TRAIN_OTHER_NAMES = {**OTHER_NAMES, "resume": "init_from=resume"}
 
 
-def did_you_mean(key: str, valid: list[str], n: int = 3) -> str:
+def did_you_mean(key: str, valid: list[str], n: int = 3, other_names: dict[str, str] = OTHER_NAMES) -> str:
     """' (did you mean --a, --b?)' for an unknown option, or ''. Options it begins are named first:
     difflib alone offered --stream for --temp (audit, 2026-11-26). Compared without case: --N_LAYER and
     --Learning_Rate got no hint, difflib's ratio being case-sensitive (hunt 43-e E4). Another trainer's name for
-    one of `valid` (OTHER_NAMES) comes before all."""
+    one of `valid` (`other_names`: OTHER_NAMES, or train.py's TRAIN_OTHER_NAMES) comes before all."""
     folded = {v.lower(): v for v in valid}
     typed = key.lower()
-    ours = OTHER_NAMES.get(typed.replace("-", "_"), "")
+    ours = other_names.get(typed.replace("-", "_"), "")
     close = [ours] if ours.partition("=")[0] in valid else []
     close += [v for v in valid if v.lower().startswith(typed) and v not in close][:n] if len(key) >= 3 else []
     close += [folded[c] for c in difflib.get_close_matches(typed, list(folded), n=n)

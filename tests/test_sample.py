@@ -879,6 +879,9 @@ def test_ctrl_c_while_streaming_keeps_every_sample_end_to_end(endless_run):
     (["--stop", "---"], 'argument --stop: expected at least one argument (a value that begins with "-" is typed after '
                         '"=": --stop=---)'),
     (["--prompt=hi"], "unknown option --prompt (did you mean --start?)"),  # no hint before (hunt 52-c C4)
+    # nothing to resume in sample.py: it was offered --init_from=resume, which it refuses ("'resume' is neither a
+    # directory nor one of gpt2, ..."): hunt 52-z Z1
+    (["--resume"], "unknown option --resume; see python sample.py --help"),
     (["ROMEO"], "unexpected argument 'ROMEO'"),
     # the shell's two arguments of an unquoted value: "options are --key=value" said nothing of quoting (hunt 50-f F2)
     (["--start=To", "be", "or", "--json"], "unexpected argument 'be' after --start=To: a value with spaces must be "
