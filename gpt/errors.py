@@ -581,13 +581,16 @@ class OneLineParser(argparse.ArgumentParser):
     def _match_argument(self, action, arg_strings_pattern):
         # `--stop ---` (a markdown rule) or `--start -x`: a value that begins with "-" is taken for an option, and
         # argparse's "argument --stop: expected at least one argument" said nothing of the way to give it (hunt 52-c
-        # C6). Not where the word is one of the options: `--start --json` wants a value before it.
+        # C6). Not where the word is one of the options: `--start --json` wants a value before it; nor one mistyped
+        # (`--start --temp=0.5` was advised --start=--temp=0.5, --temperature meant: hunt 52-z Z2).
         try:
             return super()._match_argument(action, arg_strings_pattern)
         except argparse.ArgumentError as e:
             words = getattr(self, "_arg_strings", [])
+            options = [o[2:] for o in self._option_string_actions if o.startswith("--")]
             after = [w for typed, w in zip(words, words[1:]) if typed in action.option_strings
-                     and w.startswith("-") and w.split("=", 1)[0] not in self._option_string_actions]
+                     and w.startswith("-") and w.split("=", 1)[0] not in self._option_string_actions
+                     and not (w.startswith("--") and did_you_mean(w[2:].split("=", 1)[0], options))]
             if not after:
                 raise
             raise argparse.ArgumentError(action, f"{e.message} (a value that begins with \"-\" is typed after \"=\": "

@@ -209,7 +209,10 @@ def test_one_line_parser_says_how_a_value_that_begins_with_a_dash_is_given():
     p.add_argument("--json", action="store_true")
     for argv, said in ((["--start", "-x"], ' (a value that begins with "-" is typed after "=": --start=-x)'),
                        (["--start", "-->"], ' (a value that begins with "-" is typed after "=": --start=\'-->\')'),
-                       (["--start", "--json"], "")):
+                       (["--start", "--json"], ""),
+                       # nor where it is an option mistyped (--json meant): it was advised --start=--jsn=true, a prompt
+                       # of those words, and sample.py --start --temp=0.5, --start=--temp=0.5 (hunt 52-z Z2)
+                       (["--start", "--jsn=true"], ""), (["--start", "--jsno"], "")):
         with pytest.raises(SystemExit) as e:
             p.parse_args(argv)
         assert e.value.code == f"x: error: argument --start: expected one argument{said}"
